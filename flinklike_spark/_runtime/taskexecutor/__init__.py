@@ -1,0 +1,1 @@
+"""Runtime internals: taskexecutor."""

@@ -1,0 +1,156 @@
+"""The interfaces that sources and sinks implement (FLIP-27 style, batch-at-a-time).
+
+Call order for a source, per parallel subtask, on the task thread:
+
+1. ``Source.create_splits(parallelism)`` runs once per job in the JobMaster;
+   split ``i`` goes to subtask ``i % parallelism``.
+2. ``Source.create_reader(context)`` runs in the TaskExecutor.
+3. ``reader.add_splits(splits)``: the subtask's splits (restored ones, with
+   their saved positions, after a restore).
+4. ``reader.open()``, then ``reader.poll_next(max_rows)`` repeatedly until it
+   returns ``ReadResult(end_of_input=True)``. Between polls the task may call
+   ``snapshot_state(checkpoint_id)`` (a checkpoint barrier is emitted right
+   after it, so the state must describe exactly the rows already returned).
+5. ``reader.close()`` exactly once, also after a failure.
+
+A sink writer sees ``open()``, then ``write(batch)`` for every buffer, then
+``finish()`` once if its input ended, then ``close()`` exactly once.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from enum import Enum
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = [
+    "Boundedness",
+    "ReadResult",
+    "Sink",
+    "SinkWriter",
+    "SinkWriterContext",
+    "Source",
+    "SourceReader",
+    "SourceReaderContext",
+    "SourceSplit",
+]
+
+
+class Boundedness(Enum):
+    BOUNDED = "bounded"
+    CONTINUOUS_UNBOUNDED = "continuous_unbounded"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SourceSplit:
+    """A unit of source work. Connectors subclass it and add their position fields."""
+
+    split_id: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReadResult:
+    """What one ``poll_next`` produced.
+
+    Attributes:
+        batch: rows read, or None if nothing is available right now.
+        end_of_input: every split of this reader is exhausted; no more polls follow.
+        wait_seconds: with ``batch=None`` and not at the end, how long the task
+            may sleep before polling again (used for rate limits).
+    """
+
+    batch: pa.RecordBatch | None = None
+    end_of_input: bool = False
+    wait_seconds: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SourceReaderContext:
+    subtask_index: int
+    parallelism: int
+    attempt_number: int = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SinkWriterContext:
+    subtask_index: int
+    parallelism: int
+    attempt_number: int = 0
+    task_name: str = ""
+
+
+class SourceReader(abc.ABC):
+    """Reads the rows of the splits assigned to one subtask. Used by one thread only."""
+
+    @abc.abstractmethod
+    def add_splits(self, splits: list[SourceSplit]) -> None:
+        """Assign splits (called before ``open``)."""
+
+    def open(self) -> None:  # noqa: B027 - optional hook
+        """Acquire resources; called once before the first poll."""
+
+    @abc.abstractmethod
+    def poll_next(self, max_rows: int) -> ReadResult:
+        """Return at most ``max_rows`` rows; never block for long (a mailbox runs around it)."""
+
+    @abc.abstractmethod
+    def snapshot_state(self, checkpoint_id: int) -> list[SourceSplit]:
+        """The splits with positions just after the last row returned by ``poll_next``."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
+        """Checkpoint ``checkpoint_id`` completed everywhere."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources; called exactly once."""
+
+
+class Source(abc.ABC):
+    """A description of where rows come from; pickled and shipped to TaskExecutors."""
+
+    @property
+    def boundedness(self) -> Boundedness:
+        return Boundedness.BOUNDED
+
+    @abc.abstractmethod
+    def output_schema(self) -> pa.Schema:
+        """The Arrow schema of every batch the readers return."""
+
+    @abc.abstractmethod
+    def create_splits(self, parallelism: int) -> list[SourceSplit]:
+        """All splits of this source; split ``i`` is read by subtask ``i % parallelism``."""
+
+    @abc.abstractmethod
+    def create_reader(self, context: SourceReaderContext) -> SourceReader:
+        """A reader for one subtask."""
+
+
+class SinkWriter(abc.ABC):
+    """Writes the batches of one sink subtask. Used by one thread only."""
+
+    def open(self) -> None:  # noqa: B027
+        """Acquire resources; called once before the first write."""
+
+    @abc.abstractmethod
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Write one batch; may buffer."""
+
+    def finish(self) -> None:  # noqa: B027
+        """The input ended (bounded job): flush everything."""
+
+    def accumulator(self) -> Any:
+        """A picklable value reported to the client under the sink's name when the task ends, or None."""
+        return None
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources; called exactly once, also after a failure."""
+
+
+class Sink(abc.ABC):
+    """A description of where rows go; pickled and shipped to TaskExecutors."""
+
+    @abc.abstractmethod
+    def create_writer(self, context: SinkWriterContext) -> SinkWriter:
+        """A writer for one subtask."""

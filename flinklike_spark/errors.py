@@ -1,0 +1,216 @@
+"""The exception hierarchy of flinklike-spark.
+
+Every error the library raises derives from :class:`FlinklikeError`. Errors
+cross process boundaries (TaskExecutor -> JobMaster -> client), so every
+subclass pickles cleanly: constructors take only the message as positional
+argument, and extra fields are keyword-only with defaults.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokenChannelError",
+    "CheckpointNotFoundError",
+    "CheckpointStorageError",
+    "ClosedChannelError",
+    "ConfigurationError",
+    "CorruptCheckpointError",
+    "FlinklikeError",
+    "IllegalStateTransition",
+    "IncompatibleCheckpointError",
+    "JobCancelledError",
+    "JobExecutionError",
+    "NetworkError",
+    "RemoteTaskError",
+    "RpcAuthenticationError",
+    "SchemaMismatchError",
+    "SlotAllocationError",
+    "SlotNotFoundError",
+    "StaleDeploymentError",
+]
+
+
+class FlinklikeError(Exception):
+    """Root of every error raised by flinklike-spark."""
+
+
+class ConfigurationError(FlinklikeError, ValueError):
+    """A configuration key or value is invalid; the message names the valid choices."""
+
+
+class IllegalStateTransition(FlinklikeError, RuntimeError):
+    """A state machine was asked to take an edge its transition table does not have."""
+
+    def __init__(self, message: str, *, source: object = None, target: object = None) -> None:
+        super().__init__(message)
+        self.source = source
+        self.target = target
+
+    def __reduce__(self):
+        return (_rebuild_illegal_transition, (str(self), self.source, self.target))
+
+
+def _rebuild_illegal_transition(message, source, target):
+    return IllegalStateTransition(message, source=source, target=target)
+
+
+class SchemaMismatchError(FlinklikeError, TypeError):
+    """A record's fields do not match the schema of the stream it is emitted to."""
+
+
+class SlotAllocationError(FlinklikeError):
+    """A slot could not be allocated (no free slot, wrong job, table not running)."""
+
+
+class SlotNotFoundError(SlotAllocationError, LookupError):
+    """No slot is known for the given allocation id or index."""
+
+
+class StaleDeploymentError(FlinklikeError):
+    """A deployment was refused because its execution vertex version was superseded."""
+
+
+class NetworkError(FlinklikeError, ConnectionError):
+    """Base class of data-plane and control-plane transport errors."""
+
+
+class ClosedChannelError(NetworkError):
+    """The channel was closed by this side; using it again is a programming error."""
+
+
+class BrokenChannelError(NetworkError):
+    """The peer went away or broke the connection (process died, socket reset)."""
+
+
+class RpcAuthenticationError(NetworkError, PermissionError):
+    """A control or data connection presented a missing or wrong cluster secret."""
+
+
+class RemoteTaskError(FlinklikeError):
+    """An exception raised by user code or the runtime inside a task.
+
+    The original exception may not be importable (or picklable) in the client,
+    so it travels as its type name, message and formatted traceback.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        task_name: str = "",
+        exception_type: str = "",
+        remote_traceback: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.task_name = task_name
+        self.exception_type = exception_type
+        self.remote_traceback = remote_traceback
+
+    def __reduce__(self):
+        return (
+            _rebuild_remote_task_error,
+            (str(self), self.task_name, self.exception_type, self.remote_traceback),
+        )
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        if self.remote_traceback:
+            return f"{base}\n\nRemote traceback (task {self.task_name}):\n{self.remote_traceback}"
+        return base
+
+
+def _rebuild_remote_task_error(message, task_name, exception_type, remote_traceback):
+    return RemoteTaskError(
+        message,
+        task_name=task_name,
+        exception_type=exception_type,
+        remote_traceback=remote_traceback,
+    )
+
+
+class JobExecutionError(FlinklikeError):
+    """A job failed; ``__cause__`` holds the root failure (often a :class:`RemoteTaskError`)."""
+
+    def __init__(self, message: str, *, job_id: str = "") -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+    def __reduce__(self):
+        return (_rebuild_job_execution_error, (str(self), self.job_id))
+
+
+def _rebuild_job_execution_error(message, job_id):
+    return JobExecutionError(message, job_id=job_id)
+
+
+class JobCancelledError(JobExecutionError):
+    """The job was cancelled before it finished."""
+
+    def __reduce__(self):
+        return (_rebuild_job_cancelled_error, (str(self), self.job_id))
+
+
+def _rebuild_job_cancelled_error(message, job_id):
+    return JobCancelledError(message, job_id=job_id)
+
+
+class CheckpointStorageError(FlinklikeError, OSError):
+    """Checkpoint storage could not be read or written; the message names the URL and the cause.
+
+    ``url`` is the storage location (base URL, table or file) that failed.
+    """
+
+    def __init__(self, message: str, *, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self):
+        return (_rebuild_checkpoint_storage_error, (type(self), str(self), self.url))
+
+
+def _rebuild_checkpoint_storage_error(cls, message, url):
+    return cls(message, url=url)
+
+
+class CheckpointNotFoundError(CheckpointStorageError, LookupError):
+    """No completed (or no restorable) checkpoint matches the request."""
+
+
+class IncompatibleCheckpointError(CheckpointStorageError, ValueError):
+    """Stored checkpoint tables or rows do not match what this version reads or writes."""
+
+
+class CorruptCheckpointError(CheckpointStorageError):
+    """A completed checkpoint references a file that is missing or damaged.
+
+    ``job_id`` and ``checkpoint_id`` name the checkpoint, ``path`` the bad file.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str = "",
+        job_id: str = "",
+        checkpoint_id: int | None = None,
+        path: str = "",
+    ) -> None:
+        super().__init__(message, url=url)
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.path = path
+
+    def __reduce__(self):
+        return (
+            _rebuild_corrupt_checkpoint_error,
+            (str(self), self.url, self.job_id, self.checkpoint_id, self.path),
+        )
+
+
+def _rebuild_corrupt_checkpoint_error(message, url, job_id, checkpoint_id, path):
+    return CorruptCheckpointError(
+        message, url=url, job_id=job_id, checkpoint_id=checkpoint_id, path=path
+    )
