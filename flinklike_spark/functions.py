@@ -1,0 +1,189 @@
+"""User function interfaces in the style of PyFlink's DataStream API.
+
+Per-record functions receive and return rows as ``dict``. Class-based functions
+get ``open(runtime_context)`` before the first record and ``close()`` after the
+last, on the task thread; plain callables are accepted wherever a
+``MapFunction``/``FlatMapFunction``/``FilterFunction`` is.
+
+``KeyedProcessFunction.process_element`` and ``on_timer`` *yield* their output
+rows (or return an iterable, or None for no output), as in PyFlink.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flinklike_spark.state import (
+        ListState,
+        ListStateDescriptor,
+        MapState,
+        MapStateDescriptor,
+        ReducingState,
+        ReducingStateDescriptor,
+        ValueState,
+        ValueStateDescriptor,
+    )
+
+__all__ = [
+    "FilterFunction",
+    "FlatMapFunction",
+    "Function",
+    "KeyedProcessFunction",
+    "MapFunction",
+    "ProcessFunction",
+    "RuntimeContext",
+    "TimeDomain",
+    "TimerService",
+]
+
+
+class TimeDomain(Enum):
+    EVENT_TIME = "event_time"
+    PROCESSING_TIME = "processing_time"
+
+
+class RuntimeContext(abc.ABC):
+    """What a function knows about the parallel subtask running it."""
+
+    @property
+    @abc.abstractmethod
+    def task_name(self) -> str: ...
+
+    @property
+    @abc.abstractmethod
+    def index_of_this_subtask(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def number_of_parallel_subtasks(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def max_number_of_parallel_subtasks(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def attempt_number(self) -> int: ...
+
+    def get_task_name(self) -> str:
+        return self.task_name
+
+    def get_index_of_this_subtask(self) -> int:
+        return self.index_of_this_subtask
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self.number_of_parallel_subtasks
+
+    def get_attempt_number(self) -> int:
+        return self.attempt_number
+
+    @abc.abstractmethod
+    def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
+        """Keyed value state (only in functions applied to a KeyedStream)."""
+
+    @abc.abstractmethod
+    def get_list_state(self, descriptor: ListStateDescriptor) -> ListState: ...
+
+    @abc.abstractmethod
+    def get_map_state(self, descriptor: MapStateDescriptor) -> MapState: ...
+
+    @abc.abstractmethod
+    def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState: ...
+
+
+class Function(abc.ABC):  # noqa: B024 - hooks are optional, the subclasses add the abstract method
+    """Base of all class-based user functions."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027
+        """Called once on the task thread before the first record."""
+
+    def close(self) -> None:  # noqa: B027
+        """Called once after the last record, also after a failure."""
+
+
+class MapFunction(Function):
+    @abc.abstractmethod
+    def map(self, value: dict) -> dict: ...
+
+
+class FlatMapFunction(Function):
+    @abc.abstractmethod
+    def flat_map(self, value: dict) -> Iterable[dict]: ...
+
+
+class FilterFunction(Function):
+    @abc.abstractmethod
+    def filter(self, value: dict) -> bool: ...
+
+
+class TimerService(abc.ABC):
+    """Time and timers of a keyed operator; timers are scoped to the current key."""
+
+    @abc.abstractmethod
+    def current_processing_time(self) -> int:
+        """Wall-clock time in epoch milliseconds."""
+
+    @abc.abstractmethod
+    def current_watermark(self) -> int:
+        """The operator's event-time watermark in epoch milliseconds."""
+
+    @abc.abstractmethod
+    def register_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abc.abstractmethod
+    def register_event_time_timer(self, timestamp: int) -> None: ...
+
+    @abc.abstractmethod
+    def delete_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abc.abstractmethod
+    def delete_event_time_timer(self, timestamp: int) -> None: ...
+
+
+class ProcessFunction(Function):
+    """A per-record function on a non-keyed stream; ``process_element`` yields output rows."""
+
+    class Context(abc.ABC):
+        @abc.abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abc.abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+    @abc.abstractmethod
+    def process_element(self, value: dict, ctx: ProcessFunction.Context) -> Iterable[dict] | None: ...
+
+
+class KeyedProcessFunction(Function):
+    """A per-record function on a KeyedStream, with keyed state and timers.
+
+    ``process_element`` is called with the current key set, so keyed state and
+    timers it registers belong to that key. ``on_timer`` runs with the key of
+    the timer set. Both yield (or return an iterable of) output rows.
+    """
+
+    class Context(abc.ABC):
+        @abc.abstractmethod
+        def timestamp(self) -> int | None:
+            """The record's event timestamp (epoch ms) if the stream has timestamps."""
+
+        @abc.abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abc.abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(Context):
+        @abc.abstractmethod
+        def time_domain(self) -> TimeDomain: ...
+
+    @abc.abstractmethod
+    def process_element(self, value: dict, ctx: KeyedProcessFunction.Context) -> Iterable[dict] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[dict] | None:
+        """A timer registered for the current key fired."""
+        return None
