@@ -1,0 +1,194 @@
+"""Where checkpoint tables and files live under a base URL, and how to reach them.
+
+Layout under ``base_url`` (any fsspec URL; delta-rs must support the scheme too:
+local paths, ``file://``, ``s3://``, ``gs://``, ``az://``/``abfss://``)::
+
+    <base_url>/checkpoints/                 Delta table, one row per completed checkpoint
+    <base_url>/operator_state/              Delta table, partitioned by job_id, checkpoint_id
+        job_id=<job>/checkpoint_id=<n>/op-<subtask>-<uuid>.parquet
+    <base_url>/channel_state/               Delta table, partitioned by job_id, checkpoint_id
+        job_id=<job>/checkpoint_id=<n>/ch-<subtask>-<uuid>.parquet
+
+Job ids become directory names, so they are restricted to ``[A-Za-z0-9_.-]``
+(not starting with a dot); operator uids only appear inside files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import fsspec
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError, TableNotFoundError
+
+from flinklike_spark.errors import CheckpointStorageError, IncompatibleCheckpointError
+
+from .schemas import (
+    CHANNEL_STATE_SCHEMA,
+    CHECKPOINTS_SCHEMA,
+    OPERATOR_STATE_SCHEMA,
+    STATE_PARTITION_COLUMNS,
+)
+
+__all__ = [
+    "CHANNEL_STATE",
+    "CHECKPOINTS",
+    "CheckpointLayout",
+    "OPERATOR_STATE",
+    "STATE_TABLES",
+    "TableName",
+    "as_layout",
+    "check_checkpoint_id",
+    "check_job_id",
+]
+
+TableName = Literal["checkpoints", "operator_state", "channel_state"]
+CHECKPOINTS: Final = "checkpoints"
+OPERATOR_STATE: Final = "operator_state"
+CHANNEL_STATE: Final = "channel_state"
+#: Tables written by tasks and committed per checkpoint, in commit order.
+STATE_TABLES: Final = (OPERATOR_STATE, CHANNEL_STATE)
+
+_SCHEMAS: Final = {
+    CHECKPOINTS: (CHECKPOINTS_SCHEMA, None),
+    OPERATOR_STATE: (OPERATOR_STATE_SCHEMA, list(STATE_PARTITION_COLUMNS)),
+    CHANNEL_STATE: (CHANNEL_STATE_SCHEMA, list(STATE_PARTITION_COLUMNS)),
+}
+
+_JOB_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def check_job_id(job_id: str) -> None:
+    """Raise ValueError unless ``job_id`` is usable as a partition directory name."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise ValueError(
+            f"invalid job_id {job_id!r}: use letters, digits, '_', '-', '.' (not leading '.')"
+        )
+
+
+def check_checkpoint_id(checkpoint_id: int) -> None:
+    """Raise ValueError unless ``checkpoint_id`` is a non-negative int."""
+    if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
+        raise ValueError(f"invalid checkpoint_id {checkpoint_id!r}: expected an int >= 0")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckpointLayout:
+    """A checkpoint storage location: base URL plus the options to reach it.
+
+    Attributes:
+        base_url: any fsspec URL or local path (``execution.checkpointing.dir``).
+        delta_storage_options: passed to deltalake (``storage_options``), e.g.
+            ``{"AWS_REGION": ...}``.
+        fsspec_options: passed to ``fsspec.core.url_to_fs`` for the Parquet files.
+
+    Instances are picklable (they travel to TaskExecutors) and cheap: the
+    filesystem is resolved on each call to :meth:`filesystem`.
+    """
+
+    base_url: str
+    delta_storage_options: Mapping[str, str] | None = None
+    fsspec_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base_url, (str, os.PathLike)) or not str(self.base_url):
+            raise ValueError(f"base_url must be a non-empty URL or path, got {self.base_url!r}")
+        object.__setattr__(self, "base_url", os.fspath(self.base_url))
+
+    def filesystem(self) -> tuple[fsspec.AbstractFileSystem, str]:
+        """Return ``(fs, root)``: the fsspec filesystem and the base path within it."""
+        try:
+            fs, root = fsspec.core.url_to_fs(self.base_url, **dict(self.fsspec_options or {}))
+        except (ValueError, ImportError, OSError) as exc:
+            raise CheckpointStorageError(
+                f"cannot resolve checkpoint storage {self.base_url!r}: {exc}", url=self.base_url
+            ) from exc
+        if _is_local(fs):
+            root = os.path.abspath(root)
+        return fs, root.rstrip("/")
+
+    def table_path(self, table: TableName) -> str:
+        """Path of ``table``'s directory inside :meth:`filesystem`'s filesystem."""
+        return f"{self.filesystem()[1]}/{table}"
+
+    def table_uri(self, table: TableName) -> str:
+        """URI of ``table`` as deltalake expects it (absolute path for local storage)."""
+        fs, root = self.filesystem()
+        path = f"{root}/{table}"
+        return path if _is_local(fs) else fs.unstrip_protocol(path)
+
+    def file_path(self, table: TableName, relative: str) -> str:
+        """Filesystem path of a data file given its Delta ``add.path`` (relative to the table)."""
+        return f"{self.table_path(table)}/{relative}"
+
+    def open_table(self, table: TableName, *, create: bool = False) -> DeltaTable | None:
+        """Load ``table`` at its latest version.
+
+        Args:
+            create: create the (empty) table first if it does not exist.
+
+        Returns:
+            The table, or None when it does not exist and ``create`` is False.
+
+        Raises:
+            CheckpointStorageError: the table cannot be created or loaded.
+            IncompatibleCheckpointError: an existing table lacks columns of this format.
+        """
+        uri = self.table_uri(table)
+        options = dict(self.delta_storage_options) if self.delta_storage_options else None
+        schema, partition_by = _SCHEMAS[table]
+        try:
+            if create:
+                if not _is_local(self.filesystem()[0]) or not os.path.isdir(uri):
+                    self._make_dirs(table)
+                dt = DeltaTable.create(
+                    uri, schema, mode="ignore", partition_by=partition_by, storage_options=options
+                )
+            else:
+                try:
+                    dt = DeltaTable(uri, storage_options=options)
+                except TableNotFoundError:
+                    return None
+        except (DeltaError, OSError, ValueError) as exc:
+            raise CheckpointStorageError(
+                f"cannot {'create' if create else 'open'} checkpoint table {uri!r}: "
+                f"{type(exc).__name__}: {exc}",
+                url=uri,
+            ) from exc
+        present = set(pa.schema(dt.schema()).names)
+        missing = [n for n in schema.names if n not in present]
+        if missing:
+            raise IncompatibleCheckpointError(
+                f"checkpoint table {uri!r} lacks columns {missing} of format this library writes",
+                url=uri,
+            )
+        return dt
+
+    def _make_dirs(self, table: TableName) -> None:
+        fs, _ = self.filesystem()
+        path = self.table_path(table)
+        try:
+            fs.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointStorageError(
+                f"cannot create checkpoint directory {path!r} under {self.base_url!r}: "
+                f"{type(exc).__name__}: {exc}",
+                url=self.base_url,
+            ) from exc
+
+
+def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "file" in protocol or "local" in protocol
+
+
+def as_layout(base: str | os.PathLike[str] | CheckpointLayout) -> CheckpointLayout:
+    """Accept a base URL / path or a layout; return a layout."""
+    if isinstance(base, CheckpointLayout):
+        return base
+    return CheckpointLayout(base_url=os.fspath(base))

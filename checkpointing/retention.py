@@ -1,0 +1,200 @@
+"""Retention: keep the newest N completed checkpoints of a job, delete the rest.
+
+Order of operations, chosen so that a crash at any point never leaves a
+``checkpoints`` row pointing at deleted files:
+
+1. delete the ``checkpoints`` rows of the dropped checkpoints (they stop being
+   restorable first);
+2. delete their ``operator_state`` / ``channel_state`` partitions (a
+   partition-only predicate, so deltalake removes whole files, no rewrite);
+3. vacuum each table with ``retention_hours=0`` and
+   ``enforce_retention_duration=False`` (deltalake's default, non-full vacuum:
+   it deletes only files removed from the log, never the uncommitted files of
+   checkpoints still being written).
+
+Savepoints are never deleted. Time travel to table versions older than the
+vacuum no longer finds the dropped files (that is the point).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+from deltalake.exceptions import DeltaError
+
+from flinklike_spark.errors import CheckpointStorageError
+
+from .layout import CHECKPOINTS, STATE_TABLES, CheckpointLayout, as_layout, check_job_id
+from .reader import _committed_files, list_completed_checkpoints
+
+__all__ = [
+    "RetentionResult",
+    "retain",
+]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RetentionResult:
+    """What :func:`retain` did.
+
+    Attributes:
+        retained: ids of the completed checkpoints kept (savepoints excluded).
+        dropped: ids of completed checkpoints whose rows and state were deleted.
+        vacuumed_files: paths (relative to their table) deleted from storage.
+        orphan_files: uncommitted files of abandoned checkpoints deleted.
+    """
+
+    job_id: str
+    retained: tuple[int, ...]
+    dropped: tuple[int, ...]
+    vacuumed_files: tuple[str, ...]
+    orphan_files: tuple[str, ...]
+
+
+def retain(
+    base: str | os.PathLike[str] | CheckpointLayout,
+    job_id: str,
+    num_retained: int,
+    *,
+    drop_abandoned: bool = True,
+) -> RetentionResult:
+    """Keep the newest ``num_retained`` completed checkpoints of ``job_id``; delete older ones.
+
+    Args:
+        num_retained: ``execution.checkpointing.num-retained``, >= 1.
+        drop_abandoned: also delete state of checkpoints older than the oldest
+            retained one that never completed (committed state without a
+            completion row, and uncommitted files left by a crashed
+            coordinator). The caller guarantees no such checkpoint can still
+            complete, which holds in Flink's model: completing checkpoint n
+            subsumes pending checkpoints < n. Pending *savepoints* older than
+            the oldest retained checkpoint must not exist when this is True.
+
+    Returns:
+        What was kept and removed.
+
+    Raises:
+        CheckpointStorageError: a Delta delete or vacuum failed; completion rows
+            are deleted first, so partly-applied retention never leaves a listed
+            checkpoint with missing files.
+    """
+    if isinstance(num_retained, bool) or not isinstance(num_retained, int) or num_retained < 1:
+        raise ValueError(f"num_retained must be an int >= 1, got {num_retained!r}")
+    check_job_id(job_id)
+    layout = as_layout(base)
+    completed = list_completed_checkpoints(layout, job_id)
+    savepoints = {c.checkpoint_id for c in completed if c.kind == "savepoint"}
+    checkpoints = [c.checkpoint_id for c in completed if c.kind != "savepoint"]
+    retained = tuple(checkpoints[-num_retained:])
+    dropped = tuple(checkpoints[:-num_retained])
+    if not retained:
+        return RetentionResult(job_id=job_id, retained=(), dropped=(), vacuumed_files=(), orphan_files=())
+    oldest = retained[0]
+
+    if dropped:
+        _delete(layout, CHECKPOINTS, f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})")
+    if drop_abandoned:
+        state_predicate = f"job_id = '{job_id}' AND checkpoint_id < {oldest}"
+        if savepoints:
+            state_predicate += f" AND checkpoint_id NOT IN ({_ids(sorted(savepoints))})"
+    elif dropped:
+        state_predicate = f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})"
+    else:
+        state_predicate = None
+    vacuumed: list[str] = []
+    for table in STATE_TABLES:
+        if state_predicate is not None:
+            _delete(layout, table, state_predicate)
+    for table in (CHECKPOINTS, *STATE_TABLES):
+        vacuumed.extend(f"{table}/{p}" for p in _vacuum(layout, table))
+    orphans = _delete_orphans(layout, job_id, oldest, savepoints) if drop_abandoned else []
+    _log.info(
+        "retention of job %s: kept %s, dropped %s, vacuumed %d files, %d orphans",
+        job_id, retained, dropped, len(vacuumed), len(orphans),
+    )
+    return RetentionResult(
+        job_id=job_id,
+        retained=retained,
+        dropped=dropped,
+        vacuumed_files=tuple(vacuumed),
+        orphan_files=tuple(orphans),
+    )
+
+
+def _ids(ids) -> str:
+    return ", ".join(str(int(i)) for i in ids)
+
+
+def _delete(layout: CheckpointLayout, table: str, predicate: str) -> None:
+    dt = layout.open_table(table)
+    if dt is None:
+        return
+    try:
+        dt.delete(predicate)
+    except (DeltaError, OSError) as exc:
+        raise CheckpointStorageError(
+            f"retention cannot delete from {layout.table_uri(table)!r} ({predicate}): "
+            f"{type(exc).__name__}: {exc}",
+            url=layout.table_uri(table),
+        ) from exc
+
+
+def _vacuum(layout: CheckpointLayout, table: str) -> list[str]:
+    dt = layout.open_table(table)
+    if dt is None:
+        return []
+    fs, _ = layout.filesystem()
+    root = layout.table_path(table).rstrip("/") + "/"
+
+    def relative(path: str) -> str:
+        # deltalake 1.6.6 reports table-relative paths, but absolute ones for
+        # tombstones it already vacuumed earlier (they stay listed); normalize.
+        return path[len(root):] if path.startswith(root) else path.lstrip("/")
+
+    try:
+        candidates = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True)
+        existing = [r for r in map(relative, candidates) if fs.exists(root + r)]
+        dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+        return [r for r in existing if not fs.exists(root + r)]
+    except (DeltaError, OSError) as exc:
+        raise CheckpointStorageError(
+            f"retention cannot vacuum {layout.table_uri(table)!r}: {type(exc).__name__}: {exc}",
+            url=layout.table_uri(table),
+        ) from exc
+
+
+def _delete_orphans(
+    layout: CheckpointLayout, job_id: str, oldest: int, savepoints: set[int]
+) -> list[str]:
+    """Delete never-committed files in partitions of checkpoints older than ``oldest``."""
+    fs, _ = layout.filesystem()
+    removed: list[str] = []
+    for table in STATE_TABLES:
+        job_dir = f"{layout.table_path(table)}/job_id={job_id}"
+        try:
+            partitions = fs.ls(job_dir, detail=False)
+        except FileNotFoundError:
+            continue
+        committed = {p for p, *_ in _committed_files(layout, table, job_id, None)}
+        for partition in partitions:
+            name = partition.rstrip("/").rsplit("/", 1)[-1]
+            if not name.startswith("checkpoint_id="):
+                continue
+            try:
+                cid = int(name.split("=", 1)[1])
+            except ValueError:
+                continue
+            if cid >= oldest or cid in savepoints:
+                continue
+            for path in fs.ls(partition, detail=False):
+                relative = f"job_id={job_id}/{name}/{path.rstrip('/').rsplit('/', 1)[-1]}"
+                if relative not in committed:
+                    fs.rm_file(path)
+                    removed.append(f"{table}/{relative}")
+            if not fs.ls(partition, detail=False):
+                fs.rmdir(partition)
+    return removed

@@ -1,0 +1,128 @@
+"""Arrow schemas of the three checkpoint tables and the value vocabularies they use.
+
+The schemas are the contract with every reader (delta-rs, delta-spark, DuckDB,
+polars): column names and types change only with :data:`FORMAT_VERSION`.
+Partition columns (``job_id``, ``checkpoint_id``) are not stored inside the
+state Parquet files, as the Delta protocol requires; the Delta log carries them.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+import pyarrow as pa
+
+__all__ = [
+    "CHANNEL_STATE_FILE_SCHEMA",
+    "CHANNEL_STATE_SCHEMA",
+    "CHECKPOINTS_SCHEMA",
+    "CheckpointKind",
+    "CheckpointMode",
+    "Direction",
+    "FORMAT_VERSION",
+    "NON_KEYED_KEY_GROUP",
+    "OPERATOR_STATE_FILE_SCHEMA",
+    "OPERATOR_STATE_SCHEMA",
+    "REPR_LIMIT",
+    "STATE_PARTITION_COLUMNS",
+    "StateKind",
+    "check_literal",
+    "truncated_repr",
+]
+
+#: Version of the table layout written into every ``checkpoints`` row.
+FORMAT_VERSION: Final = 1
+
+#: ``key_group`` of operator (non-keyed) state rows.
+NON_KEYED_KEY_GROUP: Final = -1
+
+#: Maximum length of ``key_repr`` / ``value_repr``.
+REPR_LIMIT: Final = 200
+
+StateKind = Literal["value", "list", "map", "reducing", "operator", "timer", "source_split"]
+Direction = Literal["input", "output"]
+CheckpointKind = Literal["checkpoint", "savepoint"]
+CheckpointMode = Literal["aligned", "unaligned", "switched"]
+
+#: Partition columns of ``operator_state`` and ``channel_state``.
+STATE_PARTITION_COLUMNS: Final = ("job_id", "checkpoint_id")
+
+_PARTITION_FIELDS = [
+    pa.field("job_id", pa.string(), nullable=False),
+    pa.field("checkpoint_id", pa.int64(), nullable=False),
+]
+
+OPERATOR_STATE_FILE_SCHEMA: Final = pa.schema(
+    [
+        pa.field("operator_uid", pa.string(), nullable=False),
+        pa.field("subtask", pa.int32(), nullable=False),
+        pa.field("key_group", pa.int32(), nullable=False),
+        pa.field("state_name", pa.string(), nullable=False),
+        pa.field("state_kind", pa.string(), nullable=False),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("key_repr", pa.string()),
+        pa.field("value_repr", pa.string()),
+    ]
+)
+OPERATOR_STATE_SCHEMA: Final = pa.schema(_PARTITION_FIELDS + list(OPERATOR_STATE_FILE_SCHEMA))
+
+CHANNEL_STATE_FILE_SCHEMA: Final = pa.schema(
+    [
+        pa.field("operator_uid", pa.string(), nullable=False),
+        pa.field("subtask", pa.int32(), nullable=False),
+        pa.field("direction", pa.string(), nullable=False),
+        pa.field("gate", pa.int32(), nullable=False),
+        pa.field("channel", pa.int32(), nullable=False),
+        pa.field("sequence", pa.int64(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("payload", pa.binary(), nullable=False),
+    ]
+)
+CHANNEL_STATE_SCHEMA: Final = pa.schema(_PARTITION_FIELDS + list(CHANNEL_STATE_FILE_SCHEMA))
+
+_TS = pa.timestamp("us", tz="UTC")
+CHECKPOINTS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("checkpoint_id", pa.int64(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("mode", pa.string(), nullable=False),
+        pa.field("trigger_time", _TS, nullable=False),
+        pa.field("completion_time", _TS, nullable=False),
+        pa.field("duration_ms", pa.int64(), nullable=False),
+        pa.field("max_alignment_ms", pa.int64(), nullable=False),
+        pa.field("state_bytes", pa.int64(), nullable=False),
+        pa.field("channel_state_bytes", pa.int64(), nullable=False),
+        pa.field("parallelism", pa.map_(pa.string(), pa.int32())),
+        pa.field("job_graph_fingerprint", pa.string()),
+        pa.field("operator_uids", pa.list_(pa.string())),
+        pa.field("num_subtask_handles", pa.int32(), nullable=False),
+        pa.field("operator_state_files", pa.int32(), nullable=False),
+        pa.field("channel_state_files", pa.int32(), nullable=False),
+        # A table version at which this checkpoint's files are visible (time travel);
+        # null when the checkpoint wrote no file to that table.
+        pa.field("operator_state_version", pa.int64()),
+        pa.field("channel_state_version", pa.int64()),
+        pa.field("format_version", pa.int32(), nullable=False),
+        pa.field("properties", pa.map_(pa.string(), pa.string())),
+    ]
+)
+
+
+def check_literal(value: object, literal: object, what: str) -> None:
+    """Raise ValueError naming ``value`` and the valid choices unless it is one of ``literal``'s."""
+    choices = get_args(literal)
+    if value not in choices:
+        raise ValueError(f"invalid {what} {value!r}; valid choices: {', '.join(map(repr, choices))}")
+
+
+def truncated_repr(obj: object, limit: int = REPR_LIMIT) -> str:
+    """``repr(obj)`` cut to ``limit`` characters (ending in ``...`` when cut); never raises."""
+    try:
+        text = repr(obj)
+    except Exception as exc:  # a user __repr__ must not fail a checkpoint
+        text = f"<unrepresentable {type(obj).__name__}: {type(exc).__name__}>"
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text

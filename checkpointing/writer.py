@@ -1,0 +1,439 @@
+"""Task side: write one subtask's snapshot as Parquet files, invisible until committed.
+
+A :class:`SnapshotWriter` runs in the asynchronous phase of a subtask's
+snapshot (a TaskExecutor pool thread). It buffers rows, writes them as Parquet
+files straight into the ``operator_state`` / ``channel_state`` table
+directories, and returns a :class:`StateHandle` describing them. The files are
+not part of any Delta table version until the coordinator commits the handle
+(:class:`checkpointing.CheckpointCommitter`), so readers never see them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import io
+import json
+import pickle
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flinklike_spark.errors import CheckpointStorageError, IllegalStateTransition
+
+from .layout import (
+    CHANNEL_STATE,
+    OPERATOR_STATE,
+    CheckpointLayout,
+    TableName,
+    as_layout,
+    check_checkpoint_id,
+    check_job_id,
+)
+from .schemas import (
+    CHANNEL_STATE_FILE_SCHEMA,
+    NON_KEYED_KEY_GROUP,
+    OPERATOR_STATE_FILE_SCHEMA,
+    Direction,
+    StateKind,
+    check_literal,
+    truncated_repr,
+)
+
+__all__ = [
+    "SnapshotWriter",
+    "StateFile",
+    "StateHandle",
+    "discard_handles",
+    "serialize_batch",
+]
+
+_DEFAULT_MAX_ROWS_PER_FILE: Final = 100_000
+_INT_STATS_COLUMNS: Final = {
+    OPERATOR_STATE: ("subtask", "key_group"),
+    CHANNEL_STATE: ("subtask", "gate", "channel", "sequence", "rows"),
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StateFile:
+    """One Parquet file written into a table directory, with its Delta ``add`` metadata.
+
+    Attributes:
+        table: ``"operator_state"`` or ``"channel_state"``.
+        path: path relative to the table root, exactly as committed in ``add.path``.
+        size: file size in bytes.
+        partition_values: Delta partition values (strings), ``job_id`` and ``checkpoint_id``.
+        modification_time: when the file was written (UTC).
+        num_records: rows in the file.
+        stats: Delta ``add.stats`` JSON (numRecords, min/max of int columns, nullCount).
+    """
+
+    table: TableName
+    path: str
+    size: int
+    partition_values: Mapping[str, str]
+    modification_time: datetime
+    num_records: int
+    stats: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StateHandle:
+    """What one subtask acknowledges for one checkpoint: its uncommitted files.
+
+    Small and picklable: it travels TaskExecutor -> JobMaster with the
+    acknowledgement. Byte counts feed the ``checkpoints`` row.
+    """
+
+    base_url: str
+    job_id: str
+    checkpoint_id: int
+    operator_uid: str
+    subtask: int
+    files: tuple[StateFile, ...]
+    state_bytes: int
+    channel_state_bytes: int
+    operator_state_rows: int
+    channel_state_rows: int
+
+
+def serialize_batch(batch: pa.RecordBatch) -> bytes:
+    """Arrow IPC stream bytes holding exactly ``batch`` (the ``payload`` column format)."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def _dumps(obj: Any) -> bytes | None:
+    if obj is None:
+        return None
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        import cloudpickle  # lambdas and local classes; loads() with plain pickle
+
+        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _WriterState(enum.Enum):
+    OPEN = "open"
+    FINISHED = "finished"
+    DISCARDED = "discarded"
+
+
+_TRANSITIONS: Final[Mapping[_WriterState, frozenset[_WriterState]]] = {
+    # finish() hands the files to the coordinator; discard() deletes them.
+    _WriterState.OPEN: frozenset({_WriterState.FINISHED, _WriterState.DISCARDED}),
+    # after finish the files belong to the handle: the coordinator commits or aborts them
+    _WriterState.FINISHED: frozenset(),
+    _WriterState.DISCARDED: frozenset(),
+}
+
+
+class SnapshotWriter:
+    """Writes the snapshot of one subtask of one operator for one checkpoint.
+
+    Call order: any number of ``add_*`` calls, then exactly one of
+    :meth:`finish` (returns the handle to acknowledge) or :meth:`discard`
+    (deletes what was written, e.g. when the checkpoint is declined). Used as a
+    context manager, an exception inside the block discards. Not thread-safe:
+    one writer per snapshot runnable.
+
+    Rows are buffered and flushed to a new Parquet file whenever
+    ``max_rows_per_file`` rows of a table are pending, so memory stays bounded;
+    every file is written into the table directory but stays invisible until
+    committed. Keys and values are pickled (cloudpickle as fallback).
+
+    Raises (from any method that writes):
+        CheckpointStorageError: the base URL cannot be written, naming URL and cause.
+    """
+
+    def __init__(
+        self,
+        base: str | CheckpointLayout,
+        job_id: str,
+        checkpoint_id: int,
+        operator_uid: str,
+        subtask: int,
+        *,
+        max_rows_per_file: int = _DEFAULT_MAX_ROWS_PER_FILE,
+    ) -> None:
+        check_job_id(job_id)
+        check_checkpoint_id(checkpoint_id)
+        if not isinstance(operator_uid, str) or not operator_uid:
+            raise ValueError(f"operator_uid must be a non-empty string, got {operator_uid!r}")
+        if isinstance(subtask, bool) or not isinstance(subtask, int) or subtask < 0:
+            raise ValueError(f"subtask must be an int >= 0, got {subtask!r}")
+        if max_rows_per_file < 1:
+            raise ValueError(f"max_rows_per_file must be >= 1, got {max_rows_per_file!r}")
+        self._layout = as_layout(base)
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.operator_uid = operator_uid
+        self.subtask = subtask
+        self._max_rows = max_rows_per_file
+        self._state = _WriterState.OPEN
+        self._pending: dict[TableName, list[dict[str, Any]]] = {OPERATOR_STATE: [], CHANNEL_STATE: []}
+        self._files: list[StateFile] = []
+        self._rows = {OPERATOR_STATE: 0, CHANNEL_STATE: 0}
+
+    # -- adding rows ---------------------------------------------------------
+
+    def add_keyed_state(
+        self,
+        state_name: str,
+        entries: Iterable[tuple[int, Any, Any]],
+        *,
+        kind: StateKind = "value",
+    ) -> None:
+        """Add keyed state entries ``(key_group, key, value)`` of one named state.
+
+        ``key_group`` must be >= 0 (the key's group under the job's max
+        parallelism); restore selects rows by key-group range. For ``timer``
+        state the key is the timer's key and the value the timer payload.
+        """
+        check_literal(kind, StateKind, "state kind")
+        self._check_open("add_keyed_state")
+        self._check_name(state_name)
+        for key_group, key, value in entries:
+            if isinstance(key_group, bool) or not isinstance(key_group, int) or key_group < 0:
+                raise ValueError(f"key_group must be an int >= 0, got {key_group!r}")
+            self._add_state_row(state_name, kind, key_group, key, value)
+
+    def add_operator_state(
+        self,
+        state_name: str,
+        entries: Iterable[tuple[Any, Any]],
+        *,
+        kind: StateKind = "operator",
+    ) -> None:
+        """Add non-keyed (operator) state entries ``(key, value)``; stored with key_group -1.
+
+        For list-style operator state pass ``(index, element)`` or ``(None,
+        element)``; for source readers use ``kind="source_split"`` with the
+        split id as key. Restore reads these rows with ``keyed=False`` and
+        redistributes them itself.
+        """
+        check_literal(kind, StateKind, "state kind")
+        self._check_open("add_operator_state")
+        self._check_name(state_name)
+        for key, value in entries:
+            self._add_state_row(state_name, kind, NON_KEYED_KEY_GROUP, key, value)
+
+    def add_channel_state(
+        self, direction: Direction, gate: int, channel: int, sequence: int, batch: pa.RecordBatch
+    ) -> None:
+        """Add one in-flight buffer of a channel.
+
+        Restore returns the buffers of a subtask and direction ordered by
+        ``(gate, channel, sequence)``; callers number buffers of a channel
+        with increasing ``sequence`` in the order they must be replayed.
+        """
+        check_literal(direction, Direction, "direction")
+        self._check_open("add_channel_state")
+        for name, number in (("gate", gate), ("channel", channel), ("sequence", sequence)):
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {number!r}")
+        if not isinstance(batch, pa.RecordBatch):
+            raise TypeError(f"channel state must be a pyarrow.RecordBatch, got {type(batch).__name__}")
+        self._append(
+            CHANNEL_STATE,
+            {
+                "operator_uid": self.operator_uid,
+                "subtask": self.subtask,
+                "direction": direction,
+                "gate": gate,
+                "channel": channel,
+                "sequence": sequence,
+                "rows": batch.num_rows,
+                "payload": serialize_batch(batch),
+            },
+        )
+
+    # -- completion ----------------------------------------------------------
+
+    def finish(self) -> StateHandle:
+        """Flush pending rows and return the handle of every file written.
+
+        After this the writer is closed; the files belong to the handle until
+        the coordinator commits or aborts it.
+        """
+        self._check_open("finish")
+        try:
+            for table in (OPERATOR_STATE, CHANNEL_STATE):
+                self._flush(table)
+        except BaseException:
+            self.discard()
+            raise
+        self._transition(_WriterState.FINISHED)
+        files = tuple(self._files)
+        return StateHandle(
+            base_url=self._layout.base_url,
+            job_id=self.job_id,
+            checkpoint_id=self.checkpoint_id,
+            operator_uid=self.operator_uid,
+            subtask=self.subtask,
+            files=files,
+            state_bytes=sum(f.size for f in files if f.table == OPERATOR_STATE),
+            channel_state_bytes=sum(f.size for f in files if f.table == CHANNEL_STATE),
+            operator_state_rows=self._rows[OPERATOR_STATE],
+            channel_state_rows=self._rows[CHANNEL_STATE],
+        )
+
+    def discard(self) -> None:
+        """Delete every file written so far and close the writer. Idempotent."""
+        if self._state is _WriterState.DISCARDED:
+            return
+        self._transition(_WriterState.DISCARDED)
+        self._pending = {OPERATOR_STATE: [], CHANNEL_STATE: []}
+        _delete_files(self._layout, self._files)
+        self._files = []
+
+    def __enter__(self) -> SnapshotWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and self._state is _WriterState.OPEN:
+            self.discard()
+
+    # -- internals -----------------------------------------------------------
+
+    def _transition(self, target: _WriterState) -> None:
+        if target not in _TRANSITIONS[self._state]:
+            raise IllegalStateTransition(
+                f"SnapshotWriter cannot go from {self._state.value} to {target.value}",
+                source=self._state,
+                target=target,
+            )
+        self._state = target
+
+    def _check_open(self, what: str) -> None:
+        if self._state is not _WriterState.OPEN:
+            raise IllegalStateTransition(
+                f"SnapshotWriter.{what}() called after the writer was {self._state.value}",
+                source=self._state,
+                target=self._state,
+            )
+
+    @staticmethod
+    def _check_name(state_name: str) -> None:
+        if not isinstance(state_name, str) or not state_name:
+            raise ValueError(f"state_name must be a non-empty string, got {state_name!r}")
+
+    def _add_state_row(self, state_name: str, kind: str, key_group: int, key: Any, value: Any) -> None:
+        self._append(
+            OPERATOR_STATE,
+            {
+                "operator_uid": self.operator_uid,
+                "subtask": self.subtask,
+                "key_group": key_group,
+                "state_name": state_name,
+                "state_kind": kind,
+                "key": _dumps(key),
+                "value": _dumps(value),
+                "key_repr": truncated_repr(key),
+                "value_repr": truncated_repr(value),
+            },
+        )
+
+    def _append(self, table: TableName, row: dict[str, Any]) -> None:
+        pending = self._pending[table]
+        pending.append(row)
+        self._rows[table] += 1
+        if len(pending) >= self._max_rows:
+            self._flush(table)
+
+    def _flush(self, table: TableName) -> None:
+        rows = self._pending[table]
+        if not rows:
+            return
+        self._pending[table] = []
+        schema = OPERATOR_STATE_FILE_SCHEMA if table == OPERATOR_STATE else CHANNEL_STATE_FILE_SCHEMA
+        data = pa.Table.from_pylist(rows, schema=schema)
+        # Sorted by key group (or channel order) so that Parquet row-group and Delta
+        # file statistics let range reads skip data.
+        order = (
+            [("key_group", "ascending"), ("state_name", "ascending")]
+            if table == OPERATOR_STATE
+            else [("direction", "ascending"), ("gate", "ascending"), ("channel", "ascending"), ("sequence", "ascending")]
+        )
+        data = data.sort_by(order)
+        self._files.append(self._write_file(table, data))
+
+    def _write_file(self, table: TableName, data: pa.Table) -> StateFile:
+        prefix = "op" if table == OPERATOR_STATE else "ch"
+        relative = (
+            f"job_id={self.job_id}/checkpoint_id={self.checkpoint_id}/"
+            f"{prefix}-{self.subtask:05d}-{uuid.uuid4().hex}.parquet"
+        )
+        fs, _ = self._layout.filesystem()
+        path = self._layout.file_path(table, relative)
+        try:
+            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            with fs.open(path, "wb") as out:
+                pq.write_table(data, out, row_group_size=16_384, compression="zstd")
+            size = int(fs.size(path))
+        except (OSError, ValueError) as exc:
+            raise CheckpointStorageError(
+                f"cannot write checkpoint {self.checkpoint_id} state file under "
+                f"{self._layout.base_url!r} ({path}): {type(exc).__name__}: {exc}",
+                url=self._layout.base_url,
+            ) from exc
+        return StateFile(
+            table=table,
+            path=relative,
+            size=size,
+            partition_values={"job_id": self.job_id, "checkpoint_id": str(self.checkpoint_id)},
+            modification_time=datetime.now(timezone.utc),
+            num_records=data.num_rows,
+            stats=_stats_json(table, data),
+        )
+
+
+def _stats_json(table: TableName, data: pa.Table) -> str:
+    import pyarrow.compute as pc
+
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    for name in _INT_STATS_COLUMNS[table]:
+        bounds = pc.min_max(data[name])
+        mins[name] = bounds["min"].as_py()
+        maxs[name] = bounds["max"].as_py()
+    nulls = {name: data[name].null_count for name in data.column_names}
+    return json.dumps(
+        {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+    )
+
+
+def _delete_files(layout: CheckpointLayout, files: Iterable[StateFile]) -> None:
+    fs, _ = layout.filesystem()
+    errors: list[str] = []
+    for f in files:
+        path = layout.file_path(f.table, f.path)
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            errors.append(f"{path}: {exc}")
+    if errors:
+        raise CheckpointStorageError(
+            f"cannot delete uncommitted checkpoint files under {layout.base_url!r}: {'; '.join(errors)}",
+            url=layout.base_url,
+        )
+
+
+def discard_handles(base: str | CheckpointLayout, handles: Iterable[StateHandle]) -> None:
+    """Delete the (uncommitted) files of ``handles``; missing files are ignored.
+
+    Never call this for handles of a committed checkpoint: the files would
+    vanish under a completed checkpoint and it would read as corrupt.
+    """
+    layout = as_layout(base)
+    _delete_files(layout, [f for h in handles for f in h.files])

@@ -1,0 +1,65 @@
+"""Retention keeps the newest completed checkpoints (and savepoints) and vacuums the rest."""
+
+from __future__ import annotations
+
+import os
+
+from ckpt_helpers import JOB, UID, complete, write_subtask
+from deltalake import DeltaTable
+
+from checkpointing import (
+    find_restorable_checkpoint,
+    list_completed_checkpoints,
+    read_operator_state,
+    retain,
+    verify_checkpoint,
+)
+
+
+def _files_on_disk(base, table):
+    root = os.path.join(base, table)
+    return sorted(
+        os.path.relpath(os.path.join(d, f), root)
+        for d, _, fs in os.walk(root)
+        if "_delta_log" not in d
+        for f in fs
+        if f.endswith(".parquet")
+    )
+
+
+def test_retain_keeps_newest_and_savepoints_and_vacuums(base):
+    handles = {cid: complete(base, cid, kind="savepoint" if cid == 2 else "checkpoint") for cid in range(1, 6)}
+    in_flight = write_subtask(base, 6, 0)  # being written while retention runs
+    result = retain(base, JOB, 2)
+    assert result.retained == (4, 5)
+    assert result.dropped == (1, 3)
+    listed = [(c.checkpoint_id, c.kind) for c in list_completed_checkpoints(base, JOB)]
+    assert listed == [(2, "savepoint"), (4, "checkpoint"), (5, "checkpoint")]
+    for cid in (2, 4, 5):
+        verify_checkpoint(base, JOB, cid, full=True)
+        assert read_operator_state(base, JOB, cid, UID).num_rows == 18
+    on_disk = _files_on_disk(base, "operator_state")
+    for cid in (1, 3):
+        assert not any(f"checkpoint_id={cid}/" in p for p in on_disk)
+        assert all(
+            not os.path.exists(os.path.join(base, f.table, f.path)) for h in handles[cid] for f in h.files
+        )
+    assert any(p.endswith(".parquet") for p in result.vacuumed_files)
+    # The in-flight checkpoint's uncommitted files survive the vacuum.
+    assert all(os.path.exists(os.path.join(base, f.table, f.path)) for f in in_flight.files)
+    assert find_restorable_checkpoint(base, JOB).checkpoint_id == 5
+    # Live table contents match what is listed: no rows of dropped checkpoints.
+    live = DeltaTable(os.path.join(base, "operator_state")).to_pyarrow_table()
+    assert sorted(set(live["checkpoint_id"].to_pylist())) == [2, 4, 5]
+
+
+def test_retain_removes_abandoned_checkpoint_files(base):
+    abandoned = write_subtask(base, 1, 0)  # never committed: the coordinator died
+    complete(base, 2)
+    complete(base, 3)
+    result = retain(base, JOB, 1)
+    assert result.retained == (3,) and result.dropped == (2,)
+    assert sorted(result.orphan_files) == sorted(f"{f.table}/{f.path}" for f in abandoned.files)
+    assert not any(os.path.exists(os.path.join(base, f.table, f.path)) for f in abandoned.files)
+    again = retain(base, JOB, 1)
+    assert again.dropped == () and again.orphan_files == () and again.vacuumed_files == ()
