@@ -8,21 +8,30 @@ argument, and extra fields are keyword-only with defaults.
 
 from __future__ import annotations
 
+from enum import Enum
+
 __all__ = [
     "BrokenChannelError",
+    "CheckpointDeclineReason",
+    "CheckpointDeclinedError",
     "CheckpointNotFoundError",
     "CheckpointStorageError",
     "ClosedChannelError",
     "ConfigurationError",
     "CorruptCheckpointError",
+    "EventDecodingError",
     "FlinklikeError",
     "IllegalStateTransition",
     "IncompatibleCheckpointError",
+    "InputFilesNotFoundError",
     "JobCancelledError",
     "JobExecutionError",
+    "MalformedRecordError",
     "NetworkError",
+    "PartitionNotFoundError",
     "RemoteTaskError",
     "RpcAuthenticationError",
+    "RpcTimeoutError",
     "SchemaMismatchError",
     "SlotAllocationError",
     "SlotNotFoundError",
@@ -214,3 +223,90 @@ def _rebuild_corrupt_checkpoint_error(message, url, job_id, checkpoint_id, path)
     return CorruptCheckpointError(
         message, url=url, job_id=job_id, checkpoint_id=checkpoint_id, path=path
     )
+
+
+class PartitionNotFoundError(NetworkError, LookupError):
+    """A result partition was not registered with the partition manager before the timeout."""
+
+
+class EventDecodingError(NetworkError, ValueError):
+    """Bytes received on the data plane are not a valid encoded runtime event.
+
+    Raised for an unknown tag, an unsupported encoding version, or truncated or
+    trailing bytes; the message names the offending value and the valid ones.
+    """
+
+
+class InputFilesNotFoundError(FlinklikeError, FileNotFoundError):
+    """A source path or glob matched no file; the message names the path."""
+
+
+class MalformedRecordError(FlinklikeError, ValueError):
+    """An input record could not be decoded (e.g. a line that is not a JSON object).
+
+    ``path`` names the file and ``line_number`` (1-based) the offending line.
+    """
+
+    def __init__(self, message: str, *, path: str = "", line_number: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line_number = line_number
+
+    def __reduce__(self):
+        return (_rebuild_malformed_record_error, (str(self), self.path, self.line_number))
+
+
+def _rebuild_malformed_record_error(message, path, line_number):
+    return MalformedRecordError(message, path=path, line_number=line_number)
+
+
+class CheckpointDeclineReason(Enum):
+    """Why a task declined (aborted) a checkpoint; mirrors Flink's ``CHECKPOINT_DECLINED_*`` reasons."""
+
+    SUBSUMED = "subsumed"
+    """A barrier of a newer checkpoint arrived before this one completed."""
+    ON_CANCELLATION_BARRIER = "on_cancellation_barrier"
+    """An upstream task cancelled the checkpoint (``CancelCheckpointMarker``)."""
+    INPUT_END_OF_STREAM = "input_end_of_stream"
+    """An input ended before the checkpoint could complete."""
+    TASK_NOT_READY = "task_not_ready"
+    """The task was not running (yet) when the checkpoint reached it."""
+    TASK_CLOSING = "task_closing"
+    """The task is shutting down."""
+    IO_FAILURE = "io_failure"
+    """Writing checkpoint data (operator or channel state) failed."""
+
+
+class CheckpointDeclinedError(FlinklikeError):
+    """A task declined checkpoint ``checkpoint_id`` for ``reason``.
+
+    Raised (or passed as the abort cause) by the barrier handler and the
+    subtask checkpoint coordinator; the JobMaster counts it against the
+    tolerable checkpoint failures.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        checkpoint_id: int | None = None,
+        reason: CheckpointDeclineReason = CheckpointDeclineReason.IO_FAILURE,
+    ) -> None:
+        super().__init__(message)
+        self.checkpoint_id = checkpoint_id
+        self.reason = reason
+
+    def __reduce__(self):
+        return (_rebuild_checkpoint_declined_error, (str(self), self.checkpoint_id, self.reason))
+
+
+def _rebuild_checkpoint_declined_error(message, checkpoint_id, reason):
+    return CheckpointDeclinedError(message, checkpoint_id=checkpoint_id, reason=reason)
+
+
+class RpcTimeoutError(BrokenChannelError, TimeoutError):
+    """A control RPC got no answer within its timeout; the peer may be overloaded, hung or gone.
+
+    A :class:`BrokenChannelError`, so callers that treat an unresponsive peer
+    like a dead one (heartbeats) need no extra case.
+    """

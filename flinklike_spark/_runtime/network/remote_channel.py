@@ -1,0 +1,785 @@
+"""Input channels between processes: credit-based flow control over Arrow Flight ``DoExchange``.
+
+A :class:`RemoteInputChannel` (consumer side) opens one ``DoExchange`` stream
+to the producer's :class:`~flinklike_spark._runtime.rpc.FlightNode`, whose
+:class:`PartitionRequestServer` attaches a
+:class:`~flinklike_spark._runtime.network.result_partition.SubpartitionReader`
+and forwards the subpartition's buffers and events (Flink's
+``PartitionRequestQueue`` / ``CreditBasedPartitionRequestClientHandler``).
+
+Flow control (Flink's credit-based protocol):
+    * The consumer announces its number of free receive slots as *credit*:
+      ``initial_credit`` when it connects, then +1 for every non-priority
+      element its task polled.
+    * The server sends a non-priority element (data buffer or ordinary event)
+      only while it holds credit, spending 1 per element; elements are sent
+      strictly in subpartition order, so an event queued behind a buffer waits
+      with it. Priority events (unaligned barriers, announcements, which the
+      producer put at the head of its queue) need no credit and go at once;
+      the consumer puts them at the head of its receive queue, after earlier
+      priority events.
+    * Hence per channel at most ``initial_credit`` non-priority elements are
+      in flight or queued at the consumer, whatever the producer's rate; the
+      rest stays in the producer's subpartition, whose fill level
+      back-pressures the producing task.
+
+Wire format. The descriptor is the path ``[PROTOCOL, partition_id,
+subpartition, wait_ms]``. Every message is Flight ``app_metadata`` only (no
+Flight data), starting with a 16-byte little-endian header ``<BB6xq``: kind,
+flags (bit 0 = priority), 6 padding bytes (keeps the Arrow payload 8-byte
+aligned), the producer's sequence number. Server to consumer:
+
+    ATTACHED  the reader is attached; empty payload
+    BUFFER    a data buffer: one Arrow IPC *stream* (schema + batch), so
+              batches of one channel may differ in schema and may hold
+              dictionary columns
+    EVENT     :func:`~flinklike_spark._runtime.network.events.encode_event` bytes
+    ERROR     UTF-8 ``"<ErrorType>\\n<message>"`` (partition not found, producer failed)
+    CLOSING   the producer's node shuts down; UTF-8 reason
+
+Consumer to server: ``<Bxxxi`` = (CREDIT, amount). Nothing on the data plane
+is pickled. The consumer half-closes its side after ``EndOfPartition``,
+``ERROR`` or ``CLOSING``, which lets the server's credit reader finish before
+the server returns from the call.
+
+Failure semantics: a producer process that dies, a broken connection, or a
+node shutdown make :meth:`RemoteInputChannel.poll` raise
+:class:`~flinklike_spark.errors.BrokenChannelError` (immediately, ahead of
+data still queued: the task fails anyway). A producer partition released with
+a cause is reported the same way. There is no TCP keepalive: a host that
+vanishes without closing its sockets is detected by the JobMaster's heartbeats,
+which cancel the task and thereby :meth:`RemoteInputChannel.close` the channel.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flinklike_spark._runtime.network.events import BufferOrEvent, EndOfPartition, decode_event, encode_event
+from flinklike_spark._runtime.network.input_gate import InputChannel
+from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
+from flinklike_spark._runtime.network.result_partition import SubpartitionReader
+from flinklike_spark._runtime.rpc import auth_token, call_options, connect_options, translate_flight_error
+from flinklike_spark.errors import (
+    BrokenChannelError,
+    ClosedChannelError,
+    EventDecodingError,
+    NetworkError,
+    PartitionNotFoundError,
+    RpcAuthenticationError,
+)
+
+__all__ = ["PROTOCOL", "PartitionRequestServer", "RemoteInputChannel"]
+
+_log = logging.getLogger(__name__)
+
+PROTOCOL = b"flinklike-subpartition/v1"
+"""First descriptor path element of a subpartition request."""
+
+_HEADER = struct.Struct("<BB6xq")
+_CREDIT = struct.Struct("<B3xi")
+
+_ATTACHED = 0
+_BUFFER = 1
+_EVENT = 2
+_ERROR = 3
+_CLOSING = 4
+_KIND_NAMES = {_ATTACHED: "ATTACHED", _BUFFER: "BUFFER", _EVENT: "EVENT", _ERROR: "ERROR", _CLOSING: "CLOSING"}
+
+_MSG_CREDIT = 1
+_FLAG_PRIORITY = 1
+
+_MAX_PARTITION_WAIT = 3600.0
+_WAIT_SLICE = 0.5  # timed waits re-check cancellation and shutdown this often
+_DRAIN_TIMEOUT = 10.0  # how long a finishing server call waits for the consumer to half-close
+
+# Errors the server reports by name; anything else arrives as BrokenChannelError.
+_WIRE_ERRORS: dict[str, type[NetworkError]] = {
+    "BrokenChannelError": BrokenChannelError,
+    "PartitionNotFoundError": PartitionNotFoundError,
+}
+
+_FLIGHT_ERRORS = (flight.FlightError, pa.ArrowException, OSError)
+
+
+def _header(kind: int, sequence_number: int = 0, *, priority: bool = False) -> bytes:
+    return _HEADER.pack(kind, _FLAG_PRIORITY if priority else 0, sequence_number)
+
+
+def _encode_element(element: BufferOrEvent) -> pa.Buffer:
+    if element.buffer is not None:
+        sink = pa.BufferOutputStream()
+        sink.write(_header(_BUFFER, element.sequence_number, priority=element.is_priority))
+        with pa.ipc.new_stream(sink, element.buffer.schema) as ipc_writer:
+            ipc_writer.write_batch(element.buffer)
+        return sink.getvalue()
+    payload = encode_event(element.event)
+    return pa.py_buffer(_header(_EVENT, element.sequence_number, priority=element.is_priority) + payload)
+
+
+def _costs_credit(element: BufferOrEvent) -> bool:
+    return not element.is_priority
+
+
+# -- server side ---------------------------------------------------------------------
+
+
+class PartitionRequestServer:
+    """Serves subpartition streams of one process's partitions; plugged into a FlightNode.
+
+    :class:`~flinklike_spark._runtime.rpc.FlightNode` creates it when given a
+    ``partition_manager`` and calls :meth:`serve` for every ``DoExchange``
+    (after authentication), on Flight's threads, one call per consumer.
+
+    Thread rules: :meth:`serve` runs concurrently for many streams; each
+    stream additionally uses one helper thread that reads the consumer's
+    credit. :meth:`close` (node shutdown) may be called from any thread and
+    makes every running :meth:`serve` return promptly.
+    """
+
+    def __init__(self, partition_manager: ResultPartitionManager) -> None:
+        self._partition_manager = partition_manager
+        self._lock = threading.Lock()
+        self._streams: set[_SubpartitionStream] = set()
+        self._closed = False
+
+    def serve(self, context, descriptor: flight.FlightDescriptor, reader, writer) -> None:
+        """Stream one subpartition to the consumer until ``EndOfPartition``, an error, or close."""
+        stream = _SubpartitionStream(self._partition_manager, context, reader, writer)
+        with self._lock:
+            if self._closed:
+                writer.write_metadata(pa.py_buffer(_header(_CLOSING) + b"data server is shut down"))
+                return
+            self._streams.add(stream)
+        try:
+            stream.run(descriptor)
+        finally:
+            with self._lock:
+                self._streams.discard(stream)
+
+    def close(self) -> None:
+        """Stop every stream (consumers see a broken channel); idempotent."""
+        with self._lock:
+            self._closed = True
+            streams = list(self._streams)
+        for stream in streams:
+            stream.stop()
+
+
+class _SubpartitionStream:
+    """One DoExchange call: sends a subpartition's elements against the consumer's credit."""
+
+    def __init__(self, partition_manager: ResultPartitionManager, context, reader, writer) -> None:
+        self._partition_manager = partition_manager
+        self._context = context
+        self._reader = reader
+        self._writer = writer
+        self._cond = threading.Condition()
+        self._signalled = False  # data, credit or a state change since the last check
+        self._credit = 0
+        self._consumer_gone = False  # the consumer half-closed, cancelled or died
+        self._stopping = False
+        self._credit_thread: threading.Thread | None = None
+        self._name = "?"
+
+    # listener and control (any thread)
+
+    def _signal(self) -> None:
+        with self._cond:
+            self._signalled = True
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._signalled = True
+            self._cond.notify()
+
+    def _should_end(self) -> bool:
+        return self._stopping or self._consumer_gone or self._context.is_cancelled()
+
+    # the call
+
+    def run(self, descriptor: flight.FlightDescriptor) -> None:
+        subpartition_reader: SubpartitionReader | None = None
+        try:
+            request = self._parse(descriptor)
+            if request is None:
+                return
+            partition_id, subpartition, wait = request
+            self._name = f"{partition_id!r}[{subpartition}]"
+            self._credit_thread = threading.Thread(
+                target=self._read_credit, name=f"flight-credit-{self._name}", daemon=True
+            )
+            self._credit_thread.start()
+            partition = self._await_partition(partition_id, wait)
+            if partition is None:
+                return
+            try:
+                subpartition_reader = partition.create_reader(subpartition, self._signal)
+            except (IndexError, NetworkError) as e:
+                self._send_error(e)
+                return
+            self._send(pa.py_buffer(_header(_ATTACHED)))
+            self._pump(subpartition_reader)
+        except _FLIGHT_ERRORS as e:
+            # The consumer went away while we wrote: nothing to tell it.
+            _log.debug("stream %s ended by the consumer: %s", self._name, e)
+        finally:
+            if subpartition_reader is not None:
+                # A consumer that left must not keep its producer back-pressured.
+                subpartition_reader.release_reader()
+            self._drain()
+
+    def _parse(self, descriptor: flight.FlightDescriptor) -> tuple[str, int, float] | None:
+        path = descriptor.path or []
+        try:
+            if len(path) != 4 or path[0] != PROTOCOL:
+                raise ValueError(f"expected path [{PROTOCOL!r}, partition_id, subpartition, wait_ms]")
+            partition_id = path[1].decode("utf-8")
+            subpartition = int(path[2])
+            wait = min(max(int(path[3]) / 1000.0, 0.0), _MAX_PARTITION_WAIT)
+        except (ValueError, TypeError, UnicodeDecodeError) as e:
+            self._send_error(BrokenChannelError(f"malformed subpartition request {path!r}: {e}"))
+            return None
+        return partition_id, subpartition, wait
+
+    def _await_partition(self, partition_id: str, wait: float):
+        deadline = time.monotonic() + wait
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self._partition_manager.get(partition_id, timeout=max(0.0, min(remaining, _WAIT_SLICE)))
+            except PartitionNotFoundError as e:
+                if self._should_end():
+                    self._send_closing_if_stopping()
+                    return None
+                if remaining <= _WAIT_SLICE:
+                    known = e.args[0].partition("registered partitions: ")[2] or "[]"
+                    self._send_error(
+                        PartitionNotFoundError(
+                            f"result partition {partition_id!r} was not registered at the producer within "
+                            f"{wait:g} s; registered partitions: {known}"
+                        )
+                    )
+                    return None
+
+    def _pump(self, subpartition_reader: SubpartitionReader) -> None:
+        while True:
+            with self._cond:
+                if self._should_end():
+                    break
+                self._signalled = False  # cleared before looking, so no wake-up is lost
+                credit = self._credit
+            element = self._next_sendable(subpartition_reader, credit)
+            if element is None:
+                with self._cond:
+                    while not self._signalled and not self._should_end():
+                        self._cond.wait(_WAIT_SLICE)
+                continue
+            if _costs_credit(element):
+                with self._cond:
+                    self._credit -= 1
+            self._send(_encode_element(element))
+            if not element.is_buffer and isinstance(element.event, EndOfPartition):
+                return
+        self._send_closing_if_stopping()
+
+    def _next_sendable(self, subpartition_reader: SubpartitionReader, credit: int) -> BufferOrEvent | None:
+        head = subpartition_reader.peek()
+        if head is None:
+            if subpartition_reader.partition.is_released:
+                try:
+                    subpartition_reader.poll()  # raises the release cause
+                except (BrokenChannelError, ClosedChannelError) as e:
+                    self._send_error(BrokenChannelError(f"producer partition {self._name} failed: {e}"))
+                    with self._cond:
+                        self._consumer_gone = True  # nothing more to send; end the call
+            return None
+        if _costs_credit(head) and credit <= 0:
+            return None
+        # Only priority events can get ahead of ``head`` meanwhile, and they need no credit.
+        try:
+            return subpartition_reader.poll()
+        except (BrokenChannelError, ClosedChannelError) as e:
+            self._send_error(BrokenChannelError(f"producer partition {self._name} failed: {e}"))
+            with self._cond:
+                self._consumer_gone = True
+            return None
+
+    def _read_credit(self) -> None:
+        try:
+            while True:
+                chunk = self._reader.read_chunk()
+                metadata = chunk.app_metadata
+                if metadata is None or metadata.size != _CREDIT.size:
+                    raise BrokenChannelError(f"malformed consumer message on stream {self._name}")
+                kind, amount = _CREDIT.unpack(metadata)
+                if kind != _MSG_CREDIT or amount < 0:
+                    raise BrokenChannelError(f"unknown consumer message kind {kind} / amount {amount}")
+                with self._cond:
+                    self._credit += amount
+                    self._signalled = True
+                    self._cond.notify()
+        except StopIteration:
+            pass  # the consumer half-closed: it needs nothing more
+        except (*_FLIGHT_ERRORS, NetworkError) as e:
+            _log.debug("credit reader of stream %s ended: %s", self._name, e)
+        finally:
+            with self._cond:
+                self._consumer_gone = True
+                self._cond.notify()
+
+    def _drain(self) -> None:
+        # The Flight reader must not be in use when the call returns (pyarrow 26 aborts
+        # the process: "pure virtual method called"), so wait until the consumer
+        # half-closes (it does after EndOfPartition, ERROR or CLOSING) or the call is
+        # cancelled or broken, which ends the credit reader's read. A consumer that is
+        # alive but frozen keeps this call (and a node shutdown) waiting; it is warned about.
+        thread = self._credit_thread
+        if thread is None:
+            return
+        deadline = time.monotonic() + _DRAIN_TIMEOUT
+        while thread.is_alive():
+            thread.join(_WAIT_SLICE)
+            if thread.is_alive() and time.monotonic() > deadline and not self._context.is_cancelled():
+                _log.warning("consumer of stream %s did not close its side within %s s", self._name, _DRAIN_TIMEOUT)
+                deadline = time.monotonic() + _DRAIN_TIMEOUT
+
+    def _send(self, message: pa.Buffer) -> None:
+        self._writer.write_metadata(message)
+
+    def _send_error(self, error: BaseException) -> None:
+        text = f"{type(error).__name__}\n{error}"
+        try:
+            self._send(pa.py_buffer(_header(_ERROR) + text.encode("utf-8", "replace")))
+        except _FLIGHT_ERRORS:
+            pass  # the consumer is gone: nobody to tell
+
+    def _send_closing_if_stopping(self) -> None:
+        if self._stopping:
+            try:
+                self._send(pa.py_buffer(_header(_CLOSING) + b"the producer's data server is shutting down"))
+            except _FLIGHT_ERRORS:
+                pass
+
+
+# -- consumer side ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Received:
+    element: BufferOrEvent
+    costs_credit: bool
+
+
+class RemoteInputChannel(InputChannel):
+    """Reads one subpartition of a partition in another process over Arrow Flight.
+
+    Args:
+        channel_index: position within the gate.
+        address: the producer's :attr:`FlightNode.address`.
+        secret: the per-cluster secret.
+        partition_id: the producing partition.
+        subpartition: the subpartition to read.
+        initial_credit: receive slots of this channel (``>= 1``): at most this
+            many non-priority elements are in flight or queued here.
+        partition_wait_timeout: seconds :meth:`start` waits for the producer's
+            node to come up *and* for the partition to be registered there.
+
+    Contract (see :class:`InputChannel`): :meth:`start` once, on the task
+    thread, blocking until the producer attached the subpartition; then
+    :meth:`poll` (never blocks) from the task thread; :meth:`close` from any
+    thread, idempotent. A background thread receives into the bounded queue
+    and calls the data listener when the queue goes from empty to non-empty,
+    when a priority event arrives, and when an error becomes pending.
+
+    Raises (from :meth:`start`):
+        PartitionNotFoundError: the partition was not registered in time.
+        RpcAuthenticationError: the producer rejected the cluster secret.
+        BrokenChannelError: the producer's node was not reachable in time.
+        ClosedChannelError: the channel was closed.
+    """
+
+    def __init__(
+        self,
+        channel_index: int,
+        address: str,
+        secret: bytes,
+        partition_id: str,
+        subpartition: int,
+        *,
+        initial_credit: int = 2,
+        partition_wait_timeout: float = 30.0,
+    ) -> None:
+        super().__init__(channel_index)
+        if initial_credit < 1:
+            raise ValueError(f"initial_credit must be >= 1, got {initial_credit}")
+        if subpartition < 0:
+            raise ValueError(f"subpartition must be >= 0, got {subpartition}")
+        if partition_wait_timeout < 0:
+            raise ValueError(f"partition_wait_timeout must be >= 0 seconds, got {partition_wait_timeout}")
+        self.address = address
+        self.partition_id = partition_id
+        self.subpartition = subpartition
+        self.initial_credit = initial_credit
+        self._token = auth_token(secret)
+        self._partition_wait_timeout = partition_wait_timeout
+        self._cond = threading.Condition()
+        self._queue: deque[_Received] = deque()
+        self._num_priority = 0  # priority elements at the head of _queue
+        self._num_credited = 0  # non-priority elements in _queue
+        self._error: NetworkError | None = None
+        self._attached = False
+        self._started = False
+        self._closed = False
+        self._end_received = False  # EndOfPartition arrived: no more credit is announced
+        self._write_lock = threading.Lock()
+        self._write_closed = False
+        self._client: flight.FlightClient | None = None
+        self._flight_writer = None
+        self._flight_reader = None
+        self._thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"RemoteInputChannel({self.channel_index}, {self.address}, {self.partition_id!r}, "
+            f"subpartition={self.subpartition})"
+        )
+
+    # -- task thread ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect (retrying while the producer's node is not up) and attach the subpartition.
+
+        Blocks up to about ``partition_wait_timeout`` seconds. Idempotent once it succeeded.
+
+        Raises:
+            See the class docstring.
+        """
+        with self._cond:
+            if self._closed:
+                raise ClosedChannelError(f"{self!r} is closed")
+            if not self._started:
+                self._started = True
+                self._thread = threading.Thread(
+                    target=self._receive, name=f"remote-channel-{self.partition_id}[{self.subpartition}]", daemon=True
+                )
+                self._thread.start()
+            # The receiver enforces the timeout; the margin only guards against a hung peer.
+            deadline = time.monotonic() + self._partition_wait_timeout + 30.0
+            while not self._attached and self._error is None and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._error = BrokenChannelError(
+                        f"{self!r}: the producer did not answer within {self._partition_wait_timeout + 30.0:g} s"
+                    )
+                    break
+                self._cond.wait(min(remaining, _WAIT_SLICE))
+            if self._closed:
+                raise ClosedChannelError(f"{self!r} was closed while starting")
+            if self._error is not None and not self._attached:
+                raise self._fresh_error()
+
+    def poll(self) -> BufferOrEvent | None:
+        """Pop the next element, or ``None``; announces one credit for a non-priority element.
+
+        Raises:
+            ClosedChannelError: the channel was closed (by this side).
+            BrokenChannelError: the producer died, the connection broke, the
+                producer's node shut down, or the producer partition failed.
+            PartitionNotFoundError, RpcAuthenticationError: as from :meth:`start`.
+        """
+        with self._cond:
+            if self._closed:
+                raise ClosedChannelError(f"{self!r} is closed")
+            if self._error is not None:
+                raise self._fresh_error()
+            if not self._queue:
+                return None
+            item = self._queue.popleft()
+            if item.element.is_priority:
+                self._num_priority -= 1
+            if item.costs_credit:
+                self._num_credited -= 1
+            announce = item.costs_credit and not self._end_received
+        if announce:
+            self._announce_credit(1)
+        return item.element
+
+    def has_priority_event(self) -> bool:
+        """True if the next element :meth:`poll` returns is a priority event."""
+        with self._cond:
+            return self._num_priority > 0 and self._error is None and not self._closed
+
+    def convert_to_priority_event(self, sequence_number: int) -> None:
+        """Move the queued element with producer ``sequence_number`` ahead of queued data.
+
+        Used when an aligned-with-timeout checkpoint switches to unaligned and
+        the announced barrier is already in this receive queue. A no-op if that
+        element was consumed, is already a priority element, or has not arrived.
+        The moved element still returns its credit when polled.
+        """
+        with self._cond:
+            for index in range(self._num_priority, len(self._queue)):
+                item = self._queue[index]
+                if item.element.sequence_number == sequence_number:
+                    del self._queue[index]
+                    item.element = replace(item.element, is_priority=True)
+                    self._queue.insert(self._num_priority, item)
+                    self._num_priority += 1
+                    break
+            else:
+                return
+        self.notify_data_available()
+
+    def queued_buffers(self) -> list[pa.RecordBatch]:
+        """The data buffers received but not yet polled, in producer order (a snapshot).
+
+        They precede any priority event queued ahead of them, so an unaligned
+        checkpoint records them as input channel state.
+        """
+        with self._cond:
+            return [item.element.buffer for item in self._queue if item.element.buffer is not None]
+
+    def resume_consumption(self) -> None:
+        """Nothing to do: credit flows back as the task polls, so a blocked channel just pauses."""
+
+    def close(self) -> None:
+        """Cancel the stream and stop the receiver thread; idempotent, any thread, any state."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.clear()
+            self._num_priority = self._num_credited = 0
+            self._cond.notify_all()
+            reader = self._flight_reader
+        if reader is not None:
+            try:
+                reader.cancel()
+            except _FLIGHT_ERRORS:
+                pass
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5.0)
+            if thread.is_alive():
+                _log.warning("receiver thread of %r did not stop within 5 s", self)
+
+    # -- receiver thread -------------------------------------------------------------
+
+    def _receive(self) -> None:
+        try:
+            if self._connect():
+                self._read_loop()
+        except BaseException as e:  # noqa: BLE001 - errors cross to the task thread as values
+            if not isinstance(e, NetworkError):
+                e = BrokenChannelError(f"{self!r}: receiver failed: {e!r}")
+            self._fail(e)
+        finally:
+            self._close_client()
+
+    def _connect(self) -> bool:
+        """Open the stream and wait for ATTACHED; retries while the peer is unreachable."""
+        deadline = time.monotonic() + self._partition_wait_timeout
+        backoff = 0.05
+        descriptor = flight.FlightDescriptor.for_path(
+            PROTOCOL,
+            self.partition_id.encode("utf-8"),
+            str(self.subpartition).encode(),
+            str(int(self._partition_wait_timeout * 1000)).encode(),
+        )
+        while True:
+            with self._cond:
+                if self._closed:
+                    return False
+            remaining = deadline - time.monotonic()
+            try:
+                client = flight.FlightClient(
+                    self.address, generic_options=connect_options(max(0.1, min(remaining, 10.0)))
+                )
+                writer, reader = client.do_exchange(descriptor, call_options(self._token))
+                with self._write_lock:
+                    self._client, self._flight_writer, self._write_closed = client, writer, False
+                with self._cond:
+                    self._flight_reader = reader
+                    closed = self._closed
+                if closed:
+                    return False
+                self._write(_CREDIT.pack(_MSG_CREDIT, self.initial_credit))
+                chunk = reader.read_chunk()
+            except StopIteration:
+                raise BrokenChannelError(f"{self!r}: the producer ended the stream before attaching") from None
+            except _FLIGHT_ERRORS as e:
+                with self._cond:
+                    if self._closed:
+                        return False
+                error = translate_flight_error(e, self.address, f"subpartition request {self.partition_id!r}")
+                if isinstance(error, RpcAuthenticationError):
+                    raise error from e
+                self._close_client()
+                if time.monotonic() + backoff > deadline:
+                    raise BrokenChannelError(
+                        f"{self!r}: could not connect within {self._partition_wait_timeout:g} s: {error}"
+                    ) from e
+                with self._cond:
+                    self._cond.wait_for(lambda: self._closed, backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            kind = self._handle(chunk)
+            if kind == _ATTACHED:
+                with self._cond:
+                    self._attached = True
+                    self._cond.notify_all()
+                return True
+            if kind is None:  # ERROR or CLOSING already recorded
+                return False
+            raise BrokenChannelError(f"{self!r}: expected ATTACHED, got {_KIND_NAMES.get(kind, kind)}")
+
+    def _read_loop(self) -> None:
+        reader = self._flight_reader
+        while True:
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                with self._cond:
+                    ended = self._end_received or self._closed
+                if not ended:
+                    raise BrokenChannelError(
+                        f"{self!r}: the producer ended the stream before EndOfPartition"
+                    ) from None
+                return
+            except _FLIGHT_ERRORS as e:
+                with self._cond:
+                    if self._closed:
+                        return
+                raise translate_flight_error(e, self.address, f"stream of {self.partition_id!r}") from e
+            if self._handle(chunk) is None:
+                return
+
+    def _handle(self, chunk) -> int | None:
+        """Process one server message; returns its kind, or None after ERROR/CLOSING (recorded)."""
+        metadata = chunk.app_metadata
+        if metadata is None or metadata.size < _HEADER.size:
+            raise BrokenChannelError(f"{self!r}: malformed message from the producer")
+        kind, flags, sequence_number = _HEADER.unpack_from(metadata)
+        payload = metadata.slice(_HEADER.size)
+        priority = bool(flags & _FLAG_PRIORITY)
+        if kind == _BUFFER:
+            batch = pa.ipc.open_stream(payload).read_next_batch()
+            self._enqueue(BufferOrEvent(buffer=batch, is_priority=priority, sequence_number=sequence_number))
+        elif kind == _EVENT:
+            try:
+                event = decode_event(payload.to_pybytes())
+            except EventDecodingError as e:
+                raise BrokenChannelError(f"{self!r}: undecodable event from the producer: {e}") from e
+            element = BufferOrEvent(event=event, is_priority=priority, sequence_number=sequence_number)
+            if isinstance(event, EndOfPartition):
+                with self._cond:
+                    self._end_received = True
+                self._half_close()
+            self._enqueue(element)
+        elif kind == _ERROR:
+            type_name, _, message = payload.to_pybytes().decode("utf-8", "replace").partition("\n")
+            error_type = _WIRE_ERRORS.get(type_name, BrokenChannelError)
+            self._half_close()
+            self._fail(error_type(f"{self!r}: {message}"))
+            return None
+        elif kind == _CLOSING:
+            self._half_close()
+            reason = payload.to_pybytes().decode("utf-8", "replace")
+            self._fail(BrokenChannelError(f"{self!r}: {reason}"))
+            return None
+        elif kind != _ATTACHED:
+            raise BrokenChannelError(f"{self!r}: unknown message kind {kind} from the producer")
+        return kind
+
+    def _enqueue(self, element: BufferOrEvent) -> None:
+        item = _Received(element, _costs_credit(element))
+        with self._cond:
+            if self._closed:
+                return
+            was_empty = not self._queue
+            if element.is_priority:
+                self._queue.insert(self._num_priority, item)
+                self._num_priority += 1
+            else:
+                if self._num_credited >= self.initial_credit:
+                    raise BrokenChannelError(
+                        f"{self!r}: the producer sent more than the announced credit "
+                        f"({self.initial_credit} receive slots)"
+                    )
+                self._queue.append(item)
+                self._num_credited += 1
+        if was_empty or element.is_priority:
+            self.notify_data_available()
+
+    def _fail(self, error: NetworkError) -> None:
+        with self._cond:
+            if self._closed or self._error is not None:
+                return
+            self._error = error
+            self._cond.notify_all()
+        self.notify_data_available()
+
+    def _fresh_error(self) -> NetworkError:
+        # A new instance per raise, so tracebacks do not pile up on one object.
+        error = self._error
+        fresh = type(error)(str(error))
+        fresh.__cause__ = error.__cause__
+        return fresh
+
+    # -- writing (task thread for credit, receiver thread for half-close) ---------------
+
+    def _write(self, message: bytes) -> None:
+        with self._write_lock:
+            if self._write_closed or self._flight_writer is None:
+                return
+            self._flight_writer.write_metadata(pa.py_buffer(message))
+
+    def _announce_credit(self, amount: int) -> None:
+        try:
+            self._write(_CREDIT.pack(_MSG_CREDIT, amount))
+        except _FLIGHT_ERRORS as e:
+            with self._cond:
+                closed = self._closed
+            if not closed:
+                self._fail(translate_flight_error(e, self.address, f"credit announcement for {self.partition_id!r}"))
+
+    def _half_close(self) -> None:
+        with self._write_lock:
+            if self._write_closed or self._flight_writer is None:
+                return
+            self._write_closed = True
+            try:
+                self._flight_writer.done_writing()
+            except _FLIGHT_ERRORS:
+                pass  # the server is gone already
+
+    def _close_client(self) -> None:
+        with self._write_lock:
+            self._write_closed = True
+            client, self._client = self._client, None
+            writer, self._flight_writer = self._flight_writer, None
+            if writer is not None:
+                # Finish the call before closing the client; otherwise the stream's
+                # destructor finishes it later and logs the client's cancellation.
+                try:
+                    writer.close()
+                except _FLIGHT_ERRORS:
+                    pass
+        with self._cond:
+            self._flight_reader = None
+        if client is not None:
+            try:
+                client.close()
+            except _FLIGHT_ERRORS:
+                pass
