@@ -36,6 +36,7 @@ __all__ = [
     "SlotAllocationError",
     "SlotNotFoundError",
     "StaleDeploymentError",
+    "TaskExecutorLostError",
 ]
 
 
@@ -73,6 +74,10 @@ class SlotAllocationError(FlinklikeError):
 
 class SlotNotFoundError(SlotAllocationError, LookupError):
     """No slot is known for the given allocation id or index."""
+
+
+class TaskExecutorLostError(FlinklikeError):
+    """A TaskExecutor died or stopped heartbeating; the tasks it ran failed with this cause."""
 
 
 class StaleDeploymentError(FlinklikeError):

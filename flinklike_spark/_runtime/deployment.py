@@ -1,0 +1,78 @@
+"""What the JobMaster sends a TaskExecutor to run one subtask (Flink's TaskDeploymentDescriptor)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from flinklike_spark.config import Configuration
+from flinklike_spark._runtime.graph.job_graph import PartitionerSpec
+
+__all__ = [
+    "InputChannelDeployment",
+    "InputGateDeployment",
+    "ResultPartitionDeployment",
+    "TaskDeploymentDescriptor",
+    "TaskExecutionState",
+]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InputChannelDeployment:
+    """One input channel: read ``subpartition`` of ``partition_id`` at ``address``.
+
+    ``address`` is the producer TaskExecutor's Flight address; ``local`` is True
+    when the producer runs in the same TaskExecutor (in-memory channel).
+    """
+
+    partition_id: str
+    subpartition: int
+    address: str
+    local: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InputGateDeployment:
+    channels: tuple[InputChannelDeployment, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ResultPartitionDeployment:
+    partition_id: str
+    num_subpartitions: int
+    partitioner: PartitionerSpec
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaskDeploymentDescriptor:
+    job_id: str
+    job_name: str
+    execution_id: str
+    vertex_id: str
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int
+    allocation_id: str
+    operators: list[Any]
+    input_gates: tuple[InputGateDeployment, ...]
+    result_partitions: tuple[ResultPartitionDeployment, ...]
+    splits: tuple[Any, ...]
+    config: Configuration
+
+    @property
+    def display_name(self) -> str:
+        return f"{self.task_name} ({self.subtask_index + 1}/{self.parallelism})#{self.attempt_number}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaskExecutionState:
+    """A task's state change, sent Task -> TaskExecutor -> JobMaster."""
+
+    job_id: str
+    execution_id: str
+    state: Any  # ExecutionState
+    error: BaseException | None = None
+    accumulators: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)

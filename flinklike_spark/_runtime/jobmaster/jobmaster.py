@@ -1,0 +1,384 @@
+"""JobMaster: runs one job on the cluster's TaskExecutors.
+
+It owns the job's :class:`ExecutionGraph` and :class:`DefaultScheduler` and
+plugs into the scheduler:
+
+* a slot-sharing :class:`SharedSlotAllocator` (Flink's default slot sharing
+  group: subtask *i* of every vertex shares logical slot *i*, so a job needs
+  as many slots as its highest parallelism);
+* a :class:`RpcTaskDeployer` that turns an execution into a
+  :class:`TaskDeploymentDescriptor` (partition ids, producer addresses,
+  source splits) and submits it over RPC;
+* the failure listener: with ``restart-strategy.type: none`` any task failure
+  fails the job (restarts are the failover coordinator's job).
+
+Thread rule: every state change happens on the main thread; RPC callbacks
+(task state updates, lost TaskExecutors) are posted there.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import threading
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from flinklike_spark.config import Configuration
+from flinklike_spark.errors import (
+    JobCancelledError,
+    JobExecutionError,
+    SlotAllocationError,
+    TaskExecutorLostError,
+)
+from flinklike_spark.job_client import JobExecutionResult
+from flinklike_spark._runtime.deployment import (
+    InputChannelDeployment,
+    InputGateDeployment,
+    ResultPartitionDeployment,
+    TaskDeploymentDescriptor,
+    TaskExecutionState,
+)
+from flinklike_spark._runtime.graph.execution_graph import (
+    Execution,
+    ExecutionAttemptID,
+    ExecutionGraph,
+    ExecutionVertexID,
+    IntermediateResultPartitionID,
+)
+from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
+from flinklike_spark._runtime.graph.job_graph import JobGraph
+from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
+from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager, SlotInfo
+from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
+from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
+
+__all__ = ["JobMaster", "LogicalSlot", "RpcTaskDeployer", "SharedSlotAllocator"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LogicalSlot:
+    """One execution's share of a physical slot (Flink's ``LogicalSlot``)."""
+
+    vertex_id: ExecutionVertexID
+    physical: SlotInfo
+
+    @property
+    def resource_id(self) -> str:
+        return self.physical.resource_id
+
+
+class _SharedSlot:
+    """A physical slot request shared by every subtask with the same index."""
+
+    def __init__(self, future: concurrent.futures.Future[SlotInfo]) -> None:
+        self.future = future
+        self.users: set[ExecutionVertexID] = set()
+
+
+class SharedSlotAllocator:
+    """Slot sharing: subtask ``i`` of every job vertex runs in logical slot ``i``.
+
+    A physical slot is requested from the ResourceManager when its first user
+    asks and returned when its last user releases (or withdraws) it. All
+    methods run on the JobMaster's main thread.
+    """
+
+    def __init__(self, job_id: str, resource_manager: ResourceManager) -> None:
+        self._job_id = job_id
+        self._rm = resource_manager
+        self._shared: dict[int, _SharedSlot] = {}
+        self._requests: dict[ExecutionVertexID, concurrent.futures.Future[LogicalSlot]] = {}
+
+    def allocate_slots(
+        self, requests: list[ExecutionVertexID]
+    ) -> dict[ExecutionVertexID, concurrent.futures.Future[LogicalSlot]]:
+        result = {}
+        for vertex_id in requests:
+            index = vertex_id.subtask_index
+            shared = self._shared.get(index)
+            if shared is None or (shared.future.done() and shared.future.exception() is not None):
+                allocation_id = f"{self._job_id}/slot-{index}-{uuid.uuid4().hex[:8]}"
+                shared = self._shared[index] = _SharedSlot(self._rm.allocate(self._job_id, index, allocation_id))
+            shared.users.add(vertex_id)
+            logical: concurrent.futures.Future[LogicalSlot] = concurrent.futures.Future()
+            self._requests[vertex_id] = logical
+
+            def complete(physical: concurrent.futures.Future, vertex_id=vertex_id, logical=logical) -> None:
+                if logical.done():
+                    return
+                error = physical.exception()
+                if error is not None:
+                    logical.set_exception(error)
+                else:
+                    logical.set_result(LogicalSlot(vertex_id=vertex_id, physical=physical.result()))
+
+            shared.future.add_done_callback(complete)
+            result[vertex_id] = logical
+        return result
+
+    def cancel(self, vertex_id: ExecutionVertexID) -> None:
+        logical = self._requests.pop(vertex_id, None)
+        if logical is not None and not logical.done():
+            logical.set_exception(SlotAllocationError(f"slot request of {vertex_id} was withdrawn"))
+            self._drop_user(vertex_id)
+
+    def release(self, slot: LogicalSlot) -> None:
+        self._requests.pop(slot.vertex_id, None)
+        self._drop_user(slot.vertex_id)
+
+    def _drop_user(self, vertex_id: ExecutionVertexID) -> None:
+        index = vertex_id.subtask_index
+        shared = self._shared.get(index)
+        if shared is None:
+            return
+        shared.users.discard(vertex_id)
+        if shared.users:
+            return
+        del self._shared[index]
+
+        def give_back(physical: concurrent.futures.Future) -> None:
+            if physical.exception() is None:
+                self._rm.release(physical.result())
+
+        shared.future.add_done_callback(give_back)
+
+
+class RpcTaskDeployer:
+    """Builds TaskDeploymentDescriptors and submits / cancels tasks over RPC."""
+
+    def __init__(
+        self,
+        graph: ExecutionGraph,
+        config: Configuration,
+        resource_manager: ResourceManager,
+        on_cancel_unacknowledged,
+    ) -> None:
+        self._graph = graph
+        self._config = config
+        self._rm = resource_manager
+        self._on_cancel_unacknowledged = on_cancel_unacknowledged
+        self._splits: dict[str, list[list[Any]]] = {}
+
+    def partition_id(self, partition: IntermediateResultPartitionID) -> str:
+        """The network id of a producer's partition: job, producer *attempt* and output index.
+
+        Including the attempt means a restarted producer never serves a consumer
+        that was wired to its predecessor.
+        """
+        producer = self._graph.get_vertex(partition.producer).current_execution
+        return f"{self._graph.job_id}/{producer.attempt_id.full_id}/{partition.output_index}"
+
+    def _splits_of(self, job_vertex_id: str, subtask_index: int) -> tuple[Any, ...]:
+        job_vertex = self._graph.get_job_vertex(job_vertex_id).job_vertex
+        if not job_vertex.is_source:
+            return ()
+        if job_vertex_id not in self._splits:
+            parallelism = job_vertex.parallelism
+            per_subtask: list[list[Any]] = [[] for _ in range(parallelism)]
+            for i, split in enumerate(job_vertex.operators[0].function.create_splits(parallelism)):
+                per_subtask[i % parallelism].append(split)
+            self._splits[job_vertex_id] = per_subtask
+        return tuple(self._splits[job_vertex_id][subtask_index])
+
+    def descriptor(self, execution: Execution, slot: LogicalSlot) -> TaskDeploymentDescriptor:
+        vertex_id = execution.vertex_id
+        job_vertex = self._graph.get_job_vertex(vertex_id.job_vertex_id).job_vertex
+        gates = []
+        for gate in self._graph.input_gates(vertex_id):
+            channels = []
+            for channel in gate.channels:
+                producer = self._graph.get_vertex(channel.producer).current_execution.assigned_slot
+                if producer is None:
+                    raise SlotAllocationError(
+                        f"cannot deploy {vertex_id}: its producer {channel.producer} has no slot yet"
+                    )
+                channels.append(
+                    InputChannelDeployment(
+                        partition_id=self.partition_id(channel.partition_id),
+                        subpartition=channel.subpartition_index,
+                        address=producer.physical.address,
+                        local=producer.resource_id == slot.resource_id,
+                    )
+                )
+            gates.append(InputGateDeployment(channels=tuple(channels)))
+        partitions = tuple(
+            ResultPartitionDeployment(
+                partition_id=self.partition_id(spec.partition_id),
+                num_subpartitions=spec.num_subpartitions,
+                partitioner=spec.partitioner,
+            )
+            for spec in self._graph.result_partitions(vertex_id)
+        )
+        return TaskDeploymentDescriptor(
+            job_id=self._graph.job_id,
+            job_name=self._graph.job_name,
+            execution_id=execution.attempt_id.full_id,
+            vertex_id=vertex_id.job_vertex_id,
+            task_name=job_vertex.name,
+            subtask_index=vertex_id.subtask_index,
+            parallelism=job_vertex.parallelism,
+            max_parallelism=job_vertex.max_parallelism,
+            attempt_number=execution.attempt_number,
+            allocation_id=slot.physical.allocation_id,
+            operators=job_vertex.operators,
+            input_gates=tuple(gates),
+            result_partitions=partitions,
+            splits=self._splits_of(vertex_id.job_vertex_id, vertex_id.subtask_index),
+            config=self._config,
+        )
+
+    def deploy(self, execution: Execution, slot: LogicalSlot) -> concurrent.futures.Future[None]:
+        try:
+            tdd = self.descriptor(execution, slot)
+        except Exception as exc:  # noqa: BLE001 - becomes the execution's failure
+            future: concurrent.futures.Future[None] = concurrent.futures.Future()
+            future.set_exception(exc)
+            return future
+        return self._rm.call_async(slot.resource_id, "submit_task", tdd)
+
+    def cancel(self, execution: Execution) -> None:
+        slot: LogicalSlot | None = execution.assigned_slot
+        attempt = execution.attempt_id
+        if slot is None:
+            self._on_cancel_unacknowledged(attempt)
+            return
+        future = self._rm.call_async(slot.resource_id, "cancel_task", attempt.full_id)
+
+        def done(f: concurrent.futures.Future) -> None:
+            # The TaskExecutor does not know the task (it already ended, never
+            # arrived, or the TaskExecutor is gone): no CANCELED report will come.
+            if f.exception() is not None or f.result() is False:
+                self._on_cancel_unacknowledged(attempt)
+
+        future.add_done_callback(done)
+
+
+class JobMaster:
+    """Runs one job graph; ``result`` completes with a JobExecutionResult or a JobExecutionError.
+
+    Args:
+        job_graph: the job.
+        config: the job's configuration.
+        resource_manager: where slots and TaskExecutor gateways come from.
+        main_thread: the JobMaster's main-thread executor (shared with the ResourceManager).
+    """
+
+    def __init__(
+        self,
+        job_graph: JobGraph,
+        config: Configuration,
+        resource_manager: ResourceManager,
+        main_thread: ComponentMainThreadExecutor,
+    ) -> None:
+        self.job_graph = job_graph
+        self._config = config
+        self._rm = resource_manager
+        self._main = main_thread
+        self.graph = ExecutionGraph.from_job_graph(job_graph)
+        self.result: concurrent.futures.Future[JobExecutionResult] = concurrent.futures.Future()
+        self._accumulators: dict[str, dict[int, Any]] = {}
+        self._started = time.monotonic()
+        self._terminated = threading.Event()
+        self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
+        self._deployer = RpcTaskDeployer(self.graph, config, resource_manager, self._cancel_unacknowledged)
+        self.scheduler = DefaultScheduler(
+            self.graph,
+            slot_allocator=self._slots,
+            deployer=self._deployer,
+            versioner=ExecutionVertexVersioner(),
+            main_thread=main_thread,
+            failure_listener=self,
+        )
+
+    @property
+    def job_id(self) -> str:
+        return self.job_graph.job_id
+
+    @property
+    def status(self) -> JobStatus:
+        return self.graph.job_status
+
+    def start(self) -> None:
+        """Schedule every vertex (asynchronously, on the main thread)."""
+        log.info("job %r (%s) submitted: %d tasks", self.job_graph.name, self.job_id, len(self.graph.vertex_ids()))
+        self.scheduler.termination_future.add_done_callback(
+            lambda f: self._main.execute(lambda: self._on_terminated(f.result()))
+        )
+        self._main.execute(self._start_scheduling)
+
+    def _start_scheduling(self) -> None:
+        try:
+            self.scheduler.start_scheduling()
+        except Exception as exc:  # noqa: BLE001 - e.g. an illegal state: the job fails
+            self.scheduler.fail_job(exc)
+
+    def cancel(self) -> None:
+        """Cancel the job (asynchronous; ``result`` fails with JobCancelledError)."""
+        self._main.execute(self.scheduler.cancel)
+
+    def wait_terminal(self, timeout: float | None = None) -> bool:
+        return self._terminated.wait(timeout)
+
+    # -- events from TaskExecutors (any thread) -------------------------------------------------
+
+    def update_task_execution_state(self, update: TaskExecutionState) -> None:
+        self._main.execute(lambda: self._apply_update(update))
+
+    def task_executor_lost(self, resource_id: str, reason: str) -> None:
+        """Fail every unfinished execution that ran on ``resource_id`` (main thread)."""
+        cause = TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
+        for vertex in self.graph.vertices():
+            execution = vertex.current_execution
+            slot = execution.assigned_slot
+            if slot is not None and slot.resource_id == resource_id and not execution.is_terminal:
+                self.scheduler.update_task_execution_state(execution.attempt_id, ExecutionState.FAILED, cause)
+
+    # -- failure listener ------------------------------------------------------------------------
+
+    def on_task_failure(self, execution: Execution, cause: BaseException) -> None:
+        """``restart-strategy.type: none``: any task failure fails the whole job."""
+        log.error("task %s failed; failing job %s (restart-strategy.type: none)", execution.attempt_id, self.job_id)
+        self.scheduler.fail_job(cause)
+
+    # -- internals (main thread) -----------------------------------------------------------------
+
+    def _apply_update(self, update: TaskExecutionState) -> None:
+        try:
+            attempt = ExecutionAttemptID.from_full_id(update.execution_id)
+        except ValueError:
+            log.warning("ignoring state update with malformed execution id %r", update.execution_id)
+            return
+        accepted = self.scheduler.update_task_execution_state(attempt, update.state, update.error)
+        if accepted and update.state is ExecutionState.FINISHED:
+            for name, value in update.accumulators.items():
+                self._accumulators.setdefault(name, {})[attempt.subtask_index] = value
+
+    def _cancel_unacknowledged(self, attempt: ExecutionAttemptID) -> None:
+        self._main.execute(
+            lambda: self.scheduler.update_task_execution_state(attempt, ExecutionState.CANCELED, None)
+        )
+
+    def _on_terminated(self, status: JobStatus) -> None:
+        self._rm.release_job(self.job_id)
+        runtime = timedelta(seconds=time.monotonic() - self._started)
+        name, job_id = self.job_graph.name, self.job_id
+        if status is JobStatus.FINISHED:
+            accumulators = {k: [v[i] for i in sorted(v)] for k, v in self._accumulators.items()}
+            self.result.set_result(
+                JobExecutionResult(job_id=job_id, job_name=name, net_runtime=runtime, accumulators=accumulators)
+            )
+            log.info("job %r (%s) finished in %.2f s", name, job_id, runtime.total_seconds())
+        elif status is JobStatus.CANCELED:
+            self.result.set_exception(JobCancelledError(f"job {name!r} ({job_id}) was cancelled", job_id=job_id))
+        else:
+            cause = self.scheduler.job_failure_cause
+            error = JobExecutionError(f"job {name!r} ({job_id}) failed: {cause}", job_id=job_id)
+            error.__cause__ = cause
+            self.result.set_exception(error)
+        self._terminated.set()

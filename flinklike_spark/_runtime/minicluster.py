@@ -1,0 +1,191 @@
+"""The embedded local cluster: a JobMaster in this process plus N TaskExecutors.
+
+TaskExecutors run as child processes (``flinklike.local.taskmanager-mode:
+process``, the default) started with ``subprocess`` (spawn semantics: nothing
+is forked, the user's ``__main__`` is never re-imported), or as threads of this
+process (``thread``). All of them register over authenticated Flight RPC; the
+cluster's secret is generated per cluster and handed to children over a pipe.
+
+A child that exits unexpectedly, or stops heartbeating for
+``heartbeat.timeout``, is reported lost to the running jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import cloudpickle
+
+from flinklike_spark.config import Configuration, TaskManagerMode
+from flinklike_spark.errors import FlinklikeError
+from flinklike_spark.job_client import JobClient
+from flinklike_spark._runtime.graph.job_graph import JobGraph
+from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
+from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
+from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor
+from flinklike_spark._runtime.rpc import FlightNode, generate_secret
+from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutor, TaskExecutorRegistration
+
+__all__ = ["MiniCluster"]
+
+log = logging.getLogger(__name__)
+
+_REGISTRATION_TIMEOUT = 120.0
+
+
+class MiniCluster:
+    """A local cluster. Use as a context manager or call ``start``/``close``.
+
+    Args:
+        config: the cluster's configuration (``local.number-taskmanager``,
+            ``taskmanager.numberOfTaskSlots``, ``flinklike.local.taskmanager-mode`` ...).
+    """
+
+    def __init__(self, config: Configuration | None = None) -> None:
+        self.config = config or Configuration()
+        self._secret = generate_secret()
+        self._main = MainThreadExecutor(name="jobmaster-main")
+        self._node = FlightNode(self._secret)
+        self.resource_manager = ResourceManager(self.config, self._secret, self._main)
+        self._processes: dict[str, subprocess.Popen] = {}
+        self._thread_executors: dict[str, TaskExecutor] = {}
+        self._jobs: dict[str, JobMaster] = {}
+        self._closed = threading.Event()
+        self._monitor = threading.Thread(target=self._monitor_processes, name="minicluster-monitor", daemon=True)
+
+    def __enter__(self) -> MiniCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def task_executor_pids(self) -> dict[str, int]:
+        return {rid: p.pid for rid, p in self._processes.items()}
+
+    def start(self) -> None:
+        node = self._node
+        node.register_handler("register_task_executor", self._on_register)
+        node.register_handler("heartbeat", self._on_heartbeat)
+        node.register_handler("update_task_execution_state", self._on_task_state)
+        node.start()
+        cluster = self.config.cluster
+        ids = [f"taskmanager-{i}-{uuid.uuid4().hex[:6]}" for i in range(cluster.number_of_task_managers)]
+        for resource_id in ids:
+            if cluster.task_manager_mode is TaskManagerMode.PROCESS:
+                self._spawn(resource_id)
+            else:
+                executor = TaskExecutor(
+                    resource_id=resource_id, config=self.config, secret=self._secret, jobmaster_address=node.address
+                )
+                self._thread_executors[resource_id] = executor
+                executor.start()
+        self._monitor.start()
+        self.resource_manager.start_heartbeat_checks()
+        if not self.resource_manager.wait_for_task_executors(len(ids), timeout=_REGISTRATION_TIMEOUT):
+            dead = {rid: p.returncode for rid, p in self._processes.items() if p.poll() is not None}
+            self.close()
+            raise FlinklikeError(
+                f"only {self.resource_manager.num_registered()} of {len(ids)} TaskExecutors registered within "
+                f"{_REGISTRATION_TIMEOUT:.0f} s; exited processes and codes: {dead or 'none'}"
+            )
+        log.info("MiniCluster up: %d TaskExecutors (%s), JobMaster RPC at %s", len(ids), cluster.task_manager_mode.value,
+                 node.address)  # fmt: skip
+
+    def _spawn(self, resource_id: str) -> None:
+        bootstrap = cloudpickle.dumps(
+            {
+                "resource_id": resource_id,
+                "config": self.config,
+                "secret": self._secret,
+                "jobmaster_address": self._node.address,
+                "log_level": logging.getLogger().getEffectiveLevel() or logging.WARNING,
+                "sys_path": [p for p in sys.path if p],
+            }
+        )
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flinklike_spark._runtime.taskexecutor.process_main"],
+            stdin=subprocess.PIPE,
+            env=env,
+        )
+        process.stdin.write(len(bootstrap).to_bytes(8, "big") + bootstrap)
+        process.stdin.flush()  # keep stdin open: its EOF tells the child that we died
+        self._processes[resource_id] = process
+
+    def _monitor_processes(self) -> None:
+        reported: set[str] = set()
+        while not self._closed.wait(0.2):
+            for resource_id, process in list(self._processes.items()):
+                if resource_id not in reported and process.poll() is not None:
+                    reported.add(resource_id)
+                    self.resource_manager.task_executor_lost(
+                        resource_id, f"TaskExecutor process {process.pid} exited with code {process.returncode}"
+                    )
+
+    # -- RPC handlers (Flight threads): post to the main thread ------------------------------
+
+    def _on_register(self, registration: TaskExecutorRegistration) -> bool:
+        self.resource_manager.register(registration)
+        return True
+
+    def _on_heartbeat(self, payload) -> bool:
+        resource_id, metrics = payload
+        return self.resource_manager.heartbeat(resource_id, metrics)
+
+    def _on_task_state(self, state) -> bool:
+        job = self._jobs.get(state.job_id)
+        if job is None:
+            return False
+        job.update_task_execution_state(state)
+        return True
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
+        """Start ``job_graph``; with ``owns_cluster`` the cluster closes when the job ends."""
+        job = JobMaster(job_graph, self.config, self.resource_manager, self._main)
+        self._jobs[job_graph.job_id] = job
+        self.resource_manager.add_job_listener(job)
+        job.start()
+        return JobClient(
+            job_id=job_graph.job_id,
+            result=job.result,
+            status=lambda: job.status,
+            cancel=job.cancel,
+            metrics=lambda: self.resource_manager.task_metrics(),
+            on_done=self.close if owns_cluster else None,
+        )
+
+    def close(self) -> None:
+        """Cancel running jobs, stop every TaskExecutor, stop RPC. Idempotent."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for job in self._jobs.values():
+            job.cancel()
+        for job in self._jobs.values():
+            job.wait_terminal(timeout=10.0)
+        self.resource_manager.shutdown_task_executors()
+        for executor in self._thread_executors.values():
+            executor.close()
+        deadline = time.monotonic() + 10.0
+        for process in self._processes.values():
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5.0)
+            if process.stdin is not None:
+                process.stdin.close()
+        self.resource_manager.close()
+        self._node.shutdown()
+        self._main.shutdown()

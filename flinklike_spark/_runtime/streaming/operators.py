@@ -1,0 +1,528 @@
+"""Stream operators: what runs inside an operator chain on the task thread.
+
+Every operator receives data either as Arrow batches (``process_batch``) or as
+lists of row dicts (``process_rows``); per-record operators work on rows,
+vectorized ones on batches, and each converts what it is given. Output goes to
+``self.output`` (an :class:`Output`): the next chained operator or the network.
+
+An operator is described by a picklable :class:`OperatorSpec` in the JobGraph
+and instantiated in the TaskExecutor by ``spec.create()``.
+
+Lifecycle (driven by the operator chain): ``setup`` -> ``open`` (tail to head)
+-> ``process_*`` / ``process_watermark`` / ``on_processing_time`` -> ``finish``
+(end of input, head to tail) -> ``close`` (always, head to tail).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from flinklike_spark.connector_api import ReadResult, Sink, SinkWriterContext, Source, SourceReaderContext
+from flinklike_spark.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedProcessFunction,
+    MapFunction,
+    ProcessFunction,
+    RuntimeContext,
+    TimeDomain,
+    TimerService,
+)
+from flinklike_spark.state import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkGenerator, WatermarkStrategy
+from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
+from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark._runtime.streaming.timers import KeyedTimers
+
+__all__ = [
+    "FilterOperator",
+    "FlatMapOperator",
+    "KeyedProcessOperator",
+    "MapBatchesOperator",
+    "MapOperator",
+    "OperatorContext",
+    "OperatorSpec",
+    "Output",
+    "ProcessOperator",
+    "SinkOperator",
+    "SourceOperator",
+    "StreamOperator",
+]
+
+MAX_WATERMARK = 2**63 - 1
+
+
+class Output(abc.ABC):
+    """Where an operator emits. Implementations: chaining, network, fan-out."""
+
+    @abc.abstractmethod
+    def emit_rows(self, rows: list[dict]) -> None: ...
+
+    @abc.abstractmethod
+    def emit_batch(self, batch: pa.RecordBatch) -> None: ...
+
+    @abc.abstractmethod
+    def emit_watermark(self, timestamp: int) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OperatorContext:
+    """What an operator knows about its subtask."""
+
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int
+    clock_ms: Callable[[], int] = dataclasses.field(default=lambda: int(time.time() * 1000))
+
+
+class _RuntimeContext(RuntimeContext):
+    def __init__(self, ctx: OperatorContext, backend: HeapKeyedStateBackend | None, operator_name: str) -> None:
+        self._ctx = ctx
+        self._backend = backend
+        self._operator_name = operator_name
+
+    task_name = property(lambda self: self._ctx.task_name)
+    index_of_this_subtask = property(lambda self: self._ctx.subtask_index)
+    number_of_parallel_subtasks = property(lambda self: self._ctx.parallelism)
+    max_number_of_parallel_subtasks = property(lambda self: self._ctx.max_parallelism)
+    attempt_number = property(lambda self: self._ctx.attempt_number)
+
+    def _keyed(self, descriptor: Any, expected: type) -> Any:
+        if self._backend is None:
+            raise TypeError(
+                f"operator {self._operator_name!r}: keyed state ({descriptor!r}) is only available in "
+                f"functions applied to a KeyedStream (use key_by(...) first)"
+            )
+        return self._backend.get_state(descriptor, expected)
+
+    def get_state(self, descriptor):
+        return self._keyed(descriptor, ValueStateDescriptor)
+
+    def get_list_state(self, descriptor):
+        return self._keyed(descriptor, ListStateDescriptor)
+
+    def get_map_state(self, descriptor):
+        return self._keyed(descriptor, MapStateDescriptor)
+
+    def get_reducing_state(self, descriptor):
+        return self._keyed(descriptor, ReducingStateDescriptor)
+
+
+class StreamOperator:
+    """Base operator: forwards watermarks, converts between rows and batches.
+
+    Subclasses override ``process_rows`` (per-record) or ``process_batch``
+    (vectorized); the other one converts and delegates.
+    """
+
+    vectorized = False
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.uid = spec.uid
+        self.output: Output = None  # type: ignore[assignment]
+        self.context: OperatorContext = None  # type: ignore[assignment]
+        self._converter = RowsConverter(spec.input_schema, stream_name=spec.input_name or spec.name)
+
+    def setup(self, context: OperatorContext, output: Output) -> None:
+        self.context = context
+        self.output = output
+
+    def open(self) -> None:
+        """Prepare for records (user functions' ``open`` runs here)."""
+
+    def process_rows(self, rows: list[dict]) -> None:
+        self.process_batch(self._converter.to_batch(rows))
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        self.process_rows(batch.to_pylist())
+
+    def process_watermark(self, timestamp: int) -> None:
+        self.output.emit_watermark(timestamp)
+
+    def next_processing_timer(self) -> int | None:
+        """Epoch ms of this operator's next processing-time timer, if any."""
+        return None
+
+    def on_processing_time(self, now_ms: int) -> None:
+        """Fire processing-time timers due at ``now_ms``."""
+
+    def finish(self) -> None:
+        """End of input: flush buffered output."""
+
+    def close(self) -> None:
+        """Release resources; called exactly once, also after a failure."""
+
+    def accumulator(self) -> Any:
+        return None
+
+
+def _call_open(function: Any, runtime_context: RuntimeContext) -> None:
+    if isinstance(function, Function):
+        function.open(runtime_context)
+
+
+def _call_close(function: Any) -> None:
+    if isinstance(function, Function):
+        function.close()
+
+
+class _UserFunctionOperator(StreamOperator):
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self.function = spec.function
+
+    def open(self) -> None:
+        _call_open(self.function, _RuntimeContext(self.context, None, self.name))
+
+    def close(self) -> None:
+        _call_close(self.function)
+
+
+class MapOperator(_UserFunctionOperator):
+    def process_rows(self, rows: list[dict]) -> None:
+        fn = self.function.map if isinstance(self.function, MapFunction) else self.function
+        self.output.emit_rows([fn(row) for row in rows])
+
+
+class FlatMapOperator(_UserFunctionOperator):
+    def process_rows(self, rows: list[dict]) -> None:
+        fn = self.function.flat_map if isinstance(self.function, FlatMapFunction) else self.function
+        out: list[dict] = []
+        for row in rows:
+            produced = fn(row)
+            if produced is not None:
+                out.extend(produced)
+        if out:
+            self.output.emit_rows(out)
+
+
+class FilterOperator(_UserFunctionOperator):
+    def process_rows(self, rows: list[dict]) -> None:
+        fn = self.function.filter if isinstance(self.function, FilterFunction) else self.function
+        out = [row for row in rows if fn(row)]
+        if out:
+            self.output.emit_rows(out)
+
+
+class MapBatchesOperator(_UserFunctionOperator):
+    vectorized = True
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        result = self.function(batch)
+        if isinstance(result, pa.Table):
+            for piece in result.to_batches():
+                self.output.emit_batch(piece)
+        elif isinstance(result, pa.RecordBatch):
+            if result.num_rows:
+                self.output.emit_batch(result)
+        elif result is not None:
+            raise TypeError(
+                f"map_batches function of {self.name!r} must return a pyarrow.RecordBatch or Table, "
+                f"got {type(result).__name__}"
+            )
+
+
+class _ProcessContext(KeyedProcessFunction.OnTimerContext, ProcessFunction.Context, TimerService):
+    """Context, on-timer context and timer service of (keyed) process functions."""
+
+    def __init__(self, operator: ProcessOperator) -> None:
+        self._op = operator
+        self.row: dict | None = None
+        self.timer_timestamp: int | None = None
+        self.domain = TimeDomain.EVENT_TIME
+
+    def timestamp(self) -> int | None:
+        if self.timer_timestamp is not None:
+            return self.timer_timestamp
+        generator = self._op.timestamps
+        return generator.timestamp_of(self.row) if generator is not None and self.row is not None else None
+
+    def timer_service(self) -> TimerService:
+        return self
+
+    def get_current_key(self) -> Any:
+        return self._op.backend.current_key if self._op.backend is not None else None
+
+    def time_domain(self) -> TimeDomain:
+        return self.domain
+
+    def current_processing_time(self) -> int:
+        return self._op.context.clock_ms()
+
+    def current_watermark(self) -> int:
+        return self._op.watermark
+
+    def _timers(self) -> KeyedTimers:
+        if self._op.timers is None:
+            raise TypeError(f"operator {self._op.name!r}: timers are only available on a KeyedStream")
+        return self._op.timers
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._timers().processing_time.add(int(timestamp), self._op.backend.current_key)
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._timers().event_time.add(int(timestamp), self._op.backend.current_key)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._timers().processing_time.delete(int(timestamp), self._op.backend.current_key)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._timers().event_time.delete(int(timestamp), self._op.backend.current_key)
+
+
+class ProcessOperator(_UserFunctionOperator):
+    """Runs a ProcessFunction (non-keyed) or, as a subclass, a KeyedProcessFunction."""
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self.backend: HeapKeyedStateBackend | None = None
+        self.timers: KeyedTimers | None = None
+        self.watermark = MIN_WATERMARK
+        self.timestamps: WatermarkGenerator | None = (
+            spec.timestamp_strategy.create_generator() if spec.timestamp_strategy is not None else None
+        )
+        self._ctx = _ProcessContext(self)
+
+    def open(self) -> None:
+        _call_open(self.function, _RuntimeContext(self.context, self.backend, self.name))
+
+    def process_rows(self, rows: list[dict]) -> None:
+        fn = self.function.process_element
+        ctx = self._ctx
+        out: list[dict] = []
+        for row in rows:
+            ctx.row = row
+            produced = fn(row, ctx)
+            if produced is not None:
+                out.extend(produced)
+        ctx.row = None
+        if out:
+            self.output.emit_rows(out)
+
+    def process_watermark(self, timestamp: int) -> None:
+        self.watermark = timestamp
+        self.output.emit_watermark(timestamp)
+
+
+class KeyedProcessOperator(ProcessOperator):
+    """Runs a KeyedProcessFunction with keyed state and timers for the key of each row."""
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self.key_field = spec.key_field
+        self.key_selector = spec.key_selector
+
+    def setup(self, context: OperatorContext, output: Output) -> None:
+        super().setup(context, output)
+        self.backend = HeapKeyedStateBackend(max_parallelism=context.max_parallelism)
+        self.timers = KeyedTimers()
+
+    def process_rows(self, rows: list[dict]) -> None:
+        fn = self.function.process_element
+        ctx = self._ctx
+        backend = self.backend
+        out: list[dict] = []
+        key_field = self.key_field
+        if key_field is not None:
+            for row in rows:
+                backend.current_key = row[key_field]
+                ctx.row = row
+                produced = fn(row, ctx)
+                if produced is not None:
+                    out.extend(produced)
+        else:
+            selector = self.key_selector
+            for row in rows:
+                backend.current_key = selector(row)
+                ctx.row = row
+                produced = fn(row, ctx)
+                if produced is not None:
+                    out.extend(produced)
+        ctx.row = None
+        if out:
+            self.output.emit_rows(out)
+
+    def _fire(self, timestamp: int, key: Any, domain: TimeDomain, out: list[dict]) -> None:
+        self.backend.current_key = key
+        ctx = self._ctx
+        ctx.timer_timestamp = timestamp
+        ctx.domain = domain
+        try:
+            produced = self.function.on_timer(timestamp, ctx)
+            if produced is not None:
+                out.extend(produced)
+        finally:
+            ctx.timer_timestamp = None
+
+    def process_watermark(self, timestamp: int) -> None:
+        self.watermark = timestamp
+        out: list[dict] = []
+        self.timers.advance_watermark(timestamp, lambda ts, key, domain: self._fire(ts, key, domain, out))
+        if out:
+            self.output.emit_rows(out)
+        self.output.emit_watermark(timestamp)
+
+    def next_processing_timer(self) -> int | None:
+        return self.timers.next_processing_time()
+
+    def on_processing_time(self, now_ms: int) -> None:
+        out: list[dict] = []
+        self.timers.advance_processing_time(now_ms, lambda ts, key, domain: self._fire(ts, key, domain, out))
+        if out:
+            self.output.emit_rows(out)
+
+
+class SinkOperator(StreamOperator):
+    """Writes its input to a :class:`~flinklike_spark.connector_api.SinkWriter`."""
+
+    vectorized = True
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self.sink: Sink = spec.function
+        self.writer = None
+
+    def open(self) -> None:
+        ctx = self.context
+        self.writer = self.sink.create_writer(
+            SinkWriterContext(
+                subtask_index=ctx.subtask_index,
+                parallelism=ctx.parallelism,
+                attempt_number=ctx.attempt_number,
+                task_name=ctx.task_name,
+            )
+        )
+        self.writer.open()
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        self.writer.write(batch)
+
+    def process_watermark(self, timestamp: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        self.writer.finish()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    def accumulator(self) -> Any:
+        return self.writer.accumulator() if self.writer is not None else None
+
+
+class SourceOperator(StreamOperator):
+    """Head of a source chain: polls the reader and emits batches and watermarks."""
+
+    vectorized = True
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self.source: Source = spec.function
+        self.reader = None
+        self.splits = list(spec.splits)
+        strategy = spec.timestamp_strategy or WatermarkStrategy()
+        self._watermarks = strategy.create_generator()
+        self._last_watermark = MIN_WATERMARK
+        self.records_out = 0
+
+    def open(self) -> None:
+        ctx = self.context
+        self.reader = self.source.create_reader(
+            SourceReaderContext(
+                subtask_index=ctx.subtask_index, parallelism=ctx.parallelism, attempt_number=ctx.attempt_number
+            )
+        )
+        self.reader.add_splits(self.splits)
+        self.reader.open()
+
+    def poll(self, max_rows: int) -> ReadResult:
+        """Read once; emit what was read (and a watermark if it advanced)."""
+        result = self.reader.poll_next(max_rows)
+        batch = result.batch
+        if batch is not None and batch.num_rows:
+            self.records_out += batch.num_rows
+            self.output.emit_batch(batch)
+            if self._watermarks.enabled:
+                self._watermarks.on_batch(batch)
+                watermark = self._watermarks.current_watermark()
+                if watermark > self._last_watermark:
+                    self._last_watermark = watermark
+                    self.output.emit_watermark(watermark)
+        return result
+
+    def finish(self) -> None:
+        # Flink: a bounded source ends with MAX_WATERMARK, firing all event-time timers downstream.
+        self.output.emit_watermark(MAX_WATERMARK)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+
+
+_OPERATOR_CLASSES: dict[str, type[StreamOperator]] = {
+    "source": SourceOperator,
+    "map": MapOperator,
+    "flat_map": FlatMapOperator,
+    "filter": FilterOperator,
+    "map_batches": MapBatchesOperator,
+    "process": ProcessOperator,
+    "keyed_process": KeyedProcessOperator,
+    "sink": SinkOperator,
+}
+
+
+@dataclasses.dataclass(kw_only=True)
+class OperatorSpec:
+    """A picklable description of one operator in a chain.
+
+    Attributes:
+        uid: stable id (user-given with ``.uid()`` or derived); names state.
+        name: display name.
+        kind: one of the keys of the operator registry ("map", "sink", ...).
+        function: the user function, source or sink.
+        input_schema: declared schema of the input stream (None = inferred).
+        input_name: name of the input stream for error messages.
+        key_field / key_selector: the key of a keyed operator.
+        timestamp_strategy: the stream's watermark strategy (event timestamps).
+        splits: source splits of this subtask (filled in at deployment).
+        chained_outputs: indices (in the vertex's operator list) of chained successors.
+        network_outputs: indices of the vertex's output edges this operator feeds.
+    """
+
+    uid: str
+    name: str
+    kind: str
+    function: Any = None
+    input_schema: pa.Schema | None = None
+    input_name: str | None = None
+    output_schema: pa.Schema | None = None
+    key_field: str | None = None
+    key_selector: Callable[[dict], Any] | None = None
+    timestamp_strategy: WatermarkStrategy | None = None
+    splits: Iterable[Any] = ()
+    chained_outputs: list[int] = dataclasses.field(default_factory=list)
+    network_outputs: list[int] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind not in _OPERATOR_CLASSES:
+            raise ValueError(f"unknown operator kind {self.kind!r}; valid kinds: {sorted(_OPERATOR_CLASSES)}")
+
+    def create(self) -> StreamOperator:
+        return _OPERATOR_CLASSES[self.kind](self)

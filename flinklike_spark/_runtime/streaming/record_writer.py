@@ -1,0 +1,148 @@
+"""Network output of an operator: partitions batches into a ResultPartition.
+
+Rows are converted to Arrow with the stream's schema, split by the channel
+selector, and collected per channel until a buffer holds ``segment_size``
+bytes or ``buffer_timeout`` passed (``flush_due``); larger batches are cut
+into segment-sized buffers. Events (watermarks,
+end of partition) flush pending data first, so order is preserved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from flinklike_spark._runtime.network.events import Watermark
+from flinklike_spark._runtime.streaming.operators import Output
+from flinklike_spark._runtime.streaming.rows import RowsConverter
+
+__all__ = ["BroadcastingOutput", "ChainingOutput", "RecordWriterOutput"]
+
+
+class RecordWriterOutput(Output):
+    """Writes one operator's output to one result partition (one output edge)."""
+
+    def __init__(
+        self,
+        partition,
+        selector,
+        converter: RowsConverter,
+        *,
+        segment_size: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.partition = partition
+        self._selector = selector
+        self._converter = converter
+        self._segment_size = segment_size
+        self._clock = clock
+        n = partition.num_subpartitions
+        self._pending: list[list[pa.RecordBatch]] = [[] for _ in range(n)]
+        self._pending_bytes = [0] * n
+        self._oldest_pending: float | None = None
+        self.records_out = 0
+
+    def emit_rows(self, rows: list[dict]) -> None:
+        if rows:
+            self.emit_batch(self._converter.to_batch(rows))
+
+    def emit_batch(self, batch: pa.RecordBatch) -> None:
+        self.records_out += batch.num_rows
+        pending, sizes = self._pending, self._pending_bytes
+        for channel, piece in self._selector.split(batch):
+            pending[channel].append(piece)
+            sizes[channel] += piece.nbytes
+            if sizes[channel] >= self._segment_size:
+                self._flush_channel(channel)
+            elif self._oldest_pending is None:
+                self._oldest_pending = self._clock()
+
+    def _flush_channel(self, channel: int) -> None:
+        pieces = self._pending[channel]
+        if not pieces:
+            return
+        batch = pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
+        self._pending[channel] = []
+        self._pending_bytes[channel] = 0
+        rows, nbytes = batch.num_rows, batch.nbytes
+        if nbytes <= self._segment_size or rows <= 1:
+            self.partition.emit(channel, batch)
+            return
+        # Oversized (wide rows or a big vectorized batch): cut into segment-sized buffers,
+        # so a buffer's size, and with it the memory behind each credit, stays bounded.
+        step = max(1, rows * self._segment_size // nbytes)
+        for offset in range(0, rows, step):
+            self.partition.emit(channel, batch.slice(offset, step))
+
+    def flush(self) -> None:
+        for channel in range(len(self._pending)):
+            self._flush_channel(channel)
+        self._oldest_pending = None
+
+    def flush_deadline(self, buffer_timeout: float) -> float | None:
+        """Monotonic time when pending data must be flushed, or None if nothing is pending."""
+        return None if self._oldest_pending is None else self._oldest_pending + buffer_timeout
+
+    def emit_watermark(self, timestamp: int) -> None:
+        self.flush()
+        self.partition.broadcast_event(Watermark(timestamp))
+
+    def finish(self) -> None:
+        """Flush and end every subpartition (EndOfPartition)."""
+        self.flush()
+        self.partition.finish()
+
+
+class ChainingOutput(Output):
+    """Hands output to the next operator of the chain on the same thread."""
+
+    def __init__(self, operator) -> None:
+        self._operator = operator
+
+    def emit_rows(self, rows: list[dict]) -> None:
+        if rows:
+            self._operator.process_rows(rows)
+
+    def emit_batch(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            self._operator.process_batch(batch)
+
+    def emit_watermark(self, timestamp: int) -> None:
+        self._operator.process_watermark(timestamp)
+
+
+class BroadcastingOutput(Output):
+    """Fans one operator's output out to several outputs (chained and network)."""
+
+    def __init__(self, outputs: list[Output]) -> None:
+        self._outputs = outputs
+
+    def emit_rows(self, rows: list[dict]) -> None:
+        for output in self._outputs:
+            # Downstream operators may keep the row dicts; each output gets its own copies
+            # only when there is more than one consumer that could mutate them.
+            output.emit_rows(rows if len(self._outputs) == 1 else [dict(r) for r in rows])
+
+    def emit_batch(self, batch: pa.RecordBatch) -> None:
+        for output in self._outputs:
+            output.emit_batch(batch)
+
+    def emit_watermark(self, timestamp: int) -> None:
+        for output in self._outputs:
+            output.emit_watermark(timestamp)
+
+
+class _DiscardingOutput(Output):
+    def emit_rows(self, rows: list[dict]) -> None:
+        pass
+
+    def emit_batch(self, batch: pa.RecordBatch) -> None:
+        pass
+
+    def emit_watermark(self, timestamp: int) -> None:
+        pass
+
+
+DISCARDING_OUTPUT = _DiscardingOutput()

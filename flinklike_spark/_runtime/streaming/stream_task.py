@@ -1,0 +1,317 @@
+"""StreamTask: runs one subtask's operator chain in a mailbox loop.
+
+The loop (on the task thread) repeats: run pending mails; fire due
+processing-time timers and buffer-timeout flushes; if every output partition
+has capacity, run the *default action* once (source: poll the reader; other
+tasks: take one buffer or event from the input gates); otherwise, or when no
+input is available, sleep until woken (data, capacity, mail) or until the next
+timer/flush is due. A full output therefore suspends input processing, which
+backpressures upstream through credit-based flow control.
+
+The operator chain is opened tail-to-head and finished/closed head-to-tail.
+End of input (a bounded source exhausted, or EndOfPartition on every input
+channel) finishes the chain, ends the output partitions and ends the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flinklike_spark._runtime.network.events import EndOfPartition, Watermark
+from flinklike_spark._runtime.streaming.mailbox import Mailbox
+from flinklike_spark._runtime.streaming.operators import (
+    OperatorContext,
+    OperatorSpec,
+    Output,
+    SourceOperator,
+    StreamOperator,
+)
+from flinklike_spark._runtime.streaming.record_writer import (
+    DISCARDING_OUTPUT,
+    BroadcastingOutput,
+    ChainingOutput,
+    RecordWriterOutput,
+)
+from flinklike_spark.watermarks import MIN_WATERMARK
+
+__all__ = ["OperatorChain", "StreamTask", "TaskMetrics", "WatermarkValve"]
+
+log = logging.getLogger(__name__)
+
+
+class OperatorChain:
+    """The operators of one subtask wired together; ``head`` receives the task's input."""
+
+    def __init__(
+        self,
+        specs: Sequence[OperatorSpec],
+        network_outputs: Sequence[RecordWriterOutput],
+        context: OperatorContext,
+    ) -> None:
+        self.operators: list[StreamOperator] = [spec.create() for spec in specs]
+        self.network_outputs = list(network_outputs)
+        # Wire tail-first so every ChainingOutput points at a set-up operator.
+        for index in reversed(range(len(specs))):
+            spec = specs[index]
+            outputs: list[Output] = [ChainingOutput(self.operators[i]) for i in spec.chained_outputs]
+            outputs += [self.network_outputs[i] for i in spec.network_outputs]
+            output = outputs[0] if len(outputs) == 1 else (BroadcastingOutput(outputs) if outputs else DISCARDING_OUTPUT)
+            self.operators[index].setup(context, output)
+        self.head = self.operators[0]
+        self._opened: list[StreamOperator] = []
+
+    def open(self) -> None:
+        for operator in reversed(self.operators):
+            operator.open()
+            self._opened.append(operator)
+
+    def finish(self) -> None:
+        for operator in self.operators:
+            operator.finish()
+        for output in self.network_outputs:
+            output.finish()
+
+    def close(self) -> BaseException | None:
+        """Close every opened operator head-to-tail; return the first error (others are logged)."""
+        first: BaseException | None = None
+        for operator in self.operators:
+            if operator not in self._opened:
+                continue
+            try:
+                operator.close()
+            except BaseException as exc:  # noqa: BLE001 - keep closing the others
+                if first is None:
+                    first = exc
+                else:
+                    log.warning("error closing operator %s: %r", operator.name, exc)
+        return first
+
+    def accumulators(self) -> dict[str, Any]:
+        result = {}
+        for operator in self.operators:
+            value = operator.accumulator()
+            if value is not None:
+                result[getattr(operator.spec.function, "name", operator.uid)] = value
+        return result
+
+
+class WatermarkValve:
+    """Combines per-channel watermarks: the output is the minimum over active channels."""
+
+    def __init__(self, num_channels: int) -> None:
+        self._watermarks = [MIN_WATERMARK] * num_channels
+        self._finished = [False] * num_channels
+        self.current = MIN_WATERMARK
+
+    def _combined(self) -> int | None:
+        active = [w for w, done in zip(self._watermarks, self._finished) if not done]
+        if not active:
+            return None
+        return min(active)
+
+    def input_watermark(self, channel: int, timestamp: int) -> int | None:
+        """Record a channel's watermark; return the new combined watermark if it advanced."""
+        if timestamp > self._watermarks[channel]:
+            self._watermarks[channel] = timestamp
+        return self._advance()
+
+    def channel_finished(self, channel: int) -> int | None:
+        self._finished[channel] = True
+        return self._advance()
+
+    def _advance(self) -> int | None:
+        combined = self._combined()
+        if combined is not None and combined > self.current:
+            self.current = combined
+            return combined
+        return None
+
+
+class TaskMetrics:
+    """Counters the task thread updates and the TaskExecutor reads (racy reads are fine)."""
+
+    def __init__(self) -> None:
+        self.records_in = 0
+        self.records_out = 0
+        self.backpressured_seconds = 0.0
+        self.idle_seconds = 0.0
+        self.started = time.monotonic()
+
+    def snapshot(self) -> dict[str, float]:
+        return {
+            "records_in": self.records_in,
+            "records_out": self.records_out,
+            "backpressured_seconds": self.backpressured_seconds,
+            "idle_seconds": self.idle_seconds,
+            "uptime_seconds": time.monotonic() - self.started,
+        }
+
+
+class StreamTask:
+    """Runs one subtask. ``run`` blocks on the calling (task) thread until the end.
+
+    Args:
+        chain: the operator chain (not yet opened).
+        input_gates: network inputs (empty for a source task).
+        buffer_timeout: seconds a partially filled output buffer may wait.
+        source_batch_rows: ``max_rows`` passed to the source reader per poll.
+        clock: monotonic seconds (injectable).
+    """
+
+    def __init__(
+        self,
+        chain: OperatorChain,
+        input_gates: Sequence[Any],
+        *,
+        buffer_timeout: float,
+        source_batch_rows: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.chain = chain
+        self.gates = list(input_gates)
+        self.mailbox = Mailbox()
+        self.metrics = TaskMetrics()
+        self._buffer_timeout = buffer_timeout
+        self._source_batch_rows = source_batch_rows
+        self._clock = clock
+        self._cancelled = threading.Event()
+        self._end_of_input = False
+        self._next_source_poll = 0.0
+        self._gate_cursor = 0
+        self._channel_offsets: list[int] = []
+        total = 0
+        for gate in self.gates:
+            self._channel_offsets.append(total)
+            total += gate.num_channels
+        self._valve = WatermarkValve(total)
+        self._open_channels = total
+        self._is_source = isinstance(chain.head, SourceOperator)
+        for output in chain.network_outputs:
+            output.partition.set_availability_listener(self.mailbox.wake)
+        for gate in self.gates:
+            gate.set_data_listener(self.mailbox.wake)
+
+    # -- control (any thread) ---------------------------------------------------------------
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self.mailbox.wake()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    # -- task thread ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Open the chain, process until end of input or cancellation, finish. Raises on failure."""
+        for gate in self.gates:
+            gate.start()
+        self.chain.open()
+        mailbox = self.mailbox
+        outputs = self.chain.network_outputs
+        clock = self._clock
+        while not self._cancelled.is_set():
+            mailbox.run_pending()
+            now = clock()
+            self._fire_timers_and_flushes(now)
+            if self._end_of_input:
+                break
+            mailbox.prepare_wait()
+            if all(o.partition.is_available() for o in outputs):
+                if self._default_action(now):
+                    continue
+                wait_start = clock()
+                mailbox.wait(self._sleep_time(now))
+                self.metrics.idle_seconds += clock() - wait_start
+            else:
+                wait_start = clock()
+                mailbox.wait(self._sleep_time(now))
+                self.metrics.backpressured_seconds += clock() - wait_start
+        if self._end_of_input and not self._cancelled.is_set():
+            self.chain.finish()
+
+    def _sleep_time(self, now: float) -> float:
+        deadlines = [now + 0.5]
+        for output in self.chain.network_outputs:
+            deadline = output.flush_deadline(self._buffer_timeout)
+            if deadline is not None:
+                deadlines.append(deadline)
+        next_timer = self._next_processing_timer_ms()
+        if next_timer is not None:
+            deadlines.append(now + max(0.0, next_timer / 1000 - time.time()))
+        if self._is_source and self._next_source_poll > now:
+            deadlines.append(self._next_source_poll)
+        return max(0.0, min(deadlines) - now)
+
+    def _next_processing_timer_ms(self) -> int | None:
+        timers = [t for t in (op.next_processing_timer() for op in self.chain.operators) if t is not None]
+        return min(timers) if timers else None
+
+    def _fire_timers_and_flushes(self, now: float) -> None:
+        next_timer = self._next_processing_timer_ms()
+        if next_timer is not None:
+            now_ms = int(time.time() * 1000)
+            if next_timer <= now_ms:
+                for operator in self.chain.operators:
+                    operator.on_processing_time(now_ms)
+        for output in self.chain.network_outputs:
+            deadline = output.flush_deadline(self._buffer_timeout)
+            if deadline is not None and deadline <= now:
+                output.flush()
+
+    def _default_action(self, now: float) -> bool:
+        """Process one unit of input; return False if none was available."""
+        if self._is_source:
+            return self._poll_source(now)
+        return self._process_input()
+
+    def _poll_source(self, now: float) -> bool:
+        if now < self._next_source_poll:
+            return False
+        result = self.chain.head.poll(self._source_batch_rows)
+        if result.batch is not None and result.batch.num_rows:
+            self.metrics.records_in += result.batch.num_rows
+            return True
+        if result.end_of_input:
+            self._end_of_input = True
+            return True
+        self._next_source_poll = now + max(result.wait_seconds, 0.001)
+        return False
+
+    def _process_input(self) -> bool:
+        gates = self.gates
+        n = len(gates)
+        for step in range(n):
+            index = (self._gate_cursor + step) % n
+            polled = gates[index].poll_next()
+            if polled is None:
+                continue
+            self._gate_cursor = (index + 1) % n
+            channel, item = polled
+            if item.buffer is not None:
+                self.metrics.records_in += item.buffer.num_rows
+                self.chain.head.process_batch(item.buffer)
+            else:
+                self._process_event(self._channel_offsets[index] + channel, item.event)
+            return True
+        return False
+
+    def _process_event(self, channel: int, event: Any) -> None:
+        if isinstance(event, Watermark):
+            advanced = self._valve.input_watermark(channel, event.timestamp_ms)
+            if advanced is not None:
+                self.chain.head.process_watermark(advanced)
+        elif isinstance(event, EndOfPartition):
+            self._open_channels -= 1
+            advanced = self._valve.channel_finished(channel)
+            if advanced is not None:
+                self.chain.head.process_watermark(advanced)
+            if self._open_channels == 0:
+                self._end_of_input = True
+        else:
+            log.debug("task ignores event %r (no checkpoint handler installed)", event)

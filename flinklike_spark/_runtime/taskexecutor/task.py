@@ -1,0 +1,260 @@
+"""Task: one subtask attempt inside a TaskExecutor, on its own thread.
+
+Lifecycle (ExecutionState, enforced by its transition table):
+DEPLOYING (created by submit_task) -> INITIALIZING (network set up, operators
+created) -> RUNNING (the StreamTask's mailbox loop) -> FINISHED; or CANCELING
+-> CANCELED on cancel; or FAILED on any error (also user exceptions, reported
+with their traceback). Every state change after DEPLOYING is reported through
+``report`` (the TaskExecutor forwards it to the JobMaster). The final report
+is sent exactly once, after every resource (operators, gates) is released.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+
+from flinklike_spark.errors import RemoteTaskError
+from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
+from flinklike_spark._runtime.graph.execution_state import ExecutionState, transition_table
+from flinklike_spark._runtime.network.input_gate import InputGate, LocalInputChannel
+from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
+from flinklike_spark._runtime.network.partitioner import create_channel_selector
+from flinklike_spark._runtime.network.remote_channel import RemoteInputChannel
+from flinklike_spark._runtime.network.result_partition import ResultPartition
+from flinklike_spark._runtime.state_machine import StateMachine
+from flinklike_spark._runtime.streaming.operators import OperatorContext
+from flinklike_spark._runtime.streaming.record_writer import RecordWriterOutput
+from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark._runtime.streaming.stream_task import OperatorChain, StreamTask
+
+__all__ = ["Task"]
+
+log = logging.getLogger(__name__)
+
+
+def describe_failure(exc: BaseException, task_name: str) -> RemoteTaskError:
+    """Wrap any exception into a picklable RemoteTaskError carrying the traceback text."""
+    if isinstance(exc, RemoteTaskError):
+        return exc
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return RemoteTaskError(
+        f"{type(exc).__name__}: {exc}",
+        task_name=task_name,
+        exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
+        remote_traceback=text,
+    )
+
+
+class Task:
+    """Runs one TaskDeploymentDescriptor.
+
+    Args:
+        tdd: what to run.
+        partition_manager: this TaskExecutor's partitions (local producers register here).
+        secret: cluster secret for remote input channels.
+        report: called with every TaskExecutionState change (from the task thread).
+    """
+
+    def __init__(
+        self,
+        tdd: TaskDeploymentDescriptor,
+        *,
+        partition_manager: ResultPartitionManager,
+        secret: bytes,
+        report: Callable[[TaskExecutionState], None],
+    ) -> None:
+        self.tdd = tdd
+        self.execution_id = tdd.execution_id
+        self.job_id = tdd.job_id
+        self.allocation_id = tdd.allocation_id
+        self.name = tdd.display_name
+        self._partition_manager = partition_manager
+        self._secret = secret
+        self._report = report
+        self._state = StateMachine(f"task {self.name}", ExecutionState.DEPLOYING, transition_table())
+        self._lock = threading.Lock()
+        self._stream_task: StreamTask | None = None
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"task {self.name}", daemon=True)
+        self.terminated = threading.Event()
+
+    @property
+    def state(self) -> ExecutionState:
+        return self._state.state
+
+    def metrics(self) -> dict[str, float]:
+        stream_task = self._stream_task
+        return stream_task.metrics.snapshot() if stream_task is not None else {}
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # -- control (any thread) ---------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Cancel: stop processing; the final state becomes CANCELED (unless already final)."""
+        with self._lock:
+            if self._state.try_transition(ExecutionState.CANCELING):
+                if self._stream_task is not None:
+                    self._stream_task.cancel()
+
+    def fail_externally(self, cause: BaseException) -> None:
+        """Fail from outside (slot freed, TaskExecutor shutting down): final state FAILED."""
+        with self._lock:
+            if self._state.is_terminal():
+                return
+            self._failure = cause
+            if self._stream_task is not None:
+                self._stream_task.cancel()
+
+    # -- task thread ------------------------------------------------------------------------
+
+    def _transition(self, target: ExecutionState) -> bool:
+        with self._lock:
+            if self._failure is not None or self._state.state is ExecutionState.CANCELING:
+                return False
+            self._state.transition(target)
+        self._send(target)
+        return True
+
+    def _send(self, state: ExecutionState, **extra) -> None:
+        try:
+            self._report(TaskExecutionState(job_id=self.job_id, execution_id=self.execution_id, state=state, **extra))
+        except Exception:  # noqa: BLE001 - the JobMaster may be gone; heartbeat loss handles that
+            log.exception("task %s could not report state %s", self.name, state.name)
+
+    def _run(self) -> None:
+        partitions: list[ResultPartition] = []
+        gates: list[InputGate] = []
+        chain: OperatorChain | None = None
+        error: BaseException | None = None
+        try:
+            if not self._transition(ExecutionState.INITIALIZING):
+                return
+            stream_task, chain, partitions, gates = self._build()
+            with self._lock:
+                self._stream_task = stream_task
+                if self._failure is not None or self._state.state is ExecutionState.CANCELING:
+                    stream_task.cancel()
+            if not self._transition(ExecutionState.RUNNING):
+                stream_task.cancel()
+            stream_task.run()
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes the task's FAILED state
+            error = exc
+        finally:
+            if chain is not None:
+                close_error = chain.close()
+                error = error or close_error
+            for gate in gates:
+                try:
+                    gate.close()
+                except Exception:  # noqa: BLE001
+                    log.debug("error closing gate of %s", self.name, exc_info=True)
+            self._finish(error, chain, partitions)
+
+    def _finish(self, error: BaseException | None, chain: OperatorChain | None, partitions) -> None:
+        with self._lock:
+            failure = self._failure
+            current = self._state.state
+            if current is ExecutionState.CANCELING and error is None and failure is None:
+                final = ExecutionState.CANCELED
+            elif error is not None or failure is not None:
+                final = ExecutionState.FAILED
+            else:
+                final = ExecutionState.FINISHED
+            if final is not ExecutionState.FINISHED:
+                cause = error or failure
+                for partition in partitions:
+                    self._partition_manager.release(partition.partition_id, cause)
+            self._state.transition(final)
+        extra = {"metrics": self.metrics()}
+        if final is ExecutionState.FAILED:
+            cause = failure if failure is not None else error
+            extra["error"] = describe_failure(cause, self.name)
+            log.warning("task %s failed: %s", self.name, cause)
+        if final is ExecutionState.FINISHED and chain is not None:
+            extra["accumulators"] = chain.accumulators()
+        self.terminated.set()
+        self._send(final, **extra)
+
+    def _build(self):
+        tdd = self.tdd
+        config = tdd.config
+        network = config.network
+        context = OperatorContext(
+            task_name=tdd.task_name,
+            subtask_index=tdd.subtask_index,
+            parallelism=tdd.parallelism,
+            max_parallelism=tdd.max_parallelism,
+            attempt_number=tdd.attempt_number,
+        )
+        specs = list(tdd.operators)
+        if tdd.splits:
+            specs[0].splits = list(tdd.splits)
+        feeding = {}
+        for spec in specs:
+            for edge_index in spec.network_outputs:
+                feeding[edge_index] = spec
+        partitions, outputs = [], []
+        for index, deployment in enumerate(tdd.result_partitions):
+            partition = ResultPartition(
+                deployment.partition_id,
+                deployment.num_subpartitions,
+                buffers_per_subpartition=network.buffers_per_subpartition,
+            )
+            producer = feeding[index]
+            schema = producer.output_schema
+            converter = RowsConverter(schema, stream_name=producer.name)
+            selector = create_channel_selector(
+                deployment.partitioner, deployment.num_subpartitions, subtask_index=tdd.subtask_index
+            )
+            outputs.append(
+                RecordWriterOutput(partition, selector, converter, segment_size=network.segment_size)
+            )
+            partitions.append(partition)
+        gates = []
+        timeout = network.partition_request_timeout.total_seconds()
+        for gate_index, gate_deployment in enumerate(tdd.input_gates):
+            channels = []
+            for channel_index, channel in enumerate(gate_deployment.channels):
+                if channel.local:
+                    channels.append(
+                        LocalInputChannel(
+                            channel_index,
+                            self._partition_manager,
+                            channel.partition_id,
+                            channel.subpartition,
+                            partition_wait_timeout=timeout,
+                        )
+                    )
+                else:
+                    channels.append(
+                        RemoteInputChannel(
+                            channel_index,
+                            channel.address,
+                            self._secret,
+                            channel.partition_id,
+                            channel.subpartition,
+                            initial_credit=network.buffers_per_channel,
+                            partition_wait_timeout=timeout,
+                        )
+                    )
+            gates.append(InputGate(gate_index, channels))
+        chain = OperatorChain(specs, outputs, context)
+        # Register partitions only once the chain exists: consumers may connect right away.
+        for partition in partitions:
+            self._partition_manager.register(partition)
+        stream_task = StreamTask(
+            chain,
+            gates,
+            buffer_timeout=config.pipeline.buffer_timeout.total_seconds(),
+            source_batch_rows=max(1, network.segment_size // 8),
+        )
+        return stream_task, chain, partitions, gates

@@ -1,0 +1,229 @@
+"""TaskExecutor: hosts slots and tasks; one per OS process (or thread in thread mode).
+
+It runs one FlightNode serving control RPC (from the JobMaster) and data
+streams (to remote consumers), owns the TaskSlotTable, and reports task state
+changes and heartbeats to the JobMaster. The same code runs in a spawned
+MiniCluster child and (later) inside a Spark executor's Python worker: it
+imports no pyspark.
+
+RPC handlers (called by the JobMaster): ``request_slot``, ``submit_task``,
+``cancel_task``, ``free_slot``, ``release_job``, ``task_metrics``, ``shutdown``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+
+from flinklike_spark.config import Configuration
+from flinklike_spark.errors import BrokenChannelError, SlotAllocationError
+from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
+from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
+from flinklike_spark._runtime.rpc import FlightNode, RpcClient
+from flinklike_spark._runtime.taskexecutor.slot_table import TaskSlotTable
+from flinklike_spark._runtime.taskexecutor.task import Task
+from flinklike_spark._runtime.taskexecutor.timer_service import TimerService
+
+__all__ = ["TaskExecutor", "TaskExecutorRegistration", "run_task_executor_process"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaskExecutorRegistration:
+    resource_id: str
+    address: str
+    num_slots: int
+    pid: int
+
+
+class TaskExecutor:
+    """One TaskExecutor. ``start`` registers with the JobMaster; ``close`` is idempotent."""
+
+    def __init__(
+        self,
+        *,
+        resource_id: str,
+        config: Configuration,
+        secret: bytes,
+        jobmaster_address: str,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.resource_id = resource_id
+        self._config = config
+        self._secret = secret
+        self.partition_manager = ResultPartitionManager()
+        self._node = FlightNode(secret, partition_manager=self.partition_manager, host=host)
+        self._jobmaster = RpcClient(jobmaster_address, secret)
+        self._timer_service = TimerService()
+        self.slot_table = TaskSlotTable(
+            config.cluster.slots_per_task_manager,
+            timer_service=self._timer_service,
+            default_slot_timeout=config.cluster.slot_timeout,
+        )
+        self._tasks_lock = threading.Lock()
+        self._tasks: dict[str, Task] = {}
+        self._closed = threading.Event()
+        self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="tm-heartbeat", daemon=True)
+
+    @property
+    def address(self) -> str:
+        return self._node.address
+
+    def start(self) -> None:
+        node = self._node
+        for name in ("request_slot", "submit_task", "cancel_task", "free_slot", "release_job", "task_metrics",
+                     "shutdown"):  # fmt: skip
+            node.register_handler(name, getattr(self, f"_rpc_{name}"))
+        node.start()
+        self._timer_service.start()
+        self.slot_table.start(self)
+        self._jobmaster.call(
+            "register_task_executor",
+            TaskExecutorRegistration(
+                resource_id=self.resource_id,
+                address=node.address,
+                num_slots=self._config.cluster.slots_per_task_manager,
+                pid=os.getpid(),
+            ),
+        )
+        self._heartbeat_thread.start()
+        log.info("TaskExecutor %s started at %s", self.resource_id, node.address)
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        return self._closed.wait(timeout)
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for task in self._all_tasks():
+            task.fail_externally(SlotAllocationError(f"TaskExecutor {self.resource_id} is shutting down"))
+        for task in self._all_tasks():
+            task.join(5.0)
+        try:
+            self.slot_table.close()
+        except Exception:  # noqa: BLE001
+            log.debug("slot table close failed", exc_info=True)
+        self.partition_manager.release_all()
+        self._timer_service.close()
+        self._node.shutdown()
+        self._jobmaster.close()
+
+    def _all_tasks(self) -> list[Task]:
+        with self._tasks_lock:
+            return list(self._tasks.values())
+
+    # -- SlotActions (called by the slot table) ---------------------------------------------
+
+    def free_slot(self, allocation_id: str) -> None:
+        try:
+            self.slot_table.free_slot(allocation_id)
+        except Exception:  # noqa: BLE001
+            log.debug("free_slot(%s) failed", allocation_id, exc_info=True)
+
+    def timeout_slot(self, allocation_id: str, ticket) -> None:
+        if self.slot_table.is_valid_timeout(allocation_id, ticket):
+            log.info("slot %s timed out while inactive; freeing it", allocation_id)
+            self.free_slot(allocation_id)
+
+    # -- RPC handlers -------------------------------------------------------------------------
+
+    def _rpc_request_slot(self, request: tuple[str, str, int]) -> bool:
+        job_id, allocation_id, slot_index = request
+        if not self.slot_table.allocate_slot(slot_index, job_id, allocation_id):
+            raise SlotAllocationError(
+                f"TaskExecutor {self.resource_id}: slot {slot_index} cannot be allocated to {allocation_id} "
+                f"of job {job_id}; it is held by {self.slot_table.get_current_allocation(slot_index)}"
+            )
+        self.slot_table.mark_slot_active(allocation_id)
+        return True
+
+    def _rpc_submit_task(self, tdd: TaskDeploymentDescriptor) -> bool:
+        task = Task(tdd, partition_manager=self.partition_manager, secret=self._secret, report=self._report)
+        with self._tasks_lock:
+            if not self.slot_table.add_task(task):
+                raise SlotAllocationError(
+                    f"TaskExecutor {self.resource_id}: no active slot {tdd.allocation_id} for task {task.name}"
+                )
+            self._tasks[task.execution_id] = task
+        task.start()
+        return True
+
+    def _rpc_cancel_task(self, execution_id: str) -> bool:
+        with self._tasks_lock:
+            task = self._tasks.get(execution_id)
+        if task is None:
+            return False
+        task.cancel()
+        return True
+
+    def _rpc_free_slot(self, allocation_id: str) -> int:
+        return self.slot_table.free_slot(allocation_id)
+
+    def _rpc_release_job(self, job_id: str) -> None:
+        for partition_id in self.partition_manager.partition_ids():
+            if partition_id.startswith(f"{job_id}/"):
+                self.partition_manager.release(partition_id)
+        for allocation_id in self.slot_table.get_allocation_ids_per_job(job_id):
+            self.free_slot(allocation_id)
+
+    def _rpc_task_metrics(self, _=None) -> dict[str, dict[str, float]]:
+        with self._tasks_lock:
+            tasks = list(self._tasks.values())
+        return {task.execution_id: task.metrics() for task in tasks}
+
+    def _rpc_shutdown(self, _=None) -> None:
+        threading.Thread(target=self.close, name="tm-shutdown", daemon=True).start()
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def _report(self, state: TaskExecutionState) -> None:
+        if state.state.is_terminal:
+            with self._tasks_lock:
+                task = self._tasks.pop(state.execution_id, None)
+                if task is not None:
+                    try:
+                        self.slot_table.remove_task(state.execution_id)
+                    except Exception:  # noqa: BLE001
+                        log.debug("remove_task(%s) failed", state.execution_id, exc_info=True)
+        self._jobmaster.call("update_task_execution_state", state)
+
+    def _heartbeat_loop(self) -> None:
+        interval = self._config.cluster.heartbeat_interval.total_seconds()
+        timeout = self._config.cluster.heartbeat_timeout.total_seconds()
+        last_ok = time.monotonic()
+        while not self._closed.wait(interval):
+            try:
+                self._jobmaster.call(
+                    "heartbeat",
+                    (self.resource_id, self._rpc_task_metrics()),
+                    timeout=max(1.0, interval),
+                )
+                last_ok = time.monotonic()
+            except BrokenChannelError:
+                if time.monotonic() - last_ok > timeout:
+                    log.error("JobMaster unreachable for %.0f s; TaskExecutor %s shuts down", timeout, self.resource_id)
+                    self.close()
+                    return
+            except Exception:  # noqa: BLE001
+                log.debug("heartbeat failed", exc_info=True)
+
+
+def run_task_executor_process(
+    resource_id: str, config: Configuration, secret: bytes, jobmaster_address: str, log_level: int
+) -> None:
+    """Entry point of a spawned TaskExecutor process: run until told to shut down."""
+    logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [{resource_id}] %(name)s: %(message)s")
+    executor = TaskExecutor(
+        resource_id=resource_id, config=config, secret=secret, jobmaster_address=jobmaster_address
+    )
+    executor.start()
+    executor.wait_closed()
+    # Give the shutdown thread a moment to finish releasing resources.
+    time.sleep(0.1)
+    os._exit(0)
+

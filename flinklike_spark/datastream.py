@@ -1,0 +1,423 @@
+"""The PyFlink-style DataStream API and its translation into a JobGraph.
+
+``StreamExecutionEnvironment`` collects transformations; ``execute`` turns them
+into a :class:`~flinklike_spark._runtime.graph.job_graph.JobGraph` (operators
+chained over forward edges of equal parallelism) and runs it on the embedded
+local cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from flinklike_spark.config import Configuration
+from flinklike_spark.connector_api import Sink, Source
+from flinklike_spark.functions import KeyedProcessFunction, ProcessFunction
+from flinklike_spark.watermarks import WatermarkStrategy
+from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
+from flinklike_spark._runtime.streaming.operators import OperatorSpec
+
+__all__ = ["DataStream", "DataStreamSink", "KeyedStream", "StreamExecutionEnvironment"]
+
+
+@dataclasses.dataclass(eq=False, kw_only=True)
+class _Transformation:
+    id: int
+    kind: str
+    name: str
+    function: Any = None
+    inputs: list[tuple[_Transformation, PartitionerSpec | None]] = dataclasses.field(default_factory=list)
+    parallelism: int | None = None
+    uid: str | None = None
+    output_schema: pa.Schema | None = None
+    input_schema: pa.Schema | None = None
+    key_field: str | None = None
+    key_selector: Callable[[dict], Any] | None = None
+    timestamp_strategy: WatermarkStrategy | None = None
+
+
+class StreamExecutionEnvironment:
+    """Entry point of a streaming program.
+
+    Args:
+        config: Flink configuration keys (see :class:`~flinklike_spark.config.Configuration`).
+
+    Attributes:
+        context_job_listeners: callables invoked with every JobClient this process
+            submits (Flink's context environment: the CLI uses it to show progress).
+    """
+
+    context_job_listeners: list[Callable[[Any], None]] = []
+
+    def __init__(self, config: Configuration | Mapping[str, Any] | None = None) -> None:
+        self._config = config if isinstance(config, Configuration) else Configuration(config or {})
+        self._transformations: list[_Transformation] = []
+        self._ids = itertools.count()
+        self._chaining = True
+
+    @staticmethod
+    def get_execution_environment(
+        config: Configuration | Mapping[str, Any] | None = None,
+    ) -> StreamExecutionEnvironment:
+        return StreamExecutionEnvironment(config)
+
+    @property
+    def config(self) -> Configuration:
+        return self._config
+
+    def configure(self, values: Mapping[str, Any]) -> StreamExecutionEnvironment:
+        """Add or replace configuration values (validated now)."""
+        self._config = self._config.with_values(values)
+        return self
+
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
+        self._config = self._config.with_values({"parallelism.default": parallelism})
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._config.pipeline.parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
+        self._config = self._config.with_values({"pipeline.max-parallelism": max_parallelism})
+        return self
+
+    def disable_operator_chaining(self) -> StreamExecutionEnvironment:
+        self._chaining = False
+        return self
+
+    def _add(self, **fields: Any) -> _Transformation:
+        transformation = _Transformation(id=next(self._ids), **fields)
+        self._transformations.append(transformation)
+        return transformation
+
+    def from_source(
+        self,
+        source: Source,
+        watermark_strategy: WatermarkStrategy | None = None,
+        source_name: str | None = None,
+        *,
+        name: str | None = None,
+    ) -> DataStream:
+        """A stream reading ``source``; ``watermark_strategy`` gives event time."""
+        if not isinstance(source, Source):
+            raise TypeError(f"from_source expects a flinklike_spark Source, got {type(source).__name__}")
+        display = name or source_name or type(source).__name__
+        t = self._add(
+            kind="source",
+            name=f"Source: {display}",
+            function=source,
+            output_schema=source.output_schema(),
+            timestamp_strategy=watermark_strategy,
+        )
+        return DataStream(self, [(t, None)])
+
+    # -- execution --------------------------------------------------------------------------
+
+    def get_job_graph(self, job_name: str | None = None) -> JobGraph:
+        """Translate the program into a JobGraph (without running it)."""
+        return _JobGraphBuilder(self).build(job_name or self._config.pipeline.name or "flinklike job")
+
+    def execute_async(self, job_name: str | None = None):
+        """Start the job on a new local MiniCluster and return its JobClient."""
+        from flinklike_spark._runtime.minicluster import MiniCluster
+
+        job_graph = self.get_job_graph(job_name)
+        cluster = MiniCluster(self._config)
+        cluster.start()
+        try:
+            client = cluster.submit_job(job_graph, owns_cluster=True)
+        except BaseException:
+            cluster.close()
+            raise
+        for listener in list(StreamExecutionEnvironment.context_job_listeners):
+            listener(client)
+        return client
+
+    def execute(self, job_name: str | None = None):
+        """Run the job to completion and return its JobExecutionResult.
+
+        Raises:
+            JobExecutionError: the job failed; ``__cause__`` is the root failure.
+        """
+        return self.execute_async(job_name).wait()
+
+
+class DataStream:
+    """A stream of rows (dicts) with one Arrow schema, produced by a transformation."""
+
+    def __init__(
+        self,
+        env: StreamExecutionEnvironment,
+        inputs: list[tuple[_Transformation, PartitionerSpec | None]],
+    ) -> None:
+        self._env = env
+        self._inputs = inputs
+
+    @property
+    def _transformation(self) -> _Transformation:
+        if len(self._inputs) != 1 or self._inputs[0][1] is not None:
+            raise TypeError("name(), uid() and set_parallelism() apply to an operator's output stream")
+        return self._inputs[0][0]
+
+    def _schema(self) -> pa.Schema | None:
+        schemas = [t.output_schema for t, _ in self._inputs]
+        return schemas[0] if all(s is not None and s == schemas[0] for s in schemas) else None
+
+    def _timestamps(self) -> WatermarkStrategy | None:
+        return next((t.timestamp_strategy for t, _ in self._inputs if t.timestamp_strategy), None)
+
+    def _then(self, kind: str, name: str, function: Any, output_type: pa.Schema | None, **extra: Any) -> DataStream:
+        t = self._env._add(
+            kind=kind,
+            name=name,
+            function=function,
+            inputs=list(self._inputs),
+            output_schema=output_type,
+            input_schema=self._schema(),
+            timestamp_strategy=self._timestamps(),
+            **extra,
+        )
+        return DataStream(self._env, [(t, None)])
+
+    @staticmethod
+    def _check_function(function: Any, method: str, what: str) -> None:
+        if not (callable(function) or hasattr(function, method)):
+            raise TypeError(f"{what} expects a callable or an object with .{method}(), got {function!r}")
+
+    def map(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
+        """Apply ``func(row) -> row`` (a callable or a MapFunction) to every row."""
+        self._check_function(func, "map", "map")
+        return self._then("map", "Map", func, output_type)
+
+    def flat_map(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
+        """Apply ``func(row) -> iterable of rows`` (a callable or a FlatMapFunction)."""
+        self._check_function(func, "flat_map", "flat_map")
+        return self._then("flat_map", "FlatMap", func, output_type)
+
+    def filter(self, func: Any) -> DataStream:
+        """Keep the rows for which ``func(row)`` is true."""
+        self._check_function(func, "filter", "filter")
+        return self._then("filter", "Filter", func, self._schema())
+
+    def map_batches(self, func: Callable[[pa.RecordBatch], pa.RecordBatch], output_type: pa.Schema | None = None):
+        """Vectorized map: ``func`` takes and returns a ``pyarrow.RecordBatch``."""
+        if not callable(func):
+            raise TypeError(f"map_batches expects a callable, got {func!r}")
+        return self._then("map_batches", "MapBatches", func, output_type)
+
+    def process(self, func: ProcessFunction, output_type: pa.Schema | None = None) -> DataStream:
+        if isinstance(func, KeyedProcessFunction):
+            raise TypeError("a KeyedProcessFunction needs a KeyedStream: call key_by(...) first")
+        if not isinstance(func, ProcessFunction):
+            raise TypeError(f"process expects a ProcessFunction, got {type(func).__name__}")
+        return self._then("process", "Process", func, output_type)
+
+    def key_by(self, key: str | Callable[[dict], Any]) -> KeyedStream:
+        """Partition by key: a field name (vectorized) or a key-selector function."""
+        max_parallelism = self._env.config.pipeline.max_parallelism
+        if isinstance(key, str):
+            schema = self._schema()
+            if schema is not None and key not in schema.names:
+                raise KeyError(f"key_by({key!r}): the stream has no field {key!r}; its fields are {schema.names}")
+            spec = PartitionerSpec(kind=PartitionerKind.HASH, key_field=key, max_parallelism=max_parallelism)
+        elif callable(key):
+            spec = PartitionerSpec(kind=PartitionerKind.HASH, key_selector=key, max_parallelism=max_parallelism)
+        else:
+            raise TypeError(f"key_by expects a field name or a key-selector function, got {key!r}")
+        return KeyedStream(self._env, [(t, spec) for t, _ in self._inputs], key)
+
+    def _repartition(self, kind: PartitionerKind) -> DataStream:
+        return DataStream(self._env, [(t, PartitionerSpec(kind=kind)) for t, _ in self._inputs])
+
+    def rebalance(self) -> DataStream:
+        return self._repartition(PartitionerKind.REBALANCE)
+
+    def broadcast(self) -> DataStream:
+        return self._repartition(PartitionerKind.BROADCAST)
+
+    def forward(self) -> DataStream:
+        return self._repartition(PartitionerKind.FORWARD)
+
+    def union(self, *streams: DataStream) -> DataStream:
+        """One stream of the rows of this and ``streams`` (all must have the same fields)."""
+        inputs = list(self._inputs)
+        for stream in streams:
+            if stream._env is not self._env:
+                raise ValueError("union of streams from different environments")
+            inputs.extend(stream._inputs)
+        return DataStream(self._env, inputs)
+
+    def sink_to(self, sink: Sink) -> DataStreamSink:
+        if not isinstance(sink, Sink):
+            raise TypeError(f"sink_to expects a flinklike_spark Sink, got {type(sink).__name__}")
+        t = self._then("sink", f"Sink: {type(sink).__name__}", sink, None)._transformation
+        return DataStreamSink(t)
+
+    def print(self, prefix: str | None = None) -> DataStreamSink:
+        from connectors.print_sink import PrintSink
+
+        return self.sink_to(PrintSink(prefix=prefix))
+
+    def name(self, name: str) -> DataStream:
+        self._transformation.name = name
+        return self
+
+    def uid(self, uid: str) -> DataStream:
+        self._transformation.uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise ValueError(f"parallelism must be a positive int, got {parallelism!r}")
+        self._transformation.parallelism = parallelism
+        return self
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key; ``process`` gets keyed state and timers."""
+
+    def __init__(self, env, inputs, key) -> None:
+        super().__init__(env, inputs)
+        self._key = key
+
+    def process(self, func: KeyedProcessFunction, output_type: pa.Schema | None = None) -> DataStream:
+        if not isinstance(func, KeyedProcessFunction):
+            raise TypeError(f"KeyedStream.process expects a KeyedProcessFunction, got {type(func).__name__}")
+        key_field = self._key if isinstance(self._key, str) else None
+        key_selector = None if isinstance(self._key, str) else self._key
+        return self._then(
+            "keyed_process", "KeyedProcess", func, output_type, key_field=key_field, key_selector=key_selector
+        )
+
+
+class DataStreamSink:
+    """The end of a pipeline; supports ``name``, ``uid`` and ``set_parallelism``."""
+
+    def __init__(self, transformation: _Transformation) -> None:
+        self._t = transformation
+
+    def name(self, name: str) -> DataStreamSink:
+        self._t.name = name
+        return self
+
+    def uid(self, uid: str) -> DataStreamSink:
+        self._t.uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int) -> DataStreamSink:
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise ValueError(f"parallelism must be a positive int, got {parallelism!r}")
+        self._t.parallelism = parallelism
+        return self
+
+
+class _JobGraphBuilder:
+    """Chains transformations into job vertices.
+
+    A transformation is chained to its single upstream when the edge is FORWARD
+    (explicitly or by default), the parallelism matches, and chaining is on.
+    A default edge between different parallelisms becomes REBALANCE (as in Flink).
+    """
+
+    def __init__(self, env: StreamExecutionEnvironment) -> None:
+        self._env = env
+
+    def build(self, job_name: str) -> JobGraph:
+        env = self._env
+        transformations = env._transformations
+        if not any(t.kind == "sink" for t in transformations):
+            raise ValueError("the job has no sink: add sink_to(...) or print() before execute()")
+        default_parallelism = env.config.pipeline.parallelism
+        max_parallelism = env.config.pipeline.max_parallelism
+        parallelism = {t.id: t.parallelism or default_parallelism for t in transformations}
+        uids = self._uids(transformations)
+
+        def edge_spec(upstream: _Transformation, t: _Transformation, spec: PartitionerSpec | None):
+            if spec is None:
+                kind = PartitionerKind.FORWARD if parallelism[upstream.id] == parallelism[t.id] else (
+                    PartitionerKind.REBALANCE
+                )
+                return PartitionerSpec(kind=kind)
+            if spec.kind is PartitionerKind.FORWARD and parallelism[upstream.id] != parallelism[t.id]:
+                raise ValueError(
+                    f"forward() between {upstream.name!r} (parallelism {parallelism[upstream.id]}) and "
+                    f"{t.name!r} (parallelism {parallelism[t.id]}) needs equal parallelism"
+                )
+            return spec
+
+        head_of: dict[int, _Transformation] = {}
+        for t in transformations:
+            chained = (
+                env._chaining
+                and len(t.inputs) == 1
+                and t.kind != "source"
+                and edge_spec(t.inputs[0][0], t, t.inputs[0][1]).kind is PartitionerKind.FORWARD
+            )
+            head_of[t.id] = head_of[t.inputs[0][0].id] if chained else t
+
+        members: dict[int, list[_Transformation]] = {}
+        for t in transformations:
+            members.setdefault(head_of[t.id].id, []).append(t)
+
+        graph = JobGraph(job_id=uuid.uuid4().hex, name=job_name)
+        index_in_vertex: dict[int, int] = {}
+        specs: dict[int, OperatorSpec] = {}
+        for head_id, chain in members.items():
+            head = chain[0]
+            names = " -> ".join(t.name for t in chain)
+            vertex = JobVertex(
+                id=uids[head_id],
+                name=names,
+                parallelism=parallelism[head_id],
+                max_parallelism=max_parallelism,
+                is_source=head.kind == "source",
+            )
+            for position, t in enumerate(chain):
+                index_in_vertex[t.id] = position
+                upstream_name = t.inputs[0][0].name if t.inputs else None
+                spec = OperatorSpec(
+                    uid=uids[t.id],
+                    name=t.name,
+                    kind=t.kind,
+                    function=t.function,
+                    input_schema=t.input_schema,
+                    input_name=upstream_name,
+                    output_schema=t.output_schema,
+                    key_field=t.key_field,
+                    key_selector=t.key_selector,
+                    timestamp_strategy=t.timestamp_strategy,
+                )
+                specs[t.id] = spec
+                vertex.operators.append(spec)
+            graph.add_vertex(vertex)
+
+        for t in transformations:
+            for upstream, spec in t.inputs:
+                if head_of[t.id] is head_of[upstream.id]:
+                    specs[upstream.id].chained_outputs.append(index_in_vertex[t.id])
+                    continue
+                source_vertex = uids[head_of[upstream.id].id]
+                edge = graph.connect(source_vertex, uids[head_of[t.id].id], edge_spec(upstream, t, spec))
+                # Only the head of a vertex has network inputs.
+                if head_of[t.id] is not t:
+                    raise AssertionError("a chained operator cannot have a network input")
+                specs[upstream.id].network_outputs.append(graph.vertices[source_vertex].outputs.index(edge))
+        return graph
+
+    @staticmethod
+    def _uids(transformations: list[_Transformation]) -> dict[int, str]:
+        uids: dict[int, str] = {}
+        seen: set[str] = set()
+        for t in transformations:
+            uid = t.uid or f"{t.kind.replace('_', '-')}-{t.id}"
+            if uid in seen:
+                raise ValueError(f"duplicate operator uid {uid!r}: uids must be unique within a job")
+            seen.add(uid)
+            uids[t.id] = uid
+        return uids

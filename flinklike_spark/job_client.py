@@ -1,0 +1,108 @@
+"""JobClient and JobExecutionResult: how a user follows and ends a submitted job."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from flinklike_spark.errors import JobExecutionError
+
+__all__ = ["JobClient", "JobExecutionResult"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobExecutionResult:
+    """The outcome of a finished job.
+
+    Attributes:
+        job_id: the job's id.
+        job_name: its name.
+        net_runtime: wall time from submission to the end.
+        accumulators: name -> list with one value per subtask (in subtask order),
+            e.g. the batches a CollectSink received.
+    """
+
+    job_id: str
+    job_name: str
+    net_runtime: timedelta
+    accumulators: dict[str, list[Any]]
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_net_runtime(self) -> timedelta:
+        return self.net_runtime
+
+    def get_accumulator_result(self, name: str) -> list[Any]:
+        return self.accumulators[name]
+
+
+class JobClient:
+    """A handle on a running job (PyFlink's ``JobClient``).
+
+    ``wait`` returns the result or raises :class:`JobExecutionError` (whose
+    ``__cause__`` is the root failure, e.g. the user's exception as a
+    RemoteTaskError with its traceback).
+    """
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        result: concurrent.futures.Future,
+        status: Callable[[], Any],
+        cancel: Callable[[], None],
+        metrics: Callable[[], dict[str, dict[str, float]]],
+        on_done: Callable[[], None] | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self._result = result
+        self._status = status
+        self._cancel = cancel
+        self._metrics = metrics
+        self._on_done = on_done
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_job_status(self):
+        """The current JobStatus (CREATED, RUNNING, FINISHED, FAILED, CANCELED, ...)."""
+        return self._status()
+
+    def cancel(self) -> None:
+        """Cancel the job; ``wait`` then raises JobCancelledError."""
+        self._cancel()
+
+    def task_metrics(self) -> dict[str, dict[str, float]]:
+        """Latest per-task counters (records in/out, backpressured and idle seconds)."""
+        return self._metrics()
+
+    def done(self) -> bool:
+        return self._result.done()
+
+    def wait(self, timeout: float | None = None) -> JobExecutionResult:
+        """Block until the job ends; return its result or raise its failure.
+
+        Raises:
+            TimeoutError: the job did not end within ``timeout`` seconds (it keeps running).
+            JobExecutionError: the job failed or was cancelled.
+        """
+        try:
+            result = self._result.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"job {self.job_id} did not finish within {timeout} s") from None
+        except JobExecutionError:
+            self._finish()
+            raise
+        self._finish()
+        return result
+
+    get_job_execution_result = wait
+
+    def _finish(self) -> None:
+        if self._on_done is not None:
+            on_done, self._on_done = self._on_done, None
+            on_done()
