@@ -1,0 +1,119 @@
+"""Runtime-core throughput on this machine, measured in one run.
+
+Prints records per second of
+  (a) a vectorized stateless pipeline: SequenceSource -> map_batches (Arrow compute) -> filter-free discard sink,
+  (b) the per-record keyed count: SequenceSource -> key_by("key") -> KeyedProcessFunction with ValueState,
+each with 1 and 2 TaskExecutor processes (parallelism = number of TaskExecutors), and the 2-vs-1 scaling ratios.
+
+Throughput counts from job submission to the end of the job (deployment included), cluster start-up excluded.
+
+    python benchmarks/throughput.py [--records-a N] [--records-b N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connectors import SequenceSource
+from flinklike_spark import (
+    Configuration,
+    KeyedProcessFunction,
+    Sink,
+    SinkWriter,
+    StreamExecutionEnvironment,
+    ValueStateDescriptor,
+)
+from flinklike_spark._runtime.minicluster import MiniCluster
+
+END_OF_TIME = 2**62
+
+
+class CountingWriter(SinkWriter):
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+
+    def accumulator(self):
+        return self.rows
+
+
+class CountingSink(Sink):
+    name = "rows"
+
+    def create_writer(self, context):
+        return CountingWriter()
+
+
+class CountPerKey(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        current = self.count.value()
+        if current is None:
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+            current = 0
+        self.count.update(current + 1)
+
+    def on_timer(self, timestamp, ctx):
+        yield {"key": ctx.get_current_key(), "count": self.count.value()}
+
+
+def vectorized(env: StreamExecutionEnvironment, records: int) -> None:
+    num_keys = 1000
+    source = SequenceSource(num_keys=num_keys, records_per_key=records // num_keys, batch_size=65536)
+    env.from_source(source, name="seq").map_batches(
+        lambda b: pa.RecordBatch.from_arrays(
+            [b.column(0), pc.add(pc.multiply(b.column(1), 3), 1)], names=["key", "value"]
+        )
+    ).sink_to(CountingSink())
+
+
+def keyed_count(env: StreamExecutionEnvironment, records: int) -> None:
+    num_keys = 1000
+    source = SequenceSource(num_keys=num_keys, records_per_key=records // num_keys)
+    env.from_source(source, name="seq").key_by("key").process(CountPerKey()).sink_to(CountingSink())
+
+
+def measure(build, records: int, task_managers: int) -> float:
+    config = Configuration({"parallelism.default": task_managers, "local.number-taskmanager": task_managers})
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    build(env, records)
+    with MiniCluster(config) as cluster:
+        client = cluster.submit_job(env.get_job_graph(build.__name__))
+        started = time.perf_counter()
+        result = client.wait(timeout=1800)
+        elapsed = time.perf_counter() - started
+    counted = sum(result.accumulators["rows"])
+    expected = records if build is vectorized else 1000
+    if counted != expected:
+        raise SystemExit(f"{build.__name__}: sink saw {counted} rows, expected {expected}")
+    return records / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records-a", type=int, default=100_000_000)
+    parser.add_argument("--records-b", type=int, default=6_000_000)
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()} {platform.processor() or ''} cores={__import__('os').cpu_count()} "
+          f"python={platform.python_version()} pyarrow={pa.__version__}")  # fmt: skip
+    for label, build, records, target in (
+        ("(a) vectorized stateless", vectorized, args.records_a, 5_000_000),
+        ("(b) per-record keyed count", keyed_count, args.records_b, 300_000),
+    ):
+        one = measure(build, records, 1)
+        two = measure(build, records, 2)
+        print(f"{label}: 1 TM {one:,.0f} rec/s | 2 TM {two:,.0f} rec/s | scaling 2-vs-1 {two / one:.2f} "
+              f"| target {target:,} rec/s with 2 TM and scaling >= 1.6")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
