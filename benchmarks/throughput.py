@@ -82,8 +82,10 @@ def keyed_count(env: StreamExecutionEnvironment, records: int) -> None:
     env.from_source(source, name="seq").key_by("key").process(CountPerKey()).sink_to(CountingSink())
 
 
-def measure(build, records: int, task_managers: int) -> float:
-    config = Configuration({"parallelism.default": task_managers, "local.number-taskmanager": task_managers})
+def measure(build, records: int, task_managers: int, extra: dict) -> float:
+    config = Configuration(
+        {"parallelism.default": task_managers, "local.number-taskmanager": task_managers, **extra}
+    )
     env = StreamExecutionEnvironment.get_execution_environment(config)
     build(env, records)
     with MiniCluster(config) as cluster:
@@ -102,15 +104,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records-a", type=int, default=100_000_000)
     parser.add_argument("--records-b", type=int, default=6_000_000)
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE",
+        help="extra configuration, e.g. --conf taskmanager.memory.segment-size=128kb",
+    )
     args = parser.parse_args()
+    extra = dict(item.split("=", 1) for item in args.conf)
     print(f"machine: {platform.machine()} {platform.processor() or ''} cores={__import__('os').cpu_count()} "
           f"python={platform.python_version()} pyarrow={pa.__version__}")  # fmt: skip
     for label, build, records, target in (
         ("(a) vectorized stateless", vectorized, args.records_a, 5_000_000),
         ("(b) per-record keyed count", keyed_count, args.records_b, 300_000),
     ):
-        one = measure(build, records, 1)
-        two = measure(build, records, 2)
+        one = measure(build, records, 1, extra)
+        two = measure(build, records, 2, extra)
         print(f"{label}: 1 TM {one:,.0f} rec/s | 2 TM {two:,.0f} rec/s | scaling 2-vs-1 {two / one:.2f} "
               f"| target {target:,} rec/s with 2 TM and scaling >= 1.6")  # fmt: skip
 

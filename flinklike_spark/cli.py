@@ -25,13 +25,17 @@ __all__ = ["ProgressReporter", "main"]
 
 
 class ProgressReporter:
-    """Polls a JobClient's task metrics and prints throughput and backpressure."""
+    """Polls a JobClient's task metrics and prints throughput and backpressure.
 
-    def __init__(self, client: JobClient, *, stream=None, interval: float = 1.0) -> None:
+    On a terminal one line is rewritten in place every ``interval`` seconds;
+    otherwise a new line is written every ``interval`` seconds.
+    """
+
+    def __init__(self, client: JobClient, *, stream=None, interval: float | None = None) -> None:
         self._client = client
         self._stream = stream or sys.stderr
-        self._interval = interval
         self._tty = getattr(self._stream, "isatty", lambda: False)()
+        self._interval = interval if interval is not None else (1.0 if self._tty else 5.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
 
@@ -54,25 +58,23 @@ class ProgressReporter:
         return records_in, records_out, backpressured
 
     def _run(self) -> None:
-        last_in, last_time, last_print = 0.0, time.monotonic(), 0.0
+        last_in, last_out, last_time = 0.0, 0.0, time.monotonic()
         while not self._stop.wait(self._interval) and not self._client.done():
             try:
-                records_in, _, backpressured = self.summarize(self._client.task_metrics())
+                records_in, records_out, backpressured = self.summarize(self._client.task_metrics())
             except Exception:  # noqa: BLE001 - progress is best effort
                 continue
             now = time.monotonic()
-            rate = (records_in - last_in) / max(now - last_time, 1e-9)
-            last_in, last_time = records_in, now
+            elapsed = max(now - last_time, 1e-9)
+            rate_in, rate_out = (records_in - last_in) / elapsed, (records_out - last_out) / elapsed
+            last_in, last_out, last_time = records_in, records_out, now
             line = (
                 f"job {self._client.job_id[:8]} {self._client.get_job_status().name}: "
-                f"{records_in:,.0f} records in ({rate:,.0f}/s), backpressured {backpressured:.0%}"
+                f"in {records_in:,.0f} ({rate_in:,.0f}/s), out {records_out:,.0f} ({rate_out:,.0f}/s), "
+                f"backpressured {backpressured:.0%}"
             )
-            if self._tty:
-                self._stream.write("\r\033[K" + line)
-                self._stream.flush()
-            elif now - last_print >= 5 * self._interval:
-                self._stream.write(line + "\n")
-                last_print = now
+            self._stream.write("\r\033[K" + line if self._tty else line + "\n")
+            self._stream.flush()
 
 
 def _run_target(target: str, args: list[str]) -> None:
@@ -94,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser("run", help="run a pipeline on the embedded local cluster")
     run.add_argument("target", help="a script FILE.py or package.module:function")
     run.add_argument("--no-progress", action="store_true", help="do not show live progress")
+    run.add_argument(
+        "--progress-interval", type=float, default=None, metavar="SECONDS",
+        help="seconds between progress reports (default: 1 on a terminal, 5 otherwise)",
+    )
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the program")
     options = parser.parse_args(argv)
     logging.basicConfig(level=options.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -103,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         if not options.no_progress:
 
             def on_submit(client: JobClient) -> None:
-                reporter = ProgressReporter(client)
+                reporter = ProgressReporter(client, interval=options.progress_interval)
                 reporters.append(reporter)
                 reporter.start()
 

@@ -128,7 +128,7 @@ class StreamExecutionEnvironment:
         from flinklike_spark._runtime.minicluster import MiniCluster
 
         job_graph = self.get_job_graph(job_name)
-        cluster = MiniCluster(self._config)
+        cluster = MiniCluster(self._local_cluster_config(job_graph))
         cluster.start()
         try:
             client = cluster.submit_job(job_graph, owns_cluster=True)
@@ -138,6 +138,16 @@ class StreamExecutionEnvironment:
         for listener in list(StreamExecutionEnvironment.context_job_listeners):
             listener(client)
         return client
+
+    def _local_cluster_config(self, job_graph: JobGraph) -> Configuration:
+        """Like Flink's local environment: without ``taskmanager.numberOfTaskSlots`` the
+        embedded cluster gets just enough slots for the job's highest parallelism."""
+        config = self._config
+        if "taskmanager.numberOfTaskSlots" in config:
+            return config
+        needed = max(v.parallelism for v in job_graph)
+        task_managers = config.cluster.number_of_task_managers
+        return config.with_values({"taskmanager.numberOfTaskSlots": -(-needed // task_managers)})
 
     def execute(self, job_name: str | None = None):
         """Run the job to completion and return its JobExecutionResult.

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from connectors import CollectSink, SequenceSource
+from flinklike_spark.errors import SlotAllocationError
 from flinklike_spark import (
     ConfigurationError,
     JobExecutionError,
@@ -155,3 +156,16 @@ def test_record_not_matching_schema_fails_clearly():
 def test_unknown_configuration_key_fails_before_anything_runs():
     with pytest.raises(ConfigurationError, match="did you mean 'parallelism.default'"):
         StreamExecutionEnvironment.get_execution_environment({"parallelism.defualt": 2})
+
+
+def test_local_cluster_sizes_its_slots_unless_told_and_then_names_the_shortage():
+    # Like Flink's local environment: parallelism 3 on 2 TaskExecutors gets 2 slots each.
+    counts = run_keyed_count({"parallelism.default": 3, "local.number-taskmanager": 2}, num_keys=5, records_per_key=7)
+    assert sorted((r["key"], r["count"]) for r in counts) == [(k, 7) for k in range(5)]
+    with pytest.raises(JobExecutionError, match="no free slot left; the cluster has 2 slots") as failure:
+        run_keyed_count(
+            {"parallelism.default": 3, "local.number-taskmanager": 2, "taskmanager.numberOfTaskSlots": 1},
+            num_keys=5,
+            records_per_key=7,
+        )
+    assert isinstance(failure.value.__cause__, SlotAllocationError)

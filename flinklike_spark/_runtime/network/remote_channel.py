@@ -9,8 +9,10 @@ and forwards the subpartition's buffers and events (Flink's
 
 Flow control (Flink's credit-based protocol):
     * The consumer announces its number of free receive slots as *credit*:
-      ``initial_credit`` when it connects, then +1 for every non-priority
-      element its task polled.
+      ``initial_credit`` when it connects, then the non-priority elements its
+      task polled, in batches: once half the initial credit is owed, or when
+      its receive queue runs empty (so the producer is never left waiting on
+      credit the consumer holds back).
     * The server sends a non-priority element (data buffer or ordinary event)
       only while it holds credit, spending 1 per element; elements are sent
       strictly in subpartition order, so an event queued behind a buffer waits
@@ -33,6 +35,10 @@ aligned), the producer's sequence number. Server to consumer:
     BUFFER    a data buffer: one Arrow IPC *stream* (schema + batch), so
               batches of one channel may differ in schema and may hold
               dictionary columns
+    BUFFERS   consecutive non-priority data buffers with one schema, sent
+              together when the consumer's credit covers them all: ``<i``
+              count, ``count`` ``<q`` sequence numbers, one IPC stream with
+              ``count`` batches; each costs one credit like a BUFFER
     EVENT     :func:`~flinklike_spark._runtime.network.events.encode_event` bytes
     ERROR     UTF-8 ``"<ErrorType>\\n<message>"`` (partition not found, producer failed)
     CLOSING   the producer's node shuts down; UTF-8 reason
@@ -92,7 +98,13 @@ _BUFFER = 1
 _EVENT = 2
 _ERROR = 3
 _CLOSING = 4
-_KIND_NAMES = {_ATTACHED: "ATTACHED", _BUFFER: "BUFFER", _EVENT: "EVENT", _ERROR: "ERROR", _CLOSING: "CLOSING"}
+_BUFFERS = 5
+_KIND_NAMES = {
+    _ATTACHED: "ATTACHED", _BUFFER: "BUFFER", _EVENT: "EVENT", _ERROR: "ERROR", _CLOSING: "CLOSING",
+    _BUFFERS: "BUFFERS",
+}  # fmt: skip
+_COUNT = struct.Struct("<i")
+_MAX_COALESCED = 16  # data buffers per BUFFERS message: one Flight write and one wake-up instead of 16
 
 _MSG_CREDIT = 1
 _FLAG_PRIORITY = 1
@@ -123,6 +135,17 @@ def _encode_element(element: BufferOrEvent) -> pa.Buffer:
         return sink.getvalue()
     payload = encode_event(element.event)
     return pa.py_buffer(_header(_EVENT, element.sequence_number, priority=element.is_priority) + payload)
+
+
+def _encode_buffers(elements: list[BufferOrEvent]) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    sink.write(_header(_BUFFERS, elements[0].sequence_number))
+    sink.write(_COUNT.pack(len(elements)))
+    sink.write(struct.pack(f"<{len(elements)}q", *(e.sequence_number for e in elements)))
+    with pa.ipc.new_stream(sink, elements[0].buffer.schema) as ipc_writer:
+        for element in elements:
+            ipc_writer.write_batch(element.buffer)
+    return sink.getvalue()
 
 
 def _costs_credit(element: BufferOrEvent) -> bool:
@@ -285,13 +308,44 @@ class _SubpartitionStream:
                     while not self._signalled and not self._should_end():
                         self._cond.wait(_WAIT_SLICE)
                 continue
-            if _costs_credit(element):
-                with self._cond:
-                    self._credit -= 1
-            self._send(_encode_element(element))
+            if not _costs_credit(element):
+                self._send(_encode_element(element))
+                continue
+            batch, overtaker = [element], None
+            if element.is_buffer:
+                # Coalesce the data buffers the credit covers: the per-message cost
+                # (a Flight write, a receiver wake-up) dominates small buffers.
+                more, overtaker = self._more_buffers(subpartition_reader, element, min(credit, _MAX_COALESCED) - 1)
+                batch += more
+            with self._cond:
+                self._credit -= len(batch)
+            self._send(_encode_element(element) if len(batch) == 1 else _encode_buffers(batch))
+            if overtaker is not None:  # a priority event: the consumer puts it ahead of these buffers
+                self._send(_encode_element(overtaker))
             if not element.is_buffer and isinstance(element.event, EndOfPartition):
                 return
         self._send_closing_if_stopping()
+
+    @staticmethod
+    def _more_buffers(
+        reader: SubpartitionReader, first: BufferOrEvent, limit: int
+    ) -> tuple[list[BufferOrEvent], BufferOrEvent | None]:
+        """Up to ``limit`` further queued non-priority data buffers with ``first``'s schema.
+
+        Also returns a priority event that got to the head between peek and
+        poll (it was polled, so it must be sent; it needs no credit).
+        """
+        more: list[BufferOrEvent] = []
+        schema = first.buffer.schema
+        while len(more) < limit:
+            head = reader.peek()
+            if head is None or not head.is_buffer or head.is_priority or not head.buffer.schema.equals(schema):
+                break
+            element = reader.poll()
+            if element is not head:
+                return more, element
+            more.append(element)
+        return more, None
 
     def _next_sendable(self, subpartition_reader: SubpartitionReader, credit: int) -> BufferOrEvent | None:
         head = subpartition_reader.peek()
@@ -442,6 +496,8 @@ class RemoteInputChannel(InputChannel):
         self._started = False
         self._closed = False
         self._end_received = False  # EndOfPartition arrived: no more credit is announced
+        self._owed_credit = 0  # polled non-priority elements not yet announced as credit
+        self._credit_batch = max(1, initial_credit // 2)
         self._write_lock = threading.Lock()
         self._write_closed = False
         self._client: flight.FlightClient | None = None
@@ -490,7 +546,7 @@ class RemoteInputChannel(InputChannel):
                 raise self._fresh_error()
 
     def poll(self) -> BufferOrEvent | None:
-        """Pop the next element, or ``None``; announces one credit for a non-priority element.
+        """Pop the next element, or ``None``; returns the credit of non-priority elements (batched).
 
         Raises:
             ClosedChannelError: the channel was closed (by this side).
@@ -508,11 +564,16 @@ class RemoteInputChannel(InputChannel):
             item = self._queue.popleft()
             if item.element.is_priority:
                 self._num_priority -= 1
+            announce = 0
             if item.costs_credit:
                 self._num_credited -= 1
-            announce = item.costs_credit and not self._end_received
+                if not self._end_received:
+                    self._owed_credit += 1
+                    if self._owed_credit >= self._credit_batch or not self._queue:
+                        announce, self._owed_credit = self._owed_credit, 0
         if announce:
-            self._announce_credit(1)
+            # One write per batch: a Flight write costs far more than the bookkeeping.
+            self._announce_credit(announce)
         return item.element
 
     def has_priority_event(self) -> bool:
@@ -676,6 +737,12 @@ class RemoteInputChannel(InputChannel):
         if kind == _BUFFER:
             batch = pa.ipc.open_stream(payload).read_next_batch()
             self._enqueue(BufferOrEvent(buffer=batch, is_priority=priority, sequence_number=sequence_number))
+        elif kind == _BUFFERS:
+            (count,) = _COUNT.unpack_from(payload)
+            numbers = struct.unpack_from(f"<{count}q", payload, _COUNT.size)
+            batches = pa.ipc.open_stream(payload.slice(_COUNT.size + 8 * count))
+            for number in numbers:
+                self._enqueue(BufferOrEvent(buffer=batches.read_next_batch(), sequence_number=number))
         elif kind == _EVENT:
             try:
                 event = decode_event(payload.to_pybytes())

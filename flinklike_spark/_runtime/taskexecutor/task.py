@@ -242,7 +242,7 @@ class Task:
                             self._secret,
                             channel.partition_id,
                             channel.subpartition,
-                            initial_credit=network.buffers_per_channel,
+                            initial_credit=network.buffers_per_channel + network.buffers_per_subpartition,
                             partition_wait_timeout=timeout,
                         )
                     )

@@ -192,6 +192,34 @@ def test_credit_limits_the_data_in_flight(manager, open_channel):
     assert [b.column("i")[0].as_py() for b in channel.queued_buffers()] == [1, 2]
 
 
+def test_credited_buffers_travel_coalesced_but_arrive_one_by_one_in_order(manager, open_channel):
+    partition = ResultPartition("coalesce", 1, buffers_per_subpartition=100)
+    wide = pa.record_batch({"other": pa.array([1.5])})
+    for i in range(20):
+        partition.emit(0, wide if i == 13 else batch(i))  # a schema change splits a message
+    partition.finish()
+    manager.register(partition)
+    channel, listener = open_channel("coalesce", credit=8)
+    channel.start()
+
+    # Without polling the consumer receives exactly its credit, however it was packed.
+    wait_until(lambda: partition.queued_buffers() == 12)
+    time.sleep(0.3)
+    assert len(channel.queued_buffers()) == 8
+    # Half the credit polled: the credit goes back in one announcement and 4 more come.
+    for i in range(4):
+        assert describe(poll_next(channel, listener)) == ("buffer", i)
+    wait_until(lambda: partition.queued_buffers() == 8)
+    assert len(channel.queued_buffers()) == 8
+
+    rest = read_all(channel, listener)
+    assert [e.sequence_number for e in rest] == list(range(4, 21))
+    assert rest[9].buffer.equals(wide)
+    assert [describe(e) for e in rest[:9] + rest[10:]] == [("buffer", i) for i in range(4, 20) if i != 13] + [
+        ("event", EndOfPartition())
+    ]
+
+
 def test_priority_event_jumps_ahead_of_received_and_queued_data(manager, open_channel):
     partition = ResultPartition("p", 1, buffers_per_subpartition=100)
     for i in range(5):

@@ -1,0 +1,65 @@
+"""The ``flinklike`` command runs a pipeline file and reports live progress."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+PIPELINE = textwrap.dedent(
+    """
+    from connectors import CollectSink, SequenceSource
+    from flinklike_spark import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
+    source = SequenceSource(num_keys=4, records_per_key=5_000, rows_per_second=8_000)
+    env.from_source(source, name="slow").key_by("key").map(lambda r: r).sink_to(CollectSink("out"))
+    result = env.execute("cli job")
+    print("rows", len(CollectSink.rows(result)))
+    """
+)
+
+MODULE = textwrap.dedent(
+    """
+    from connectors import PrintSink, SequenceSource
+    from flinklike_spark import StreamExecutionEnvironment
+
+
+    def job():
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_source(SequenceSource(num_keys=2, records_per_key=3), name="tiny").sink_to(PrintSink())
+        return env
+    """
+)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "flinklike_spark.cli", *args], capture_output=True, text=True, timeout=100
+    )
+
+
+def test_run_file_shows_progress_and_program_output(tmp_path):
+    script = tmp_path / "pipeline.py"
+    script.write_text(PIPELINE)
+    done = run_cli("run", "--progress-interval", "0.5", str(script))
+    assert done.returncode == 0, done.stderr
+    assert "rows 20000" in done.stdout
+    progress = [line for line in done.stderr.splitlines() if "backpressured" in line]
+    assert progress, f"no progress lines on stderr:\n{done.stderr}"
+    assert "RUNNING" in progress[-1] and "/s)" in progress[-1]
+
+
+def test_run_module_function_and_bad_target(tmp_path, monkeypatch):
+    (tmp_path / "my_jobs.py").write_text(MODULE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    done = run_cli("run", "--no-progress", "my_jobs:job")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("'seq'") == 6, done.stdout
+    missing = run_cli("run", "no_such_module:job")
+    assert missing.returncode != 0
+    assert "no_such_module" in missing.stderr
