@@ -14,6 +14,7 @@ __all__ = [
     "BrokenChannelError",
     "CheckpointDeclineReason",
     "CheckpointDeclinedError",
+    "CheckpointFailedError",
     "CheckpointNotFoundError",
     "CheckpointStorageError",
     "ClosedChannelError",
@@ -280,6 +281,14 @@ class CheckpointDeclineReason(Enum):
     """The task is shutting down."""
     IO_FAILURE = "io_failure"
     """Writing checkpoint data (operator or channel state) failed."""
+    CHECKPOINT_ABORTED = "checkpoint_aborted"
+    """The coordinator aborted the checkpoint (timeout, another task declined)."""
+
+
+class CheckpointFailedError(FlinklikeError):
+    """A checkpoint or savepoint did not complete (declined, expired, commit failed), or
+    too many did: the job fails once ``execution.checkpointing.tolerable-failed-checkpoints``
+    is exceeded. The message names the checkpoint and why."""
 
 
 class CheckpointDeclinedError(FlinklikeError):

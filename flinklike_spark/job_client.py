@@ -57,7 +57,9 @@ class JobClient:
         cancel: Callable[[], None],
         metrics: Callable[[], dict[str, dict[str, float]]],
         on_done: Callable[[], None] | None = None,
+        trigger_savepoint: Callable[[], concurrent.futures.Future] | None = None,
     ) -> None:
+        self._trigger_savepoint = trigger_savepoint
         self.job_id = job_id
         self._result = result
         self._status = status
@@ -75,6 +77,23 @@ class JobClient:
     def cancel(self) -> None:
         """Cancel the job; ``wait`` then raises JobCancelledError."""
         self._cancel()
+
+    def trigger_savepoint(self, timeout: float | None = 600.0):
+        """Take a savepoint (always aligned) and return its info (``.path`` restores it).
+
+        Raises:
+            CheckpointFailedError: the savepoint did not complete.
+            ConfigurationError: no ``execution.checkpointing.dir`` is configured.
+        """
+        if self._trigger_savepoint is None:
+            raise NotImplementedError("this job's cluster does not support savepoints")
+        return self._trigger_savepoint().result(timeout)
+
+    def stop_with_savepoint(self, timeout: float | None = 600.0):
+        """Take a savepoint, then cancel the job; returns the savepoint's info."""
+        info = self.trigger_savepoint(timeout)
+        self.cancel()
+        return info
 
     def task_metrics(self) -> dict[str, dict[str, float]]:
         """Latest per-task counters (records in/out, backpressured and idle seconds)."""

@@ -9,8 +9,11 @@ from flinklike_spark.config import Configuration
 from flinklike_spark._runtime.graph.job_graph import PartitionerSpec
 
 __all__ = [
+    "CheckpointDeployment",
     "InputChannelDeployment",
     "InputGateDeployment",
+    "RestoreDeployment",
+    "RestoreGate",
     "ResultPartitionDeployment",
     "TaskDeploymentDescriptor",
     "TaskExecutionState",
@@ -44,6 +47,45 @@ class ResultPartitionDeployment:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckpointDeployment:
+    """Checkpointing of a task: where snapshots go and how barriers are handled.
+
+    ``mode`` is a :class:`~flinklike_spark._runtime.streaming.barrier_handler.BarrierHandlerMode`.
+    """
+
+    storage: str
+    mode: Any
+    timeout: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestoreGate:
+    """Input gate ``i`` of a restored task reads output ``output_index`` of vertex ``producer_vertex_id``."""
+
+    producer_vertex_id: str
+    output_index: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestoreDeployment:
+    """The completed checkpoint a task starts from.
+
+    Attributes:
+        storage: checkpoint directory URL.
+        job_id: the job that wrote the checkpoint (not the restoring job).
+        checkpoint_id: the checkpoint.
+        parallelism: vertex id -> parallelism at checkpoint time (for rescaling).
+        gates: per input gate of this task, where its in-flight data came from.
+    """
+
+    storage: str
+    job_id: str
+    checkpoint_id: int
+    parallelism: dict[str, int]
+    gates: tuple[RestoreGate, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TaskDeploymentDescriptor:
     job_id: str
     job_name: str
@@ -60,6 +102,8 @@ class TaskDeploymentDescriptor:
     result_partitions: tuple[ResultPartitionDeployment, ...]
     splits: tuple[Any, ...]
     config: Configuration
+    checkpointing: CheckpointDeployment | None = None
+    restore: RestoreDeployment | None = None
 
     @property
     def display_name(self) -> str:

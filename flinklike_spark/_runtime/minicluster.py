@@ -75,6 +75,7 @@ class MiniCluster:
         node.register_handler("register_task_executor", self._on_register)
         node.register_handler("heartbeat", self._on_heartbeat)
         node.register_handler("update_task_execution_state", self._on_task_state)
+        node.register_handler("checkpoint_report", self._on_checkpoint_report)
         node.start()
         cluster = self.config.cluster
         ids = [f"taskmanager-{i}-{uuid.uuid4().hex[:6]}" for i in range(cluster.number_of_task_managers)]
@@ -148,6 +149,13 @@ class MiniCluster:
         job.update_task_execution_state(state)
         return True
 
+    def _on_checkpoint_report(self, message) -> bool:
+        job = self._jobs.get(message.job_id)
+        if job is None:
+            return False
+        job.receive_checkpoint_report(message)
+        return True
+
     # -- jobs -----------------------------------------------------------------------------------
 
     def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
@@ -161,6 +169,7 @@ class MiniCluster:
             result=job.result,
             status=lambda: job.status,
             cancel=job.cancel,
+            trigger_savepoint=job.trigger_savepoint,
             metrics=lambda: self.resource_manager.task_metrics(),
             on_done=self.close if owns_cluster else None,
         )

@@ -29,6 +29,7 @@ from typing import Any
 
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import (
+    ConfigurationError,
     JobCancelledError,
     JobExecutionError,
     SlotAllocationError,
@@ -36,8 +37,11 @@ from flinklike_spark.errors import (
 )
 from flinklike_spark.job_client import JobExecutionResult
 from flinklike_spark._runtime.deployment import (
+    CheckpointDeployment,
     InputChannelDeployment,
     InputGateDeployment,
+    RestoreDeployment,
+    RestoreGate,
     ResultPartitionDeployment,
     TaskDeploymentDescriptor,
     TaskExecutionState,
@@ -51,10 +55,14 @@ from flinklike_spark._runtime.graph.execution_graph import (
 )
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
+from flinklike_spark._runtime.jobmaster.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpointInfo
 from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
+from flinklike_spark._runtime.jobmaster.recovery import check_compatible, resolve_recovery_path
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager, SlotInfo
 from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
+from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
+from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck
 
 __all__ = ["JobMaster", "LogicalSlot", "RpcTaskDeployer", "SharedSlotAllocator"]
 
@@ -158,11 +166,16 @@ class RpcTaskDeployer:
         config: Configuration,
         resource_manager: ResourceManager,
         on_cancel_unacknowledged,
+        *,
+        checkpointing: CheckpointDeployment | None = None,
+        restore: RestoreDeployment | None = None,
     ) -> None:
         self._graph = graph
         self._config = config
         self._rm = resource_manager
         self._on_cancel_unacknowledged = on_cancel_unacknowledged
+        self._checkpointing = checkpointing
+        self._restore = restore
         self._splits: dict[str, list[list[Any]]] = {}
 
     def partition_id(self, partition: IntermediateResultPartitionID) -> str:
@@ -190,7 +203,8 @@ class RpcTaskDeployer:
         vertex_id = execution.vertex_id
         job_vertex = self._graph.get_job_vertex(vertex_id.job_vertex_id).job_vertex
         gates = []
-        for gate in self._graph.input_gates(vertex_id):
+        gate_specs = self._graph.input_gates(vertex_id)
+        for gate in gate_specs:
             channels = []
             for channel in gate.channels:
                 producer = self._graph.get_vertex(channel.producer).current_execution.assigned_slot
@@ -231,6 +245,17 @@ class RpcTaskDeployer:
             result_partitions=partitions,
             splits=self._splits_of(vertex_id.job_vertex_id, vertex_id.subtask_index),
             config=self._config,
+            checkpointing=self._checkpointing,
+            restore=None if self._restore is None else dataclasses.replace(
+                self._restore,
+                gates=tuple(
+                    RestoreGate(
+                        producer_vertex_id=gate.producer_job_vertex_id,
+                        output_index=gate.channels[0].partition_id.output_index,
+                    )
+                    for gate in gate_specs
+                ),
+            ),
         )
 
     def deploy(self, execution: Execution, slot: LogicalSlot) -> concurrent.futures.Future[None]:
@@ -286,7 +311,50 @@ class JobMaster:
         self._started = time.monotonic()
         self._terminated = threading.Event()
         self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
-        self._deployer = RpcTaskDeployer(self.graph, config, resource_manager, self._cancel_unacknowledged)
+        options = config.checkpointing
+        restore, first_checkpoint_id = None, 1
+        if options.recovery_path is not None:
+            base, checkpoint = resolve_recovery_path(options.recovery_path)
+            check_compatible(job_graph, checkpoint)
+            log.info("job %s restores checkpoint %d of job %s from %s", job_graph.job_id, checkpoint.checkpoint_id,
+                     checkpoint.job_id, base)  # fmt: skip
+            restore = RestoreDeployment(
+                storage=base,
+                job_id=checkpoint.job_id,
+                checkpoint_id=checkpoint.checkpoint_id,
+                parallelism=dict(checkpoint.parallelism),
+                gates=(),
+            )
+            first_checkpoint_id = checkpoint.checkpoint_id + 1
+        if options.interval is not None and options.directory is None:
+            raise ConfigurationError(
+                "execution.checkpointing.interval is set but execution.checkpointing.dir is not; "
+                "checkpoints need a directory (any fsspec URL, e.g. file:///tmp/checkpoints)"
+            )
+        self.checkpoints: CheckpointCoordinator | None = None
+        checkpointing = None
+        if options.directory is not None:
+            self.checkpoints = CheckpointCoordinator(
+                graph=self.graph,
+                options=options,
+                main_thread=main_thread,
+                send=self._send_to_task,
+                fail_job=lambda cause: self.scheduler.fail_job(cause),
+                first_checkpoint_id=first_checkpoint_id,
+            )
+            checkpointing = CheckpointDeployment(
+                storage=options.directory,
+                mode=BarrierHandlerMode.ALTERNATING if options.unaligned else BarrierHandlerMode.ALIGNED,
+                timeout=options.timeout.total_seconds(),
+            )
+        self._deployer = RpcTaskDeployer(
+            self.graph,
+            config,
+            resource_manager,
+            self._cancel_unacknowledged,
+            checkpointing=checkpointing,
+            restore=restore,
+        )
         self.scheduler = DefaultScheduler(
             self.graph,
             slot_allocator=self._slots,
@@ -317,6 +385,48 @@ class JobMaster:
             self.scheduler.start_scheduling()
         except Exception as exc:  # noqa: BLE001 - e.g. an illegal state: the job fails
             self.scheduler.fail_job(exc)
+            return
+        if self.checkpoints is not None:
+            self.checkpoints.start()
+
+    def _send_to_task(self, execution: Execution, method: str, payload: Any) -> concurrent.futures.Future:
+        slot: LogicalSlot | None = execution.assigned_slot
+        if slot is None:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_result(False)
+            return future
+        return self._rm.call_async(slot.resource_id, method, payload)
+
+    def trigger_savepoint(self) -> concurrent.futures.Future[CompletedCheckpointInfo]:
+        """Take an (always aligned) savepoint; the future yields where it is."""
+        result: concurrent.futures.Future[CompletedCheckpointInfo] = concurrent.futures.Future()
+
+        def trigger() -> None:
+            if self.checkpoints is None:
+                result.set_exception(
+                    ConfigurationError("savepoints need execution.checkpointing.dir (the checkpoint directory)")
+                )
+                return
+            inner = self.checkpoints.trigger("savepoint")
+            inner.add_done_callback(
+                lambda f: result.set_exception(f.exception()) if f.exception() else result.set_result(f.result())
+            )
+
+        self._main.execute(trigger)
+        return result
+
+    def receive_checkpoint_report(self, message: Any) -> None:
+        """An acknowledgement or decline from a task (any thread)."""
+
+        def apply() -> None:
+            if self.checkpoints is None:
+                return
+            if isinstance(message, CheckpointAck):
+                self.checkpoints.receive_ack(message)
+            else:
+                self.checkpoints.receive_decline(message)
+
+        self._main.execute(apply)
 
     def cancel(self) -> None:
         """Cancel the job (asynchronous; ``result`` fails with JobCancelledError)."""
@@ -343,6 +453,8 @@ class JobMaster:
 
     def on_task_failure(self, execution: Execution, cause: BaseException) -> None:
         """``restart-strategy.type: none``: any task failure fails the whole job."""
+        if self.checkpoints is not None:
+            self.checkpoints.stop(f"task {execution.attempt_id} failed")
         log.error("task %s failed; failing job %s (restart-strategy.type: none)", execution.attempt_id, self.job_id)
         self.scheduler.fail_job(cause)
 
@@ -365,6 +477,8 @@ class JobMaster:
         )
 
     def _on_terminated(self, status: JobStatus) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.stop(f"job {status.name}")
         self._rm.release_job(self.job_id)
         runtime = timedelta(seconds=time.monotonic() - self._started)
         name, job_id = self.job_graph.name, self.job_id

@@ -130,6 +130,7 @@ class LocalInputChannel(InputChannel):
         self._partition_wait_timeout = partition_wait_timeout
         self._reader: SubpartitionReader | None = None
         self._closed = False
+        self._jumped: dict[int, list] = {}
 
     def __repr__(self) -> str:
         return (
@@ -163,6 +164,27 @@ class LocalInputChannel(InputChannel):
     def has_priority_event(self) -> bool:
         reader = self._reader
         return reader is not None and not self._closed and reader.has_priority_event()
+
+    def convert_to_priority_event(self, sequence_number: int) -> None:
+        """Move the announced event ahead of queued data in the producer's subpartition.
+
+        The data buffers it jumped are kept for :meth:`take_jumped_buffers`. A
+        no-op if the event was already consumed.
+        """
+        reader = self._reader
+        if reader is None or self._closed:
+            return
+        jumped = reader.partition.convert_to_priority_event(self.subpartition, sequence_number)
+        if jumped is not None:
+            self._jumped[sequence_number] = jumped
+
+    def take_jumped_buffers(self, sequence_number: int) -> list:
+        """The buffers a *converted* priority event jumped (see :meth:`convert_to_priority_event`).
+
+        A priority event the producer inserted jumps nothing here: the producer
+        records what it overtook as its output channel state. Forgets the entry.
+        """
+        return self._jumped.pop(sequence_number, [])
 
     def close(self) -> None:
         if self._closed:
@@ -307,6 +329,10 @@ class InputGate:
         """True if ``channel_index`` is blocked."""
         self._check_index(channel_index)
         return self._blocked[channel_index]
+
+    def is_channel_finished(self, channel_index: int) -> bool:
+        """True once ``channel_index`` delivered :class:`EndOfPartition`."""
+        return self._finished[channel_index]
 
     def is_finished(self) -> bool:
         """True once every channel delivered :class:`EndOfPartition` through :meth:`poll_next`."""

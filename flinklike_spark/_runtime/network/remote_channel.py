@@ -496,6 +496,7 @@ class RemoteInputChannel(InputChannel):
         self._started = False
         self._closed = False
         self._end_received = False  # EndOfPartition arrived: no more credit is announced
+        self._jumped: dict[int, list[pa.RecordBatch]] = {}  # priority event seq -> data it jumped here
         self._owed_credit = 0  # polled non-priority elements not yet announced as credit
         self._credit_batch = max(1, initial_credit // 2)
         self._write_lock = threading.Lock()
@@ -593,6 +594,7 @@ class RemoteInputChannel(InputChannel):
             for index in range(self._num_priority, len(self._queue)):
                 item = self._queue[index]
                 if item.element.sequence_number == sequence_number:
+                    self._remember_jumped(sequence_number, self._num_priority, until=index)
                     del self._queue[index]
                     item.element = replace(item.element, is_priority=True)
                     self._queue.insert(self._num_priority, item)
@@ -601,6 +603,21 @@ class RemoteInputChannel(InputChannel):
             else:
                 return
         self.notify_data_available()
+
+    def _remember_jumped(self, sequence_number: int, start: int, until: int | None = None) -> None:
+        # Caller holds _cond. Only events are remembered (barriers); the map stays tiny.
+        items = list(self._queue)[start:until]
+        self._jumped[sequence_number] = [i.element.buffer for i in items if i.element.buffer is not None]
+
+    def take_jumped_buffers(self, sequence_number: int) -> list[pa.RecordBatch]:
+        """The data buffers the priority event ``sequence_number`` jumped in this receive queue.
+
+        Those arrived before it on the wire (they precede it) but are delivered
+        after it; an unaligned checkpoint records them as input channel state.
+        Buffers that arrived after the event are not included. Forgets the entry.
+        """
+        with self._cond:
+            return self._jumped.pop(sequence_number, [])
 
     def queued_buffers(self) -> list[pa.RecordBatch]:
         """The data buffers received but not yet polled, in producer order (a snapshot).
@@ -776,6 +793,7 @@ class RemoteInputChannel(InputChannel):
                 return
             was_empty = not self._queue
             if element.is_priority:
+                self._remember_jumped(element.sequence_number, self._num_priority)
                 self._queue.insert(self._num_priority, item)
                 self._num_priority += 1
             else:

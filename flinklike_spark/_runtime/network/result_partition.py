@@ -27,6 +27,7 @@ must be cheap and must not block (e.g. ``mailbox.wake`` or ``Event.set``).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -148,8 +149,8 @@ class ResultPartition:
         if listener is not None:
             listener()
 
-    def emit_event(self, subpartition: int, event: RuntimeEvent) -> None:
-        """Append ``event`` to ``subpartition`` behind queued data (in order).
+    def emit_event(self, subpartition: int, event: RuntimeEvent) -> int:
+        """Append ``event`` to ``subpartition`` behind queued data (in order); return its sequence number.
 
         Emitting :class:`EndOfPartition` this way ends only that subpartition;
         prefer :meth:`finish`.
@@ -159,9 +160,37 @@ class ResultPartition:
             ClosedChannelError: the subpartition is finished or the partition released.
         """
         with self._lock:
-            listener = self._append_event(self._writable(subpartition), event)
+            sub = self._writable(subpartition)
+            listener = self._append_event(sub, event)
+            sequence_number = sub.sequence_number - 1
         if listener is not None:
             listener()
+        return sequence_number
+
+    def convert_to_priority_event(self, subpartition: int, sequence_number: int) -> list[pa.RecordBatch] | None:
+        """Move the queued event with ``sequence_number`` ahead of queued data (aligned-with-timeout switch).
+
+        Returns:
+            The data buffers it jumped, in queue order (the consumer records them
+            as input channel state: they precede the barrier but were not
+            consumed), or None if no such event is queued (already consumed).
+        """
+        with self._lock:
+            sub = self._subpartitions[subpartition]
+            for index in range(sub.num_priority, len(sub.queue)):
+                element, nbytes = sub.queue[index]
+                if element.sequence_number == sequence_number and element.buffer is None:
+                    jumped = [e.buffer for e, _ in list(sub.queue)[sub.num_priority:index] if e.buffer is not None]
+                    del sub.queue[index]
+                    sub.queue.insert(sub.num_priority, (dataclasses.replace(element, is_priority=True), nbytes))
+                    sub.num_priority += 1
+                    listener = sub.reader.data_listener if sub.reader is not None else None
+                    break
+            else:
+                return None
+        if listener is not None:
+            listener()
+        return jumped
 
     def broadcast_event(self, event: RuntimeEvent) -> None:
         """Append ``event`` to every subpartition, behind queued data.

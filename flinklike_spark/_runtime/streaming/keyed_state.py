@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark.state import (
     ListState,
     ListStateDescriptor,
@@ -29,6 +30,14 @@ _HANDLES = {
     ValueStateDescriptor: ValueState,
     ListStateDescriptor: ListState,
     MapStateDescriptor: MapState,
+}
+
+
+_KIND_OF = {
+    ValueStateDescriptor: "value",
+    ListStateDescriptor: "list",
+    MapStateDescriptor: "map",
+    ReducingStateDescriptor: "reducing",
 }
 
 
@@ -77,6 +86,25 @@ class HeapKeyedStateBackend:
     def restore_tables(self, tables: dict[str, dict]) -> None:
         for name, entries in tables.items():
             self._tables.setdefault(name, {}).update(entries)
+
+    def snapshot_entries(self) -> list[tuple[str, str, list[tuple[int, Any, Any]]]]:
+        """Synchronous part of a snapshot: ``(state name, kind, [(key group, key, value copy)])``.
+
+        Values are deep-copied, so later updates on the task thread do not leak
+        into the snapshot being written asynchronously.
+        """
+        max_parallelism = self.max_parallelism
+        result = []
+        for name, table in self._tables.items():
+            descriptor = self._descriptors.get(name)
+            kind = _KIND_OF.get(type(descriptor), "value")
+            entries = [(key_group_for(key, max_parallelism), key, copy.deepcopy(value)) for key, value in table.items()]
+            result.append((name, kind, entries))
+        return result
+
+    def restore_entry(self, state_name: str, key: Any, value: Any) -> None:
+        """Put one restored entry back (before the user function's ``open``)."""
+        self._tables.setdefault(state_name, {})[key] = value
 
     def num_keys(self) -> int:
         keys: set = set()

@@ -42,6 +42,7 @@ from flinklike_spark.state import (
     ValueStateDescriptor,
 )
 from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkGenerator, WatermarkStrategy
+from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
@@ -53,15 +54,23 @@ __all__ = [
     "MapBatchesOperator",
     "MapOperator",
     "OperatorContext",
+    "OperatorSnapshot",
     "OperatorSpec",
     "Output",
     "ProcessOperator",
+    "RestoredEntry",
+    "RestoredState",
     "SinkOperator",
     "SourceOperator",
     "StreamOperator",
 ]
 
 MAX_WATERMARK = 2**63 - 1
+_EVENT_TIMERS = "event_time_timers"
+_PROCESSING_TIMERS = "processing_time_timers"
+_SOURCE_SPLITS = "source_splits"
+_COMMITTABLES = "pending_committables"
+_WRITER_STATE = "sink_writer_state"
 
 
 class Output(abc.ABC):
@@ -75,6 +84,49 @@ class Output(abc.ABC):
 
     @abc.abstractmethod
     def emit_watermark(self, timestamp: int) -> None: ...
+
+
+@dataclasses.dataclass(kw_only=True)
+class OperatorSnapshot:
+    """The synchronous copy of one operator's state for one checkpoint.
+
+    Taken on the task thread; written to storage later by the asynchronous part.
+
+    Attributes:
+        keyed: ``(state name, kind, [(key group, key, value)])`` per keyed state.
+        operator: ``(state name, kind, [(key, value)])`` per non-keyed state
+            (source splits, sink committables).
+    """
+
+    keyed: list[tuple[str, str, list[tuple[int, Any, Any]]]] = dataclasses.field(default_factory=list)
+    operator: list[tuple[str, str, list[tuple[Any, Any]]]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestoredEntry:
+    """One restored state row; ``subtask`` is the subtask that wrote it (before a rescale)."""
+
+    state_name: str
+    state_kind: str
+    key_group: int
+    key: Any
+    value: Any
+    subtask: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestoredState:
+    """What one operator gets back on restore.
+
+    Attributes:
+        checkpoint_id: the checkpoint restored from.
+        keyed: keyed rows of this subtask's key-group range (from any old subtask).
+        operator: non-keyed rows of *every* old subtask; the operator picks its share.
+    """
+
+    checkpoint_id: int
+    keyed: tuple[RestoredEntry, ...] = ()
+    operator: tuple[RestoredEntry, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -161,6 +213,19 @@ class StreamOperator:
 
     def on_processing_time(self, now_ms: int) -> None:
         """Fire processing-time timers due at ``now_ms``."""
+
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        """Restore state before ``open`` (None: a fresh start). Stateless operators ignore it."""
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot | None:
+        """Copy the operator's state for ``checkpoint_id`` (task thread); None if stateless."""
+        return None
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """``checkpoint_id`` (and every earlier one) completed globally."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """``checkpoint_id`` was aborted."""
 
     def finish(self) -> None:
         """End of input: flush buffered output."""
@@ -333,6 +398,25 @@ class KeyedProcessOperator(ProcessOperator):
         self.backend = HeapKeyedStateBackend(max_parallelism=context.max_parallelism)
         self.timers = KeyedTimers()
 
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        if restored is None:
+            return
+        timers = {_EVENT_TIMERS: self.timers.event_time, _PROCESSING_TIMERS: self.timers.processing_time}
+        for entry in restored.keyed:
+            if entry.state_kind == "timer":
+                timers[entry.state_name].add(entry.value, entry.key)
+            else:
+                self.backend.restore_entry(entry.state_name, entry.key, entry.value)
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        max_parallelism = self.context.max_parallelism
+        keyed = self.backend.snapshot_entries()
+        for name, queue in ((_EVENT_TIMERS, self.timers.event_time), (_PROCESSING_TIMERS, self.timers.processing_time)):
+            entries = [(key_group_for(key, max_parallelism), key, timestamp) for timestamp, key in queue.entries()]
+            if entries:
+                keyed.append((name, "timer", entries))
+        return OperatorSnapshot(keyed=keyed)
+
     def process_rows(self, rows: list[dict]) -> None:
         fn = self.function.process_element
         ctx = self._ctx
@@ -451,6 +535,20 @@ class SourceOperator(StreamOperator):
         )
         self.reader.add_splits(self.splits)
         self.reader.open()
+
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        """Take this subtask's share of the restored splits (all of them, sorted by id, round-robin)."""
+        if restored is None:
+            return
+        splits = sorted(
+            (e.value for e in restored.operator if e.state_name == _SOURCE_SPLITS), key=lambda split: split.split_id
+        )
+        ctx = self.context
+        self.splits = [split for i, split in enumerate(splits) if i % ctx.parallelism == ctx.subtask_index]
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        splits = self.reader.snapshot_state(checkpoint_id)
+        return OperatorSnapshot(operator=[(_SOURCE_SPLITS, "source_split", [(s.split_id, s) for s in splits])])
 
     def poll(self, max_rows: int) -> ReadResult:
         """Read once; emit what was read (and a watermark if it advanced)."""

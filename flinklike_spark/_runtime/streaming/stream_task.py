@@ -18,10 +18,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from flinklike_spark._runtime.network.events import EndOfPartition, Watermark
+from flinklike_spark._runtime.network.events import (
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+    EventAnnouncement,
+    Watermark,
+)
 from flinklike_spark._runtime.streaming.mailbox import Mailbox
 from flinklike_spark._runtime.streaming.operators import (
     OperatorContext,
@@ -64,8 +70,11 @@ class OperatorChain:
         self.head = self.operators[0]
         self._opened: list[StreamOperator] = []
 
-    def open(self) -> None:
+    def open(self, restored: Mapping[str, Any] | None = None) -> None:
+        """Initialize state (``restored``: uid -> RestoredState) and open, tail to head."""
+        restored = restored or {}
         for operator in reversed(self.operators):
+            operator.initialize_state(restored.get(operator.uid))
             operator.open()
             self._opened.append(operator)
 
@@ -151,6 +160,29 @@ class TaskMetrics:
         }
 
 
+class _MailTimer:
+    """A cancellable one-shot timer that runs its callback as a mail of the task."""
+
+    def __init__(self, mailbox: Mailbox, delay: float, callback: Callable[[], None]) -> None:
+        self._cancelled = threading.Event()
+        self._callback = callback
+        self._mailbox = mailbox
+        self._timer = threading.Timer(delay, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self._mailbox.put("timer", self._run)
+
+    def _run(self) -> None:
+        if not self._cancelled.is_set():
+            self._callback()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self._timer.cancel()
+
+
 class StreamTask:
     """Runs one subtask. ``run`` blocks on the calling (task) thread until the end.
 
@@ -194,6 +226,11 @@ class StreamTask:
             output.partition.set_availability_listener(self.mailbox.wake)
         for gate in self.gates:
             gate.set_data_listener(self.mailbox.wake)
+        self.checkpoints = None  # a SubtaskCheckpointCoordinator when checkpointing is enabled
+        self.restored_state: Mapping[str, Any] = {}
+        self.replay_input: list[Any] = []  # restored input channel state, processed before new input
+        self.replay_output: list[tuple[int, Any]] = []  # restored output channel state: (partition, batch)
+        self._finished = False
 
     # -- control (any thread) ---------------------------------------------------------------
 
@@ -207,11 +244,16 @@ class StreamTask:
 
     # -- task thread ------------------------------------------------------------------------
 
+    def register_timer(self, delay, callback: Callable[[], None]) -> _MailTimer:
+        """Run ``callback`` on the task thread (as a mail) after ``delay`` (a timedelta)."""
+        return _MailTimer(self.mailbox, delay.total_seconds(), callback)
+
     def run(self) -> None:
         """Open the chain, process until end of input or cancellation, finish. Raises on failure."""
         for gate in self.gates:
             gate.start()
-        self.chain.open()
+        self.chain.open(self.restored_state)
+        self._replay_channel_state()
         mailbox = self.mailbox
         outputs = self.chain.network_outputs
         clock = self._clock
@@ -234,6 +276,17 @@ class StreamTask:
                 self.metrics.backpressured_seconds += clock() - wait_start
         if self._end_of_input and not self._cancelled.is_set():
             self.chain.finish()
+            self._finished = True
+
+    def _replay_channel_state(self) -> None:
+        """Restored in-flight data goes first: the producer's overtaken output, then unprocessed input."""
+        outputs = self.chain.network_outputs
+        for partition_index, batch in self.replay_output:
+            outputs[partition_index].emit_batch(batch)
+        for batch in self.replay_input:
+            self.metrics.records_in += batch.num_rows
+            self.chain.head.process_batch(batch)
+        self.replay_input, self.replay_output = [], []
 
     def _sleep_time(self, now: float) -> float:
         deadlines = [now + 0.5]
@@ -295,23 +348,48 @@ class StreamTask:
             channel, item = polled
             if item.buffer is not None:
                 self.metrics.records_in += item.buffer.num_rows
+                checkpoints = self.checkpoints
+                if checkpoints is not None and checkpoints.recording:
+                    checkpoints.on_buffer(index, channel, item.buffer)
                 self.chain.head.process_batch(item.buffer)
             else:
-                self._process_event(self._channel_offsets[index] + channel, item.event)
+                self._process_event(index, channel, item)
             return True
         return False
 
-    def _process_event(self, channel: int, event: Any) -> None:
+    def _process_event(self, gate_index: int, channel_index: int, element: Any) -> None:
+        event = element.event
+        channel = self._channel_offsets[gate_index] + channel_index
+        checkpoints = self.checkpoints
         if isinstance(event, Watermark):
             advanced = self._valve.input_watermark(channel, event.timestamp_ms)
             if advanced is not None:
                 self.chain.head.process_watermark(advanced)
         elif isinstance(event, EndOfPartition):
             self._open_channels -= 1
+            if checkpoints is not None:
+                checkpoints.on_end_of_partition(gate_index, channel_index)
             advanced = self._valve.channel_finished(channel)
             if advanced is not None:
                 self.chain.head.process_watermark(advanced)
             if self._open_channels == 0:
                 self._end_of_input = True
+        elif checkpoints is None:
+            log.debug("task ignores event %r (checkpointing is disabled)", event)
+        elif isinstance(event, CheckpointBarrier):
+            checkpoints.on_barrier(gate_index, channel_index, element)
+        elif isinstance(event, EventAnnouncement):
+            checkpoints.on_announcement(gate_index, channel_index, event)
+        elif isinstance(event, CancelCheckpointMarker):
+            checkpoints.on_cancel_marker(gate_index, channel_index, event)
         else:
-            log.debug("task ignores event %r (no checkpoint handler installed)", event)
+            log.warning("task ignores unknown event %r", event)
+
+    # -- checkpoint mails (task thread) -----------------------------------------------------------
+
+    def trigger_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Mail from the JobMaster to a source task: take checkpoint ``barrier``."""
+        if self.checkpoints is not None and not self._finished and not self._end_of_input:
+            self.checkpoints.trigger_source_checkpoint(barrier)
+        elif self.checkpoints is not None:
+            self.checkpoints.decline_finished(barrier.checkpoint_id)

@@ -11,10 +11,12 @@ is sent exactly once, after every resource (operators, gates) is released.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 from flinklike_spark.errors import RemoteTaskError
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
@@ -29,6 +31,8 @@ from flinklike_spark._runtime.streaming.operators import OperatorContext
 from flinklike_spark._runtime.streaming.record_writer import RecordWriterOutput
 from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark._runtime.streaming.stream_task import OperatorChain, StreamTask
+from flinklike_spark._runtime.streaming.subtask_checkpoint import SubtaskCheckpointCoordinator
+from flinklike_spark._runtime.taskexecutor.restore import load_restored_state
 
 __all__ = ["Task"]
 
@@ -56,6 +60,8 @@ class Task:
         partition_manager: this TaskExecutor's partitions (local producers register here).
         secret: cluster secret for remote input channels.
         report: called with every TaskExecutionState change (from the task thread).
+        report_checkpoint: sends a CheckpointAck / CheckpointDecline to the JobMaster (any thread).
+        checkpoint_io: pool running the asynchronous part of snapshots.
     """
 
     def __init__(
@@ -65,6 +71,8 @@ class Task:
         partition_manager: ResultPartitionManager,
         secret: bytes,
         report: Callable[[TaskExecutionState], None],
+        report_checkpoint: Callable[[Any], None] | None = None,
+        checkpoint_io: concurrent.futures.Executor | None = None,
     ) -> None:
         self.tdd = tdd
         self.execution_id = tdd.execution_id
@@ -74,6 +82,8 @@ class Task:
         self._partition_manager = partition_manager
         self._secret = secret
         self._report = report
+        self._report_checkpoint = report_checkpoint
+        self._checkpoint_io = checkpoint_io
         self._state = StateMachine(f"task {self.name}", ExecutionState.DEPLOYING, transition_table())
         self._lock = threading.Lock()
         self._stream_task: StreamTask | None = None
@@ -104,6 +114,25 @@ class Task:
             if self._state.try_transition(ExecutionState.CANCELING):
                 if self._stream_task is not None:
                     self._stream_task.cancel()
+
+    def trigger_checkpoint(self, barrier) -> bool:
+        """Source tasks: take checkpoint ``barrier`` (a mail; declined if not running)."""
+        stream_task = self._stream_task
+        if stream_task is None or stream_task.checkpoints is None or self.state is not ExecutionState.RUNNING:
+            return False
+        stream_task.mailbox.put("trigger checkpoint", lambda: stream_task.trigger_checkpoint(barrier))
+        return True
+
+    def notify_checkpoint(self, checkpoint_id: int, *, completed: bool) -> None:
+        """The JobMaster completed (or aborted) ``checkpoint_id``: tell the operators (a mail)."""
+        stream_task = self._stream_task
+        checkpoints = stream_task.checkpoints if stream_task is not None else None
+        if checkpoints is None:
+            return
+        if completed:
+            stream_task.mailbox.put("checkpoint complete", lambda: checkpoints.notify_checkpoint_complete(checkpoint_id))
+        else:
+            stream_task.mailbox.put("checkpoint aborted", lambda: checkpoints.notify_checkpoint_aborted(checkpoint_id))
 
     def fail_externally(self, cause: BaseException) -> None:
         """Fail from outside (slot freed, TaskExecutor shutting down): final state FAILED."""
@@ -149,6 +178,8 @@ class Task:
         except BaseException as exc:  # noqa: BLE001 - every failure becomes the task's FAILED state
             error = exc
         finally:
+            if self._stream_task is not None and self._stream_task.checkpoints is not None:
+                self._stream_task.checkpoints.close()
             if chain is not None:
                 close_error = chain.close()
                 error = error or close_error
@@ -257,4 +288,22 @@ class Task:
             buffer_timeout=config.pipeline.buffer_timeout.total_seconds(),
             source_batch_rows=max(1, network.segment_size // 8),
         )
+        if tdd.restore is not None:
+            stream_task.restored_state, stream_task.replay_input = load_restored_state(tdd)
+        if tdd.checkpointing is not None:
+            stream_task.checkpoints = SubtaskCheckpointCoordinator(
+                task_name=self.name,
+                job_id=tdd.job_id,
+                execution_id=tdd.execution_id,
+                subtask_index=tdd.subtask_index,
+                channel_state_uid=tdd.vertex_id,
+                chain=chain,
+                gates=gates,
+                storage=tdd.checkpointing.storage,
+                mode=tdd.checkpointing.mode,
+                register_timer=stream_task.register_timer,
+                report=self._report_checkpoint,
+                executor=self._checkpoint_io,
+                channel_state_timeout=tdd.checkpointing.timeout,
+            )
         return stream_task, chain, partitions, gates

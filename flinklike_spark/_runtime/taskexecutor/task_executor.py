@@ -7,11 +7,14 @@ MiniCluster child and (later) inside a Spark executor's Python worker: it
 imports no pyspark.
 
 RPC handlers (called by the JobMaster): ``request_slot``, ``submit_task``,
-``cancel_task``, ``free_slot``, ``release_job``, ``task_metrics``, ``shutdown``.
+``cancel_task``, ``free_slot``, ``release_job``, ``task_metrics``,
+``trigger_checkpoint``, ``notify_checkpoint_complete``,
+``notify_checkpoint_aborted``, ``shutdown``.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -66,6 +69,7 @@ class TaskExecutor:
         )
         self._tasks_lock = threading.Lock()
         self._tasks: dict[str, Task] = {}
+        self._checkpoint_io = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="checkpoint-io")
         self._closed = threading.Event()
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="tm-heartbeat", daemon=True)
 
@@ -76,6 +80,7 @@ class TaskExecutor:
     def start(self) -> None:
         node = self._node
         for name in ("request_slot", "submit_task", "cancel_task", "free_slot", "release_job", "task_metrics",
+                     "trigger_checkpoint", "notify_checkpoint_complete", "notify_checkpoint_aborted",
                      "shutdown"):  # fmt: skip
             node.register_handler(name, getattr(self, f"_rpc_{name}"))
         node.start()
@@ -110,6 +115,7 @@ class TaskExecutor:
             log.debug("slot table close failed", exc_info=True)
         self.partition_manager.release_all()
         self._timer_service.close()
+        self._checkpoint_io.shutdown(wait=False, cancel_futures=True)
         self._node.shutdown()
         self._jobmaster.close()
 
@@ -143,7 +149,14 @@ class TaskExecutor:
         return True
 
     def _rpc_submit_task(self, tdd: TaskDeploymentDescriptor) -> bool:
-        task = Task(tdd, partition_manager=self.partition_manager, secret=self._secret, report=self._report)
+        task = Task(
+            tdd,
+            partition_manager=self.partition_manager,
+            secret=self._secret,
+            report=self._report,
+            report_checkpoint=self._report_checkpoint,
+            checkpoint_io=self._checkpoint_io,
+        )
         with self._tasks_lock:
             if not self.slot_table.add_task(task):
                 raise SlotAllocationError(
@@ -160,6 +173,33 @@ class TaskExecutor:
             return False
         task.cancel()
         return True
+
+    def _task(self, execution_id: str) -> Task | None:
+        with self._tasks_lock:
+            return self._tasks.get(execution_id)
+
+    def _rpc_trigger_checkpoint(self, request) -> bool:
+        execution_id, barrier = request
+        task = self._task(execution_id)
+        return task is not None and task.trigger_checkpoint(barrier)
+
+    def _rpc_notify_checkpoint_complete(self, request) -> None:
+        execution_id, checkpoint_id = request
+        task = self._task(execution_id)
+        if task is not None:
+            task.notify_checkpoint(checkpoint_id, completed=True)
+
+    def _rpc_notify_checkpoint_aborted(self, request) -> None:
+        execution_id, checkpoint_id = request
+        task = self._task(execution_id)
+        if task is not None:
+            task.notify_checkpoint(checkpoint_id, completed=False)
+
+    def _report_checkpoint(self, message) -> None:
+        try:
+            self._jobmaster.call("checkpoint_report", message)
+        except Exception:  # noqa: BLE001 - the coordinator times the checkpoint out
+            log.warning("could not report %s to the JobMaster", type(message).__name__, exc_info=True)
 
     def _rpc_free_slot(self, allocation_id: str) -> int:
         return self.slot_table.free_slot(allocation_id)

@@ -1,0 +1,373 @@
+"""CheckpointCoordinator: triggers checkpoints at the sources, collects acknowledgements, commits.
+
+Flink's ``CheckpointCoordinator`` on the JobMaster's main thread:
+
+* periodic triggering every ``execution.checkpointing.interval`` (no trigger
+  while ``max-concurrent-checkpoints`` are pending, within ``min-pause`` of
+  the last completion, or while not every task is RUNNING);
+* a checkpoint is *pending* until every task acknowledged it; then the
+  :class:`~checkpointing.CheckpointCommitter` commits its files and writes the
+  ``checkpoints`` row last (on the I/O pool), the tasks are notified
+  (``notify_checkpoint_complete``: two-phase-commit sinks commit) and older
+  checkpoints beyond ``num-retained`` are deleted;
+* a decline, the ``timeout``, or a failed commit aborts it (tasks are told
+  ``notify_checkpoint_aborted``). Failures caused by the checkpoint itself
+  (I/O, expiry, commit) count toward ``tolerable-failed-checkpoints``; one
+  more than that fails the job. A completed checkpoint resets the count.
+
+Barriers carry the options the configuration asks for: unaligned checkpoints
+(``unaligned.enabled``) start aligned with a timeout when
+``aligned-checkpoint-timeout`` > 0 and switch to unaligned when it expires;
+savepoints are always aligned.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from checkpointing import CheckpointCommitter, CheckpointRecord, StateHandle, retain
+from flinklike_spark.config import CheckpointingOptions
+from flinklike_spark.errors import CheckpointDeclineReason, CheckpointFailedError, CheckpointStorageError
+from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
+from flinklike_spark._runtime.graph.execution_state import ExecutionState
+from flinklike_spark._runtime.network.events import (
+    AlignmentType,
+    CheckpointBarrier,
+    CheckpointOptions,
+    CheckpointType,
+)
+from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck, CheckpointDecline
+
+__all__ = ["CheckpointCoordinator", "CompletedCheckpointInfo"]
+
+log = logging.getLogger(__name__)
+
+_COMMIT_ATTEMPTS = 4
+
+# Declines that say something is wrong with checkpointing itself (Flink's counted failure reasons).
+_COUNTED_REASONS = frozenset({CheckpointDeclineReason.IO_FAILURE})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompletedCheckpointInfo:
+    """What a caller of :meth:`CheckpointCoordinator.trigger` gets back."""
+
+    checkpoint_id: int
+    kind: str
+    mode: str
+    storage: str
+    job_id: str
+    duration: timedelta
+
+    @property
+    def path(self) -> str:
+        """A restore path for ``execution.state-recovery.path``."""
+        return f"{self.storage.rstrip('/')}/{self.job_id}/chk-{self.checkpoint_id}"
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _Pending:
+    checkpoint_id: int
+    kind: str
+    trigger_time: datetime
+    started: float
+    waiting: set[str]
+    acks: list[CheckpointAck] = dataclasses.field(default_factory=list)
+    future: concurrent.futures.Future[CompletedCheckpointInfo] = dataclasses.field(
+        default_factory=concurrent.futures.Future
+    )
+    timeout: Any = None
+    committing: bool = False
+
+
+class CheckpointCoordinator:
+    """Runs the checkpoints of one job; every method runs on the JobMaster's main thread.
+
+    Args:
+        graph: the job's execution graph (whose current executions are asked).
+        options: the checkpointing configuration (``directory`` must be set).
+        main_thread: the JobMaster's main-thread executor.
+        send: ``send(execution, method, payload)`` -> Future: RPC to the task's TaskExecutor.
+        fail_job: called once the tolerable failures are exceeded.
+        first_checkpoint_id: ids continue after a restored checkpoint.
+    """
+
+    def __init__(
+        self,
+        *,
+        graph: ExecutionGraph,
+        options: CheckpointingOptions,
+        main_thread,
+        send: Callable[[Any, str, Any], concurrent.futures.Future],
+        fail_job: Callable[[BaseException], None],
+        first_checkpoint_id: int = 1,
+    ) -> None:
+        if options.directory is None:
+            raise ValueError("checkpointing needs execution.checkpointing.dir")
+        self._graph = graph
+        self._options = options
+        self._main = main_thread
+        self._send = send
+        # Storage work (commit, retention, discarding) runs on one thread of its own,
+        # so a job's commits and deletions never race each other.
+        self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-storage")
+        self._fail_job = fail_job
+        self._next_id = first_checkpoint_id
+        self._pending: dict[int, _Pending] = {}
+        self._committer: CheckpointCommitter | None = None
+        self._last_completion = 0.0
+        self._consecutive_failures = 0
+        self._periodic = None
+        self._stopped = False
+        self.completed: list[CompletedCheckpointInfo] = []
+        self.num_failed = 0
+
+    @property
+    def storage(self) -> str:
+        return self._options.directory
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start periodic triggering (if an interval is configured)."""
+        if self._options.interval is not None and not self._stopped:
+            self._periodic = self._main.schedule(self._options.interval, self._periodic_trigger)
+
+    def stop(self, reason: str) -> None:
+        """Abort every pending checkpoint and stop triggering (job ended or failing)."""
+        self._stopped = True
+        if self._periodic is not None:
+            self._periodic.cancel()
+        for pending in list(self._pending.values()):
+            self._abort(pending, reason, notify=False, counts=False, quiet=True)
+        self._io.shutdown(wait=False)  # a running commit finishes; nothing new starts
+
+    def _periodic_trigger(self) -> None:
+        if self._stopped:
+            return
+        try:
+            if (
+                len(self._pending) < self._options.max_concurrent
+                and time.monotonic() - self._last_completion >= self._options.min_pause.total_seconds()
+            ):
+                self.trigger()
+        finally:
+            self._periodic = self._main.schedule(self._options.interval, self._periodic_trigger)
+
+    # -- triggering ------------------------------------------------------------------------------
+
+    def _barrier_options(self, kind: str) -> CheckpointOptions:
+        if kind == "savepoint":
+            return CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED)
+        options = self._options
+        if not options.unaligned:
+            return CheckpointOptions()
+        if options.aligned_checkpoint_timeout > timedelta(0):
+            return CheckpointOptions(aligned_checkpoint_timeout=options.aligned_checkpoint_timeout)
+        return CheckpointOptions(alignment=AlignmentType.UNALIGNED)
+
+    def trigger(self, kind: str = "checkpoint") -> concurrent.futures.Future[CompletedCheckpointInfo]:
+        """Trigger a checkpoint (or savepoint) now; the future completes or fails with it."""
+        future: concurrent.futures.Future[CompletedCheckpointInfo] = concurrent.futures.Future()
+        executions = [v.current_execution for v in self._graph.vertices()]
+        not_running = [str(e.attempt_id) for e in executions if e.state is not ExecutionState.RUNNING]
+        if self._stopped or not_running:
+            future.set_exception(
+                CheckpointFailedError(
+                    f"{kind} not triggered: "
+                    + ("checkpointing is stopped" if self._stopped else f"tasks not running: {not_running}")
+                )
+            )
+            return future
+        checkpoint_id = self._next_id
+        self._next_id += 1
+        now = time.time()
+        pending = _Pending(
+            checkpoint_id=checkpoint_id,
+            kind=kind,
+            trigger_time=datetime.fromtimestamp(now, tz=timezone.utc),
+            started=time.monotonic(),
+            waiting={e.attempt_id.full_id for e in executions},
+            future=future,
+        )
+        self._pending[checkpoint_id] = pending
+        pending.timeout = self._main.schedule(self._options.timeout, lambda: self._expire(checkpoint_id))
+        barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self._barrier_options(kind))
+        log.info("triggering %s %d of job %s (%s)", kind, checkpoint_id, self._graph.job_id, barrier.options)
+        for execution in executions:
+            if self._graph.get_job_vertex(execution.vertex_id.job_vertex_id).job_vertex.is_source:
+                sent = self._send(execution, "trigger_checkpoint", (execution.attempt_id.full_id, barrier))
+                sent.add_done_callback(lambda f, cid=checkpoint_id: self._on_trigger_sent(cid, f))
+        return future
+
+    def _on_trigger_sent(self, checkpoint_id: int, sent: concurrent.futures.Future) -> None:
+        error = sent.exception()
+        if error is None and sent.result() is not False:
+            return
+        cause = error or "the source task is not running"
+        self._main.execute(lambda: self._trigger_failed(checkpoint_id, cause))
+
+    def _trigger_failed(self, checkpoint_id: int, cause: object) -> None:
+        pending = self._pending.get(checkpoint_id)
+        if pending is not None:
+            self._abort(pending, f"could not trigger at a source: {cause}", counts=False)
+
+    # -- acknowledgements -------------------------------------------------------------------------
+
+    def receive_ack(self, ack: CheckpointAck) -> None:
+        pending = self._pending.get(ack.checkpoint_id)
+        if pending is None or ack.execution_id not in pending.waiting:
+            log.debug("ignoring late or unknown acknowledgement %s/%s", ack.checkpoint_id, ack.execution_id)
+            return
+        pending.waiting.discard(ack.execution_id)
+        pending.acks.append(ack)
+        if not pending.waiting:
+            self._complete(pending)
+
+    def receive_decline(self, decline: CheckpointDecline) -> None:
+        pending = self._pending.get(decline.checkpoint_id)
+        if pending is None:
+            return
+        attempt = ExecutionAttemptID.from_full_id(decline.execution_id)
+        self._abort(
+            pending,
+            f"task {attempt} declined: {decline.reason.name}: {decline.message}",
+            counts=decline.reason in _COUNTED_REASONS,
+        )
+
+    def _expire(self, checkpoint_id: int) -> None:
+        pending = self._pending.get(checkpoint_id)
+        if pending is not None and not pending.committing:
+            waiting = sorted(str(ExecutionAttemptID.from_full_id(e)) for e in pending.waiting)
+            self._abort(pending, f"expired after {self._options.timeout} waiting for {waiting}", counts=True)
+
+    # -- completion and abort ----------------------------------------------------------------------
+
+    def _complete(self, pending: _Pending) -> None:
+        pending.committing = True
+        handles: list[StateHandle] = [h for ack in pending.acks for h in ack.handles]
+        modes = {ack.mode for ack in pending.acks}
+        mode = "switched" if "switched" in modes else ("unaligned" if "unaligned" in modes else "aligned")
+        record = CheckpointRecord(
+            trigger_time=pending.trigger_time,
+            completion_time=datetime.now(timezone.utc),  # the last acknowledgement: Flink's end-to-end duration
+            kind=pending.kind,
+            mode=mode,
+            max_alignment=max((ack.alignment for ack in pending.acks), default=timedelta(0)),
+            parallelism={jv.id: jv.parallelism for jv in self._graph.job_graph},
+            job_graph_fingerprint=self._graph.job_graph.fingerprint(),
+        )
+        job_id = self._graph.job_id
+
+        def commit() -> None:
+            if self._committer is None:
+                self._committer = CheckpointCommitter(self.storage)
+            for attempt in range(_COMMIT_ATTEMPTS):
+                try:
+                    self._committer.commit(job_id, pending.checkpoint_id, handles, record)
+                    return
+                except CheckpointStorageError as exc:
+                    # Idempotent: a retry continues where a conflicting concurrent
+                    # writer (another job's retention, say) made this one fail.
+                    if attempt + 1 == _COMMIT_ATTEMPTS or "concurrent" not in str(exc).lower():
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
+
+        duration = timedelta(seconds=time.monotonic() - pending.started)
+        future = self._io.submit(commit)
+        future.add_done_callback(lambda f: self._main.execute(lambda: self._committed(pending, mode, duration, f)))
+
+    def _committed(
+        self, pending: _Pending, mode: str, record_duration: timedelta, commit: concurrent.futures.Future
+    ) -> None:
+        error = commit.exception()
+        if error is not None:
+            pending.committing = False
+            self._abort(pending, f"commit failed: {type(error).__name__}: {error}", counts=True)
+            return
+        checkpoint_id = pending.checkpoint_id
+        self._pending.pop(checkpoint_id, None)
+        if pending.timeout is not None:
+            pending.timeout.cancel()
+        self._last_completion = time.monotonic()
+        self._consecutive_failures = 0
+        info = CompletedCheckpointInfo(
+            checkpoint_id=checkpoint_id,
+            kind=pending.kind,
+            mode=mode,
+            storage=self.storage,
+            job_id=self._graph.job_id,
+            duration=record_duration,
+        )
+        self.completed.append(info)
+        log.info(
+            "completed %s %d of job %s (%s) in %.0f ms",
+            pending.kind, checkpoint_id, self._graph.job_id, mode, info.duration.total_seconds() * 1000,
+        )  # fmt: skip
+        # Completing n subsumes every older pending checkpoint (Flink).
+        for older in [p for c, p in self._pending.items() if c < checkpoint_id and not p.committing]:
+            self._abort(older, f"subsumed by checkpoint {checkpoint_id}", counts=False)
+        self._notify_all("notify_checkpoint_complete", checkpoint_id)
+        if pending.kind == "checkpoint":
+            job_id, retained = self._graph.job_id, self._options.num_retained
+            self._submit_storage(self._retain, job_id, retained)
+        pending.future.set_result(info)
+
+    def _submit_storage(self, fn: Callable[..., None], *args: Any) -> None:
+        if not self._stopped:
+            self._io.submit(fn, *args)
+
+    def _retain(self, job_id: str, retained: int) -> None:
+        try:
+            retain(self.storage, job_id, retained)
+        except Exception:  # noqa: BLE001 - retention is best effort; the next completion retries
+            log.warning("retention of job %s checkpoints failed", job_id, exc_info=True)
+
+    def _abort(self, pending: _Pending, reason: str, *, notify: bool = True, counts: bool, quiet: bool = False) -> None:
+        if self._pending.pop(pending.checkpoint_id, None) is None:
+            return
+        if pending.timeout is not None:
+            pending.timeout.cancel()
+        self.num_failed += 1
+        log.log(
+            logging.INFO if quiet else logging.WARNING,
+            "%s %d of job %s aborted: %s", pending.kind, pending.checkpoint_id, self._graph.job_id, reason,
+        )  # fmt: skip
+        if notify:
+            self._notify_all("notify_checkpoint_aborted", pending.checkpoint_id)
+        handles = [h for ack in pending.acks for h in ack.handles]
+        if handles:
+            self._submit_storage(self._discard_files, handles)
+        pending.future.set_exception(
+            CheckpointFailedError(f"{pending.kind} {pending.checkpoint_id} failed: {reason}")
+        )
+        if counts:
+            self._consecutive_failures += 1
+            tolerable = self._options.tolerable_failures
+            if self._consecutive_failures > tolerable and not self._stopped:
+                self._fail_job(
+                    CheckpointFailedError(
+                        f"exceeded the checkpoint tolerable failure threshold "
+                        f"(execution.checkpointing.tolerable-failed-checkpoints: {tolerable}); last failure: {reason}"
+                    )
+                )
+
+    def _discard_files(self, handles: list[StateHandle]) -> None:
+        try:
+            if self._committer is None:
+                self._committer = CheckpointCommitter(self.storage)
+            self._committer.abort(handles)
+        except Exception:  # noqa: BLE001 - orphans are removed by retention later
+            log.debug("could not delete the files of an aborted checkpoint", exc_info=True)
+
+    def _notify_all(self, method: str, checkpoint_id: int) -> None:
+        for vertex in self._graph.vertices():
+            execution = vertex.current_execution
+            if execution.state is ExecutionState.RUNNING:
+                self._send(execution, method, (execution.attempt_id.full_id, checkpoint_id))

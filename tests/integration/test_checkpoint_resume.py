@@ -1,0 +1,179 @@
+"""Exactly-once across stop and resume: keyed state, source positions and in-flight data.
+
+A keyed job with a slow stage after ``key_by`` (so there is backpressure and
+data in flight) is cancelled after a few completed checkpoints and resumed
+from the latest one. The counting function checks, per key, that every
+``seq`` arrives exactly once and in order (it raises otherwise, failing the
+job), and the final count per key must be exactly ``records_per_key``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from checkpointing import list_completed_checkpoints, read_channel_state
+from connectors import CollectSink, SequenceSource
+from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from flinklike_spark.errors import IncompatibleCheckpointError, JobCancelledError
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+END_OF_TIME = 2**62
+NUM_KEYS = 12
+RECORDS_PER_KEY = 3_000
+
+
+class SlowExactCount(KeyedProcessFunction):
+    """Counts per key, slowly; raises on a lost, duplicated or reordered ``seq``."""
+
+    def __init__(self, seconds_per_record: float) -> None:
+        self.seconds_per_record = seconds_per_record
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+        self.next_seq = runtime_context.get_state(ValueStateDescriptor("next_seq"))
+
+    def process_element(self, value, ctx):
+        expected = self.next_seq.value() or 0
+        if value["seq"] != expected:
+            raise AssertionError(f"key {value['key']}: got seq {value['seq']}, expected {expected}")
+        if expected == 0:
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+        self.next_seq.update(expected + 1)
+        self.count.update((self.count.value() or 0) + 1)
+        time.sleep(self.seconds_per_record)
+
+    def on_timer(self, timestamp, ctx):
+        yield {"key": ctx.get_current_key(), "count": self.count.value()}
+
+
+def build(config: dict, *, seconds_per_record: float = 0.0003) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    (
+        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY), name="seq")
+        .uid("seq")
+        .key_by("key")
+        .process(SlowExactCount(seconds_per_record))
+        .uid("count")
+        .sink_to(CollectSink("counts"))
+    )
+    return env
+
+
+def checkpoint_config(directory: str, mode: str, parallelism: int = 2) -> dict:
+    config = {
+        "parallelism.default": parallelism,
+        "local.number-taskmanager": 2,
+        "execution.checkpointing.interval": "150ms",
+        "execution.checkpointing.dir": directory,
+        "execution.checkpointing.num-retained": 3,
+        # small buffers: more of them in flight, so unaligned checkpoints have channel state
+        "taskmanager.memory.segment-size": "2kb",
+    }
+    if mode in ("unaligned", "aligned-with-timeout"):
+        config["execution.checkpointing.unaligned.enabled"] = True
+    if mode == "aligned-with-timeout":
+        config["execution.checkpointing.aligned-checkpoint-timeout"] = "5ms"
+    return config
+
+
+def run_and_cancel(env: StreamExecutionEnvironment, directory: str, *, checkpoints: int) -> str:
+    """Start the job, cancel it once ``checkpoints`` checkpoints completed; return its job id."""
+    client = env.execute_async("resume me")
+    deadline = time.monotonic() + 120
+    while True:
+        assert not client.done(), "the job ended before it was stopped"
+        completed = list_completed_checkpoints(directory, client.job_id)
+        if len(completed) >= checkpoints:
+            break
+        assert time.monotonic() < deadline, f"only {len(completed)} checkpoints completed"
+        time.sleep(0.1)
+    client.cancel()
+    with pytest.raises(JobCancelledError):
+        client.wait(60)
+    return client.job_id
+
+
+def resume(directory: str, mode: str, *, parallelism: int = 2) -> dict[int, int]:
+    config = checkpoint_config(directory, mode, parallelism) | {"execution.state-recovery.path": directory}
+    result = build(config, seconds_per_record=0).execute("resumed")
+    return {row["key"]: row["count"] for row in CollectSink.rows(result)}
+
+
+@pytest.mark.parametrize("mode", ["aligned", "unaligned", "aligned-with-timeout"])
+def test_exactly_once_across_stop_and_resume(tmp_path, mode):
+    directory = str(tmp_path / "checkpoints")
+    job_id = run_and_cancel(build(checkpoint_config(directory, mode)), directory, checkpoints=3)
+    latest = list_completed_checkpoints(directory, job_id)[-1]
+    counts = resume(directory, mode)
+    assert counts == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
+    if mode == "aligned":
+        assert latest.mode == "aligned" and latest.channel_state_bytes == 0
+
+
+def test_restore_at_a_different_parallelism(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    run_and_cancel(build(checkpoint_config(directory, "unaligned")), directory, checkpoints=3)
+    assert resume(directory, "unaligned", parallelism=3) == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
+
+
+def test_unaligned_checkpoint_under_backpressure_persists_in_flight_data(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    job_id = run_and_cancel(build(checkpoint_config(directory, "unaligned")), directory, checkpoints=3)
+    with_channel_state = [c for c in list_completed_checkpoints(directory, job_id) if c.channel_state_bytes > 0]
+    assert with_channel_state, "no completed unaligned checkpoint recorded in-flight data"
+    checkpoint = with_channel_state[-1]
+    assert checkpoint.mode == "unaligned"
+    buffers = [
+        buffer
+        for uid in ("seq", "count")
+        for subtask in range(2)
+        for direction in ("input", "output")
+        for buffer in read_channel_state(directory, job_id, checkpoint.checkpoint_id, uid, subtask, direction)
+    ]
+    assert sum(b.batch.num_rows for b in buffers) > 0
+
+
+def test_restore_into_a_job_without_the_operator_names_the_uid(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    run_and_cancel(build(checkpoint_config(directory, "aligned")), directory, checkpoints=1)
+    config = checkpoint_config(directory, "aligned") | {"execution.state-recovery.path": directory}
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    (
+        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=10), name="seq")
+        .uid("seq")
+        .key_by("key")
+        .process(SlowExactCount(0))
+        .uid("renamed-count")
+        .sink_to(CollectSink("counts"))
+    )
+    with pytest.raises(IncompatibleCheckpointError, match="'count'"):
+        env.execute("incompatible")
+
+
+def test_alignment_timeout_switches_to_unaligned_only_under_backpressure(tmp_path):
+    slow = str(tmp_path / "slow")
+    job_id = run_and_cancel(build(checkpoint_config(slow, "aligned-with-timeout")), slow, checkpoints=3)
+    modes = [c.mode for c in list_completed_checkpoints(slow, job_id)]
+    assert "switched" in modes, f"no checkpoint switched to unaligned under backpressure: {modes}"
+
+    idle = str(tmp_path / "idle")
+    config = checkpoint_config(idle, "aligned-with-timeout") | {
+        "execution.checkpointing.aligned-checkpoint-timeout": "2s",
+        "taskmanager.memory.segment-size": "32kb",
+    }
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    (
+        env.from_source(SequenceSource(num_keys=4, records_per_key=400, rows_per_second=800), name="seq")
+        .uid("seq")
+        .key_by("key")
+        .process(SlowExactCount(0))
+        .uid("count")
+        .sink_to(CollectSink("counts"))
+    )
+    result = env.execute("no backpressure")
+    assert {row["key"]: row["count"] for row in CollectSink.rows(result)} == {k: 400 for k in range(4)}
+    modes = [c.mode for c in list_completed_checkpoints(idle, result.job_id)]
+    assert modes and set(modes) == {"aligned"}, modes
