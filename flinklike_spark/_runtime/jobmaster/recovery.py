@@ -47,7 +47,7 @@ def resolve_recovery_path(path: str) -> tuple[str, CompletedCheckpoint]:
             )
         job_id = max(completed, key=lambda c: c.completion_time).job_id
         max_id = None
-    checkpoint = find_restorable_checkpoint(base, job_id, max_checkpoint_id=max_id)
+    checkpoint = find_restorable_checkpoint(base, job_id, max_checkpoint_id=max_id, full=True)
     if max_id is not None and checkpoint.checkpoint_id != max_id:
         log.warning(
             "checkpoint %d of job %s is not restorable; restoring the older checkpoint %d instead",

@@ -1,0 +1,100 @@
+"""Checkpointing under faults: unwritable storage, corrupt checkpoints, savepoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import pytest
+
+from checkpointing import list_completed_checkpoints, read_operator_state
+from connectors import CollectSink
+from flinklike_spark.errors import CheckpointNotFoundError, JobExecutionError
+from test_checkpoint_resume import (
+    NUM_KEYS,
+    RECORDS_PER_KEY,
+    build,
+    checkpoint_config,
+    resume,
+    run_and_cancel,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def unwritable_dir(tmp_path) -> str:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the checkpoint directory should be")
+    return str(blocker / "checkpoints")  # mkdir fails even for root
+
+
+def test_unwritable_checkpoint_dir_fails_checkpoints_but_not_the_job_below_the_tolerance(tmp_path):
+    config = checkpoint_config(unwritable_dir(tmp_path), "aligned") | {
+        "execution.checkpointing.tolerable-failed-checkpoints": 1000,
+    }
+    result = build(config, seconds_per_record=0.0001).execute("tolerated")
+    counts = {row["key"]: row["count"] for row in CollectSink.rows(result)}
+    assert counts == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
+
+
+def test_unwritable_checkpoint_dir_fails_the_job_once_the_tolerance_is_exceeded(tmp_path):
+    config = checkpoint_config(unwritable_dir(tmp_path), "aligned") | {
+        "execution.checkpointing.tolerable-failed-checkpoints": 2,
+    }
+    with pytest.raises(JobExecutionError, match="tolerable-failed-checkpoints: 2") as failure:
+        build(config).execute("intolerant")
+    assert "not-a-directory" in str(failure.value)
+
+
+def _operator_state_files(directory: str, job_id: str, checkpoint_id: int) -> list[str]:
+    table = read_operator_state(directory, job_id, checkpoint_id, "count")
+    assert table.num_rows
+    root = os.path.join(directory, "operator_state", f"job_id={job_id}", f"checkpoint_id={checkpoint_id}")
+    return [os.path.join(root, name) for name in os.listdir(root)]
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog):
+    directory = str(tmp_path / "checkpoints")
+    job_id = run_and_cancel(build(checkpoint_config(directory, "unaligned")), directory, checkpoints=2)
+    completed = list_completed_checkpoints(directory, job_id)
+    latest = completed[-1].checkpoint_id
+    for path in _operator_state_files(directory, job_id, latest):
+        with open(path, "r+b") as f:  # same size, damaged footer: only a full verification notices
+            f.seek(-16, os.SEEK_END)
+            f.write(b"\0" * 16)
+    with caplog.at_level(logging.WARNING):
+        counts = resume(directory, "unaligned")
+    assert counts == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
+    assert any(f"checkpoint {latest}" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+
+
+def test_no_restorable_checkpoint_left_is_a_clear_error(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    job_id = run_and_cancel(build(checkpoint_config(directory, "aligned")), directory, checkpoints=1)
+    for checkpoint in list_completed_checkpoints(directory, job_id):
+        for path in _operator_state_files(directory, job_id, checkpoint.checkpoint_id):
+            os.remove(path)
+    with pytest.raises(CheckpointNotFoundError, match="no restorable checkpoint"):
+        resume(directory, "aligned")
+
+
+def test_stop_with_savepoint_and_resume_from_its_path(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    config = checkpoint_config(directory, "unaligned")
+    del config["execution.checkpointing.interval"]  # savepoints only
+    client = build(config).execute_async("savepointed")
+    deadline = time.monotonic() + 60
+    while len([m for m in client.task_metrics().values() if m]) < 4:  # a savepoint needs every task running
+        assert time.monotonic() < deadline, "tasks did not start"
+        time.sleep(0.1)
+    time.sleep(0.5)  # let data flow, so the savepoint holds real positions
+    savepoint = client.stop_with_savepoint(timeout=120)
+    assert savepoint.kind == "savepoint" and savepoint.mode == "aligned"
+    with pytest.raises(JobExecutionError):
+        client.wait(60)
+    [row] = [c for c in list_completed_checkpoints(directory, client.job_id) if c.kind == "savepoint"]
+    assert row.checkpoint_id == savepoint.checkpoint_id and row.channel_state_bytes == 0
+    resumed = build(config | {"execution.state-recovery.path": savepoint.path}, seconds_per_record=0).execute("back")
+    counts = {r["key"]: r["count"] for r in CollectSink.rows(resumed)}
+    assert counts == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
