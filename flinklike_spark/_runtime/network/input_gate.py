@@ -266,20 +266,10 @@ class InputGate:
             Exception: whatever a channel's ``poll`` raised (e.g.
                 ``BrokenChannelError`` when the producer failed).
         """
-        if self._closed:
-            raise ClosedChannelError(f"{self!r} is closed")
         # 1. Priority events, whatever the channel's blocked state.
-        while True:
-            with self._lock:
-                if not self._priority:
-                    break
-                index = self._priority.popleft()
-            channel = self._channels[index]
-            if self._finished[index] or not channel.has_priority_event():
-                continue
-            element = self._poll_channel(index)
-            if element is not None:
-                return index, element
+        polled = self.poll_priority()
+        if polled is not None:
+            return polled
         # 2. Round-robin over channels with data.
         while True:
             with self._lock:
@@ -298,6 +288,29 @@ class InputGate:
             if not self._finished[index]:
                 self._enqueue(index)  # more may follow: back of the round-robin queue
             return index, element
+
+    def poll_priority(self) -> tuple[int, BufferOrEvent] | None:
+        """Return ``(channel_index, event)`` of a pending priority event, or ``None``. Never blocks.
+
+        Lets a task take an unaligned barrier while it is still working through
+        an earlier buffer.
+
+        Raises:
+            ClosedChannelError: the gate was closed.
+        """
+        if self._closed:
+            raise ClosedChannelError(f"{self!r} is closed")
+        while True:
+            with self._lock:
+                if not self._priority:
+                    return None
+                index = self._priority.popleft()
+            channel = self._channels[index]
+            if self._finished[index] or not channel.has_priority_event():
+                continue
+            element = self._poll_channel(index)
+            if element is not None:
+                return index, element
 
     def block_channel(self, channel_index: int) -> None:
         """Stop delivering elements of ``channel_index`` (priority events still pass)."""

@@ -46,6 +46,8 @@ from flinklike_spark.watermarks import MIN_WATERMARK
 
 __all__ = ["OperatorChain", "StreamTask", "TaskMetrics", "WatermarkValve"]
 
+_SLICE_SECONDS = 0.005  # longest a per-record head works on one buffer before the loop looks around
+
 log = logging.getLogger(__name__)
 
 
@@ -231,6 +233,8 @@ class StreamTask:
         self.replay_input: list[Any] = []  # restored input channel state, processed before new input
         self.replay_output: list[tuple[int, Any]] = []  # restored output channel state: (partition, batch)
         self._finished = False
+        self._remainder: tuple[int, int, Any, int] | None = None  # (gate, channel, batch, next row)
+        self._seconds_per_row = 0.0  # moving average of the head's per-row cost
 
     # -- control (any thread) ---------------------------------------------------------------
 
@@ -261,7 +265,7 @@ class StreamTask:
             mailbox.run_pending()
             now = clock()
             self._fire_timers_and_flushes(now)
-            if self._end_of_input:
+            if self._end_of_input and self._remainder is None:
                 break
             mailbox.prepare_wait()
             if all(o.partition.is_available() for o in outputs):
@@ -337,6 +341,15 @@ class StreamTask:
         return False
 
     def _process_input(self) -> bool:
+        if self._remainder is not None:
+            # Mid-buffer: only priority events (unaligned barriers) may cut in.
+            for index, gate in enumerate(self.gates):
+                polled = gate.poll_priority()
+                if polled is not None:
+                    self._process_event(index, polled[0], polled[1])
+                    return True
+            self._process_slice()
+            return True
         gates = self.gates
         n = len(gates)
         for step in range(n):
@@ -351,11 +364,39 @@ class StreamTask:
                 checkpoints = self.checkpoints
                 if checkpoints is not None and checkpoints.recording:
                     checkpoints.on_buffer(index, channel, item.buffer)
-                self.chain.head.process_batch(item.buffer)
+                self._remainder = (index, channel, item.buffer, 0)
+                self._process_slice()
             else:
                 self._process_event(index, channel, item)
             return True
         return False
+
+    def _process_slice(self) -> None:
+        """Process the current buffer, in slices of about ``_SLICE_SECONDS`` for per-record heads.
+
+        A slow per-record operator would otherwise hold an unaligned barrier
+        back for a whole buffer; between slices the loop runs mails and takes
+        priority events (Flink checks between records).
+        """
+        gate, channel, batch, offset = self._remainder
+        head = self.chain.head
+        rows = batch.num_rows - offset
+        if not head.vectorized and self._seconds_per_row > 0:
+            rows = min(rows, max(1, int(_SLICE_SECONDS / self._seconds_per_row)))
+        piece = batch if offset == 0 and rows == batch.num_rows else batch.slice(offset, rows)
+        offset += rows
+        self._remainder = (gate, channel, batch, offset) if offset < batch.num_rows else None
+        started = self._clock()
+        head.process_batch(piece)
+        per_row = (self._clock() - started) / max(rows, 1)
+        self._seconds_per_row = per_row if self._seconds_per_row == 0 else 0.8 * self._seconds_per_row + 0.2 * per_row
+
+    def unprocessed_input(self) -> tuple[int, int, Any] | None:
+        """``(gate, channel, rows not yet processed)`` of the buffer in progress, if any."""
+        if self._remainder is None:
+            return None
+        gate, channel, batch, offset = self._remainder
+        return gate, channel, batch.slice(offset)
 
     def _process_event(self, gate_index: int, channel_index: int, element: Any) -> None:
         event = element.event

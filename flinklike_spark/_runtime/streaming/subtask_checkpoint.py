@@ -222,6 +222,9 @@ class SubtaskCheckpointCoordinator:
         report: sends a :class:`CheckpointAck` or :class:`CheckpointDecline` to the JobMaster (any thread).
         executor: the pool of asynchronous snapshot parts.
         channel_state_timeout: how long the asynchronous part waits for the last barrier.
+        unprocessed_input: the task's buffer in progress, ``(gate, channel, rows left)``;
+            its rows precede every later buffer of that channel, so a recording
+            channel records them first.
     """
 
     def __init__(
@@ -240,6 +243,7 @@ class SubtaskCheckpointCoordinator:
         report: Callable[[CheckpointAck | CheckpointDecline], None],
         executor: concurrent.futures.Executor,
         channel_state_timeout: float = 600.0,
+        unprocessed_input: Callable[[], tuple[int, int, Any] | None] = lambda: None,
     ) -> None:
         self._task_name = task_name
         self._job_id = job_id
@@ -252,6 +256,7 @@ class SubtaskCheckpointCoordinator:
         self._report = report
         self._executor = executor
         self._channel_state_timeout = channel_state_timeout
+        self._unprocessed_input = unprocessed_input
         self._channel_done: dict[int, concurrent.futures.Future[ChannelStateWriteResult]] = {}
         self.channel_state = ChannelStateWriter(sink=self._channel_state_complete)
         self.recording: dict[InputChannelInfo, int] = {}  # channel -> checkpoint id being recorded
@@ -281,11 +286,16 @@ class SubtaskCheckpointCoordinator:
         info = InputChannelInfo(gate_index, channel_index)
         checkpoint_id = barrier.checkpoint_id
         self._received.setdefault(checkpoint_id, set()).add(info)
-        self.recording.pop(info, None)
+        was_recording = self.recording.pop(info, None) == checkpoint_id
         self.handler.process_barrier(barrier, info)
         if element.is_priority:
-            # It jumped a remote channel's receive queue: what it jumped arrived before it.
+            # It overtook the rest of the buffer in progress on its channel (unless that
+            # was recorded already) and what it jumped in a receive queue: all of that
+            # arrived before it.
             jumped = self._gates[gate_index].channels[channel_index].take_jumped_buffers(element.sequence_number)
+            unprocessed = self._unprocessed_input()
+            if not was_recording and unprocessed is not None and unprocessed[:2] == (gate_index, channel_index):
+                jumped = [unprocessed[2], *jumped]
             if jumped and checkpoint_id in self._input_pending:
                 self.channel_state.add_input_data(checkpoint_id, info, SEQUENCE_NUMBER_UNKNOWN, jumped)
         self._maybe_finish_input(checkpoint_id)
@@ -319,6 +329,11 @@ class SubtaskCheckpointCoordinator:
         for info in infos:
             if info not in received and not gate.is_channel_finished(info.channel_index):
                 self.recording[info] = checkpoint_id
+        unprocessed = self._unprocessed_input()
+        if unprocessed is not None and unprocessed[0] == gate_index:
+            info = InputChannelInfo(gate_index, unprocessed[1])
+            if self.recording.get(info) == checkpoint_id:
+                self.channel_state.add_input_data(checkpoint_id, info, SEQUENCE_NUMBER_UNKNOWN, [unprocessed[2]])
 
     def stop_recording(self, gate_index: int, checkpoint_id: int) -> None:
         for info in [i for i, c in self.recording.items() if i.gate_index == gate_index and c == checkpoint_id]:

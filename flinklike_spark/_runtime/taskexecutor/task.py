@@ -305,5 +305,6 @@ class Task:
                 report=self._report_checkpoint,
                 executor=self._checkpoint_io,
                 channel_state_timeout=tdd.checkpointing.timeout,
+                unprocessed_input=stream_task.unprocessed_input,
             )
         return stream_task, chain, partitions, gates
