@@ -51,11 +51,14 @@ class CheckpointDeployment:
     """Checkpointing of a task: where snapshots go and how barriers are handled.
 
     ``mode`` is a :class:`~flinklike_spark._runtime.streaming.barrier_handler.BarrierHandlerMode`.
+    ``at_least_once`` (``execution.checkpointing.mode: at-least-once``): barriers
+    are only tracked, channels are never blocked (Flink's barrier tracker).
     """
 
     storage: str
     mode: Any
     timeout: float
+    at_least_once: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

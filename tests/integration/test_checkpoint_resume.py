@@ -177,3 +177,43 @@ def test_alignment_timeout_switches_to_unaligned_only_under_backpressure(tmp_pat
     assert {row["key"]: row["count"] for row in CollectSink.rows(result)} == {k: 400 for k in range(4)}
     modes = [c.mode for c in list_completed_checkpoints(idle, result.job_id)]
     assert modes and set(modes) == {"aligned"}, modes
+
+
+class DistinctSeqs(KeyedProcessFunction):
+    """Remembers every ``seq`` per key (duplicates allowed: at-least-once)."""
+
+    def open(self, runtime_context):
+        self.seen = runtime_context.get_state(ValueStateDescriptor("seen"))
+
+    def process_element(self, value, ctx):
+        seen = self.seen.value()
+        if seen is None:
+            seen = set()
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+        seen.add(value["seq"])
+        self.seen.update(seen)
+        time.sleep(0.0003)
+
+    def on_timer(self, timestamp, ctx):
+        yield {"key": ctx.get_current_key(), "distinct": len(self.seen.value())}
+
+
+def test_at_least_once_mode_loses_nothing_across_resume(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+
+    def job(extra: dict) -> StreamExecutionEnvironment:
+        config = checkpoint_config(directory, "aligned") | {"execution.checkpointing.mode": "at-least-once"} | extra
+        env = StreamExecutionEnvironment.get_execution_environment(config)
+        (
+            env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY), name="seq")
+            .uid("seq")
+            .key_by("key")
+            .process(DistinctSeqs())
+            .uid("distinct")
+            .sink_to(CollectSink("distinct"))
+        )
+        return env
+
+    run_and_cancel(job({}), directory, checkpoints=2)
+    result = job({"execution.state-recovery.path": directory}).execute("resumed")
+    assert {r["key"]: r["distinct"] for r in CollectSink.rows(result)} == {k: RECORDS_PER_KEY for k in range(NUM_KEYS)}

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from checkpointing import CheckpointCommitter, CheckpointRecord, StateHandle, retain
-from flinklike_spark.config import CheckpointingOptions
+from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
 from flinklike_spark.errors import CheckpointDeclineReason, CheckpointFailedError, CheckpointStorageError
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
@@ -166,7 +166,7 @@ class CheckpointCoordinator:
         if kind == "savepoint":
             return CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED)
         options = self._options
-        if not options.unaligned:
+        if not options.unaligned or options.mode is CheckpointingMode.AT_LEAST_ONCE:
             return CheckpointOptions()
         if options.aligned_checkpoint_timeout > timedelta(0):
             return CheckpointOptions(aligned_checkpoint_timeout=options.aligned_checkpoint_timeout)

@@ -27,7 +27,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from flinklike_spark.config import Configuration
+from flinklike_spark.config import CheckpointingMode, Configuration
 from flinklike_spark.errors import (
     ConfigurationError,
     JobCancelledError,
@@ -344,8 +344,13 @@ class JobMaster:
             )
             checkpointing = CheckpointDeployment(
                 storage=options.directory,
-                mode=BarrierHandlerMode.ALTERNATING if options.unaligned else BarrierHandlerMode.ALIGNED,
+                mode=(
+                    BarrierHandlerMode.ALTERNATING
+                    if options.unaligned and options.mode is CheckpointingMode.EXACTLY_ONCE
+                    else BarrierHandlerMode.ALIGNED
+                ),
                 timeout=options.timeout.total_seconds(),
+                at_least_once=options.mode is CheckpointingMode.AT_LEAST_ONCE,
             )
         self._deployer = RpcTaskDeployer(
             self.graph,

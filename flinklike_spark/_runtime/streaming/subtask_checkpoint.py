@@ -189,7 +189,8 @@ class _GateInput:
         return len(self._infos)
 
     def block_consumption(self, channel_info: InputChannelInfo) -> None:
-        self._gate.block_channel(channel_info.channel_index)
+        if not self._coordinator.at_least_once:  # at-least-once only tracks barriers
+            self._gate.block_channel(channel_info.channel_index)
 
     def resume_consumption(self, channel_info: InputChannelInfo) -> None:
         self._gate.resume_channel(channel_info.channel_index)
@@ -222,6 +223,9 @@ class SubtaskCheckpointCoordinator:
         report: sends a :class:`CheckpointAck` or :class:`CheckpointDecline` to the JobMaster (any thread).
         executor: the pool of asynchronous snapshot parts.
         channel_state_timeout: how long the asynchronous part waits for the last barrier.
+        at_least_once: never block channels while barriers align (records after a
+            channel's barrier may be processed before the snapshot, so a restore
+            may replay them: at-least-once).
         unprocessed_input: the task's buffer in progress, ``(gate, channel, rows left)``;
             its rows precede every later buffer of that channel, so a recording
             channel records them first.
@@ -244,7 +248,9 @@ class SubtaskCheckpointCoordinator:
         executor: concurrent.futures.Executor,
         channel_state_timeout: float = 600.0,
         unprocessed_input: Callable[[], tuple[int, int, Any] | None] = lambda: None,
+        at_least_once: bool = False,
     ) -> None:
+        self.at_least_once = at_least_once
         self._task_name = task_name
         self._job_id = job_id
         self._execution_id = execution_id

@@ -306,5 +306,6 @@ class Task:
                 executor=self._checkpoint_io,
                 channel_state_timeout=tdd.checkpointing.timeout,
                 unprocessed_input=stream_task.unprocessed_input,
+                at_least_once=tdd.checkpointing.at_least_once,
             )
         return stream_task, chain, partitions, gates
