@@ -15,6 +15,16 @@ Call order for a source, per parallel subtask, on the task thread:
 
 A sink writer sees ``open()``, then ``write(batch)`` for every buffer, then
 ``finish()`` once if its input ended, then ``close()`` exactly once.
+
+Exactly-once sinks implement :class:`TwoPhaseCommittingSink` (Flink's Sink V2
+``TwoPhaseCommittingSink``): at every checkpoint barrier the writer's
+``prepare_commit(checkpoint_id)`` makes what it wrote durable but invisible and
+returns *committables*; the runtime stores them in the checkpoint and, when
+the checkpoint completes, hands them to a :class:`Committer`, which makes
+them visible. After a restart the committables of the restored checkpoint are
+committed again, so ``Committer.commit`` must be idempotent. At the end of a
+bounded job the last committables (``prepare_commit(END_OF_INPUT)``) are
+committed by the JobMaster once every task has finished.
 """
 
 from __future__ import annotations
@@ -27,7 +37,10 @@ from typing import Any
 import pyarrow as pa
 
 __all__ = [
+    "END_OF_INPUT",
     "Boundedness",
+    "Committer",
+    "PrecommittingSinkWriter",
     "ReadResult",
     "Sink",
     "SinkWriter",
@@ -36,7 +49,11 @@ __all__ = [
     "SourceReader",
     "SourceReaderContext",
     "SourceSplit",
+    "TwoPhaseCommittingSink",
 ]
+
+END_OF_INPUT = 2**63 - 1
+"""The checkpoint id of the committables prepared when a bounded input ended (Flink's ``Long.MAX_VALUE``)."""
 
 
 class Boundedness(Enum):
@@ -80,6 +97,8 @@ class SinkWriterContext:
     parallelism: int
     attempt_number: int = 0
     task_name: str = ""
+    job_id: str = ""
+    operator_uid: str = ""
 
 
 class SourceReader(abc.ABC):
@@ -154,3 +173,49 @@ class Sink(abc.ABC):
     @abc.abstractmethod
     def create_writer(self, context: SinkWriterContext) -> SinkWriter:
         """A writer for one subtask."""
+
+
+class PrecommittingSinkWriter(SinkWriter):
+    """A writer of a :class:`TwoPhaseCommittingSink`.
+
+    Call order: ``open()``, ``write`` ..., at each checkpoint barrier
+    ``prepare_commit(checkpoint_id)``; at the end of a bounded input
+    ``finish()`` then ``prepare_commit(END_OF_INPUT)``; ``close()`` exactly once.
+    """
+
+    @abc.abstractmethod
+    def prepare_commit(self, checkpoint_id: int) -> list[Any]:
+        """Make every row written since the last call durable but invisible; return picklable committables.
+
+        Rows written before this call must be covered by the returned
+        committables and by nothing later. Return ``[]`` when nothing was written.
+        """
+
+
+class Committer(abc.ABC):
+    """Makes prepared committables visible. Created in the sink's subtask and in the JobMaster."""
+
+    @abc.abstractmethod
+    def commit(self, committables: list[Any]) -> None:
+        """Commit ``committables`` (oldest checkpoint first).
+
+        Must be idempotent: after a failure the same committables (or a prefix
+        of them already committed) are committed again and must not be
+        duplicated. Raise to fail the task; the job then restarts from its
+        latest checkpoint and commits them again.
+        """
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources; called exactly once."""
+
+
+class TwoPhaseCommittingSink(Sink):
+    """A sink with exactly-once output: pre-commit at checkpoint barriers, commit on completion."""
+
+    @abc.abstractmethod
+    def create_writer(self, context: SinkWriterContext) -> PrecommittingSinkWriter:
+        """A writer for one subtask."""
+
+    @abc.abstractmethod
+    def create_committer(self) -> Committer:
+        """A committer (one per sink subtask, and one in the JobMaster for the final commit)."""

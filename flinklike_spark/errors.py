@@ -34,6 +34,7 @@ __all__ = [
     "RpcAuthenticationError",
     "RpcTimeoutError",
     "SchemaMismatchError",
+    "SinkCommitError",
     "SlotAllocationError",
     "SlotNotFoundError",
     "StaleDeploymentError",
@@ -241,6 +242,10 @@ class EventDecodingError(NetworkError, ValueError):
     Raised for an unknown tag, an unsupported encoding version, or truncated or
     trailing bytes; the message names the offending value and the valid ones.
     """
+
+
+class SinkCommitError(FlinklikeError, OSError):
+    """A two-phase-commit sink could not commit prepared output; the message names the target and the cause."""
 
 
 class InputFilesNotFoundError(FlinklikeError, FileNotFoundError):

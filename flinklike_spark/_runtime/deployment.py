@@ -122,4 +122,5 @@ class TaskExecutionState:
     state: Any  # ExecutionState
     error: BaseException | None = None
     accumulators: dict[str, Any] = dataclasses.field(default_factory=dict)
+    committables: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # sink uid -> final committables
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)

@@ -308,6 +308,7 @@ class JobMaster:
         self.graph = ExecutionGraph.from_job_graph(job_graph)
         self.result: concurrent.futures.Future[JobExecutionResult] = concurrent.futures.Future()
         self._accumulators: dict[str, dict[int, Any]] = {}
+        self._final_committables: dict[str, dict[int, list[Any]]] = {}  # sink uid -> subtask -> committables
         self._started = time.monotonic()
         self._terminated = threading.Event()
         self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
@@ -475,6 +476,8 @@ class JobMaster:
         if accepted and update.state is ExecutionState.FINISHED:
             for name, value in update.accumulators.items():
                 self._accumulators.setdefault(name, {})[attempt.subtask_index] = value
+            for uid, committables in update.committables.items():
+                self._final_committables.setdefault(uid, {})[attempt.subtask_index] = committables
 
     def _cancel_unacknowledged(self, attempt: ExecutionAttemptID) -> None:
         self._main.execute(
@@ -485,6 +488,38 @@ class JobMaster:
         if self.checkpoints is not None:
             self.checkpoints.stop(f"job {status.name}")
         self._rm.release_job(self.job_id)
+        if status is JobStatus.FINISHED and self._final_committables:
+            # Delta commits take a while: keep the main thread (shared with the ResourceManager) free.
+            threading.Thread(
+                target=self._commit_final_and_complete, name=f"final-commit-{self.job_id[:8]}", daemon=True
+            ).start()
+            return
+        self._complete(status)
+
+    def _commit_final_and_complete(self) -> None:
+        """Commit what the two-phase-commit sinks prepared at the end of input, then complete the job."""
+        sinks = {spec.uid: spec.function for vertex in self.job_graph.vertices.values() for spec in vertex.operators}
+        try:
+            for uid, per_subtask in sorted(self._final_committables.items()):
+                committer = sinks[uid].create_committer()
+                try:
+                    committer.commit([c for subtask in sorted(per_subtask) for c in per_subtask[subtask]])
+                finally:
+                    committer.close()
+        except Exception as exc:  # noqa: BLE001 - reported as the job's failure
+            log.error("job %s: committing the final output of sink %r failed: %r", self.job_id, uid, exc)
+            error = JobExecutionError(
+                f"job {self.job_graph.name!r} ({self.job_id}) finished but committing the final output of "
+                f"sink {uid!r} failed: {type(exc).__name__}: {exc}",
+                job_id=self.job_id,
+            )
+            error.__cause__ = exc
+            self.result.set_exception(error)
+            self._terminated.set()
+            return
+        self._main.execute(lambda: self._complete(JobStatus.FINISHED))
+
+    def _complete(self, status: JobStatus) -> None:
         runtime = timedelta(seconds=time.monotonic() - self._started)
         name, job_id = self.job_graph.name, self.job_id
         if status is JobStatus.FINISHED:

@@ -101,6 +101,15 @@ class OperatorChain:
                     log.warning("error closing operator %s: %r", operator.name, exc)
         return first
 
+    def final_committables(self) -> dict[str, list[Any]]:
+        """Operator uid -> committables of two-phase-commit sinks left uncommitted at the end of input."""
+        result = {}
+        for operator in self.operators:
+            committables = getattr(operator, "final_committables", None)
+            if committables is not None and (pending := committables()):
+                result[operator.uid] = pending
+        return result
+
     def accumulators(self) -> dict[str, Any]:
         result = {}
         for operator in self.operators:

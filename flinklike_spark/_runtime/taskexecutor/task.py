@@ -212,6 +212,7 @@ class Task:
             log.warning("task %s failed: %s", self.name, cause)
         if final is ExecutionState.FINISHED and chain is not None:
             extra["accumulators"] = chain.accumulators()
+            extra["committables"] = chain.final_committables()
         self.terminated.set()
         self._send(final, **extra)
 
@@ -225,6 +226,7 @@ class Task:
             parallelism=tdd.parallelism,
             max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number,
+            job_id=tdd.job_id,
         )
         specs = list(tdd.operators)
         if tdd.splits:

@@ -1,0 +1,315 @@
+"""DeltaSink: exactly-once appends to a Delta table, committed at checkpoints.
+
+Each sink subtask streams its rows into Parquet files inside the table
+directory. The files are invisible to readers until committed: at every
+checkpoint barrier the writer closes its open file and returns a
+:class:`DeltaCommittable` (pre-commit); when the checkpoint completes the
+committer adds the files to the table in one Delta transaction that carries the
+app transaction ``(app_id, checkpoint_id)`` (Delta's ``txn`` action, what Spark's
+``foreachBatch`` idempotent writes use). A committable whose app transaction
+version is already in the table is skipped, so committing the same
+committables again after a restart never writes a row twice.
+
+``app_id`` is ``flinklike/<job id>/<sink uid>/<subtask>``; after a resume the
+new job commits the restored committables under the old job's app ids.
+Files of checkpoints that never complete stay uncommitted in the directory
+until ``VACUUM`` removes them. The table is created on the first commit with
+the stream's schema (or appended to, if it exists with a schema the rows can
+be cast to).
+
+Example::
+
+    stream.sink_to(DeltaSink("/data/counts")).uid("counts-sink")
+    # later, with Spark: spark.read.format("delta").load("/data/counts")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+from flinklike_spark.connector_api import (
+    Committer,
+    PrecommittingSinkWriter,
+    SinkWriterContext,
+    TwoPhaseCommittingSink,
+)
+from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
+
+__all__ = ["DeltaCommittable", "DeltaSink", "DeltaSinkWriter", "DeltaCommitter", "StagedFile"]
+
+_log = logging.getLogger(__name__)
+
+_DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
+_CREATE_ATTEMPTS = 5
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StagedFile:
+    """A Parquet file written into the table directory but not yet in any table version.
+
+    Attributes:
+        path: relative to the table root, as committed in the Delta ``add`` action.
+        size: bytes.
+        num_records: rows in the file.
+        modification_time: epoch milliseconds.
+    """
+
+    path: str
+    size: int
+    num_records: int
+    modification_time: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeltaCommittable:
+    """The files one sink subtask wrote before checkpoint ``version``'s barrier."""
+
+    app_id: str
+    version: int
+    files: tuple[StagedFile, ...]
+    schema: pa.Schema
+
+
+class _Table:
+    """Where the table lives: the deltalake URI and the fsspec filesystem for staged files."""
+
+    def __init__(self, path: str, storage_options: Mapping[str, str] | None) -> None:
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.fs, root = fsspec.core.url_to_fs(path, **(self.storage_options or {}))
+        protocol = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
+        self.local = "file" in protocol or "local" in protocol
+        self.root = os.path.abspath(root) if self.local else root.rstrip("/")
+        self.uri = self.root if self.local else self.fs.unstrip_protocol(self.root)
+
+    def open(self) -> DeltaTable | None:
+        try:
+            return DeltaTable(self.uri, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
+
+    def open_or_create(self, schema: pa.Schema) -> DeltaTable:
+        """Open the table, creating it with ``schema`` if missing (safe when subtasks race)."""
+        for attempt in range(_CREATE_ATTEMPTS):
+            table = self.open()
+            if table is not None:
+                return table
+            try:
+                self.fs.makedirs(self.root, exist_ok=True)
+                return DeltaTable.create(self.uri, schema, mode="ignore", storage_options=self.storage_options)
+            except DeltaError:
+                if attempt == _CREATE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))  # another subtask is creating it
+        raise AssertionError("unreachable")
+
+
+def _table_schema(table: DeltaTable) -> pa.Schema:
+    return pa.schema(table.schema())
+
+
+class DeltaSink(TwoPhaseCommittingSink):
+    """Appends a stream to the Delta table at ``path``, exactly once with checkpointing enabled.
+
+    Args:
+        path: local path or URL of the table (created on the first commit).
+        storage_options: passed to deltalake and fsspec (credentials, endpoints).
+        target_file_size: roll to a new Parquet file after this many bytes of
+            Arrow data (files are also closed at every checkpoint).
+
+    Rows become visible when the checkpoint after them completes (Flink's
+    exactly-once sinks behave the same) and, for bounded jobs, when the job
+    finished. Without checkpointing, an unbounded job never commits.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        target_file_size: int = _DEFAULT_TARGET_FILE_BYTES,
+    ) -> None:
+        path = os.fspath(path) if isinstance(path, os.PathLike) else path
+        if not isinstance(path, str) or not path:
+            raise ConfigurationError(f"DeltaSink path must be a non-empty path or URL, got {path!r}")
+        if not isinstance(target_file_size, int) or target_file_size <= 0:
+            raise ConfigurationError(f"target_file_size must be a positive int of bytes, got {target_file_size!r}")
+        self.path = path
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.target_file_size = target_file_size
+
+    def __repr__(self) -> str:
+        return f"DeltaSink({self.path!r})"
+
+    def create_writer(self, context: SinkWriterContext) -> DeltaSinkWriter:
+        app_id = f"flinklike/{context.job_id}/{context.operator_uid}/{context.subtask_index}"
+        return DeltaSinkWriter(_Table(self.path, self.storage_options), app_id, self.target_file_size)
+
+    def create_committer(self) -> DeltaCommitter:
+        return DeltaCommitter(_Table(self.path, self.storage_options))
+
+
+class DeltaSinkWriter(PrecommittingSinkWriter):
+    """Streams one subtask's rows into staged Parquet files; see :class:`DeltaSink`."""
+
+    def __init__(self, table: _Table, app_id: str, target_file_size: int) -> None:
+        self._table = table
+        self._app_id = app_id
+        self._target = target_file_size
+        self._schema: pa.Schema | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self._file: tuple[str, Any] | None = None  # (relative path, open stream)
+        self._file_bytes = 0
+        self._file_rows = 0
+        self._staged: list[StagedFile] = []
+
+    def open(self) -> None:
+        existing = self._table.open()
+        if existing is not None:
+            self._schema = _table_schema(existing)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if self._schema is None:
+            self._schema = batch.schema
+        batch = self._conform(batch)
+        if self._writer is None:
+            self._start_file()
+        self._writer.write_batch(batch)
+        self._file_rows += batch.num_rows
+        self._file_bytes += batch.nbytes
+        if self._file_bytes >= self._target:
+            self._close_file()
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if batch.schema.equals(self._schema):
+            return batch
+        if batch.schema.names != self._schema.names:
+            raise SchemaMismatchError(
+                f"rows for Delta table {self._table.uri!r} have columns {batch.schema.names}; "
+                f"the table has {self._schema.names}"
+            )
+        try:
+            return batch.cast(self._schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(
+                f"rows with schema [{batch.schema.to_string(show_schema_metadata=False)}] cannot be written to "
+                f"Delta table {self._table.uri!r} with schema [{self._schema.to_string(show_schema_metadata=False)}]: "
+                f"{exc}"
+            ) from exc
+
+    def _start_file(self) -> None:
+        relative = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
+        self._table.fs.makedirs(self._table.root, exist_ok=True)
+        stream = self._table.fs.open(f"{self._table.root}/{relative}", "wb")
+        self._file = (relative, stream)
+        self._writer = pq.ParquetWriter(stream, self._schema, compression="zstd")
+        self._file_bytes = self._file_rows = 0
+
+    def _close_file(self) -> None:
+        relative, stream = self._file
+        self._writer.close()
+        stream.close()
+        self._writer = self._file = None
+        size = self._table.fs.size(f"{self._table.root}/{relative}")
+        self._staged.append(
+            StagedFile(path=relative, size=size, num_records=self._file_rows, modification_time=int(time.time() * 1000))
+        )
+
+    def prepare_commit(self, checkpoint_id: int) -> list[DeltaCommittable]:
+        if self._writer is not None:
+            self._close_file()
+        if not self._staged:
+            return []
+        committable = DeltaCommittable(
+            app_id=self._app_id, version=checkpoint_id, files=tuple(self._staged), schema=self._schema
+        )
+        self._staged = []
+        return [committable]
+
+    def close(self) -> None:
+        """Close an open file; it stays uncommitted (a failed or cancelled attempt)."""
+        if self._writer is not None:
+            relative, stream = self._file
+            try:
+                self._writer.close()
+            finally:
+                stream.close()
+                self._writer = self._file = None
+            _log.debug("left uncommitted file %s in %s", relative, self._table.uri)
+
+
+class DeltaCommitter(Committer):
+    """Adds committed files to the table; skips committables whose app transaction is already there."""
+
+    def __init__(self, table: _Table) -> None:
+        self._table = table
+
+    def commit(self, committables: list[DeltaCommittable]) -> None:
+        if not committables:
+            return
+        try:
+            self._commit(committables)
+        except (DeltaError, OSError) as exc:
+            raise SinkCommitError(
+                f"cannot commit {sum(len(c.files) for c in committables)} files to Delta table "
+                f"{self._table.uri!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _commit(self, committables: Sequence[DeltaCommittable]) -> None:
+        table = self._table.open_or_create(committables[0].schema)
+        due, versions = [], {}
+        for committable in committables:
+            done = table.transaction_version(committable.app_id)
+            if done is not None and done >= committable.version:
+                continue  # committed before a failure or by an earlier attempt
+            due.append(committable)
+            versions[committable.app_id] = max(versions.get(committable.app_id, -1), committable.version)
+        if not due:
+            return
+        for committable in due:
+            for staged in committable.files:
+                if not self._table.fs.exists(f"{self._table.root}/{staged.path}"):
+                    raise FileNotFoundError(f"staged file {staged.path} of {committable.app_id} is missing")
+        actions = [
+            AddAction(
+                path=staged.path,
+                size=staged.size,
+                partition_values={},
+                modification_time=staged.modification_time,
+                data_change=True,
+                stats=f'{{"numRecords":{staged.num_records}}}',
+            )
+            for committable in due
+            for staged in committable.files
+        ]
+        table.create_write_transaction(
+            actions,
+            mode="append",
+            schema=table.schema(),
+            partition_by=[],
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id, version) for app_id, version in sorted(versions.items())],
+                custom_metadata={"flinklike.sink": ",".join(sorted(versions))},
+            ),
+        )
+        _log.info(
+            "committed %d files (%d rows) to %s for %s",
+            len(actions),
+            sum(s.num_records for c in due for s in c.files),
+            self._table.uri,
+            sorted(versions.items()),
+        )

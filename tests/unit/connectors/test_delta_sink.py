@@ -1,0 +1,178 @@
+"""DeltaSink writer and committer against real Delta tables in a temporary directory."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from connectors.delta import DeltaCommittable, DeltaSink
+from flinklike_spark.connector_api import END_OF_INPUT, SinkWriterContext
+from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def rows(start: int, stop: int, key: int = 0) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(
+        [{"key": key, "seq": s} for s in range(start, stop)],
+        schema=pa.schema([("key", pa.int64()), ("seq", pa.int64())]),
+    )
+
+
+def writer_for(sink: DeltaSink, subtask: int = 0, job_id: str = "job-a"):
+    writer = sink.create_writer(
+        SinkWriterContext(subtask_index=subtask, parallelism=2, job_id=job_id, operator_uid="sink")
+    )
+    writer.open()
+    return writer
+
+
+def read(path) -> list[dict]:
+    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda r: (r["key"], r["seq"]))
+
+
+def test_rows_are_invisible_until_committed_then_visible_once(tmp_path):
+    sink = DeltaSink(tmp_path / "t")
+    writer = writer_for(sink)
+    writer.write(rows(0, 5))
+    committables = writer.prepare_commit(1)
+    assert [c.version for c in committables] == [1]
+    assert not (tmp_path / "t" / "_delta_log").exists()  # nothing committed yet
+
+    committer = sink.create_committer()
+    committer.commit(committables)
+    assert [r["seq"] for r in read(tmp_path / "t")] == list(range(5))
+
+    # a restart commits the restored committables again: no duplicate rows, no new version
+    version = DeltaTable(str(tmp_path / "t")).version()
+    committer.commit(pickle.loads(pickle.dumps(committables)))
+    assert [r["seq"] for r in read(tmp_path / "t")] == list(range(5))
+    assert DeltaTable(str(tmp_path / "t")).version() == version
+    writer.close()
+
+
+def test_later_checkpoints_and_end_of_input_append_only_new_rows(tmp_path):
+    sink = DeltaSink(tmp_path / "t")
+    writer, committer = writer_for(sink), sink.create_committer()
+    writer.write(rows(0, 3))
+    first = writer.prepare_commit(1)
+    assert writer.prepare_commit(2) == []  # nothing written since checkpoint 1
+    writer.write(rows(3, 6))
+    third = writer.prepare_commit(3)
+    writer.write(rows(6, 8))
+    writer.finish()
+    final = writer.prepare_commit(END_OF_INPUT)
+    committer.commit(first + third)  # two pending checkpoints committed together
+    committer.commit(first + third + final)  # already-committed prefix is skipped
+    assert [r["seq"] for r in read(tmp_path / "t")] == list(range(8))
+    table = DeltaTable(str(tmp_path / "t"))
+    assert table.transaction_version("flinklike/job-a/sink/0") == END_OF_INPUT
+    writer.close()
+
+
+def test_concurrent_subtasks_commit_to_one_table(tmp_path):
+    sink = DeltaSink(tmp_path / "t")
+    prepared = []
+    for subtask in range(4):
+        writer = writer_for(sink, subtask)
+        writer.write(rows(0, 50, key=subtask))
+        prepared.append(writer.prepare_commit(1))
+        writer.close()
+    errors = []
+
+    def commit(committables):
+        try:
+            sink.create_committer().commit(committables)
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=commit, args=(c,)) for c in prepared]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    got = read(tmp_path / "t")
+    assert len(got) == 200
+    for key in range(4):
+        assert [r["seq"] for r in got if r["key"] == key] == list(range(50))
+
+
+def test_rolls_files_at_target_size(tmp_path):
+    sink = DeltaSink(tmp_path / "t", target_file_size=1)
+    writer = writer_for(sink)
+    for start in range(0, 30, 10):
+        writer.write(rows(start, start + 10))
+    [committable] = writer.prepare_commit(1)
+    assert len(committable.files) == 3
+    sink.create_committer().commit([committable])
+    assert len(read(tmp_path / "t")) == 30
+
+
+def test_appends_to_an_existing_table_with_castable_schema(tmp_path):
+    sink = DeltaSink(tmp_path / "t")
+    writer = writer_for(sink)
+    writer.write(rows(0, 2))
+    sink.create_committer().commit(writer.prepare_commit(1))
+    writer.close()
+    narrow = pa.RecordBatch.from_pylist(
+        [{"key": 0, "seq": 2}], schema=pa.schema([("key", pa.int32()), ("seq", pa.int32())])
+    )
+    writer = writer_for(sink, job_id="job-b")
+    writer.write(narrow)
+    sink.create_committer().commit(writer.prepare_commit(1))
+    assert [r["seq"] for r in read(tmp_path / "t")] == [0, 1, 2]
+
+
+def test_rows_with_other_columns_are_refused_naming_both(tmp_path):
+    sink = DeltaSink(tmp_path / "t")
+    writer = writer_for(sink)
+    writer.write(rows(0, 2))
+    sink.create_committer().commit(writer.prepare_commit(1))
+    writer.close()
+    writer = writer_for(sink, job_id="job-b")
+    with pytest.raises(SchemaMismatchError, match=r"\['name'\].*\['key', 'seq'\]"):
+        writer.write(pa.RecordBatch.from_pylist([{"name": "x"}]))
+    writer.close()
+    assert len(read(tmp_path / "t")) == 2
+
+
+def test_a_missing_staged_file_fails_the_commit_and_changes_nothing(tmp_path):
+    sink = DeltaSink(tmp_path / "t")
+    writer = writer_for(sink)
+    writer.write(rows(0, 2))
+    ok = writer.prepare_commit(1)
+    sink.create_committer().commit(ok)
+    writer.write(rows(2, 4))
+    [lost] = writer.prepare_commit(2)
+    os.remove(tmp_path / "t" / lost.files[0].path)
+    with pytest.raises(SinkCommitError, match=lost.files[0].path):
+        sink.create_committer().commit([lost])
+    assert len(read(tmp_path / "t")) == 2
+    writer.close()
+
+
+def test_uncommitted_files_of_a_failed_attempt_stay_invisible(tmp_path):
+    sink = DeltaSink(tmp_path / "t")
+    writer = writer_for(sink)
+    writer.write(rows(0, 2))
+    sink.create_committer().commit(writer.prepare_commit(1))
+    writer.write(rows(2, 4))  # the attempt fails before the next checkpoint
+    writer.close()
+    assert [r["seq"] for r in read(tmp_path / "t")] == [0, 1]
+
+
+@pytest.mark.parametrize("bad", [dict(path=""), dict(path="/x", target_file_size=0)])
+def test_bad_arguments_name_the_value(bad):
+    with pytest.raises(ConfigurationError, match="must be"):
+        DeltaSink(**bad)
+
+
+def test_committable_pickles():
+    committable = DeltaCommittable(app_id="a", version=1, files=(), schema=pa.schema([("x", pa.int64())]))
+    assert pickle.loads(pickle.dumps(committable)) == committable
