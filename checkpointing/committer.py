@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pds
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
@@ -43,6 +44,7 @@ from .layout import (
     as_layout,
     check_checkpoint_id,
     check_job_id,
+    scan_table,
 )
 from .schemas import (
     CHECKPOINTS_SCHEMA,
@@ -340,9 +342,10 @@ class CheckpointCommitter:
         if txn is None or txn < checkpoint_id:
             return False
         try:
-            rows = dt.to_pyarrow_table(
+            rows = scan_table(
+                dt,
                 columns=["checkpoint_id"],
-                filters=[("job_id", "=", job_id), ("checkpoint_id", "=", checkpoint_id)],
+                filter=(pds.field("job_id") == job_id) & (pds.field("checkpoint_id") == checkpoint_id),
             )
         except (DeltaError, OSError, pa.ArrowException) as exc:
             raise CheckpointStorageError(

@@ -8,20 +8,35 @@ uses :mod:`checkpointing.reader` instead, which trusts completed checkpoints onl
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Iterable, Sequence
 from datetime import timedelta
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
-from .layout import CHANNEL_STATE, OPERATOR_STATE, CheckpointLayout, check_job_id
-from .reader import read_checkpoints_table, read_state_files
+from .layout import (
+    CHANNEL_STATE,
+    OPERATOR_STATE,
+    STATE_TABLES,
+    CheckpointLayout,
+    TableName,
+    as_layout,
+    check_job_id,
+)
+from .reader import _committed_files, read_checkpoints_table, read_state_files
 
 __all__ = [
+    "StoredCheckpoint",
     "channel_state",
     "format_history",
+    "format_rows",
+    "format_table",
     "list_checkpoints",
     "operator_state",
+    "operator_uids",
+    "stored_checkpoints",
 ]
 
 Base = str | os.PathLike[str] | CheckpointLayout
@@ -30,6 +45,39 @@ Base = str | os.PathLike[str] | CheckpointLayout
 def list_checkpoints(base: Base, job_id: str | None = None) -> pa.Table:
     """The ``checkpoints`` table (of ``job_id``, or all jobs), sorted by job and id."""
     return read_checkpoints_table(base, job_id)
+
+
+class StoredCheckpoint(NamedTuple):
+    """A checkpoint id present in a checkpoint directory; see :func:`stored_checkpoints`."""
+
+    job_id: str
+    checkpoint_id: int
+    completed: bool
+
+
+def stored_checkpoints(base: Base, job_id: str | None = None) -> list[StoredCheckpoint]:
+    """Checkpoints with a ``checkpoints`` row or committed state files, sorted by job and id.
+
+    ``completed`` is False for ids that only have committed state (a commit that
+    failed before its completion row): inspectable, but never restored.
+    """
+    layout = as_layout(base)
+    completed = read_checkpoints_table(layout, job_id).select(["job_id", "checkpoint_id"]).to_pylist()
+    found = {(row["job_id"], row["checkpoint_id"]): True for row in completed}
+    for table in STATE_TABLES:
+        for _, _, job, checkpoint_id in _committed_files(layout, table, job_id, None):
+            found.setdefault((job, checkpoint_id), False)
+    return [StoredCheckpoint(job, cid, done) for (job, cid), done in sorted(found.items())]
+
+
+def operator_uids(base: Base, table: TableName, checkpoint_id: int, *, job_id: str | None = None) -> list[str]:
+    """Sorted uids of the operators with committed rows in ``table`` for a checkpoint id."""
+    if table not in STATE_TABLES:
+        raise ValueError(f"invalid state table {table!r}; valid choices: {STATE_TABLES}")
+    if job_id is not None:
+        check_job_id(job_id)
+    uids = read_state_files(base, table, job_id=job_id, checkpoint_id=checkpoint_id, columns=["operator_uid"])
+    return sorted(set(uids["operator_uid"].to_pylist()))
 
 
 def _filter(operator_uid: str | None) -> pds.Expression | None:
@@ -95,6 +143,32 @@ def _duration(ms: int) -> str:
     return f"{delta.total_seconds():.1f} s"
 
 
+def format_table(header: Sequence[str], rows: Iterable[Sequence[str]], *, right: Collection[int] = ()) -> str:
+    """Fixed-width text: a header line, then one line per row, columns two spaces apart.
+
+    Cells of the column indexes in ``right`` are right-aligned (numbers), the
+    others left-aligned; trailing blanks are stripped.
+    """
+    lines = [tuple(header), *(tuple(row) for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = []
+    for line in lines:
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(line)]
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out)
+
+
+def format_rows(table: pa.Table) -> str:
+    """Any Arrow table as :func:`format_table` text: column names as header, numbers
+    right-aligned, nulls blank. Drop binary columns first; they print as Python bytes."""
+    numeric = {
+        i for i, field in enumerate(table.schema)
+        if pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+    }
+    rows = [tuple("" if v is None else str(v) for v in row.values()) for row in table.to_pylist()]
+    return format_table(table.column_names, rows, right=numeric)
+
+
 def format_history(table: pa.Table) -> str:
     """Render a :func:`list_checkpoints` table as a fixed-width text table, oldest first.
 
@@ -105,28 +179,19 @@ def format_history(table: pa.Table) -> str:
         return "no completed checkpoints"
     header = ("JOB", "ID", "KIND", "MODE", "COMPLETED (UTC)", "DURATION", "ALIGNMENT", "STATE",
               "CHANNEL STATE", "OPERATORS")
-    lines = [header]
-    for row in table.to_pylist():
-        lines.append(
-            (
-                row["job_id"],
-                str(row["checkpoint_id"]),
-                row["kind"],
-                row["mode"],
-                row["completion_time"].strftime("%Y-%m-%d %H:%M:%S"),
-                _duration(row["duration_ms"]),
-                _duration(row["max_alignment_ms"]),
-                _bytes(row["state_bytes"]),
-                _bytes(row["channel_state_bytes"]),
-                str(len(row["operator_uids"] or ())),
-            )
+    rows = [
+        (
+            row["job_id"],
+            str(row["checkpoint_id"]),
+            row["kind"],
+            row["mode"],
+            row["completion_time"].strftime("%Y-%m-%d %H:%M:%S"),
+            _duration(row["duration_ms"]),
+            _duration(row["max_alignment_ms"]),
+            _bytes(row["state_bytes"]),
+            _bytes(row["channel_state_bytes"]),
+            str(len(row["operator_uids"] or ())),
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    numeric = {1, 5, 6, 7, 8, 9}
-    out = []
-    for line in lines:
-        cells = [
-            cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i]) for i, cell in enumerate(line)
-        ]
-        out.append("  ".join(cells).rstrip())
-    return "\n".join(out)
+        for row in table.to_pylist()
+    ]
+    return format_table(header, rows, right={1, 5, 6, 7, 8, 9})

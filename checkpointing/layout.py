@@ -23,6 +23,7 @@ from typing import Any, Final, Literal
 
 import fsspec
 import pyarrow as pa
+import pyarrow.dataset as pds
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
@@ -180,6 +181,19 @@ class CheckpointLayout:
                 f"{type(exc).__name__}: {exc}",
                 url=self.base_url,
             ) from exc
+
+
+def scan_table(
+    dt: DeltaTable, *, columns: list[str] | None = None, filter: pds.Expression | None = None
+) -> pa.Table:
+    """Read a Delta table's current version with pyarrow, on the calling thread only.
+
+    ``DeltaTable.to_pyarrow_table`` scans on a thread pool that can still run
+    when the interpreter exits, which aborts the process ("terminate called
+    without an active exception", delta-io/delta-rs#2184); a single-threaded
+    scan of these small tables avoids that.
+    """
+    return dt.to_pyarrow_dataset().to_table(columns=columns, filter=filter, use_threads=False)
 
 
 def _is_local(fs: fsspec.AbstractFileSystem) -> bool:

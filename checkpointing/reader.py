@@ -39,6 +39,7 @@ from .layout import (
     TableName,
     as_layout,
     check_job_id,
+    scan_table,
 )
 from .schemas import (
     CHANNEL_STATE_SCHEMA,
@@ -157,8 +158,7 @@ def read_checkpoints_table(base: Base, job_id: str | None = None) -> pa.Table:
     if dt is None:
         return CHECKPOINTS_SCHEMA.empty_table()
     try:
-        filters = [("job_id", "=", job_id)] if job_id is not None else None
-        table = dt.to_pyarrow_table(filters=filters)
+        table = scan_table(dt, filter=None if job_id is None else pds.field("job_id") == job_id)
     except (DeltaError, OSError, pa.ArrowException) as exc:
         raise _storage_error(layout, "read the checkpoints table", exc) from exc
     table = table.select(CHECKPOINTS_SCHEMA.names).cast(CHECKPOINTS_SCHEMA)

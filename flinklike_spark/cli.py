@@ -6,19 +6,46 @@ function (which may return a StreamExecutionEnvironment to execute). Jobs the
 program submits run on the embedded local cluster; while they run, progress
 (records in/out per second, backpressure) is shown on stderr: one updating
 line on a terminal, a line every few seconds otherwise.
+
+``flinklike checkpoints DIR [--job JOB_ID]`` prints the completed checkpoints
+and savepoints stored under a checkpoint directory (``execution.checkpointing.dir``,
+any fsspec URL or local path), oldest first: job, id, kind, mode, completion
+time, duration, alignment, state and channel-state sizes, operator count.
+
+``flinklike inspect DIR --checkpoint N --operator UID [--job JOB_ID]
+[--channel-state] [--limit N] [--format table|json]`` prints the stored rows of
+one operator in one checkpoint: ``operator_state`` (subtask, key_group,
+state_name, state_kind, key_repr, value_repr) or, with ``--channel-state``, the
+in-flight buffers of ``channel_state`` (subtask, direction, gate, channel,
+sequence, rows, payload_bytes). Pickled keys/values and buffer payloads are not
+printed. Checkpoints whose commit failed before the completion row can be
+inspected too. When no ``--job`` is given and the rows belong to several jobs
+sharing the directory, a ``job_id`` column is added to the table.
+
+Exit codes: 0 success (``checkpoints`` on a directory without any prints "no
+completed checkpoints"); 1 the storage is unreachable or a checkpoint file is
+corrupt; 2 a usage error, a directory that does not exist or holds no
+checkpoint tables, or an unknown checkpoint id / operator uid (the message
+names the bad value and lists the valid ones). Errors go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import runpy
 import sys
 import threading
 import time
 
+import pyarrow as pa
+
+from checkpointing import inspect as cp_inspect
+from checkpointing.layout import CHANNEL_STATE, CHECKPOINTS, OPERATOR_STATE, CheckpointLayout, check_job_id
 from flinklike_spark.datastream import StreamExecutionEnvironment
+from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.job_client import JobClient
 
 __all__ = ["ProgressReporter", "main"]
@@ -89,10 +116,167 @@ def _run_target(target: str, args: list[str]) -> None:
         result.execute(function_name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="flinklike", description="flinklike-spark command line")
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    commands = parser.add_subparsers(dest="command", required=True)
+class _UsageError(Exception):
+    """A bad argument the parser cannot see (missing directory, unknown id or uid): exit 2."""
+
+
+# --- flinklike run -------------------------------------------------------------------------
+
+
+def _run_command(options: argparse.Namespace) -> int:
+    reporters: list[ProgressReporter] = []
+
+    def on_submit(client: JobClient) -> None:
+        reporter = ProgressReporter(client, interval=options.progress_interval)
+        reporters.append(reporter)
+        reporter.start()
+
+    if not options.no_progress:
+        StreamExecutionEnvironment.context_job_listeners.append(on_submit)
+    try:
+        _run_target(options.target, options.args)
+    finally:
+        for reporter in reporters:
+            reporter.stop()
+        if not options.no_progress:
+            StreamExecutionEnvironment.context_job_listeners.remove(on_submit)
+    return 0
+
+
+# --- flinklike checkpoints / inspect ------------------------------------------------------
+
+_TABLES = (CHECKPOINTS, OPERATOR_STATE, CHANNEL_STATE)
+
+
+def _open_directory(url: str) -> CheckpointLayout:
+    """The layout of ``url``; raises _UsageError unless it is a directory that is empty
+    or holds at least one checkpoint table."""
+    layout = CheckpointLayout(base_url=url)
+    fs, root = layout.filesystem()
+    if not fs.isdir(root):
+        reason = "is not a directory" if fs.exists(root) else "does not exist"
+        raise _UsageError(f"checkpoint directory {url!r} {reason}")
+    if fs.ls(root) and not any(fs.isdir(layout.table_path(t)) for t in _TABLES):
+        raise _UsageError(
+            f"{url!r} holds no checkpoint tables ({', '.join(t + '/' for t in _TABLES)}); "
+            f"pass the execution.checkpointing.dir of a job"
+        )
+    return layout
+
+
+def _job_ids(layout: CheckpointLayout) -> list[str]:
+    return sorted({c.job_id for c in cp_inspect.stored_checkpoints(layout)})
+
+
+def _checkpoints_command(options: argparse.Namespace) -> int:
+    layout = _open_directory(options.dir)
+    history = cp_inspect.list_checkpoints(layout, options.job)
+    print(cp_inspect.format_history(history))
+    if history.num_rows == 0 and options.job is not None and (jobs := _job_ids(layout)):
+        print(f"(of job {options.job!r}; jobs in {options.dir!r}: {', '.join(jobs)})", file=sys.stderr)
+    return 0
+
+
+def _describe_ids(stored: list[cp_inspect.StoredCheckpoint]) -> str:
+    """``1, 2, 3`` for one job, ``1, 2 (job a); 7 (job b)`` for several; partial commits marked."""
+    by_job: dict[str, list[str]] = {}
+    for c in stored:
+        label = str(c.checkpoint_id) if c.completed else f"{c.checkpoint_id} (not completed)"
+        by_job.setdefault(c.job_id, []).append(label)
+    if len(by_job) == 1:
+        return ", ".join(next(iter(by_job.values())))
+    return "; ".join(f"{', '.join(ids)} (job {job})" for job, ids in by_job.items())
+
+
+def _missing_checkpoint(layout: CheckpointLayout, options: argparse.Namespace) -> str | None:
+    """Why ``--checkpoint`` (of ``--job``) names nothing stored, or None if it exists."""
+    stored = cp_inspect.stored_checkpoints(layout, options.job)
+    if any(c.checkpoint_id == options.checkpoint for c in stored):
+        return None
+    what = f"checkpoint {options.checkpoint}" + ("" if options.job is None else f" of job {options.job!r}")
+    if stored:
+        return f"{what} not found in {options.dir!r}; existing checkpoint ids: {_describe_ids(stored)}"
+    if options.job is None:
+        return f"{what} not found: {options.dir!r} holds no checkpoints"
+    jobs = _job_ids(layout)
+    there = f"; job ids there: {', '.join(jobs)}" if jobs else ""
+    return f"{what} not found: {options.dir!r} holds no checkpoints of job {options.job!r}{there}"
+
+
+def _missing_operator(layout: CheckpointLayout, options: argparse.Namespace, table: str) -> str:
+    uids = cp_inspect.operator_uids(layout, table, options.checkpoint, job_id=options.job)
+    present = ", ".join(uids) if uids else "none"
+    if table == CHANNEL_STATE and not uids:
+        present += " (aligned checkpoints and savepoints persist no in-flight data)"
+    return (
+        f"operator {options.operator!r} has no {table} rows in checkpoint {options.checkpoint}; "
+        f"operators with {table} rows there: {present}"
+    )
+
+
+def _display_table(rows: pa.Table, fmt: str) -> pa.Table:
+    """Drop binary columns; for text also the columns fixed by the arguments, and
+    ``job_id`` unless the rows span several jobs (JSON keeps every other column)."""
+    binary = (pa.types.is_binary, pa.types.is_large_binary)
+    keep = [f.name for f in rows.schema if not any(is_binary(f.type) for is_binary in binary)]
+    if fmt == "table":
+        constant = {"checkpoint_id", "operator_uid"}
+        if len(set(rows["job_id"].to_pylist())) <= 1:
+            constant.add("job_id")
+        keep = [name for name in keep if name not in constant]
+    return rows.select(keep)
+
+
+def _render(rows: pa.Table, fmt: str) -> str:
+    if fmt == "table":
+        return cp_inspect.format_rows(rows)
+    lines = ",\n".join(json.dumps(row, default=str) for row in rows.to_pylist())
+    return f"[\n{lines}\n]"
+
+
+def _inspect_command(options: argparse.Namespace) -> int:
+    layout = _open_directory(options.dir)
+    if (reason := _missing_checkpoint(layout, options)) is not None:
+        raise _UsageError(reason)
+    table = CHANNEL_STATE if options.channel_state else OPERATOR_STATE
+    read = cp_inspect.channel_state if options.channel_state else cp_inspect.operator_state
+    rows = read(layout, options.checkpoint, options.operator, job_id=options.job)
+    if rows.num_rows == 0:
+        raise _UsageError(_missing_operator(layout, options, table))
+    total = rows.num_rows
+    if options.limit is not None and total > options.limit:
+        rows = rows.slice(0, options.limit)
+        print(f"(showing {options.limit} of {total} rows)", file=sys.stderr)
+    print(_render(_display_table(rows, options.format), options.format))
+    return 0
+
+
+# --- argument parsing ---------------------------------------------------------------------
+
+
+def _job_id(value: str) -> str:
+    try:
+        check_job_id(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def _int_at_least(minimum: int):
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = minimum - 1
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value!r}")
+        return number
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def _add_run_parser(commands) -> None:
     run = commands.add_parser("run", help="run a pipeline on the embedded local cluster")
     run.add_argument("target", help="a script FILE.py or package.module:function")
     run.add_argument("--no-progress", action="store_true", help="do not show live progress")
@@ -101,27 +285,82 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds between progress reports (default: 1 on a terminal, 5 otherwise)",
     )
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the program")
-    options = parser.parse_args(argv)
+    run.set_defaults(handler=_run_command)
+
+
+def _add_directory_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "dir", help="checkpoint directory (execution.checkpointing.dir): local path or fsspec URL"
+    )
+    parser.add_argument(
+        "--job", type=_job_id, metavar="JOB_ID", help="only this job (default: every job in DIR)"
+    )
+
+
+def _add_checkpoints_parser(commands) -> None:
+    checkpoints = commands.add_parser(
+        "checkpoints", help="list the completed checkpoints and savepoints in a checkpoint directory",
+        description="Print the checkpoint history of DIR, oldest first: job, id, kind, mode, completion time, "
+        "duration, alignment time, state and channel-state sizes. Prints 'no completed checkpoints' when "
+        "there are none; exits 2 when DIR does not exist or holds no checkpoint tables.",
+    )
+    _add_directory_arguments(checkpoints)
+    checkpoints.set_defaults(handler=_checkpoints_command)
+
+
+def _add_inspect_parser(commands) -> None:
+    inspect = commands.add_parser(
+        "inspect", help="print the stored state rows of one operator in one checkpoint",
+        description="Print the operator_state rows (subtask, key_group, state_name, state_kind, key_repr, "
+        "value_repr) of operator UID in checkpoint N, or with --channel-state its channel_state rows "
+        "(subtask, direction, gate, channel, sequence, rows, payload_bytes). Without --job, rows of every "
+        "job with that checkpoint id are shown, with a job_id column when they span several jobs. An "
+        "unknown checkpoint id or uid exits 2 and lists the valid ones.",
+    )
+    _add_directory_arguments(inspect)
+    inspect.add_argument(
+        "--checkpoint", required=True, type=_int_at_least(0), metavar="N", help="checkpoint id"
+    )
+    inspect.add_argument(
+        "--operator", required=True, metavar="UID", help="operator uid (as set with .uid())"
+    )
+    inspect.add_argument(
+        "--channel-state", action="store_true", help="show in-flight buffers (channel_state) instead of state"
+    )
+    inspect.add_argument(
+        "--limit", type=_int_at_least(1), metavar="N",
+        help="print at most N rows (a note with the total goes to stderr)",
+    )
+    inspect.add_argument(
+        "--format", choices=["table", "json"], default="table",
+        help="fixed-width table (default) or a JSON array of row objects with every non-binary column",
+    )
+    inspect.set_defaults(handler=_inspect_command)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flinklike", description="flinklike-spark command line")
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_run_parser(commands)
+    _add_checkpoints_parser(commands)
+    _add_inspect_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = _build_parser().parse_args(argv)
     logging.basicConfig(level=options.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    if options.command == "run":
-        reporters: list[ProgressReporter] = []
-        if not options.no_progress:
-
-            def on_submit(client: JobClient) -> None:
-                reporter = ProgressReporter(client, interval=options.progress_interval)
-                reporters.append(reporter)
-                reporter.start()
-
-            StreamExecutionEnvironment.context_job_listeners.append(on_submit)
-        try:
-            _run_target(options.target, options.args)
-        finally:
-            for reporter in reporters:
-                reporter.stop()
-            if not options.no_progress:
-                StreamExecutionEnvironment.context_job_listeners.remove(on_submit)
-    return 0
+    if options.command == "run":  # errors of the user's program keep their traceback
+        return options.handler(options)
+    try:
+        return options.handler(options)
+    except _UsageError as exc:
+        print(f"flinklike {options.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except FlinklikeError as exc:
+        print(f"flinklike {options.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
