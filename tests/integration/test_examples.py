@@ -1,0 +1,30 @@
+"""The examples in examples/ run as documented (as subprocesses, like a user runs them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_example(name: str, *args: str) -> str:
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), *args],
+        capture_output=True, text=True, timeout=240, env=env, cwd=ROOT,
+    )
+    assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_exactly_once_delta_example(tmp_path):
+    out = run_example("exactly_once_delta.py", str(tmp_path))
+    assert "stopped with savepoint" in out
+    assert "16000 rows" in out and "exactly once: True" in out
