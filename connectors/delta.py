@@ -37,7 +37,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
 from flinklike_spark.connector_api import (
@@ -53,7 +53,7 @@ __all__ = ["DeltaCommittable", "DeltaSink", "DeltaSinkWriter", "DeltaCommitter",
 _log = logging.getLogger(__name__)
 
 _DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
-_CREATE_ATTEMPTS = 5
+_ATTEMPTS = 5  # table creation and commits that lose a race against another subtask
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,18 +102,17 @@ class _Table:
 
     def open_or_create(self, schema: pa.Schema) -> DeltaTable:
         """Open the table, creating it with ``schema`` if missing (safe when subtasks race)."""
-        for attempt in range(_CREATE_ATTEMPTS):
-            table = self.open()
-            if table is not None:
-                return table
+        table = self.open()
+        if table is None:
+            self.fs.makedirs(self.root, exist_ok=True)
             try:
-                self.fs.makedirs(self.root, exist_ok=True)
-                return DeltaTable.create(self.uri, schema, mode="ignore", storage_options=self.storage_options)
+                DeltaTable.create(self.uri, schema, mode="ignore", storage_options=self.storage_options)
             except DeltaError:
-                if attempt == _CREATE_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))  # another subtask is creating it
-        raise AssertionError("unreachable")
+                pass  # another subtask created it first; the reload below sees its version 0
+            # Reload: the object ``create`` returns to the loser of a race describes its own,
+            # never-committed metadata, and committing on it fails ("Metadata changed").
+            table = DeltaTable(self.uri, storage_options=self.storage_options)
+        return table
 
 
 def _table_schema(table: DeltaTable) -> pa.Schema:
@@ -262,7 +261,15 @@ class DeltaCommitter(Committer):
         if not committables:
             return
         try:
-            self._commit(committables)
+            for attempt in range(_ATTEMPTS):
+                try:
+                    self._commit(committables)
+                    return
+                except CommitFailedError:
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+                    _log.info("commit to %s lost a race; retrying on the latest version", self._table.uri)
+                    time.sleep(0.05 * (attempt + 1))
         except (DeltaError, OSError) as exc:
             raise SinkCommitError(
                 f"cannot commit {sum(len(c.files) for c in committables)} files to Delta table "
@@ -270,6 +277,7 @@ class DeltaCommitter(Committer):
             ) from exc
 
     def _commit(self, committables: Sequence[DeltaCommittable]) -> None:
+        """One attempt: load the latest version, skip what it already has, add the rest."""
         table = self._table.open_or_create(committables[0].schema)
         due, versions = [], {}
         for committable in committables:

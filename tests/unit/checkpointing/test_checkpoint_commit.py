@@ -15,6 +15,7 @@ from checkpointing import (
     read_operator_state,
 )
 from checkpointing import inspect as cp_inspect
+from checkpointing.layout import scan_table
 from flinklike_spark.errors import (
     CheckpointNotFoundError,
     CheckpointStorageError,
@@ -23,7 +24,7 @@ from flinklike_spark.errors import (
 
 
 def _rows(base, table):
-    return DeltaTable(os.path.join(base, table)).to_pyarrow_table().num_rows
+    return scan_table(DeltaTable(os.path.join(base, table))).num_rows
 
 
 def test_two_subtasks_read_back_by_key_group_range(base):

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from checkpointing.layout import scan_table
 from connectors.delta import DeltaCommittable, DeltaSink
 from flinklike_spark.connector_api import END_OF_INPUT, SinkWriterContext
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
@@ -33,7 +34,7 @@ def writer_for(sink: DeltaSink, subtask: int = 0, job_id: str = "job-a"):
 
 
 def read(path) -> list[dict]:
-    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda r: (r["key"], r["seq"]))
+    return sorted(scan_table(DeltaTable(str(path))).to_pylist(), key=lambda r: (r["key"], r["seq"]))
 
 
 def test_rows_are_invisible_until_committed_then_visible_once(tmp_path):
@@ -101,6 +102,33 @@ def test_concurrent_subtasks_commit_to_one_table(tmp_path):
     assert len(got) == 200
     for key in range(4):
         assert [r["seq"] for r in got if r["key"] == key] == list(range(50))
+
+
+@pytest.mark.parametrize("round_", range(10))
+def test_subtasks_racing_to_create_the_table_all_commit(tmp_path, round_):
+    sink = DeltaSink(tmp_path / "t")
+    prepared = []
+    for subtask in range(6):
+        writer = writer_for(sink, subtask)
+        writer.write(rows(0, 10, key=subtask))
+        prepared.append(writer.prepare_commit(1))
+        writer.close()
+    start, errors = threading.Barrier(len(prepared)), []
+
+    def commit(committables):
+        start.wait(10)
+        try:
+            sink.create_committer().commit(committables)
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=commit, args=(c,)) for c in prepared]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert len(read(tmp_path / "t")) == 60
 
 
 def test_rolls_files_at_target_size(tmp_path):
