@@ -11,14 +11,8 @@ import pytest
 from checkpointing import list_completed_checkpoints, read_operator_state
 from connectors import CollectSink
 from flinklike_spark.errors import CheckpointNotFoundError, JobExecutionError
-from test_checkpoint_resume import (
-    NUM_KEYS,
-    RECORDS_PER_KEY,
-    build,
-    checkpoint_config,
-    resume,
-    run_and_cancel,
-)
+from checkpoint_jobs import checkpoint_config, run_and_cancel
+from test_checkpoint_resume import NUM_KEYS, RECORDS_PER_KEY, build, resume
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

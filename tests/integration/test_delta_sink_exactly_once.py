@@ -18,10 +18,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from checkpointing import list_completed_checkpoints
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
-from flinklike_spark.errors import JobCancelledError
+from checkpoint_jobs import checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -52,22 +51,6 @@ def build(config: dict, table: Path, *, seconds_per_record: float) -> StreamExec
     return env
 
 
-def checkpoint_config(directory: str, mode: str, parallelism: int = 2) -> dict:
-    config = {
-        "parallelism.default": parallelism,
-        "local.number-taskmanager": 2,
-        "execution.checkpointing.interval": "150ms",
-        "execution.checkpointing.dir": directory,
-        "execution.checkpointing.num-retained": 3,
-        "taskmanager.memory.segment-size": "2kb",
-    }
-    if mode in ("unaligned", "aligned-with-timeout"):
-        config["execution.checkpointing.unaligned.enabled"] = True
-    if mode == "aligned-with-timeout":
-        config["execution.checkpointing.aligned-checkpoint-timeout"] = "5ms"
-    return config
-
-
 def rows_in_commit_order(table: Path) -> list[dict]:
     """Every row of the table, in the order the Delta log added the files (then row order)."""
     rows = []
@@ -96,20 +79,6 @@ def assert_exactly_once_in_order(table: Path) -> None:
             )
 
 
-def stop_after_checkpoints(env: StreamExecutionEnvironment, directory: str, table: Path, checkpoints: int) -> int:
-    """Cancel the job once ``checkpoints`` completed; return how many rows were committed by then."""
-    client = env.execute_async("write delta")
-    deadline = time.monotonic() + 120
-    while len(list_completed_checkpoints(directory, client.job_id)) < checkpoints:
-        assert not client.done(), "the job ended before it was stopped"
-        assert time.monotonic() < deadline, "checkpoints did not complete"
-        time.sleep(0.1)
-    client.cancel()
-    with pytest.raises(JobCancelledError):
-        client.wait(60)
-    return len(rows_in_commit_order(table)) if (table / "_delta_log").exists() else 0
-
-
 @pytest.mark.parametrize(
     ("mode", "resume_parallelism"),
     [("aligned", 2), ("unaligned", 2), ("aligned-with-timeout", 2), ("unaligned", 3)],
@@ -117,9 +86,8 @@ def stop_after_checkpoints(env: StreamExecutionEnvironment, directory: str, tabl
 )
 def test_delta_output_is_exactly_once_across_stop_and_resume(tmp_path, mode, resume_parallelism):
     directory, table = str(tmp_path / "checkpoints"), tmp_path / "out"
-    committed = stop_after_checkpoints(
-        build(checkpoint_config(directory, mode), table, seconds_per_record=0.0003), directory, table, checkpoints=3
-    )
+    run_and_cancel(build(checkpoint_config(directory, mode), table, seconds_per_record=0.0003), directory, checkpoints=3)
+    committed = len(rows_in_commit_order(table)) if (table / "_delta_log").exists() else 0
     assert 0 < committed < NUM_KEYS * RECORDS_PER_KEY, "stopped too late or nothing was committed at checkpoints"
 
     config = checkpoint_config(directory, mode, resume_parallelism) | {"execution.state-recovery.path": directory}

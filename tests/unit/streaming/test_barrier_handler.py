@@ -41,6 +41,7 @@ from flinklike_spark._runtime.streaming.barrier_handler import (
 )
 from flinklike_spark._runtime.streaming.channel_state import ChannelStateWriter, ChannelStateWriterStatus, InputChannelInfo
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason, IllegalStateTransition
+from fake_timers import FakeTimers
 
 S = BarrierHandlerState
 M = BarrierHandlerMode
@@ -193,40 +194,10 @@ class FakeController:
         self.writer.abort(checkpoint_id, cause)
 
 
-class FakeTimers:
-    def __init__(self) -> None:
-        self.now = T0
-        self.timers: list[list] = []  # [deadline, callback, cancelled]
-
-    def clock(self) -> float:
-        return self.now
-
-    def register(self, delay: timedelta, callback):
-        assert delay >= timedelta(0)
-        entry = [self.now + delay.total_seconds(), callback, False]
-        self.timers.append(entry)
-
-        class Handle:
-            def cancel(self_inner):
-                entry[2] = True
-
-        return Handle()
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        while True:
-            due = [t for t in self.timers if not t[2] and t[0] <= self.now]
-            if not due:
-                return
-            entry = min(due, key=lambda t: t[0])
-            entry[2] = True
-            entry[1]()
-
-
 class Env:
     def __init__(self, mode: BarrierHandlerMode, channels_per_gate=(3,)) -> None:
         self.writer = ChannelStateWriter()
-        self.timers = FakeTimers()
+        self.timers = FakeTimers(T0)
         self.gates = [FakeGate(i, n, self.writer) for i, n in enumerate(channels_per_gate)]
         self.controller = FakeController(self.writer)
         self.handler = SingleCheckpointBarrierHandler(

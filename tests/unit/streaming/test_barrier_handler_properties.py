@@ -54,6 +54,7 @@ from flinklike_spark._runtime.streaming.barrier_handler import (
 )
 from flinklike_spark._runtime.streaming.channel_state import InputChannelInfo
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
+from fake_timers import FakeTimers
 
 M = BarrierHandlerMode
 S = BarrierHandlerState
@@ -192,39 +193,6 @@ class Trigger:
     consumed: dict  # channel -> number of its buffers processed before the snapshot
 
 
-class FakeTimers:
-    def __init__(self) -> None:
-        self.now = T0
-        self.timers: list[list] = []  # [deadline, callback, cancelled_or_fired]
-
-    def clock(self) -> float:
-        return self.now
-
-    def register(self, delay: timedelta, callback):
-        assert delay >= timedelta(0), f"negative timer delay {delay}"
-        entry = [self.now + delay.total_seconds(), callback, False]
-        self.timers.append(entry)
-
-        class Handle:
-            def cancel(self_inner):
-                entry[2] = True
-
-        return Handle()
-
-    def live(self) -> int:
-        return sum(1 for t in self.timers if not t[2])
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        while True:
-            due = [t for t in self.timers if not t[2] and t[0] <= self.now]
-            if not due:
-                return
-            entry = min(due, key=lambda t: t[0])
-            entry[2] = True
-            entry[1]()
-
-
 class FakeGate:
     """CheckpointableInput over the driver's channel queues (the state lives in the Driver)."""
 
@@ -339,7 +307,7 @@ class Driver:
         self.mode = mode
         self.sc = sc
         self.plan = {b.checkpoint_id: b for b in sc.barriers}
-        self.timers = FakeTimers()
+        self.timers = FakeTimers(T0)
         self.gates = [FakeGate(self, g, n) for g, n in enumerate(sc.layout)]
         self.channels = [c for g in self.gates for c in g.channel_infos]
         self.handler = SingleCheckpointBarrierHandler(
