@@ -28,3 +28,8 @@ def test_exactly_once_delta_example(tmp_path):
     out = run_example("exactly_once_delta.py", str(tmp_path))
     assert "stopped with savepoint" in out
     assert "16000 rows" in out and "exactly once: True" in out
+
+
+def test_keyed_count_example():
+    out = run_example("keyed_count.py")
+    assert "every key counted exactly 10,000 records" in out
