@@ -46,6 +46,9 @@ __all__ = [
     "as_layout",
     "check_checkpoint_id",
     "check_job_id",
+    "delta_uri",
+    "resolve_storage",
+    "scan_table",
 ]
 
 TableName = Literal["checkpoints", "operator_state", "channel_state"]
@@ -104,14 +107,11 @@ class CheckpointLayout:
     def filesystem(self) -> tuple[fsspec.AbstractFileSystem, str]:
         """Return ``(fs, root)``: the fsspec filesystem and the base path within it."""
         try:
-            fs, root = fsspec.core.url_to_fs(self.base_url, **dict(self.fsspec_options or {}))
+            return resolve_storage(self.base_url, self.fsspec_options)
         except (ValueError, ImportError, OSError) as exc:
             raise CheckpointStorageError(
                 f"cannot resolve checkpoint storage {self.base_url!r}: {exc}", url=self.base_url
             ) from exc
-        if _is_local(fs):
-            root = os.path.abspath(root)
-        return fs, root.rstrip("/")
 
     def table_path(self, table: TableName) -> str:
         """Path of ``table``'s directory inside :meth:`filesystem`'s filesystem."""
@@ -120,8 +120,7 @@ class CheckpointLayout:
     def table_uri(self, table: TableName) -> str:
         """URI of ``table`` as deltalake expects it (absolute path for local storage)."""
         fs, root = self.filesystem()
-        path = f"{root}/{table}"
-        return path if _is_local(fs) else fs.unstrip_protocol(path)
+        return delta_uri(fs, f"{root}/{table}")
 
     def file_path(self, table: TableName, relative: str) -> str:
         """Filesystem path of a data file given its Delta ``add.path`` (relative to the table)."""
@@ -194,6 +193,24 @@ def scan_table(
     scan of these small tables avoids that.
     """
     return dt.to_pyarrow_dataset().to_table(columns=columns, filter=filter, use_threads=False)
+
+
+def resolve_storage(
+    url: str, fsspec_options: Mapping[str, Any] | None = None
+) -> tuple[fsspec.AbstractFileSystem, str]:
+    """``(fs, root)`` for a URL or path: local roots absolute, no trailing slash.
+
+    Raises what ``fsspec.core.url_to_fs`` raises (ValueError, ImportError, OSError).
+    """
+    fs, root = fsspec.core.url_to_fs(url, **dict(fsspec_options or {}))
+    if _is_local(fs):
+        root = os.path.abspath(root)
+    return fs, root.rstrip("/")
+
+
+def delta_uri(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """The URI deltalake expects for ``path`` on ``fs`` (a plain absolute path for local storage)."""
+    return path if _is_local(fs) else fs.unstrip_protocol(path)
 
 
 def _is_local(fs: fsspec.AbstractFileSystem) -> bool:

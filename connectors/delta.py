@@ -33,13 +33,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
+from checkpointing.layout import delta_uri, resolve_storage
 from flinklike_spark.connector_api import (
     Committer,
     PrecommittingSinkWriter,
@@ -88,11 +88,8 @@ class _Table:
 
     def __init__(self, path: str, storage_options: Mapping[str, str] | None) -> None:
         self.storage_options = dict(storage_options) if storage_options else None
-        self.fs, root = fsspec.core.url_to_fs(path, **(self.storage_options or {}))
-        protocol = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
-        self.local = "file" in protocol or "local" in protocol
-        self.root = os.path.abspath(root) if self.local else root.rstrip("/")
-        self.uri = self.root if self.local else self.fs.unstrip_protocol(self.root)
+        self.fs, self.root = resolve_storage(path, self.storage_options)
+        self.uri = delta_uri(self.fs, self.root)
 
     def open(self) -> DeltaTable | None:
         try:
@@ -113,10 +110,6 @@ class _Table:
             # never-committed metadata, and committing on it fails ("Metadata changed").
             table = DeltaTable(self.uri, storage_options=self.storage_options)
         return table
-
-
-def _table_schema(table: DeltaTable) -> pa.Schema:
-    return pa.schema(table.schema())
 
 
 class DeltaSink(TwoPhaseCommittingSink):
@@ -177,7 +170,7 @@ class DeltaSinkWriter(PrecommittingSinkWriter):
     def open(self) -> None:
         existing = self._table.open()
         if existing is not None:
-            self._schema = _table_schema(existing)
+            self._schema = pa.schema(existing.schema())
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:

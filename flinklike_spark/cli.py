@@ -43,7 +43,14 @@ import time
 import pyarrow as pa
 
 from checkpointing import inspect as cp_inspect
-from checkpointing.layout import CHANNEL_STATE, CHECKPOINTS, OPERATOR_STATE, CheckpointLayout, check_job_id
+from checkpointing.layout import (
+    CHANNEL_STATE,
+    CHECKPOINTS,
+    OPERATOR_STATE,
+    STATE_TABLES,
+    CheckpointLayout,
+    check_job_id,
+)
 from flinklike_spark.datastream import StreamExecutionEnvironment
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.job_client import JobClient
@@ -145,7 +152,7 @@ def _run_command(options: argparse.Namespace) -> int:
 
 # --- flinklike checkpoints / inspect ------------------------------------------------------
 
-_TABLES = (CHECKPOINTS, OPERATOR_STATE, CHANNEL_STATE)
+_TABLES = (CHECKPOINTS, *STATE_TABLES)
 
 
 def _open_directory(url: str) -> CheckpointLayout:

@@ -56,8 +56,8 @@ class JobClient:
         status: Callable[[], Any],
         cancel: Callable[[], None],
         metrics: Callable[[], dict[str, dict[str, float]]],
+        trigger_savepoint: Callable[[], concurrent.futures.Future],
         on_done: Callable[[], None] | None = None,
-        trigger_savepoint: Callable[[], concurrent.futures.Future] | None = None,
     ) -> None:
         self._trigger_savepoint = trigger_savepoint
         self.job_id = job_id
@@ -85,8 +85,6 @@ class JobClient:
             CheckpointFailedError: the savepoint did not complete.
             ConfigurationError: no ``execution.checkpointing.dir`` is configured.
         """
-        if self._trigger_savepoint is None:
-            raise NotImplementedError("this job's cluster does not support savepoints")
         return self._trigger_savepoint().result(timeout)
 
     def stop_with_savepoint(self, timeout: float | None = 600.0):

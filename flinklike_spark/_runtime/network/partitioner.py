@@ -34,6 +34,7 @@ round-robin cursor and is not thread-safe. The hash functions are pure.
 
 from __future__ import annotations
 
+import abc
 import datetime
 import decimal
 import enum
@@ -301,7 +302,7 @@ def key_group_range(max_parallelism: int, parallelism: int, subtask_index: int) 
 # -- channel selectors ------------------------------------------------------------------------
 
 
-class ChannelSelector:
+class ChannelSelector(abc.ABC):
     """Splits a batch into per-channel pieces.
 
     ``split`` returns ``(channel, piece)`` pairs with only non-empty pieces,
@@ -316,8 +317,9 @@ class ChannelSelector:
             raise ValueError(f"num_channels must be >= 1, got {num_channels}")
         self.num_channels = num_channels
 
+    @abc.abstractmethod
     def split(self, batch: pa.RecordBatch) -> list[tuple[int, pa.RecordBatch]]:
-        raise NotImplementedError
+        """The non-empty ``(channel, piece)`` pairs of ``batch``."""
 
 
 class _ForwardSelector(ChannelSelector):

@@ -242,6 +242,10 @@ class StreamOperator:
     def close(self) -> None:
         """Release resources; called exactly once, also after a failure."""
 
+    def final_committables(self) -> list[Any]:
+        """Two-phase-commit output left uncommitted when the input ended (sinks only)."""
+        return []
+
     def accumulator(self) -> Any:
         return None
 

@@ -103,12 +103,7 @@ class OperatorChain:
 
     def final_committables(self) -> dict[str, list[Any]]:
         """Operator uid -> committables of two-phase-commit sinks left uncommitted at the end of input."""
-        result = {}
-        for operator in self.operators:
-            committables = getattr(operator, "final_committables", None)
-            if committables is not None and (pending := committables()):
-                result[operator.uid] = pending
-        return result
+        return {op.uid: pending for op in self.operators if (pending := op.final_committables())}
 
     def accumulators(self) -> dict[str, Any]:
         result = {}
