@@ -1,9 +1,10 @@
 """Network output of an operator: partitions batches into a ResultPartition.
 
 Rows are converted to Arrow with the stream's schema, split by the channel
-selector, and collected per channel until a buffer holds ``segment_size``
-bytes or ``buffer_timeout`` passed (``flush_due``); larger batches are cut
-into segment-sized buffers. Events (watermarks,
+selector, and collected per channel; every full ``segment_size`` bytes go out
+as one buffer, and the rest waits for more rows, a flush after
+``buffer_timeout`` (``flush_deadline``), or an event; forced flushes cut
+larger batches into segment-sized buffers. Events (watermarks,
 end of partition) flush pending data first, so order is preserved.
 """
 
@@ -55,17 +56,38 @@ class RecordWriterOutput(Output):
             pending[channel].append(piece)
             sizes[channel] += piece.nbytes
             if sizes[channel] >= self._segment_size:
-                self._flush_channel(channel)
-            elif self._oldest_pending is None:
+                self._emit_full_buffers(channel)
+            if pending[channel] and self._oldest_pending is None:
                 self._oldest_pending = self._clock()
 
-    def _flush_channel(self, channel: int) -> None:
+    def _take_pending(self, channel: int) -> pa.RecordBatch:
         pieces = self._pending[channel]
-        if not pieces:
-            return
-        batch = pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
         self._pending[channel] = []
         self._pending_bytes[channel] = 0
+        return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
+
+    def _emit_full_buffers(self, channel: int) -> None:
+        """Emit the channel's pending rows as full segment-sized buffers; keep the rest pending.
+
+        Like Flink's record writer, a partly filled buffer waits for more rows
+        (or a flush): cutting a 2,050-row piece into 2,048 + 2 rows would spend
+        a whole buffer, credit and network message on 2 rows.
+        """
+        batch = self._take_pending(channel)
+        rows, nbytes = batch.num_rows, batch.nbytes
+        step = max(1, rows * self._segment_size // max(1, nbytes))
+        full = rows - rows % step
+        for offset in range(0, full, step):
+            self.partition.emit(channel, batch.slice(offset, step))
+        if full < rows:
+            rest = batch.slice(full)
+            self._pending[channel].append(rest)
+            self._pending_bytes[channel] = rest.nbytes
+
+    def _flush_channel(self, channel: int) -> None:
+        if not self._pending[channel]:
+            return
+        batch = self._take_pending(channel)
         rows, nbytes = batch.num_rows, batch.nbytes
         if nbytes <= self._segment_size or rows <= 1:
             self.partition.emit(channel, batch)
