@@ -83,7 +83,7 @@ from flinklike_spark.errors import (
     RpcAuthenticationError,
 )
 
-__all__ = ["PROTOCOL", "PartitionRequestServer", "RemoteInputChannel"]
+__all__ = ["PROTOCOL", "CreditSender", "PartitionRequestServer", "RemoteInputChannel"]
 
 _log = logging.getLogger(__name__)
 
@@ -164,7 +164,8 @@ class PartitionRequestServer:
 
     Thread rules: :meth:`serve` runs concurrently for many streams; each
     stream additionally uses one helper thread that reads the consumer's
-    credit. :meth:`close` (node shutdown) may be called from any thread and
+    credit and itself sends what new credit allows (both threads send, one
+    at a time, in subpartition order). :meth:`close` (node shutdown) may be called from any thread and
     makes every running :meth:`serve` return promptly.
     """
 
@@ -212,6 +213,9 @@ class _SubpartitionStream:
         self._stopping = False
         self._credit_thread: threading.Thread | None = None
         self._name = "?"
+        self._send_lock = threading.Lock()  # taking an element and writing it are one step
+        self._subpartition_reader: SubpartitionReader | None = None  # set once attached
+        self._finished = False  # EndOfPartition was sent (guarded by _send_lock)
 
     # listener and control (any thread)
 
@@ -307,36 +311,62 @@ class _SubpartitionStream:
                     return None
 
     def _pump(self, subpartition_reader: SubpartitionReader) -> None:
+        """Send on data and state changes until EndOfPartition went out or the stream ends.
+
+        Credit arriving while data waits is served by the credit reader itself
+        (:meth:`_read_credit`), so a credit reaches the wire without waking
+        this thread too: in a busy process every wake-up waits for the GIL.
+        """
+        with self._cond:
+            self._subpartition_reader = subpartition_reader
         while True:
             with self._cond:
                 if self._ended():
                     break
                 self._signalled = False  # cleared before looking, so no wake-up is lost
-                credit = self._credit
-            element = self._next_sendable(subpartition_reader, credit)
-            if element is None:
-                with self._cond:
-                    while not self._signalled and not self._ended():
-                        if not self._cond.wait(_WAIT_SLICE) and self._context.is_cancelled():
-                            self._consumer_gone = True
-                continue
-            if not _costs_credit(element):
-                self._send(_encode_element(element))
-                continue
-            batch, overtaker = [element], None
-            if element.is_buffer:
-                # Coalesce the data buffers the credit covers: the per-message cost
-                # (a Flight write, a receiver wake-up) dominates small buffers.
-                more, overtaker = self._more_buffers(subpartition_reader, element, min(credit, _MAX_COALESCED) - 1)
-                batch += more
-            with self._cond:
-                self._credit -= len(batch)
-            self._send(_encode_element(element) if len(batch) == 1 else _encode_buffers(batch))
-            if overtaker is not None:  # a priority event: the consumer puts it ahead of these buffers
-                self._send(_encode_element(overtaker))
-            if not element.is_buffer and isinstance(element.event, EndOfPartition):
+            if self._send_available():
                 return
+            with self._cond:
+                while not self._signalled and not self._ended():
+                    if not self._cond.wait(_WAIT_SLICE) and self._context.is_cancelled():
+                        self._consumer_gone = True
         self._send_closing_if_stopping()
+
+    def _send_available(self) -> bool:
+        """Send everything the credit covers, in subpartition order; True once EndOfPartition is sent.
+
+        Called by the call's thread and by the credit reader; ``_send_lock``
+        keeps taking an element and writing it one step, so order holds.
+        """
+        with self._send_lock:
+            subpartition_reader = self._subpartition_reader
+            while not self._finished:
+                with self._cond:
+                    if self._ended():
+                        return False
+                    credit = self._credit
+                element = self._next_sendable(subpartition_reader, credit)
+                if element is None:
+                    return False
+                if not _costs_credit(element):
+                    self._send(_encode_element(element))
+                    continue
+                batch, overtaker = [element], None
+                if element.is_buffer:
+                    # Coalesce the data buffers the credit covers: the per-message cost
+                    # (a Flight write, a receiver wake-up) dominates small buffers.
+                    more, overtaker = self._more_buffers(
+                        subpartition_reader, element, min(credit, _MAX_COALESCED) - 1
+                    )
+                    batch += more
+                with self._cond:
+                    self._credit -= len(batch)
+                self._send(_encode_element(element) if len(batch) == 1 else _encode_buffers(batch))
+                if overtaker is not None:  # a priority event: the consumer puts it ahead of these buffers
+                    self._send(_encode_element(overtaker))
+                if not element.is_buffer and isinstance(element.event, EndOfPartition):
+                    self._finished = True
+            return True
 
     @staticmethod
     def _more_buffers(
@@ -393,8 +423,12 @@ class _SubpartitionStream:
                     raise BrokenChannelError(f"unknown consumer message kind {kind} / amount {amount}")
                 with self._cond:
                     self._credit += amount
-                    self._signalled = True
-                    self._cond.notify()
+                    attached = self._subpartition_reader is not None
+                    if not attached:
+                        self._signalled = True
+                        self._cond.notify()
+                if attached and self._send_available():
+                    self._signal()  # EndOfPartition went out: the call can return
         except StopIteration:
             pass  # the consumer half-closed: it needs nothing more
         except (*_FLIGHT_ERRORS, NetworkError) as e:
@@ -441,6 +475,62 @@ class _SubpartitionStream:
 # -- consumer side ---------------------------------------------------------------------
 
 
+class CreditSender:
+    """Writes credit announcements of remote input channels on one thread (Netty's event-loop role).
+
+    A task thread that polled a channel only marks it due (:meth:`schedule`:
+    a lock and a notify); this thread then announces everything the channel
+    owes by then, so announcements coalesce while it is busy. Task threads
+    thus never make the Flight write, which releases the GIL and would leave a
+    busy task waiting for it behind the process's other threads.
+
+    Thread rules: :meth:`schedule` from any thread; the daemon thread starts
+    on first use and lives as long as the process. A channel must tolerate
+    ``send_owed_credit`` after it closed.
+    """
+
+    _shared: CreditSender | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self, name: str = "credit-sender") -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._due: dict[RemoteInputChannel, None] = {}  # insertion-ordered set
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def shared(cls) -> CreditSender:
+        """The process-wide sender."""
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = CreditSender()
+            return cls._shared
+
+    def schedule(self, channel: RemoteInputChannel) -> None:
+        """Have ``channel.send_owed_credit()`` called soon on the sender thread."""
+        with self._cond:
+            self._due[channel] = None
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due:
+                    self._cond.wait()
+                channels = list(self._due)
+                self._due.clear()
+            for channel in channels:
+                try:
+                    channel.send_owed_credit()
+                except Exception:  # noqa: BLE001 - one channel's bug must not stop every channel's credit
+                    _log.exception("credit announcement of %r failed", channel)
+
+
+
+
 @dataclass(slots=True)
 class _Received:
     element: BufferOrEvent
@@ -460,6 +550,8 @@ class RemoteInputChannel(InputChannel):
             many non-priority elements are in flight or queued here.
         partition_wait_timeout: seconds :meth:`start` waits for the producer's
             node to come up *and* for the partition to be registered there.
+        credit_sender: the thread that writes this channel's credit
+            announcements; the process-wide :meth:`CreditSender.shared` by default.
 
     Contract (see :class:`InputChannel`): :meth:`start` once, on the task
     thread, blocking until the producer attached the subpartition; then
@@ -485,6 +577,7 @@ class RemoteInputChannel(InputChannel):
         *,
         initial_credit: int = 2,
         partition_wait_timeout: float = 30.0,
+        credit_sender: CreditSender | None = None,
     ) -> None:
         super().__init__(channel_index)
         if initial_credit < 1:
@@ -511,6 +604,8 @@ class RemoteInputChannel(InputChannel):
         self._jumped: dict[int, list[pa.RecordBatch]] = {}  # priority event seq -> data it jumped here
         self._owed_credit = 0  # polled non-priority elements not yet announced as credit
         self._credit_batch = max(1, initial_credit // 2)
+        self._credit_scheduled = False  # the sender has this channel due: owed credit goes with it
+        self._credit_sender = credit_sender or CreditSender.shared()
         self._write_lock = threading.Lock()
         self._write_closed = False
         self._client: flight.FlightClient | None = None
@@ -577,16 +672,17 @@ class RemoteInputChannel(InputChannel):
             item = self._queue.popleft()
             if item.element.is_priority:
                 self._num_priority -= 1
-            announce = 0
+            schedule = False
             if item.costs_credit:
                 self._num_credited -= 1
                 if not self._end_received:
                     self._owed_credit += 1
-                    if self._owed_credit >= self._credit_batch or not self._queue:
-                        announce, self._owed_credit = self._owed_credit, 0
-        if announce:
-            # One write per batch: a Flight write costs far more than the bookkeeping.
-            self._announce_credit(announce)
+                    if not self._credit_scheduled and (self._owed_credit >= self._credit_batch or not self._queue):
+                        schedule = self._credit_scheduled = True
+        if schedule:
+            # The write happens on the sender thread: a Flight write releases the GIL, and a
+            # task thread that releases it waits for it behind every other thread of the process.
+            self._credit_sender.schedule(self)
         return item.element
 
     def has_priority_event(self) -> bool:
@@ -834,13 +930,22 @@ class RemoteInputChannel(InputChannel):
         fresh.__cause__ = error.__cause__
         return fresh
 
-    # -- writing (task thread for credit, receiver thread for half-close) ---------------
+    # -- writing (sender thread for credit, receiver thread for half-close) ---------------
 
     def _write(self, message: bytes) -> None:
         with self._write_lock:
             if self._write_closed or self._flight_writer is None:
                 return
             self._flight_writer.write_metadata(pa.py_buffer(message))
+
+    def send_owed_credit(self) -> None:
+        """Announce the credit owed so far (called by the :class:`CreditSender` thread)."""
+        with self._cond:
+            amount, self._owed_credit = self._owed_credit, 0
+            self._credit_scheduled = False
+            if self._closed or self._end_received or not amount:
+                return
+        self._announce_credit(amount)
 
     def _announce_credit(self, amount: int) -> None:
         try:

@@ -192,6 +192,33 @@ def test_credit_limits_the_data_in_flight(manager, open_channel):
     assert [b.column("i")[0].as_py() for b in channel.queued_buffers()] == [1, 2]
 
 
+def test_credit_is_written_by_the_sender_thread_not_by_the_polling_task(manager, open_channel):
+    partition = ResultPartition("p", 1, buffers_per_subpartition=100)
+    for i in range(30):
+        partition.emit(0, batch(i))
+    partition.finish()
+    manager.register(partition)
+    channel, listener = open_channel("p", credit=4)
+    writers: list[str] = []
+    write = channel._write
+
+    def recording_write(message: bytes) -> None:
+        writers.append(threading.current_thread().name)
+        write(message)
+
+    channel._write = recording_write
+    channel.start()
+
+    elements = read_all(channel, listener)
+    assert [describe(e) for e in elements[:-1]] == [("buffer", i) for i in range(30)]
+    # The initial credit goes out from the receiver thread; every announcement after it
+    # from the process's credit sender: a Flight write on the task thread would release
+    # the GIL there and leave the task waiting for it.
+    assert writers[0].startswith("remote-channel-")
+    assert len(writers) > 1 and set(writers[1:]) == {"credit-sender"}
+    assert threading.current_thread().name not in writers
+
+
 def test_credited_buffers_travel_coalesced_but_arrive_one_by_one_in_order(manager, open_channel):
     partition = ResultPartition("coalesce", 1, buffers_per_subpartition=100)
     wide = pa.record_batch({"other": pa.array([1.5])})
