@@ -194,7 +194,9 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("taskmanager.network.memory.buffers-per-channel", 2, _parse_int,
              "Exclusive buffers (credit) per input channel.", 1),
         _opt("taskmanager.network.memory.floating-buffers-per-gate", 8, _parse_int,
-             "Buffers a result subpartition may queue before it backpressures the producer.", 1),
+             "Buffers an input gate adds to each remote channel's credit, beyond its exclusive buffers.", 1),
+        _opt("taskmanager.network.memory.max-buffers-per-channel", 10, _parse_int,
+             "Buffers a result subpartition may hold before the producing task is backpressured.", 1),
         _opt("taskmanager.network.request-backoff.max", timedelta(seconds=30), _duration,
              "How long a consumer waits for its producer's partition to appear.", 0),
         _opt("heartbeat.interval", timedelta(seconds=10), _duration, "TaskExecutor heartbeat interval.", 0),
@@ -255,7 +257,8 @@ class ClusterOptions:
 class NetworkOptions:
     segment_size: int
     buffers_per_channel: int
-    buffers_per_subpartition: int
+    floating_buffers_per_gate: int
+    max_buffers_per_channel: int
     partition_request_timeout: timedelta
 
 
@@ -377,7 +380,8 @@ class Configuration(Mapping[str, Any]):
             lambda: NetworkOptions(
                 segment_size=g("taskmanager.memory.segment-size"),
                 buffers_per_channel=g("taskmanager.network.memory.buffers-per-channel"),
-                buffers_per_subpartition=g("taskmanager.network.memory.floating-buffers-per-gate"),
+                floating_buffers_per_gate=g("taskmanager.network.memory.floating-buffers-per-gate"),
+                max_buffers_per_channel=g("taskmanager.network.memory.max-buffers-per-channel"),
                 partition_request_timeout=g("taskmanager.network.request-backoff.max"),
             ),
         )

@@ -100,7 +100,7 @@ class ResultPartition:
         partition_id: str,
         num_subpartitions: int,
         *,
-        buffers_per_subpartition: int = 8,
+        buffers_per_subpartition: int = 10,
         availability_listener: Listener | None = None,
     ) -> None:
         if num_subpartitions < 1:

@@ -240,7 +240,7 @@ class Task:
             partition = ResultPartition(
                 deployment.partition_id,
                 deployment.num_subpartitions,
-                buffers_per_subpartition=network.buffers_per_subpartition,
+                buffers_per_subpartition=network.max_buffers_per_channel,
             )
             producer = feeding[index]
             schema = producer.output_schema
@@ -275,7 +275,7 @@ class Task:
                             self._secret,
                             channel.partition_id,
                             channel.subpartition,
-                            initial_credit=network.buffers_per_channel + network.buffers_per_subpartition,
+                            initial_credit=network.buffers_per_channel + network.floating_buffers_per_gate,
                             partition_wait_timeout=timeout,
                         )
                     )
