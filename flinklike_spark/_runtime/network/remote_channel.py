@@ -60,6 +60,7 @@ which cancel the task and thereby :meth:`RemoteInputChannel.close` the channel.
 from __future__ import annotations
 
 import logging
+import queue
 import struct
 import threading
 import time
@@ -479,24 +480,25 @@ class CreditSender:
     """Writes credit announcements of remote input channels on one thread (Netty's event-loop role).
 
     A task thread that polled a channel only marks it due (:meth:`schedule`:
-    a lock and a notify); this thread then announces everything the channel
-    owes by then, so announcements coalesce while it is busy. Task threads
-    thus never make the Flight write, which releases the GIL and would leave a
-    busy task waiting for it behind the process's other threads.
+    a put on a C-level queue, which takes no Python lock and never waits);
+    this thread then announces everything the channel owes by then, so
+    announcements coalesce while it is busy. Task threads thus never make the
+    Flight write, which releases the GIL and would leave a busy task waiting
+    for it behind the process's other threads.
 
-    Thread rules: :meth:`schedule` from any thread; the daemon thread starts
-    on first use and lives as long as the process. A channel must tolerate
-    ``send_owed_credit`` after it closed.
+    Thread rules: :meth:`schedule` from any thread; the caller schedules a
+    channel at most once until its ``send_owed_credit`` ran. The daemon
+    thread starts on first use and lives as long as the process. A channel
+    must tolerate ``send_owed_credit`` after it closed.
     """
 
     _shared: CreditSender | None = None
     _shared_lock = threading.Lock()
 
     def __init__(self, name: str = "credit-sender") -> None:
-        self._name = name
-        self._cond = threading.Condition()
-        self._due: dict[RemoteInputChannel, None] = {}  # insertion-ordered set
-        self._thread: threading.Thread | None = None
+        self._due: queue.SimpleQueue[RemoteInputChannel] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
 
     @classmethod
     def shared(cls) -> CreditSender:
@@ -508,27 +510,15 @@ class CreditSender:
 
     def schedule(self, channel: RemoteInputChannel) -> None:
         """Have ``channel.send_owed_credit()`` called soon on the sender thread."""
-        with self._cond:
-            self._due[channel] = None
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            self._cond.notify()
+        self._due.put(channel)
 
     def _run(self) -> None:
         while True:
-            with self._cond:
-                while not self._due:
-                    self._cond.wait()
-                channels = list(self._due)
-                self._due.clear()
-            for channel in channels:
-                try:
-                    channel.send_owed_credit()
-                except Exception:  # noqa: BLE001 - one channel's bug must not stop every channel's credit
-                    _log.exception("credit announcement of %r failed", channel)
-
-
+            channel = self._due.get()
+            try:
+                channel.send_owed_credit()
+            except Exception:  # noqa: BLE001 - one channel's bug must not stop every channel's credit
+                _log.exception("credit announcement of %r failed", channel)
 
 
 @dataclass(slots=True)
