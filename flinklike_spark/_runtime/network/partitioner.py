@@ -73,6 +73,7 @@ _FLOAT_SALT = 0x9E3779B97F4A7C15
 _C1_64, _C2_64 = 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53
 _C1_32, _C2_32 = 0x85EBCA6B, 0xC2B2AE35
 _CANONICAL_NAN = struct.unpack("<Q", struct.pack("<d", math.nan))[0]
+_FEW_CHANNELS = 4  # up to this many channels, rows are grouped by per-channel scans, not a sort
 
 # -- scalar hashing --------------------------------------------------------------
 
@@ -246,8 +247,9 @@ def stable_hash(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
                 keys_int = keys.cast(pa.int8())
             else:
                 keys_int = keys
-            values = keys_int.fill_null(0).to_numpy(zero_copy_only=False)
-            hashes = _hash_int64(values)
+            if keys_int.null_count:
+                keys_int = keys_int.fill_null(0)
+            hashes = _hash_int64(keys_int.to_numpy(zero_copy_only=False))
         if keys.null_count:
             hashes[~keys.is_valid().to_numpy(zero_copy_only=False)] = _NONE_HASH
         return hashes
@@ -357,15 +359,23 @@ def _group_by_channel(
     first = channels[0]
     if (channels == first).all():
         return [(int(first), batch)]
-    # A stable sort keeps row order within a channel; uint16 uses numpy's radix sort.
-    small = channels.astype(np.uint16 if num_channels <= 65535 else np.int64, copy=False)
-    order = np.argsort(small, kind="stable")
-    counts = np.bincount(small, minlength=num_channels)
-    permuted = batch.take(pa.array(order))
+    if num_channels <= _FEW_CHANNELS:
+        # A few channels: one scan per channel beats a sort (and keeps row order).
+        groups = [(channel, np.flatnonzero(channels == channel)) for channel in range(num_channels)]
+        groups = [(channel, rows) for channel, rows in groups if len(rows)]
+        order = np.concatenate([rows for _, rows in groups])
+        counts = [(channel, len(rows)) for channel, rows in groups]
+    else:
+        # A stable sort keeps row order within a channel; uint16 uses numpy's radix sort.
+        small = channels.astype(np.uint16 if num_channels <= 65535 else np.int64, copy=False)
+        order = np.argsort(small, kind="stable")
+        per_channel = np.bincount(small, minlength=num_channels)
+        counts = [(channel, int(per_channel[channel])) for channel in np.flatnonzero(per_channel).tolist()]
+    # The indices are a permutation of range(num_rows): no bounds check needed.
+    permuted = pc.take(batch, pa.array(order), boundscheck=False)
     pieces = []
     offset = 0
-    for channel in np.flatnonzero(counts).tolist():
-        count = int(counts[channel])
+    for channel, count in counts:
         pieces.append((channel, permuted.slice(offset, count)))
         offset += count
     return pieces
@@ -382,6 +392,8 @@ class _KeyFieldHashSelector(ChannelSelector):
         # channel of each key group, so a row costs one lookup
         groups = np.arange(max_parallelism, dtype=np.int64)
         self._channel_of_group = (groups * num_channels // max_parallelism).astype(np.uint16)
+        # hash % max_parallelism as a mask when it is a power of two (the default 128): cheaper
+        self._group_mask = np.uint32(max_parallelism - 1) if max_parallelism & (max_parallelism - 1) == 0 else None
 
     def split(self, batch: pa.RecordBatch) -> list[tuple[int, pa.RecordBatch]]:
         if not batch.num_rows:
@@ -395,7 +407,11 @@ class _KeyFieldHashSelector(ChannelSelector):
         if self.num_channels == 1:
             return [(0, batch)]
         hashes = stable_hash(batch.column(index))
-        channels = self._channel_of_group[hashes % np.uint32(self.max_parallelism)]
+        if self._group_mask is not None:
+            key_groups = hashes & self._group_mask
+        else:
+            key_groups = hashes % np.uint32(self.max_parallelism)
+        channels = self._channel_of_group.take(key_groups)
         return _group_by_channel(batch, channels, self.num_channels)
 
 
