@@ -41,7 +41,7 @@ class RecordWriterOutput(Output):
         self._clock = clock
         n = partition.num_subpartitions
         self._pending: list[list[pa.RecordBatch]] = [[] for _ in range(n)]
-        self._pending_bytes = [0] * n
+        self._pending_bytes = [0.0] * n  # estimated
         self._oldest_pending: float | None = None
         self.records_out = 0
 
@@ -50,21 +50,28 @@ class RecordWriterOutput(Output):
             self.emit_batch(self._converter.to_batch(rows))
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
-        self.records_out += batch.num_rows
+        rows = batch.num_rows
+        if not rows:
+            return
+        self.records_out += rows
+        # Sizes are estimated from the batch's bytes per row: ``nbytes`` of every piece
+        # and remainder would cost more than the rest of the bookkeeping together.
+        row_bytes = batch.nbytes / rows
         pending, sizes = self._pending, self._pending_bytes
         for channel, piece in self._selector.split(batch):
             pending[channel].append(piece)
-            sizes[channel] += piece.nbytes
+            sizes[channel] += piece.num_rows * row_bytes
             if sizes[channel] >= self._segment_size:
                 self._emit_full_buffers(channel)
             if pending[channel] and self._oldest_pending is None:
                 self._oldest_pending = self._clock()
 
-    def _take_pending(self, channel: int) -> pa.RecordBatch:
-        pieces = self._pending[channel]
+    def _take_pending(self, channel: int) -> tuple[pa.RecordBatch, float]:
+        """The channel's pending rows as one batch, and their estimated bytes; clears them."""
+        pieces, nbytes = self._pending[channel], self._pending_bytes[channel]
         self._pending[channel] = []
         self._pending_bytes[channel] = 0
-        return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
+        return (pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)), nbytes
 
     def _emit_full_buffers(self, channel: int) -> None:
         """Emit the channel's pending rows as full segment-sized buffers; keep the rest pending.
@@ -73,28 +80,27 @@ class RecordWriterOutput(Output):
         (or a flush): cutting a 2,050-row piece into 2,048 + 2 rows would spend
         a whole buffer, credit and network message on 2 rows.
         """
-        batch = self._take_pending(channel)
-        rows, nbytes = batch.num_rows, batch.nbytes
-        step = max(1, rows * self._segment_size // max(1, nbytes))
+        batch, nbytes = self._take_pending(channel)
+        rows = batch.num_rows
+        step = max(1, int(rows * self._segment_size // nbytes))
         full = rows - rows % step
         for offset in range(0, full, step):
             self.partition.emit(channel, batch.slice(offset, step))
         if full < rows:
-            rest = batch.slice(full)
-            self._pending[channel].append(rest)
-            self._pending_bytes[channel] = rest.nbytes
+            self._pending[channel].append(batch.slice(full))
+            self._pending_bytes[channel] = nbytes * (rows - full) / rows
 
     def _flush_channel(self, channel: int) -> None:
         if not self._pending[channel]:
             return
-        batch = self._take_pending(channel)
-        rows, nbytes = batch.num_rows, batch.nbytes
+        batch, nbytes = self._take_pending(channel)
+        rows = batch.num_rows
         if nbytes <= self._segment_size or rows <= 1:
             self.partition.emit(channel, batch)
             return
         # Oversized (wide rows or a big vectorized batch): cut into segment-sized buffers,
         # so a buffer's size, and with it the memory behind each credit, stays bounded.
-        step = max(1, rows * self._segment_size // nbytes)
+        step = max(1, int(rows * self._segment_size // nbytes))
         for offset in range(0, rows, step):
             self.partition.emit(channel, batch.slice(offset, step))
 
