@@ -12,6 +12,9 @@ def test_defaults_follow_flink():
     assert config.pipeline.buffer_timeout == timedelta(milliseconds=100)
     assert config.cluster.slots_per_task_manager == 1
     assert config.network.segment_size == 32 * 1024
+    assert config.network.buffers_per_channel == 2
+    assert config.network.floating_buffers_per_gate == 8
+    assert config.network.max_buffers_per_channel == 10
     assert config.checkpointing.mode is CheckpointingMode.EXACTLY_ONCE
     assert config.checkpointing.unaligned is False
     assert config.checkpointing.timeout == timedelta(minutes=10)
