@@ -12,9 +12,11 @@ Flow control (Flink's credit-based protocol):
       ``initial_credit`` when it connects, then the non-priority elements its
       task polled, in batches: once half the initial credit is owed, or when
       its receive queue runs empty (so the producer is never left waiting on
-      credit the consumer holds back).
+      credit the consumer holds back). The process's :class:`CreditSender`
+      thread writes them; the task thread only marks the channel due.
     * The server sends a non-priority element (data buffer or ordinary event)
-      only while it holds credit, spending 1 per element; elements are sent
+      only while it holds credit, spending 1 per element (from the call's
+      thread when data arrives, from the credit reader when credit arrives); elements are sent
       strictly in subpartition order, so an event queued behind a buffer waits
       with it. Priority events (unaligned barriers, announcements, which the
       producer put at the head of its queue) need no credit and go at once;
