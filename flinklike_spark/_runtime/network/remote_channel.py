@@ -16,9 +16,9 @@ Flow control (Flink's credit-based protocol):
       thread writes them; the task thread only marks the channel due.
     * The server sends a non-priority element (data buffer or ordinary event)
       only while it holds credit, spending 1 per element (from the call's
-      thread when data arrives, from the credit reader when credit arrives); elements are sent
-      strictly in subpartition order, so an event queued behind a buffer waits
-      with it. Priority events (unaligned barriers, announcements, which the
+      thread when data arrives, from the credit reader when credit arrives);
+      elements are sent strictly in subpartition order, so an event queued
+      behind a buffer waits with it. Priority events (unaligned barriers, announcements, which the
       producer put at the head of its queue) need no credit and go at once;
       the consumer puts them at the head of its receive queue, after earlier
       priority events.
@@ -168,8 +168,9 @@ class PartitionRequestServer:
     Thread rules: :meth:`serve` runs concurrently for many streams; each
     stream additionally uses one helper thread that reads the consumer's
     credit and itself sends what new credit allows (both threads send, one
-    at a time, in subpartition order). :meth:`close` (node shutdown) may be called from any thread and
-    makes every running :meth:`serve` return promptly.
+    at a time, in subpartition order). :meth:`close` (node shutdown) may be
+    called from any thread and makes every running :meth:`serve` return
+    promptly.
     """
 
     def __init__(self, partition_manager: ResultPartitionManager) -> None:
@@ -490,7 +491,8 @@ class CreditSender:
 
     Thread rules: :meth:`schedule` from any thread; the caller schedules a
     channel at most once until its ``send_owed_credit`` ran. The daemon
-    thread starts on first use and lives as long as the process. A channel
+    thread starts with the sender (the shared one on first use) and lives as
+    long as the process. A channel
     must tolerate ``send_owed_credit`` after it closed.
     """
 
