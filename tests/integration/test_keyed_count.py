@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import logging
+import time
 
 import pyarrow as pa
 import pytest
@@ -11,6 +13,7 @@ from connectors import CollectSink, SequenceSource
 from flinklike_spark.errors import SlotAllocationError
 from flinklike_spark import (
     ConfigurationError,
+    JobCancelledError,
     JobExecutionError,
     KeyedProcessFunction,
     RemoteTaskError,
@@ -169,3 +172,28 @@ def test_local_cluster_sizes_its_slots_unless_told_and_then_names_the_shortage()
             records_per_key=7,
         )
     assert isinstance(failure.value.__cause__, SlotAllocationError)
+
+
+def test_cancel_over_two_processes_ends_every_task_canceled(caplog):
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {"parallelism.default": 2, "local.number-taskmanager": 2}
+    )
+    (
+        env.from_source(SequenceSource(num_keys=100, records_per_key=None), name="seq")
+        .key_by("key")
+        .process(CountPerKey())
+        .sink_to(CollectSink("never"))
+    )
+    with caplog.at_level(logging.INFO, logger="flinklike_spark._runtime.jobmaster"):
+        client = env.execute_async("cancel me")
+        deadline = time.monotonic() + 60
+        while sum(m.get("records_in", 0) for m in client.task_metrics().values()) < 100_000:
+            assert time.monotonic() < deadline, "no records flowed"
+            time.sleep(0.05)
+        client.cancel()
+        with pytest.raises(JobCancelledError):
+            client.wait(60)
+    # Consumers may see their producer's partition released before their own cancel call
+    # arrives; as in Flink that completes their cancellation and is no task failure.
+    failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert failures == []

@@ -306,8 +306,11 @@ class DefaultScheduler:
             True if the report was applied; False if it was ignored because the
             attempt is unknown or stale (not its vertex's current execution),
             the execution is already terminal, or the edge is not legal
-            (e.g. RUNNING for an execution being cancelled). A FINISHED report
-            for a CANCELING execution completes the cancellation (CANCELED).
+            (e.g. RUNNING for an execution being cancelled). A FINISHED or
+            FAILED report for a CANCELING execution completes the cancellation
+            (CANCELED), as Flink's ``Execution.processFail`` does: a consumer
+            whose producer was cancelled first fails on the released partition
+            before its own cancel call arrives, and that is not a task failure.
         """
         self._main.assert_running_in_main_thread()
         execution = self._graph.find_current_execution(attempt_id)
@@ -317,11 +320,13 @@ class DefaultScheduler:
         if execution.is_terminal:
             log.debug("ignoring %s for %s: already %s", state.name, attempt_id, execution.state.name)
             return False
+        if execution.state is ExecutionState.CANCELING and state in (ExecutionState.FINISHED, ExecutionState.FAILED):
+            if cause is not None:
+                log.debug("execution %s failed while being cancelled: %s", attempt_id, cause)
+            state = ExecutionState.CANCELED
         if state is ExecutionState.FAILED:
             self._fail_execution(execution, cause or RuntimeError(f"task {attempt_id} failed without a cause"))
             return True
-        if state is ExecutionState.FINISHED and execution.state is ExecutionState.CANCELING:
-            state = ExecutionState.CANCELED
         if not execution.can_transition(state):
             log.debug("ignoring %s for %s in state %s", state.name, attempt_id, execution.state.name)
             return False
