@@ -544,8 +544,6 @@ class RemoteInputChannel(InputChannel):
             many non-priority elements are in flight or queued here.
         partition_wait_timeout: seconds :meth:`start` waits for the producer's
             node to come up *and* for the partition to be registered there.
-        credit_sender: the thread that writes this channel's credit
-            announcements; the process-wide :meth:`CreditSender.shared` by default.
 
     Contract (see :class:`InputChannel`): :meth:`start` once, on the task
     thread, blocking until the producer attached the subpartition; then
@@ -571,7 +569,6 @@ class RemoteInputChannel(InputChannel):
         *,
         initial_credit: int = 2,
         partition_wait_timeout: float = 30.0,
-        credit_sender: CreditSender | None = None,
     ) -> None:
         super().__init__(channel_index)
         if initial_credit < 1:
@@ -599,7 +596,7 @@ class RemoteInputChannel(InputChannel):
         self._owed_credit = 0  # polled non-priority elements not yet announced as credit
         self._credit_batch = max(1, initial_credit // 2)
         self._credit_scheduled = False  # the sender has this channel due: owed credit goes with it
-        self._credit_sender = credit_sender or CreditSender.shared()
+        self._credit_sender = CreditSender.shared()  # writes this channel's credit announcements
         self._write_lock = threading.Lock()
         self._write_closed = False
         self._client: flight.FlightClient | None = None

@@ -82,13 +82,17 @@ class RecordWriterOutput(Output):
         """
         batch, nbytes = self._take_pending(channel)
         rows = batch.num_rows
-        step = max(1, int(rows * self._segment_size // nbytes))
+        step = self._rows_per_buffer(rows, nbytes)
         full = rows - rows % step
         for offset in range(0, full, step):
             self.partition.emit(channel, batch.slice(offset, step))
         if full < rows:
             self._pending[channel].append(batch.slice(full))
             self._pending_bytes[channel] = nbytes * (rows - full) / rows
+
+    def _rows_per_buffer(self, rows: int, nbytes: float) -> int:
+        """Rows of one segment-sized buffer, for ``rows`` rows of ``nbytes`` bytes (> 0)."""
+        return max(1, int(rows * self._segment_size // nbytes))
 
     def _flush_channel(self, channel: int) -> None:
         if not self._pending[channel]:
@@ -100,7 +104,7 @@ class RecordWriterOutput(Output):
             return
         # Oversized (wide rows or a big vectorized batch): cut into segment-sized buffers,
         # so a buffer's size, and with it the memory behind each credit, stays bounded.
-        step = max(1, int(rows * self._segment_size // nbytes))
+        step = self._rows_per_buffer(rows, nbytes)
         for offset in range(0, rows, step):
             self.partition.emit(channel, batch.slice(offset, step))
 

@@ -33,6 +33,16 @@ def writer_for(sink: DeltaSink, subtask: int = 0, job_id: str = "job-a"):
     return writer
 
 
+def committed_table(path) -> DeltaSink:
+    """A sink whose table holds rows 0 and 1 of key 0, committed by job-a's checkpoint 1."""
+    sink = DeltaSink(path)
+    writer = writer_for(sink)
+    writer.write(rows(0, 2))
+    sink.create_committer().commit(writer.prepare_commit(1))
+    writer.close()
+    return sink
+
+
 def read(path) -> list[dict]:
     return sorted(scan_table(DeltaTable(str(path))).to_pylist(), key=lambda r: (r["key"], r["seq"]))
 
@@ -118,11 +128,7 @@ def test_rolls_files_at_target_size(tmp_path):
 
 
 def test_appends_to_an_existing_table_with_castable_schema(tmp_path):
-    sink = DeltaSink(tmp_path / "t")
-    writer = writer_for(sink)
-    writer.write(rows(0, 2))
-    sink.create_committer().commit(writer.prepare_commit(1))
-    writer.close()
+    sink = committed_table(tmp_path / "t")
     narrow = pa.RecordBatch.from_pylist(
         [{"key": 0, "seq": 2}], schema=pa.schema([("key", pa.int32()), ("seq", pa.int32())])
     )
@@ -133,11 +139,7 @@ def test_appends_to_an_existing_table_with_castable_schema(tmp_path):
 
 
 def test_rows_with_other_columns_are_refused_naming_both(tmp_path):
-    sink = DeltaSink(tmp_path / "t")
-    writer = writer_for(sink)
-    writer.write(rows(0, 2))
-    sink.create_committer().commit(writer.prepare_commit(1))
-    writer.close()
+    sink = committed_table(tmp_path / "t")
     writer = writer_for(sink, job_id="job-b")
     with pytest.raises(SchemaMismatchError, match=r"\['name'\].*\['key', 'seq'\]"):
         writer.write(pa.RecordBatch.from_pylist([{"name": "x"}]))
