@@ -505,6 +505,9 @@ class SinkOperator(StreamOperator):
     which commits them before it processes anything. At the end of a bounded
     input the remaining committables are handed to the JobMaster
     (:meth:`final_committables`), which commits them when the job finished.
+    The writer's ``transactional_id_prefix`` comes from the restore lineage,
+    not the job id, so it is the same after a resume (see
+    :func:`transactional_id_prefix`).
     """
 
     vectorized = True
