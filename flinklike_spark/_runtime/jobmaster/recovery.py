@@ -130,10 +130,7 @@ def _has_state(vertex: JobVertex, checkpoint: CompletedCheckpoint) -> bool:
 
 
 def _is_keyed(vertex: JobVertex) -> bool:
-    return any(
-        getattr(op, "key_field", None) is not None or getattr(op, "key_selector", None) is not None
-        for op in vertex.operators
-    )
+    return any(op.key_field is not None or op.key_selector is not None for op in vertex.operators)
 
 
 def check_max_parallelism(job_graph: JobGraph, checkpoint: CompletedCheckpoint) -> None:
@@ -187,8 +184,8 @@ def check_committed_sink_output(
     ahead = []
     for vertex in job_graph:
         for op in vertex.operators:
-            sink = getattr(op, "function", None)
-            if getattr(op, "kind", None) != "sink" or not isinstance(sink, TwoPhaseCommittingSink):
+            sink = op.function
+            if op.kind != "sink" or not isinstance(sink, TwoPhaseCommittingSink):
                 continue
             subtasks = max(vertex.max_parallelism, checkpoint.parallelism.get(vertex.id, 0))
             committed = sink.committed_checkpoint(transactional_id_prefix(lineage, op.uid), subtasks)
