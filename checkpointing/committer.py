@@ -49,6 +49,8 @@ from .layout import (
 from .schemas import (
     CHECKPOINTS_SCHEMA,
     FORMAT_VERSION,
+    LINEAGE_PROPERTY,
+    MAX_PARALLELISM_PROPERTY_PREFIX,
     STATE_PARTITION_COLUMNS,
     CheckpointKind,
     CheckpointMode,
@@ -80,8 +82,17 @@ class CheckpointRecord:
             (aligned with timeout that switched to unaligned).
         max_alignment: longest alignment time of any subtask.
         parallelism: job vertex (name or uid) -> parallelism.
+        max_parallelism: job vertex -> max parallelism (number of key groups),
+            to refuse restores that would map keyed state to other key groups.
+        lineage_id: id of the first job of the restore lineage (sinks derive
+            their transactional ids from it); empty when unknown.
         job_graph_fingerprint: identifies the job graph, to detect incompatible restores.
         properties: free-form string metadata (e.g. ``restored_from``).
+
+    ``max_parallelism`` and ``lineage_id`` are stored in the row's ``properties``
+    (keys :data:`~checkpointing.schemas.MAX_PARALLELISM_PROPERTY_PREFIX` + vertex,
+    :data:`~checkpointing.schemas.LINEAGE_PROPERTY`), which keeps the table
+    format unchanged.
     """
 
     trigger_time: datetime
@@ -90,8 +101,18 @@ class CheckpointRecord:
     mode: CheckpointMode = "aligned"
     max_alignment: timedelta = timedelta(0)
     parallelism: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    max_parallelism: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    lineage_id: str = ""
     job_graph_fingerprint: str = ""
     properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def stored_properties(self) -> dict[str, str]:
+        """``properties`` plus the encoded ``max_parallelism`` and ``lineage_id``."""
+        stored = {str(k): str(v) for k, v in self.properties.items()}
+        stored.update({f"{MAX_PARALLELISM_PROPERTY_PREFIX}{v}": str(int(n)) for v, n in self.max_parallelism.items()})
+        if self.lineage_id:
+            stored[LINEAGE_PROPERTY] = self.lineage_id
+        return stored
 
     def __post_init__(self) -> None:
         check_literal(self.kind, CheckpointKind, "checkpoint kind")
@@ -410,5 +431,5 @@ class CheckpointCommitter:
             "operator_state_version": versions.get(OPERATOR_STATE),
             "channel_state_version": versions.get(CHANNEL_STATE),
             "format_version": FORMAT_VERSION,
-            "properties": [(str(k), str(v)) for k, v in sorted(record.properties.items())],
+            "properties": sorted(record.stored_properties().items()),
         }

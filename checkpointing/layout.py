@@ -126,6 +126,20 @@ class CheckpointLayout:
         """Filesystem path of a data file given its Delta ``add.path`` (relative to the table)."""
         return f"{self.table_path(table)}/{relative}"
 
+    def exists(self) -> bool:
+        """True when the base directory exists.
+
+        Raises:
+            CheckpointStorageError: the storage cannot be reached.
+        """
+        fs, root = self.filesystem()
+        try:
+            return bool(fs.exists(root))
+        except OSError as exc:
+            raise CheckpointStorageError(
+                f"cannot check whether {self.base_url!r} exists: {type(exc).__name__}: {exc}", url=self.base_url
+            ) from exc
+
     def open_table(self, table: TableName, *, create: bool = False) -> DeltaTable | None:
         """Load ``table`` at its latest version.
 

@@ -44,6 +44,8 @@ from .layout import (
 from .schemas import (
     CHANNEL_STATE_SCHEMA,
     CHECKPOINTS_SCHEMA,
+    LINEAGE_PROPERTY,
+    MAX_PARALLELISM_PROPERTY_PREFIX,
     NON_KEYED_KEY_GROUP,
     OPERATOR_STATE_SCHEMA,
     CheckpointKind,
@@ -95,6 +97,17 @@ class CompletedCheckpoint:
     channel_state_version: int | None
     format_version: int
     properties: Mapping[str, str]
+
+    @property
+    def max_parallelism(self) -> dict[str, int]:
+        """Vertex id -> max parallelism at checkpoint time; empty for checkpoints that did not record it."""
+        prefix = MAX_PARALLELISM_PROPERTY_PREFIX
+        return {k[len(prefix):]: int(v) for k, v in self.properties.items() if k.startswith(prefix)}
+
+    @property
+    def lineage_id(self) -> str:
+        """Id of the first job of this checkpoint's restore lineage (its own job id if not recorded)."""
+        return self.properties.get(LINEAGE_PROPERTY) or self.job_id
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> CompletedCheckpoint:
@@ -363,9 +376,10 @@ def find_restorable_checkpoint(
         CheckpointNotFoundError: no completed checkpoint is left (none, or all corrupt).
     """
     layout = as_layout(base)
-    candidates = list_completed_checkpoints(layout, job_id, include_savepoints=include_savepoints)
+    completed = list_completed_checkpoints(layout, job_id, include_savepoints=include_savepoints)
+    candidates = completed
     if max_checkpoint_id is not None:
-        candidates = [c for c in candidates if c.checkpoint_id <= max_checkpoint_id]
+        candidates = [c for c in completed if c.checkpoint_id <= max_checkpoint_id]
     skipped: list[int] = []
     for candidate in reversed(candidates):
         try:
@@ -378,10 +392,14 @@ def find_restorable_checkpoint(
                 job_id,
                 exc,
             )
-    detail = f"; corrupt: {skipped}" if skipped else ""
+    ids = [c.checkpoint_id for c in completed]
+    detail = f"completed: {ids}" if ids else "none completed"
+    if max_checkpoint_id is not None:
+        detail += f"; {len(candidates)} of them at or below checkpoint {max_checkpoint_id}"
+    if skipped:
+        detail += f"; corrupt: {skipped}"
     raise CheckpointNotFoundError(
-        f"no restorable checkpoint of job {job_id!r} under {layout.base_url!r} "
-        f"({len(candidates)} completed{detail})",
+        f"no restorable checkpoint of job {job_id!r} under {layout.base_url!r} ({detail})",
         url=layout.base_url,
     )
 

@@ -20,6 +20,8 @@ __all__ = [
     "CheckpointMode",
     "Direction",
     "FORMAT_VERSION",
+    "LINEAGE_PROPERTY",
+    "MAX_PARALLELISM_PROPERTY_PREFIX",
     "NON_KEYED_KEY_GROUP",
     "OPERATOR_STATE_FILE_SCHEMA",
     "OPERATOR_STATE_SCHEMA",
@@ -32,6 +34,14 @@ __all__ = [
 
 #: Version of the table layout written into every ``checkpoints`` row.
 FORMAT_VERSION: Final = 1
+
+#: ``properties`` key of a ``checkpoints`` row: the id of the first job of the
+#: restore lineage (a job and every job restored from its checkpoints share it).
+LINEAGE_PROPERTY: Final = "lineage_id"
+
+#: ``properties`` key prefix of a ``checkpoints`` row: ``<prefix><vertex id>`` ->
+#: the vertex's max parallelism (number of key groups) when the checkpoint was taken.
+MAX_PARALLELISM_PROPERTY_PREFIX: Final = "max_parallelism."
 
 #: ``key_group`` of operator (non-keyed) state rows.
 NON_KEYED_KEY_GROUP: Final = -1

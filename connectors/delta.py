@@ -10,8 +10,14 @@ app transaction ``(app_id, checkpoint_id)`` (Delta's ``txn`` action, what Spark'
 version is already in the table is skipped, so committing the same
 committables again after a restart never writes a row twice.
 
-``app_id`` is ``flinklike/<job id>/<sink uid>/<subtask>``; after a resume the
-new job commits the restored committables under the old job's app ids.
+``app_id`` is ``<transactional id prefix>/<subtask>``, the prefix being
+``flinklike/<lineage id>/<sink uid>``: the lineage id is the id of the first
+job of a chain of resumes, so a resumed job commits under the same app ids,
+its checkpoint ids continue the restored one's, and the table's app
+transaction versions say which checkpoints the sink already committed
+(:meth:`DeltaSink.committed_checkpoint`). Restored committables keep the app
+id they were written under (a rescaled job commits old subtask ``s``'s
+committables in new subtask ``s % parallelism``).
 Files of checkpoints that never complete stay uncommitted in the directory
 until ``VACUUM`` removes them. The table is created on the first commit with
 the stream's schema (or appended to, if it exists with a schema the rows can
@@ -146,8 +152,23 @@ class DeltaSink(TwoPhaseCommittingSink):
         return f"DeltaSink({self.path!r})"
 
     def create_writer(self, context: SinkWriterContext) -> DeltaSinkWriter:
-        app_id = f"flinklike/{context.job_id}/{context.operator_uid}/{context.subtask_index}"
+        prefix = context.transactional_id_prefix or f"flinklike/{context.job_id}/{context.operator_uid}"
+        app_id = f"{prefix}/{context.subtask_index}"
         return DeltaSinkWriter(_Table(self.path, self.storage_options), app_id, self.target_file_size)
+
+    def committed_checkpoint(self, transactional_id_prefix: str, max_subtasks: int) -> int | None:
+        """The highest app transaction version of ``<prefix>/<subtask>`` in the table, or None."""
+        table = _Table(self.path, self.storage_options)
+        try:
+            dt = table.open()
+            if dt is None:
+                return None
+            versions = [dt.transaction_version(f"{transactional_id_prefix}/{s}") for s in range(max_subtasks)]
+        except (DeltaError, OSError) as exc:
+            raise SinkCommitError(
+                f"cannot read the committed app transactions of Delta table {table.uri!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        return max((v for v in versions if v is not None), default=None)
 
     def create_committer(self) -> DeltaCommitter:
         return DeltaCommitter(_Table(self.path, self.storage_options))

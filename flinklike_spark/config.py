@@ -222,6 +222,9 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.checkpointing.num-retained", 1, _parse_int, "Completed checkpoints kept.", 1),
         _opt("execution.checkpointing.dir", None, _parse_optional_str, "Checkpoint storage URL (fsspec)."),
         _opt("execution.state-recovery.path", None, _parse_optional_str, "Checkpoint or savepoint to start from."),
+        _opt("execution.state-recovery.accept-duplicate-sink-output", False, _parse_bool,
+             "Restore even when an exactly-once sink already committed output of a newer checkpoint "
+             "(that output is written again: at-least-once)."),
     )
 }  # fmt: skip
 
@@ -275,6 +278,7 @@ class CheckpointingOptions:
     num_retained: int
     directory: str | None
     recovery_path: str | None
+    accept_duplicate_sink_output: bool = False
 
 
 class Configuration(Mapping[str, Any]):
@@ -403,5 +407,6 @@ class Configuration(Mapping[str, Any]):
                 num_retained=g("execution.checkpointing.num-retained"),
                 directory=g("execution.checkpointing.dir"),
                 recovery_path=g("execution.state-recovery.path"),
+                accept_duplicate_sink_output=g("execution.state-recovery.accept-duplicate-sink-output"),
             ),
         )

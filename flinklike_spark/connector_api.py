@@ -93,12 +93,23 @@ class SourceReaderContext:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SinkWriterContext:
+    """What a sink writer knows about its subtask.
+
+    ``transactional_id_prefix`` (Flink's KafkaSink ``transactionalIdPrefix``)
+    is ``flinklike/<lineage id>/<sink uid>``: the lineage id is the id of the
+    first job of a chain of restores, so the prefix stays the same when a job
+    resumes from a checkpoint or savepoint. A two-phase-committing sink names
+    its transactions ``<prefix>/<subtask>`` and uses the checkpoint id as their
+    version, which lets it recognize output it committed before a restart.
+    """
+
     subtask_index: int
     parallelism: int
     attempt_number: int = 0
     task_name: str = ""
     job_id: str = ""
     operator_uid: str = ""
+    transactional_id_prefix: str = ""
 
 
 class SourceReader(abc.ABC):
@@ -219,3 +230,21 @@ class TwoPhaseCommittingSink(Sink):
     @abc.abstractmethod
     def create_committer(self) -> Committer:
         """A committer (one per sink subtask, and one in the JobMaster for the final commit)."""
+
+    def committed_checkpoint(self, transactional_id_prefix: str, max_subtasks: int) -> int | None:
+        """The newest checkpoint id whose output writers under this prefix committed, or None.
+
+        Called in the JobMaster before a restored job deploys any task: when it
+        returns an id above the restored checkpoint's, restoring would write
+        that output again, and the job refuses to start (see
+        ``execution.state-recovery.accept-duplicate-sink-output``).
+        ``END_OF_INPUT`` means the final output of a finished job was committed.
+
+        Args:
+            transactional_id_prefix: see :class:`SinkWriterContext`.
+            max_subtasks: writers of subtasks ``0 .. max_subtasks - 1`` may have
+                committed (the sink's max parallelism).
+
+        The default returns None: the sink cannot tell, and no check is made.
+        """
+        return None

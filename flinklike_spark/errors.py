@@ -18,6 +18,7 @@ __all__ = [
     "CheckpointNotFoundError",
     "CheckpointStorageError",
     "ClosedChannelError",
+    "CommittedSinkOutputError",
     "ConfigurationError",
     "CorruptCheckpointError",
     "EventDecodingError",
@@ -197,6 +198,16 @@ class CheckpointNotFoundError(CheckpointStorageError, LookupError):
 
 class IncompatibleCheckpointError(CheckpointStorageError, ValueError):
     """Stored checkpoint tables or rows do not match what this version reads or writes."""
+
+
+class CommittedSinkOutputError(IncompatibleCheckpointError):
+    """A sink already committed output of a checkpoint newer than the one to restore.
+
+    Restoring would write that output a second time (the new run places its
+    barriers elsewhere, so it cannot skip exactly what was committed). Raised
+    before any task runs; ``execution.state-recovery.accept-duplicate-sink-output``
+    accepts the duplicates instead.
+    """
 
 
 class CorruptCheckpointError(CheckpointStorageError):

@@ -107,6 +107,9 @@ class TaskDeploymentDescriptor:
     config: Configuration
     checkpointing: CheckpointDeployment | None = None
     restore: RestoreDeployment | None = None
+    #: id of the first job of the restore lineage (this job's id unless restored);
+    #: sinks derive their transactional ids from it.
+    lineage_id: str = ""
 
     @property
     def display_name(self) -> str:

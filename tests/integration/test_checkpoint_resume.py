@@ -120,6 +120,23 @@ def test_restore_into_a_job_without_the_operator_names_the_uid(tmp_path):
         env.execute("incompatible")
 
 
+def test_restore_with_another_max_parallelism_is_refused_before_any_task_runs(tmp_path):
+    directory = str(tmp_path / "checkpoints")
+    job_id = run_and_cancel(build(checkpoint_config(directory, "aligned")), directory, checkpoints=1)
+    recorded = list_completed_checkpoints(directory, job_id)[-1].max_parallelism
+    assert recorded == {"seq": 128, "count": 128}
+    config = checkpoint_config(directory, "aligned") | {
+        "execution.state-recovery.path": directory,
+        "pipeline.max-parallelism": 64,
+    }
+    with pytest.raises(IncompatibleCheckpointError) as refused:
+        build(config, seconds_per_record=0).execute("fewer key groups")
+    message = str(refused.value)
+    assert "'count'" in message and "max parallelism 128" in message and "max parallelism 64" in message
+    assert "pipeline.max-parallelism: 128" in message
+    assert {c.job_id for c in list_completed_checkpoints(directory)} == {job_id}, "the refused job ran"
+
+
 def test_alignment_timeout_switches_to_unaligned_only_under_backpressure(tmp_path):
     slow = str(tmp_path / "slow")
     job_id = run_and_cancel(build(checkpoint_config(slow, "aligned-with-timeout")), slow, checkpoints=3)

@@ -96,6 +96,8 @@ class CheckpointCoordinator:
         send: ``send(execution, method, payload)`` -> Future: RPC to the task's TaskExecutor.
         fail_job: called once the tolerable failures are exceeded.
         first_checkpoint_id: ids continue after a restored checkpoint.
+        lineage_id: recorded in every checkpoint, so that a job restored from it
+            keeps its sinks' transactional ids (default: this job's id).
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class CheckpointCoordinator:
         send: Callable[[Any, str, Any], concurrent.futures.Future],
         fail_job: Callable[[BaseException], None],
         first_checkpoint_id: int = 1,
+        lineage_id: str = "",
     ) -> None:
         if options.directory is None:
             raise ValueError("checkpointing needs execution.checkpointing.dir")
@@ -119,6 +122,7 @@ class CheckpointCoordinator:
         self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-storage")
         self._fail_job = fail_job
         self._next_id = first_checkpoint_id
+        self._lineage_id = lineage_id or graph.job_id
         self._pending: dict[int, _Pending] = {}
         self._committer: CheckpointCommitter | None = None
         self._last_completion = 0.0
@@ -261,6 +265,8 @@ class CheckpointCoordinator:
             mode=mode,
             max_alignment=max((ack.alignment for ack in pending.acks), default=timedelta(0)),
             parallelism={jv.id: jv.parallelism for jv in self._graph.job_graph},
+            max_parallelism={jv.id: jv.max_parallelism for jv in self._graph.job_graph},
+            lineage_id=self._lineage_id,
             job_graph_fingerprint=self._graph.job_graph.fingerprint(),
         )
         job_id = self._graph.job_id

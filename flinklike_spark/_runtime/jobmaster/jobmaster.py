@@ -57,7 +57,12 @@ from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobSt
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpointInfo
 from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
-from flinklike_spark._runtime.jobmaster.recovery import check_compatible, resolve_recovery_path
+from flinklike_spark._runtime.jobmaster.recovery import (
+    check_committed_sink_output,
+    check_compatible,
+    check_max_parallelism,
+    resolve_recovery_path,
+)
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager, SlotInfo
 from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
@@ -169,6 +174,7 @@ class RpcTaskDeployer:
         *,
         checkpointing: CheckpointDeployment | None = None,
         restore: RestoreDeployment | None = None,
+        lineage_id: str = "",
     ) -> None:
         self._graph = graph
         self._config = config
@@ -176,6 +182,7 @@ class RpcTaskDeployer:
         self._on_cancel_unacknowledged = on_cancel_unacknowledged
         self._checkpointing = checkpointing
         self._restore = restore
+        self._lineage_id = lineage_id
         self._splits: dict[str, list[list[Any]]] = {}
 
     def partition_id(self, partition: IntermediateResultPartitionID) -> str:
@@ -246,6 +253,7 @@ class RpcTaskDeployer:
             splits=self._splits_of(vertex_id.job_vertex_id, vertex_id.subtask_index),
             config=self._config,
             checkpointing=self._checkpointing,
+            lineage_id=self._lineage_id,
             restore=None if self._restore is None else dataclasses.replace(
                 self._restore,
                 gates=tuple(
@@ -313,10 +321,14 @@ class JobMaster:
         self._terminated = threading.Event()
         self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
         options = config.checkpointing
-        restore, first_checkpoint_id = None, 1
+        restore, first_checkpoint_id, lineage_id = None, 1, job_graph.job_id
         if options.recovery_path is not None:
             base, checkpoint = resolve_recovery_path(options.recovery_path)
             check_compatible(job_graph, checkpoint)
+            check_max_parallelism(job_graph, checkpoint)
+            lineage_id = check_committed_sink_output(
+                job_graph, base, checkpoint, accept_duplicates=options.accept_duplicate_sink_output
+            )
             log.info("job %s restores checkpoint %d of job %s from %s", job_graph.job_id, checkpoint.checkpoint_id,
                      checkpoint.job_id, base)  # fmt: skip
             restore = RestoreDeployment(
@@ -342,6 +354,7 @@ class JobMaster:
                 send=self._send_to_task,
                 fail_job=lambda cause: self.scheduler.fail_job(cause),
                 first_checkpoint_id=first_checkpoint_id,
+                lineage_id=lineage_id,
             )
             checkpointing = CheckpointDeployment(
                 storage=options.directory,
@@ -360,6 +373,7 @@ class JobMaster:
             self._cancel_unacknowledged,
             checkpointing=checkpointing,
             restore=restore,
+            lineage_id=lineage_id,
         )
         self.scheduler = DefaultScheduler(
             self.graph,

@@ -2,14 +2,20 @@
 
 Accepted forms (the checkpoint directory is any fsspec URL or local path)::
 
-    <dir>                        newest completed checkpoint or savepoint of the newest job in <dir>
-    <dir>/<job-id>               newest completed checkpoint of that job
-    <dir>/<job-id>/chk-<N>       checkpoint N of that job (or an older one if N is corrupt)
+    <dir>                        newest restorable checkpoint or savepoint of the newest job in <dir>
+    <dir>/<job-id>               newest restorable checkpoint of that job
+    <dir>/<job-id>/chk-<N>       exactly checkpoint N of that job
 
-A checkpoint that is not completed (no ``checkpoints`` row) or whose files are
-damaged is never used: the newest older completed one is taken, with a
-warning naming what was skipped; if none is left the job fails with
-:class:`~flinklike_spark.errors.CheckpointNotFoundError`.
+With the first two forms, a checkpoint that is not completed (no
+``checkpoints`` row) or whose files are damaged is never used: the newest
+older completed one is taken, with a warning naming what was skipped. A
+checkpoint named with ``chk-<N>`` is taken or refused, never replaced: when
+it does not exist (never completed, or removed by retention) or is damaged,
+the job fails with an error naming it and the completed checkpoints there.
+
+Before any task runs, the restore is also checked against the job
+(:func:`check_compatible`, :func:`check_max_parallelism`) and against what
+its exactly-once sinks already committed (:func:`check_committed_sink_output`).
 """
 
 from __future__ import annotations
@@ -17,13 +23,35 @@ from __future__ import annotations
 import logging
 import re
 
-from checkpointing import CompletedCheckpoint, find_restorable_checkpoint, list_completed_checkpoints
-from flinklike_spark.errors import CheckpointNotFoundError, IncompatibleCheckpointError
-from flinklike_spark._runtime.graph.job_graph import JobGraph
+from checkpointing import (
+    CheckpointLayout,
+    CompletedCheckpoint,
+    find_restorable_checkpoint,
+    list_completed_checkpoints,
+    verify_checkpoint,
+)
+from flinklike_spark.connector_api import END_OF_INPUT, TwoPhaseCommittingSink
+from flinklike_spark.errors import (
+    CheckpointNotFoundError,
+    CommittedSinkOutputError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+)
+from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex
+from flinklike_spark._runtime.streaming.operators import transactional_id_prefix
 
-__all__ = ["check_compatible", "resolve_recovery_path"]
+__all__ = [
+    "ACCEPT_DUPLICATES_KEY",
+    "check_committed_sink_output",
+    "check_compatible",
+    "check_max_parallelism",
+    "resolve_recovery_path",
+]
 
 log = logging.getLogger(__name__)
+
+#: The option that lets a restore go ahead although a sink committed newer output.
+ACCEPT_DUPLICATES_KEY = "execution.state-recovery.accept-duplicate-sink-output"
 
 _CHECKPOINT = re.compile(r"^(?P<base>.+?)/(?P<job>[0-9a-f]{32})(?:/chk-(?P<id>\d+))?/?$")
 
@@ -32,28 +60,52 @@ def resolve_recovery_path(path: str) -> tuple[str, CompletedCheckpoint]:
     """``(checkpoint directory, checkpoint to restore)`` for a recovery path.
 
     Raises:
-        CheckpointNotFoundError: nothing restorable there (the message names the path).
+        CheckpointNotFoundError: the directory does not exist, holds no
+            completed checkpoint (of the job), or the named checkpoint does not
+            exist; the message names the path and the completed checkpoint ids.
+        CorruptCheckpointError: the named checkpoint (``chk-<N>``) is damaged.
     """
     match = _CHECKPOINT.match(path)
-    if match is not None:
-        base, job_id = match["base"], match["job"]
-        max_id = int(match["id"]) if match["id"] is not None else None
-    else:
-        base = path.rstrip("/")
+    base = match["base"] if match is not None else path.rstrip("/")
+    if not CheckpointLayout(base_url=base).exists():
+        raise CheckpointNotFoundError(f"execution.state-recovery.path {path!r}: {base!r} does not exist", url=path)
+    if match is None:
         completed = list_completed_checkpoints(base)
         if not completed:
             raise CheckpointNotFoundError(
                 f"execution.state-recovery.path {path!r}: no completed checkpoint or savepoint there", url=path
             )
         job_id = max(completed, key=lambda c: c.completion_time).job_id
-        max_id = None
-    checkpoint = find_restorable_checkpoint(base, job_id, max_checkpoint_id=max_id, full=True)
-    if max_id is not None and checkpoint.checkpoint_id != max_id:
-        log.warning(
-            "checkpoint %d of job %s is not restorable; restoring the older checkpoint %d instead",
-            max_id, job_id, checkpoint.checkpoint_id,
-        )  # fmt: skip
-    return base, checkpoint
+        return base, find_restorable_checkpoint(base, job_id, full=True)
+    job_id = match["job"]
+    ids = [c.checkpoint_id for c in list_completed_checkpoints(base, job_id)]
+    if not ids:
+        jobs = sorted({c.job_id for c in list_completed_checkpoints(base)})
+        raise CheckpointNotFoundError(
+            f"execution.state-recovery.path {path!r}: job {job_id} has no completed checkpoint under {base!r} "
+            f"(jobs with completed checkpoints there: {jobs})",
+            url=path,
+        )
+    if match["id"] is None:
+        return base, find_restorable_checkpoint(base, job_id, full=True)
+    checkpoint_id = int(match["id"])
+    if checkpoint_id not in ids:
+        raise CheckpointNotFoundError(
+            f"execution.state-recovery.path {path!r}: checkpoint {checkpoint_id} of job {job_id} does not exist "
+            f"(it never completed, or retention removed it); completed checkpoints of that job: {ids}",
+            url=path,
+        )
+    try:
+        return base, verify_checkpoint(base, job_id, checkpoint_id, full=True)
+    except CorruptCheckpointError as exc:
+        others = [i for i in ids if i != checkpoint_id]
+        raise CorruptCheckpointError(
+            f"execution.state-recovery.path {path!r}: {exc}; the other completed checkpoints of that job: {others}",
+            url=exc.url,
+            job_id=exc.job_id,
+            checkpoint_id=exc.checkpoint_id,
+            path=exc.path,
+        ) from exc
 
 
 def check_compatible(job_graph: JobGraph, checkpoint: CompletedCheckpoint) -> None:
@@ -70,3 +122,98 @@ def check_compatible(job_graph: JobGraph, checkpoint: CompletedCheckpoint) -> No
                 f"{uid!r}, which the new job does not have (its uids: {sorted(uids)}); set the same .uid(...) "
                 f"on the operator, or start without execution.state-recovery.path"
             )
+
+
+def _has_state(vertex: JobVertex, checkpoint: CompletedCheckpoint) -> bool:
+    uids = set(checkpoint.operator_uids)
+    return vertex.id in uids or any(op.uid in uids for op in vertex.operators)
+
+
+def _is_keyed(vertex: JobVertex) -> bool:
+    return any(op.key_field is not None or op.key_selector is not None for op in vertex.operators)
+
+
+def check_max_parallelism(job_graph: JobGraph, checkpoint: CompletedCheckpoint) -> None:
+    """A keyed vertex with state in ``checkpoint`` must keep the max parallelism it was taken with.
+
+    Keyed state is stored by key group (``hash(key) % max_parallelism``), so
+    with another number of key groups a subtask would look for a key's state
+    in the wrong group and silently start it from nothing. Flink refuses such
+    a restore too. Non-keyed state does not depend on key groups; checkpoints
+    that did not record the value (older ones) are not checked.
+
+    Raises:
+        IncompatibleCheckpointError: naming the vertex, both values and the fix.
+    """
+    recorded = checkpoint.max_parallelism
+    for vertex in job_graph:
+        old = recorded.get(vertex.id)
+        if old is None or old == vertex.max_parallelism or not _is_keyed(vertex) or not _has_state(vertex, checkpoint):
+            continue
+        raise IncompatibleCheckpointError(
+            f"cannot restore checkpoint {checkpoint.checkpoint_id} of job {checkpoint.job_id}: operator "
+            f"{vertex.name!r} (vertex {vertex.id!r}) has keyed state taken with max parallelism {old} "
+            f"(key groups), the new job has max parallelism {vertex.max_parallelism}; keyed state cannot move "
+            f"to another number of key groups. Set pipeline.max-parallelism: {old} (parallelism can change up "
+            f"to it), or start without execution.state-recovery.path"
+        )
+
+
+def check_committed_sink_output(
+    job_graph: JobGraph, base: str, checkpoint: CompletedCheckpoint, *, accept_duplicates: bool
+) -> str:
+    """Refuse a restore point older than output an exactly-once sink already committed; return the lineage id.
+
+    A sink's transactional ids derive from the lineage id (the first job of a
+    chain of restores), so a resumed job's sinks can tell which checkpoints of
+    the lineage they committed. If one committed a checkpoint newer than
+    ``checkpoint`` (of directory ``base``), the rows of that checkpoint would be written again: the
+    new run cannot skip exactly them, as its barriers fall elsewhere in the
+    input. That is refused unless ``accept_duplicates``, in which case the
+    job starts a new lineage (its own job id), so its sinks commit everything
+    from ``checkpoint`` on again: no row is lost, some are duplicated.
+
+    Returns:
+        The lineage id the job's sinks and checkpoints use.
+
+    Raises:
+        CommittedSinkOutputError: naming the restored and the committed
+            checkpoint, the sink and the option that accepts duplicates.
+    """
+    lineage = checkpoint.lineage_id
+    ahead = []
+    for vertex in job_graph:
+        for op in vertex.operators:
+            sink = op.function
+            if op.kind != "sink" or not isinstance(sink, TwoPhaseCommittingSink):
+                continue
+            subtasks = max(vertex.max_parallelism, checkpoint.parallelism.get(vertex.id, 0))
+            committed = sink.committed_checkpoint(transactional_id_prefix(lineage, op.uid), subtasks)
+            if committed is not None and committed > checkpoint.checkpoint_id:
+                ahead.append((op.uid, sink, committed))
+    if not ahead:
+        return lineage
+    uid, sink, committed = ahead[0]
+    what = (
+        "the final output (end of input) of the finished job"
+        if committed == END_OF_INPUT
+        else f"the output of checkpoint {committed}"
+    )
+    if accept_duplicates:
+        log.warning(
+            "restoring checkpoint %d of job %s although sink %r (%r) already committed %s; %s is set, so the "
+            "output from checkpoint %d on is written again (duplicates) under a new transactional id",
+            checkpoint.checkpoint_id, checkpoint.job_id, uid, sink, what, ACCEPT_DUPLICATES_KEY,
+            checkpoint.checkpoint_id,
+        )  # fmt: skip
+        return job_graph.job_id
+    newer = [c.checkpoint_id for c in list_completed_checkpoints(base, checkpoint.job_id)
+             if c.checkpoint_id > checkpoint.checkpoint_id]  # fmt: skip
+    raise CommittedSinkOutputError(
+        f"cannot restore checkpoint {checkpoint.checkpoint_id} of job {checkpoint.job_id}: sink {uid!r} ({sink!r}) "
+        f"already committed {what} (transactional ids {transactional_id_prefix(lineage, uid)}/<subtask>), so "
+        f"restoring the older checkpoint would write that output a second time. Completed checkpoints of job "
+        f"{checkpoint.job_id} newer than {checkpoint.checkpoint_id}: {newer} (a newer one is skipped when it is "
+        f"damaged or not named). Restore the checkpoint the sink committed, or set {ACCEPT_DUPLICATES_KEY}: true "
+        f"to accept duplicated rows (at-least-once output)"
+    )

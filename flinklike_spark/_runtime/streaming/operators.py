@@ -72,6 +72,7 @@ __all__ = [
     "SinkOperator",
     "SourceOperator",
     "StreamOperator",
+    "transactional_id_prefix",
 ]
 
 MAX_WATERMARK = 2**63 - 1
@@ -147,6 +148,7 @@ class OperatorContext:
     max_parallelism: int
     attempt_number: int
     job_id: str = ""
+    lineage_id: str = ""  # first job of the restore lineage; see SinkWriterContext.transactional_id_prefix
     clock_ms: Callable[[], int] = dataclasses.field(default=lambda: int(time.time() * 1000))
 
 
@@ -485,6 +487,11 @@ class KeyedProcessOperator(ProcessOperator):
             self.output.emit_rows(out)
 
 
+def transactional_id_prefix(lineage_id: str, sink_uid: str) -> str:
+    """The transactional id prefix of a sink's writers; see :class:`SinkWriterContext`."""
+    return f"flinklike/{lineage_id}/{sink_uid}"
+
+
 class SinkOperator(StreamOperator):
     """Writes its input to a :class:`~flinklike_spark.connector_api.SinkWriter`.
 
@@ -498,6 +505,9 @@ class SinkOperator(StreamOperator):
     which commits them before it processes anything. At the end of a bounded
     input the remaining committables are handed to the JobMaster
     (:meth:`final_committables`), which commits them when the job finished.
+    The writer's ``transactional_id_prefix`` comes from the restore lineage,
+    not the job id, so it is the same after a resume (see
+    :func:`transactional_id_prefix`).
     """
 
     vectorized = True
@@ -528,6 +538,7 @@ class SinkOperator(StreamOperator):
                 task_name=ctx.task_name,
                 job_id=ctx.job_id,
                 operator_uid=self.uid,
+                transactional_id_prefix=transactional_id_prefix(ctx.lineage_id or ctx.job_id, self.uid),
             )
         )
         self.writer.open()

@@ -227,6 +227,7 @@ class Task:
             max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number,
             job_id=tdd.job_id,
+            lineage_id=tdd.lineage_id or tdd.job_id,
         )
         specs = list(tdd.operators)
         if tdd.splits:

@@ -92,7 +92,7 @@ def test_damaged_file_falls_back_to_previous_checkpoint(base, caplog, damage):
 
 
 def test_no_restorable_checkpoint_left(base, caplog):
-    with pytest.raises(CheckpointNotFoundError, match="0 completed"):
+    with pytest.raises(CheckpointNotFoundError, match="none completed"):
         find_restorable_checkpoint(base, JOB)
     handles = complete(base, 1)
     os.remove(os.path.join(base, "channel_state", _state_file(handles, "channel_state", 0).path))
@@ -122,3 +122,12 @@ def test_other_jobs_do_not_interfere(base):
     assert read_operator_state(base, "job-2", 7, UID).num_rows == 18
     with pytest.raises(CheckpointNotFoundError):
         read_operator_state(base, JOB, 7, UID)
+
+
+def test_no_restorable_checkpoint_below_a_bound_names_the_completed_ones(base):
+    complete(base, 3)
+    complete(base, 4)
+    with pytest.raises(CheckpointNotFoundError) as missing:
+        find_restorable_checkpoint(base, JOB, max_checkpoint_id=1)
+    assert "completed: [3, 4]; 0 of them at or below checkpoint 1" in str(missing.value)
+    assert "(0 completed)" not in str(missing.value)
