@@ -14,10 +14,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import cloudpickle
 import pyarrow as pa
 
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Sink, Source
+from flinklike_spark.errors import InvalidProgramError
 from flinklike_spark.functions import KeyedProcessFunction, ProcessFunction
 from flinklike_spark.watermarks import WatermarkStrategy
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
@@ -327,6 +329,34 @@ class DataStreamSink:
         return self
 
 
+def _check_picklable(t: _Transformation, uid: str) -> None:
+    """Raise InvalidProgramError unless what ``t`` ships to the TaskExecutors pickles.
+
+    Functions, sources and sinks travel cloudpickled inside the task deployment;
+    without this check a function holding a lock or a client failed the job at
+    deployment with only "cannot pickle '_thread.lock' object".
+    """
+    role = {"source": "source", "sink": "sink"}.get(t.kind, "function")
+    parts = [(role, t.function), ("key selector", t.key_selector), ("watermark strategy", t.timestamp_strategy)]
+    parts += [("key selector", spec.key_selector) for _, spec in t.inputs if spec is not None]
+    for what, value in parts:
+        if value is None:
+            continue
+        try:
+            cloudpickle.dumps(value)
+        except Exception as exc:  # noqa: BLE001 - pickling raises TypeError, PicklingError, AttributeError, ...
+            raise InvalidProgramError(
+                f"the {what} of operator {t.name!r} (uid {uid!r}), {_short_repr(value)}, cannot be pickled: "
+                f"{type(exc).__name__}: {exc}. It is pickled (cloudpickle) to run in the TaskExecutors: create "
+                f"locks, connections, clients and open files in open(), not in __init__ or a closure"
+            ) from exc
+
+
+def _short_repr(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
 class _JobGraphBuilder:
     """Chains transformations into job vertices.
 
@@ -375,6 +405,8 @@ class _JobGraphBuilder:
         for t in transformations:
             members.setdefault(head_of[t.id].id, []).append(t)
 
+        for t in transformations:
+            _check_picklable(t, uids[t.id])
         graph = JobGraph(job_id=uuid.uuid4().hex, name=job_name)
         index_in_vertex: dict[int, int] = {}
         specs: dict[int, OperatorSpec] = {}

@@ -22,9 +22,11 @@ __all__ = [
     "CorruptCheckpointError",
     "EventDecodingError",
     "FlinklikeError",
+    "FunctionResultError",
     "IllegalStateTransition",
     "IncompatibleCheckpointError",
     "InputFilesNotFoundError",
+    "InvalidProgramError",
     "JobCancelledError",
     "JobExecutionError",
     "MalformedRecordError",
@@ -68,6 +70,18 @@ def _rebuild_illegal_transition(message, source, target):
 
 class SchemaMismatchError(FlinklikeError, TypeError):
     """A record's fields do not match the schema of the stream it is emitted to."""
+
+
+class FunctionResultError(FlinklikeError, TypeError):
+    """A user function returned or yielded something of the wrong type (a map returning
+    None, a ``process_element`` returning a dict instead of yielding it); the message
+    names the operator and what its function must return."""
+
+
+class InvalidProgramError(FlinklikeError, TypeError):
+    """The program cannot run as written, found before the job starts (Flink's
+    ``InvalidProgramException``): e.g. a function, source or sink that cannot be
+    pickled to ship it to the TaskExecutors. The message names the operator."""
 
 
 class SlotAllocationError(FlinklikeError):
