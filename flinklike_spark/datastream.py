@@ -131,8 +131,8 @@ class StreamExecutionEnvironment:
 
         job_graph = self.get_job_graph(job_name)
         cluster = MiniCluster(self._local_cluster_config(job_graph))
-        cluster.start()
-        try:
+        try:  # also on Ctrl-C while the cluster starts: no TaskExecutor is left behind
+            cluster.start()
             client = cluster.submit_job(job_graph, owns_cluster=True)
         except BaseException:
             cluster.close()
