@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -131,6 +133,7 @@ class StreamExecutionEnvironment:
 
         job_graph = self.get_job_graph(job_name)
         cluster = MiniCluster(self._local_cluster_config(job_graph))
+        _close_at_exit(cluster)
         try:  # also on Ctrl-C while the cluster starts: no TaskExecutor is left behind
             cluster.start()
             client = cluster.submit_job(job_graph, owns_cluster=True)
@@ -158,6 +161,26 @@ class StreamExecutionEnvironment:
             JobExecutionError: the job failed; ``__cause__`` is the root failure.
         """
         return self.execute_async(job_name).wait()
+
+
+def _close_at_exit(cluster: Any) -> None:
+    """Close ``cluster`` (cancelling its job) if the interpreter exits while it is open.
+
+    That happens when the program ends, or Ctrl-C interrupts it, outside
+    ``JobClient.wait``. The hook is registered with ``threading._register_atexit``
+    (what ``concurrent.futures`` itself uses) because it must run before the
+    interpreter stops the thread pools: an ``atexit`` hook would run after, when
+    cancelling fails with "cannot schedule new futures after shutdown". It holds
+    the cluster weakly and does nothing once the cluster is closed.
+    """
+    ref = weakref.ref(cluster)
+
+    def close() -> None:
+        open_cluster = ref()
+        if open_cluster is not None:
+            open_cluster.close()
+
+    threading._register_atexit(close)  # noqa: SLF001 - see the docstring
 
 
 class DataStream:
