@@ -255,6 +255,10 @@ class ConfigOption(Generic[T]):
         if self.optional and (value is None or value == ""):
             return None  # type: ignore[return-value]
         parsed = self.parse(value, key=self.key)
+        if parsed is None:
+            return parsed
+        if isinstance(parsed, float) and not math.isfinite(parsed):
+            raise ConfigurationError(f"{self.key}: {value!r} is not a finite number; valid: {self.valid_range()}")
         if (self.minimum is not None and parsed < self.minimum) or (
             self.maximum is not None and parsed > self.maximum
         ):
@@ -264,83 +268,95 @@ class ConfigOption(Generic[T]):
         return parsed
 
 
-def _opt(key: str, default: Any, parse: Callable[..., Any], description: str, **bounds: Any) -> ConfigOption[Any]:
-    return ConfigOption(key=key, default=default, parse=parse, description=description, **bounds)
+_duration = parse_duration
+_memory = parse_memory_size
+
+# The bound an option gets when its row names none, by parser: every duration and
+# integer option is bounded even if its row forgets to say so.
+_DEFAULT_MAXIMUM: dict[Callable[..., Any], Any] = {parse_duration: MAX_DURATION, _parse_int: _INT_MAX}
 
 
-def _int(key: str, default: int, description: str, *, minimum: int, maximum: int) -> ConfigOption[int]:
-    return _opt(key, default, _parse_int, description, minimum=minimum, maximum=maximum)
+def _opt(
+    key: str,
+    default: Any,
+    parse: Callable[..., Any],
+    description: str,
+    minimum: Any = None,
+    maximum: Any = None,
+    *,
+    optional: bool = False,
+) -> ConfigOption[Any]:
+    """One row of the option table.
 
-
-def _duration(
-    key: str, default: timedelta | None, description: str, *, minimum: timedelta = timedelta(0), optional: bool = False
-) -> ConfigOption[timedelta]:
-    return _opt(key, default, parse_duration, description, minimum=minimum, maximum=MAX_DURATION, optional=optional)
-
-
-def _memory(key: str, default: int, description: str, *, minimum: int, maximum: int) -> ConfigOption[int]:
-    return _opt(key, default, parse_memory_size, description, minimum=minimum, maximum=maximum,
-                format_bound=_format_bytes)  # fmt: skip
+    ``minimum``/``maximum`` are in the parsed type (a ``timedelta`` for
+    durations; a plain number there means seconds). Without a ``maximum``,
+    durations are bounded by :data:`MAX_DURATION` and integers by 2^31 - 1.
+    """
+    if parse is parse_duration and isinstance(minimum, int | float):
+        minimum = timedelta(seconds=minimum)
+    if maximum is None:
+        maximum = _DEFAULT_MAXIMUM.get(parse)
+    format_bound = _format_bytes if parse is parse_memory_size else _format_bound
+    return ConfigOption(key=key, default=default, parse=parse, description=description, minimum=minimum,
+                        maximum=maximum, optional=optional, format_bound=format_bound)  # fmt: skip
 
 
 _MS = timedelta(milliseconds=1)
+_ZERO = timedelta(0)
 
 OPTIONS: dict[str, ConfigOption[Any]] = {
     o.key: o
     for o in (
-        _int("parallelism.default", 1, "Default parallelism of operators.",
-             minimum=1, maximum=_UPPER_BOUND_MAX_PARALLELISM),
-        _int("pipeline.max-parallelism", 128, "Number of key groups of keyed state.",
-             minimum=1, maximum=_UPPER_BOUND_MAX_PARALLELISM),
+        _opt("parallelism.default", 1, _parse_int, "Default parallelism of operators.",
+             1, _UPPER_BOUND_MAX_PARALLELISM),
+        _opt("pipeline.max-parallelism", 128, _parse_int, "Number of key groups of keyed state.",
+             1, _UPPER_BOUND_MAX_PARALLELISM),
         _opt("pipeline.name", None, _parse_optional_str, "The job's name."),
-        _duration("pipeline.auto-watermark-interval", timedelta(milliseconds=200),
-                  "How often sources emit watermarks."),
-        _duration("execution.buffer-timeout.interval", timedelta(milliseconds=100),
-                  "Longest time a partially filled output buffer waits before it is sent (0: send at once)."),
+        _opt("pipeline.auto-watermark-interval", timedelta(milliseconds=200), _duration,
+             "How often sources emit watermarks.", _ZERO),
+        _opt("execution.buffer-timeout.interval", timedelta(milliseconds=100), _duration,
+             "Longest time a partially filled output buffer waits before it is sent (0: at once).", _ZERO),
         _opt("execution.runtime-mode", "streaming", _choice_parser("streaming"),
              "Only STREAMING is supported; bounded sources finish the job."),
-        _int("taskmanager.numberOfTaskSlots", 1, "Slots per TaskExecutor.",
-             minimum=1, maximum=_UPPER_BOUND_MAX_PARALLELISM),
-        _int("local.number-taskmanager", 1,
-             "TaskExecutors of the local MiniCluster; each is a Python process (or thread) of its own.",
-             minimum=1, maximum=128),
+        _opt("taskmanager.numberOfTaskSlots", 1, _parse_int, "Slots per TaskExecutor.",
+             1, _UPPER_BOUND_MAX_PARALLELISM),
+        _opt("local.number-taskmanager", 1, _parse_int,
+             "TaskExecutors of the local MiniCluster; each is a Python process (or thread) of its own.", 1, 128),
         _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, _enum_parser(TaskManagerMode),
              "Run local TaskExecutors as child processes or as threads of the client."),
-        _memory("taskmanager.memory.segment-size", 32 * 1024, "Target bytes of one network buffer.",
-                minimum=64, maximum=64 << 20),
-        _int("taskmanager.network.memory.buffers-per-channel", 2,
-             "Exclusive buffers (credit) per input channel.", minimum=1, maximum=10_000),
-        _int("taskmanager.network.memory.floating-buffers-per-gate", 8,
-             "Buffers an input gate adds to each remote channel's credit, beyond its exclusive buffers.",
-             minimum=1, maximum=10_000),
-        _int("taskmanager.network.memory.max-buffers-per-channel", 10,
-             "Buffers a result subpartition may hold before the producing task is backpressured.",
-             minimum=1, maximum=10_000),
-        _duration("taskmanager.network.request-backoff.max", timedelta(seconds=30),
-                  "How long a consumer waits for its producer's partition to appear.", minimum=_MS),
-        _duration("heartbeat.interval", timedelta(seconds=10), "TaskExecutor heartbeat interval.", minimum=_MS),
-        _duration("heartbeat.timeout", timedelta(seconds=50), "Heartbeat timeout of a TaskExecutor.", minimum=_MS),
-        _duration("slot.request.timeout", timedelta(minutes=5), "How long a slot request may wait.", minimum=_MS),
-        _duration("taskmanager.slot.timeout", timedelta(seconds=10), "Timeout of an allocated but inactive slot.",
-                  minimum=_MS),
+        _opt("taskmanager.memory.segment-size", 32 * 1024, _memory, "Target bytes of one network buffer.",
+             64, 64 << 20),
+        _opt("taskmanager.network.memory.buffers-per-channel", 2, _parse_int,
+             "Exclusive buffers (credit) per input channel.", 1, 10_000),
+        _opt("taskmanager.network.memory.floating-buffers-per-gate", 8, _parse_int,
+             "Buffers an input gate adds to each remote channel's credit, beyond its exclusive buffers.", 1, 10_000),
+        _opt("taskmanager.network.memory.max-buffers-per-channel", 10, _parse_int,
+             "Buffers a result subpartition may hold before the producing task is backpressured.", 1, 10_000),
+        _opt("taskmanager.network.request-backoff.max", timedelta(seconds=30), _duration,
+             "How long a consumer waits for its producer's partition to appear.", _MS),
+        _opt("heartbeat.interval", timedelta(seconds=10), _duration, "TaskExecutor heartbeat interval.", _MS),
+        _opt("heartbeat.timeout", timedelta(seconds=50), _duration, "Heartbeat timeout of a TaskExecutor.", _MS),
+        _opt("slot.request.timeout", timedelta(minutes=5), _duration, "How long a slot request may wait.", _MS),
+        _opt("taskmanager.slot.timeout", timedelta(seconds=10), _duration,
+             "Timeout of an allocated but inactive slot.", _MS),
         _opt("restart-strategy.type", "none", _choice_parser("none", "disable", "off"),
              "Restart strategy; failover arrives with the failover coordinator."),
-        _duration("execution.checkpointing.interval", None,
-                  "Checkpoint interval; unset disables periodic checkpoints (Flink's minimum is 10 ms).",
-                  minimum=MIN_CHECKPOINT_TIME, optional=True),
+        _opt("execution.checkpointing.interval", None, _duration,
+             "Checkpoint interval; unset disables periodic checkpoints (Flink's minimum is 10 ms).",
+             MIN_CHECKPOINT_TIME, optional=True),
         _opt("execution.checkpointing.mode", CheckpointingMode.EXACTLY_ONCE, _enum_parser(CheckpointingMode),
              "exactly-once or at-least-once."),
         _opt("execution.checkpointing.unaligned.enabled", False, _parse_bool, "Take unaligned checkpoints."),
-        _duration("execution.checkpointing.aligned-checkpoint-timeout", timedelta(0),
-                  "With unaligned enabled: start aligned and switch after this timeout (0 = unaligned at once)."),
-        _duration("execution.checkpointing.timeout", timedelta(minutes=10), "Checkpoint timeout.",
-                  minimum=MIN_CHECKPOINT_TIME),
-        _int("execution.checkpointing.max-concurrent-checkpoints", 1, "Checkpoints in progress at once.",
-             minimum=1, maximum=_INT_MAX),
-        _duration("execution.checkpointing.min-pause", timedelta(0), "Pause between checkpoints."),
-        _int("execution.checkpointing.tolerable-failed-checkpoints", 0,
-             "Consecutive checkpoint failures tolerated before the job fails.", minimum=0, maximum=_INT_MAX),
-        _int("execution.checkpointing.num-retained", 1, "Completed checkpoints kept.", minimum=1, maximum=_INT_MAX),
+        _opt("execution.checkpointing.aligned-checkpoint-timeout", _ZERO, _duration,
+             "With unaligned enabled: start aligned and switch after this timeout (0 = unaligned at once).", _ZERO),
+        _opt("execution.checkpointing.timeout", timedelta(minutes=10), _duration, "Checkpoint timeout.",
+             MIN_CHECKPOINT_TIME),
+        _opt("execution.checkpointing.max-concurrent-checkpoints", 1, _parse_int,
+             "Checkpoints in progress at once.", 1),
+        _opt("execution.checkpointing.min-pause", _ZERO, _duration, "Pause between checkpoints.", _ZERO),
+        _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, _parse_int,
+             "Consecutive checkpoint failures tolerated before the job fails.", 0),
+        _opt("execution.checkpointing.num-retained", 1, _parse_int, "Completed checkpoints kept.", 1),
         _opt("execution.checkpointing.dir", None, _parse_optional_str, "Checkpoint storage URL (fsspec)."),
         _opt("execution.state-recovery.path", None, _parse_optional_str, "Checkpoint or savepoint to start from."),
     )

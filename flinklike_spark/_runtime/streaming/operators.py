@@ -33,6 +33,7 @@ from flinklike_spark.connector_api import (
     SourceReaderContext,
     TwoPhaseCommittingSink,
 )
+from flinklike_spark.errors import FunctionResultError
 from flinklike_spark.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -44,7 +45,6 @@ from flinklike_spark.functions import (
     TimeDomain,
     TimerService,
 )
-from flinklike_spark.errors import FunctionResultError
 from flinklike_spark.state import (
     ListStateDescriptor,
     MapStateDescriptor,
