@@ -98,10 +98,27 @@ class _Table:
         self.uri = delta_uri(self.fs, self.root)
 
     def open(self) -> DeltaTable | None:
+        """The table, or None if there is none yet.
+
+        Raises:
+            ConfigurationError: the path is a regular file (deltalake would say
+                "Path does not exist").
+        """
         try:
             return DeltaTable(self.uri, storage_options=self.storage_options)
         except TableNotFoundError:
+            self._check_not_a_file()
             return None
+        except DeltaError:
+            self._check_not_a_file()
+            raise
+
+    def _check_not_a_file(self) -> None:
+        if self.fs.isfile(self.root):
+            raise ConfigurationError(
+                f"DeltaSink path {self.root!r} is a regular file, not a directory: a Delta table is a directory "
+                f"(holding _delta_log/); remove the file or choose another path"
+            )
 
     def open_or_create(self, schema: pa.Schema) -> DeltaTable:
         """Open the table, creating it with ``schema`` if missing (safe when subtasks race)."""

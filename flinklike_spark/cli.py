@@ -1,8 +1,10 @@
 """The ``flinklike`` command.
 
-``flinklike run FILE.py [args...]`` runs a script as ``__main__``;
-``flinklike run package.module:function`` imports the module and calls the
-function (which may return a StreamExecutionEnvironment to execute). Jobs the
+``flinklike run FILE.py [args...]`` runs a script as ``__main__`` with its
+directory first on ``sys.path`` (as ``python FILE.py`` does);
+``flinklike run package.module:function`` imports the module (the current
+directory on ``sys.path``, as with ``python -m``) and calls the function
+(which may return a StreamExecutionEnvironment to execute). Jobs the
 program submits run on the embedded local cluster; while they run, progress
 (records in/out per second, backpressure) is shown on stderr: one updating
 line on a terminal, a line every few seconds otherwise.
@@ -35,6 +37,8 @@ import argparse
 import importlib
 import json
 import logging
+import math
+import os
 import runpy
 import sys
 import threading
@@ -69,6 +73,8 @@ class ProgressReporter:
         self._client = client
         self._stream = stream or sys.stderr
         self._tty = getattr(self._stream, "isatty", lambda: False)()
+        if interval is not None and not (math.isfinite(interval) and interval > 0):
+            raise ValueError(f"progress interval must be a number of seconds > 0, got {interval!r}")
         self._interval = interval if interval is not None else (1.0 if self._tty else 5.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
@@ -112,10 +118,19 @@ class ProgressReporter:
 
 
 def _run_target(target: str, args: list[str]) -> None:
+    """Run ``target`` as ``python FILE.py`` or ``python -m`` would see it.
+
+    A script's directory goes first on ``sys.path`` (so its local imports work,
+    also in the TaskExecutor processes, which inherit ``sys.path``); for
+    ``module:function`` the current directory does, as with ``python -m``.
+    """
     if target.endswith(".py") or ":" not in target:
         sys.argv = [target, *args]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
         runpy.run_path(target, run_name="__main__")
         return
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     module_name, _, function_name = target.partition(":")
     function = getattr(importlib.import_module(module_name), function_name)
     result = function(*args)
@@ -283,12 +298,22 @@ def _int_at_least(minimum: int):
     return parse
 
 
+def _positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
+    return seconds
+
+
 def _add_run_parser(commands) -> None:
     run = commands.add_parser("run", help="run a pipeline on the embedded local cluster")
     run.add_argument("target", help="a script FILE.py or package.module:function")
     run.add_argument("--no-progress", action="store_true", help="do not show live progress")
     run.add_argument(
-        "--progress-interval", type=float, default=None, metavar="SECONDS",
+        "--progress-interval", type=_positive_seconds, default=None, metavar="SECONDS",
         help="seconds between progress reports (default: 1 on a terminal, 5 otherwise)",
     )
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the program")

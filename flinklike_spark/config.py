@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
@@ -60,21 +61,47 @@ _DURATION_UNITS = {
 _MEMORY_UNITS = {"b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30}
 _NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
+MAX_DURATION = timedelta(days=365)
+"""Upper bound of every duration option: longer waits are mistakes, and far longer ones
+(or ``inf``) overflow the timed waits of threads and the OS."""
+
+MIN_CHECKPOINT_TIME = timedelta(milliseconds=10)
+"""Flink's ``MINIMAL_CHECKPOINT_TIME``: the smallest checkpoint interval and timeout."""
+
+_INT_MAX = 2**31 - 1  # Flink's Integer.MAX_VALUE: the bound of its int options
+_UPPER_BOUND_MAX_PARALLELISM = 1 << 15  # Flink's KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM
+
 
 def parse_duration(value: object, *, key: str = "duration") -> timedelta:
-    """Parse ``timedelta``, a number of milliseconds, or Flink's ``"100 ms"``/``"10s"``/``"1 min"``."""
+    """Parse ``timedelta``, a number of milliseconds, or Flink's ``"100 ms"``/``"10s"``/``"1 min"``.
+
+    Raises:
+        ConfigurationError: not a duration, not finite (NaN, inf), or beyond what
+            ``timedelta`` holds. The sign is not checked here (options check ranges).
+    """
     if isinstance(value, timedelta):
         return value
     if isinstance(value, bool):
         raise ConfigurationError(f"{key}: expected a duration, got {value!r}")
     if isinstance(value, (int, float)):
-        return timedelta(milliseconds=value)
+        if not math.isfinite(value):
+            raise ConfigurationError(
+                f"{key}: {value!r} is not a duration; use a finite number of milliseconds, "
+                f"a string like '100 ms', '10 s', '1 min', or a datetime.timedelta"
+            )
+        try:
+            return timedelta(milliseconds=value)
+        except OverflowError:
+            raise ConfigurationError(f"{key}: {value!r} ms is too long for a duration") from None
     match = _NUMBER_UNIT.match(str(value))
     if match:
         number, unit = match.groups()
         unit = unit.lower() or "ms"
         if unit in _DURATION_UNITS:
-            return timedelta(seconds=float(number) * _DURATION_UNITS[unit])
+            try:
+                return timedelta(seconds=float(number) * _DURATION_UNITS[unit])
+            except OverflowError:
+                raise ConfigurationError(f"{key}: {value!r} is too long for a duration") from None
     raise ConfigurationError(
         f"{key}: cannot parse {value!r} as a duration; use e.g. '100 ms', '10 s', '1 min' "
         f"(units: {', '.join(sorted(set(_DURATION_UNITS)))}) or a datetime.timedelta"
@@ -82,16 +109,33 @@ def parse_duration(value: object, *, key: str = "duration") -> timedelta:
 
 
 def parse_memory_size(value: object, *, key: str = "memory size") -> int:
-    """Parse bytes as an int or Flink's ``"32kb"``/``"64 mb"``."""
+    """Parse a whole number of bytes: an int or Flink's ``"32kb"``/``"64 mb"``.
+
+    Raises:
+        ConfigurationError: not a memory size, or not a whole number of bytes
+            (``1.5``, ``"0.3kb"``). The sign is not checked here (options check ranges).
+    """
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    match = _NUMBER_UNIT.match(str(value))
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise ConfigurationError(f"{key}: {value!r} is not a whole number of bytes; use e.g. 32768, '32kb', '64 mb'")
+    match = _NUMBER_UNIT.match(str(value)) if not isinstance(value, bool) else None
     if match:
         number, unit = match.groups()
         unit = unit.lower() or "b"
         if unit in _MEMORY_UNITS:
-            return int(float(number) * _MEMORY_UNITS[unit])
-    raise ConfigurationError(f"{key}: cannot parse {value!r} as a memory size; use e.g. '32kb', '64 mb'")
+            size = float(number) * _MEMORY_UNITS[unit]
+            if size.is_integer():
+                return int(size)
+            raise ConfigurationError(
+                f"{key}: {value!r} is not a whole number of bytes ({size:g}); use e.g. '32kb', '64 mb'"
+            )
+    raise ConfigurationError(
+        f"{key}: cannot parse {value!r} as a memory size; use e.g. 32768, '32kb', '64 mb' "
+        f"(units: {', '.join(sorted(_MEMORY_UNITS))})"
+    )
 
 
 def _parse_int(value: object, *, key: str) -> int:
@@ -140,83 +184,176 @@ def _choice_parser(*choices: str) -> Callable[..., str]:
     return parse
 
 
-def _parse_str(value: object, *, key: str) -> str:
-    return str(value)
-
-
 def _parse_optional_str(value: object, *, key: str) -> str | None:
     return None if value is None or str(value) == "" else str(value)
 
 
+def _format_duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
+        if seconds >= size and (seconds / size).is_integer():
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds * 1000:g} ms"
+
+
+def _format_bytes(value: int) -> str:
+    for unit, size in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
+        if value >= size and value % size == 0:
+            return f"{value // size} {unit}"
+    return f"{value} bytes"
+
+
+def _format_bound(value: object) -> str:
+    return _format_duration(value) if isinstance(value, timedelta) else f"{value:,}"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ConfigOption(Generic[T]):
-    """One configuration key: its parser, default, bounds and description."""
+    """One configuration key: its parser, default, valid range and description.
+
+    Attributes:
+        key: Flink's configuration key.
+        default: the value when the key is not set (None: unset means "off").
+        parse: ``parse(value, key=key)`` -> the typed value; raises ConfigurationError.
+        description: one line for users.
+        minimum / maximum: inclusive bounds of the parsed value (ints, byte
+            counts, timedeltas), or None for no bound. Every number-like option
+            has both, so no value can silently be absurd.
+        optional: None (or ``""``) is a valid value meaning "unset" (the default).
+        format_bound: renders a bound in messages (default: durations as
+            ``"10 ms"``, numbers with thousands separators).
+    """
 
     key: str
     default: T
     parse: Callable[..., T]
     description: str
-    minimum: float | None = None
+    minimum: Any = None
+    maximum: Any = None
+    optional: bool = False
+    format_bound: Callable[[Any], str] = _format_bound
+
+    def valid_range(self) -> str:
+        """The valid range in words, e.g. ``"between 10 ms and 365 days"``."""
+        low, high = self.minimum, self.maximum
+        if low is not None and high is not None:
+            text = f"between {self.format_bound(low)} and {self.format_bound(high)}"
+        elif low is not None:
+            text = f"at least {self.format_bound(low)}"
+        elif high is not None:
+            text = f"at most {self.format_bound(high)}"
+        else:
+            text = "any value"
+        return f"{text}, or unset (None)" if self.optional else text
 
     def convert(self, value: object) -> T:
+        """Parse and range-check ``value``.
+
+        Raises:
+            ConfigurationError: naming the key, the value and the valid range.
+        """
+        if self.optional and (value is None or value == ""):
+            return None  # type: ignore[return-value]
         parsed = self.parse(value, key=self.key)
-        if self.minimum is not None:
-            number = parsed.total_seconds() if isinstance(parsed, timedelta) else parsed
-            if number < self.minimum:  # type: ignore[operator]
-                raise ConfigurationError(f"{self.key}: {value!r} is below the minimum {self.minimum}")
+        if parsed is None:
+            return parsed
+        if isinstance(parsed, float) and not math.isfinite(parsed):
+            raise ConfigurationError(f"{self.key}: {value!r} is not a finite number; valid: {self.valid_range()}")
+        if (self.minimum is not None and parsed < self.minimum) or (
+            self.maximum is not None and parsed > self.maximum
+        ):
+            raise ConfigurationError(
+                f"{self.key}: {value!r} is out of range; valid: {self.valid_range()}. {self.description}"
+            )
         return parsed
-
-
-def _opt(key: str, default: Any, parse: Callable[..., Any], description: str, minimum: float | None = None):
-    return ConfigOption(key=key, default=default, parse=parse, description=description, minimum=minimum)
 
 
 _duration = parse_duration
 _memory = parse_memory_size
 
+# The bound an option gets when its row names none, by parser: every duration and
+# integer option is bounded even if its row forgets to say so.
+_DEFAULT_MAXIMUM: dict[Callable[..., Any], Any] = {parse_duration: MAX_DURATION, _parse_int: _INT_MAX}
+
+
+def _opt(
+    key: str,
+    default: Any,
+    parse: Callable[..., Any],
+    description: str,
+    minimum: Any = None,
+    maximum: Any = None,
+    *,
+    optional: bool = False,
+) -> ConfigOption[Any]:
+    """One row of the option table.
+
+    ``minimum``/``maximum`` are in the parsed type (a ``timedelta`` for
+    durations; a plain number there means seconds). Without a ``maximum``,
+    durations are bounded by :data:`MAX_DURATION` and integers by 2^31 - 1.
+    """
+    if parse is parse_duration and isinstance(minimum, int | float):
+        minimum = timedelta(seconds=minimum)
+    if maximum is None:
+        maximum = _DEFAULT_MAXIMUM.get(parse)
+    format_bound = _format_bytes if parse is parse_memory_size else _format_bound
+    return ConfigOption(key=key, default=default, parse=parse, description=description, minimum=minimum,
+                        maximum=maximum, optional=optional, format_bound=format_bound)  # fmt: skip
+
+
+_MS = timedelta(milliseconds=1)
+_ZERO = timedelta(0)
+
 OPTIONS: dict[str, ConfigOption[Any]] = {
     o.key: o
     for o in (
-        _opt("parallelism.default", 1, _parse_int, "Default parallelism of operators.", 1),
-        _opt("pipeline.max-parallelism", 128, _parse_int, "Number of key groups of keyed state.", 1),
+        _opt("parallelism.default", 1, _parse_int, "Default parallelism of operators.",
+             1, _UPPER_BOUND_MAX_PARALLELISM),
+        _opt("pipeline.max-parallelism", 128, _parse_int, "Number of key groups of keyed state.",
+             1, _UPPER_BOUND_MAX_PARALLELISM),
         _opt("pipeline.name", None, _parse_optional_str, "The job's name."),
         _opt("pipeline.auto-watermark-interval", timedelta(milliseconds=200), _duration,
-             "How often sources emit watermarks.", 0),
+             "How often sources emit watermarks.", _ZERO),
         _opt("execution.buffer-timeout.interval", timedelta(milliseconds=100), _duration,
-             "Longest time a partially filled output buffer waits before it is sent.", 0),
+             "Longest time a partially filled output buffer waits before it is sent (0: at once).", _ZERO),
         _opt("execution.runtime-mode", "streaming", _choice_parser("streaming"),
              "Only STREAMING is supported; bounded sources finish the job."),
-        _opt("taskmanager.numberOfTaskSlots", 1, _parse_int, "Slots per TaskExecutor.", 1),
-        _opt("local.number-taskmanager", 1, _parse_int, "TaskExecutors of the local MiniCluster.", 1),
+        _opt("taskmanager.numberOfTaskSlots", 1, _parse_int, "Slots per TaskExecutor.",
+             1, _UPPER_BOUND_MAX_PARALLELISM),
+        _opt("local.number-taskmanager", 1, _parse_int,
+             "TaskExecutors of the local MiniCluster; each is a Python process (or thread) of its own.", 1, 128),
         _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, _enum_parser(TaskManagerMode),
              "Run local TaskExecutors as child processes or as threads of the client."),
-        _opt("taskmanager.memory.segment-size", 32 * 1024, _memory, "Target bytes of one network buffer.", 1),
+        _opt("taskmanager.memory.segment-size", 32 * 1024, _memory, "Target bytes of one network buffer.",
+             64, 64 << 20),
         _opt("taskmanager.network.memory.buffers-per-channel", 2, _parse_int,
-             "Exclusive buffers (credit) per input channel.", 1),
+             "Exclusive buffers (credit) per input channel.", 1, 10_000),
         _opt("taskmanager.network.memory.floating-buffers-per-gate", 8, _parse_int,
-             "Buffers an input gate adds to each remote channel's credit, beyond its exclusive buffers.", 1),
+             "Buffers an input gate adds to each remote channel's credit, beyond its exclusive buffers.", 1, 10_000),
         _opt("taskmanager.network.memory.max-buffers-per-channel", 10, _parse_int,
-             "Buffers a result subpartition may hold before the producing task is backpressured.", 1),
+             "Buffers a result subpartition may hold before the producing task is backpressured.", 1, 10_000),
         _opt("taskmanager.network.request-backoff.max", timedelta(seconds=30), _duration,
-             "How long a consumer waits for its producer's partition to appear.", 0),
-        _opt("heartbeat.interval", timedelta(seconds=10), _duration, "TaskExecutor heartbeat interval.", 0),
-        _opt("heartbeat.timeout", timedelta(seconds=50), _duration, "Heartbeat timeout of a TaskExecutor.", 0),
-        _opt("slot.request.timeout", timedelta(minutes=5), _duration, "How long a slot request may wait.", 0),
+             "How long a consumer waits for its producer's partition to appear.", _MS),
+        _opt("heartbeat.interval", timedelta(seconds=10), _duration, "TaskExecutor heartbeat interval.", _MS),
+        _opt("heartbeat.timeout", timedelta(seconds=50), _duration, "Heartbeat timeout of a TaskExecutor.", _MS),
+        _opt("slot.request.timeout", timedelta(minutes=5), _duration, "How long a slot request may wait.", _MS),
         _opt("taskmanager.slot.timeout", timedelta(seconds=10), _duration,
-             "Timeout of an allocated but inactive slot.", 0),
+             "Timeout of an allocated but inactive slot.", _MS),
         _opt("restart-strategy.type", "none", _choice_parser("none", "disable", "off"),
              "Restart strategy; failover arrives with the failover coordinator."),
-        _opt("execution.checkpointing.interval", None, lambda v, key: None if v is None else _duration(v, key=key),
-             "Checkpoint interval; unset disables periodic checkpoints."),
+        _opt("execution.checkpointing.interval", None, _duration,
+             "Checkpoint interval; unset disables periodic checkpoints (Flink's minimum is 10 ms).",
+             MIN_CHECKPOINT_TIME, optional=True),
         _opt("execution.checkpointing.mode", CheckpointingMode.EXACTLY_ONCE, _enum_parser(CheckpointingMode),
              "exactly-once or at-least-once."),
         _opt("execution.checkpointing.unaligned.enabled", False, _parse_bool, "Take unaligned checkpoints."),
-        _opt("execution.checkpointing.aligned-checkpoint-timeout", timedelta(0), _duration,
-             "With unaligned enabled: start aligned and switch after this timeout (0 = unaligned at once).", 0),
-        _opt("execution.checkpointing.timeout", timedelta(minutes=10), _duration, "Checkpoint timeout.", 0),
+        _opt("execution.checkpointing.aligned-checkpoint-timeout", _ZERO, _duration,
+             "With unaligned enabled: start aligned and switch after this timeout (0 = unaligned at once).", _ZERO),
+        _opt("execution.checkpointing.timeout", timedelta(minutes=10), _duration, "Checkpoint timeout.",
+             MIN_CHECKPOINT_TIME),
         _opt("execution.checkpointing.max-concurrent-checkpoints", 1, _parse_int,
              "Checkpoints in progress at once.", 1),
-        _opt("execution.checkpointing.min-pause", timedelta(0), _duration, "Pause between checkpoints.", 0),
+        _opt("execution.checkpointing.min-pause", _ZERO, _duration, "Pause between checkpoints.", _ZERO),
         _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, _parse_int,
              "Consecutive checkpoint failures tolerated before the job fails.", 0),
         _opt("execution.checkpointing.num-retained", 1, _parse_int, "Completed checkpoints kept.", 1),
@@ -297,6 +434,11 @@ class Configuration(Mapping[str, Any]):
         merged.update(kwargs)
         parsed: dict[str, Any] = {}
         for key, value in merged.items():
+            if not isinstance(key, str):
+                raise ConfigurationError(
+                    f"configuration keys must be strings (Flink's keys, e.g. 'parallelism.default'), "
+                    f"got {type(key).__name__} {key!r} (value {value!r})"
+                )
             option = OPTIONS.get(key)
             if option is None:
                 close = difflib.get_close_matches(key, OPTIONS, n=3, cutoff=0.5)
@@ -313,6 +455,17 @@ class Configuration(Mapping[str, Any]):
     @staticmethod
     def valid_keys() -> list[str]:
         return sorted(OPTIONS)
+
+    @staticmethod
+    def option(key: str) -> ConfigOption[Any]:
+        """The :class:`ConfigOption` of ``key`` (its default, range and description).
+
+        Raises:
+            ConfigurationError: an unknown key.
+        """
+        if not isinstance(key, str) or key not in OPTIONS:
+            raise ConfigurationError(f"unknown configuration key {key!r}")
+        return OPTIONS[key]
 
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
         if key not in OPTIONS:

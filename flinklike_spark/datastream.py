@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import cloudpickle
 import pyarrow as pa
 
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Sink, Source
+from flinklike_spark.errors import InvalidProgramError
 from flinklike_spark.functions import KeyedProcessFunction, ProcessFunction
 from flinklike_spark.watermarks import WatermarkStrategy
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
@@ -129,8 +133,9 @@ class StreamExecutionEnvironment:
 
         job_graph = self.get_job_graph(job_name)
         cluster = MiniCluster(self._local_cluster_config(job_graph))
-        cluster.start()
-        try:
+        _close_at_exit(cluster)
+        try:  # also on Ctrl-C while the cluster starts: no TaskExecutor is left behind
+            cluster.start()
             client = cluster.submit_job(job_graph, owns_cluster=True)
         except BaseException:
             cluster.close()
@@ -156,6 +161,26 @@ class StreamExecutionEnvironment:
             JobExecutionError: the job failed; ``__cause__`` is the root failure.
         """
         return self.execute_async(job_name).wait()
+
+
+def _close_at_exit(cluster: Any) -> None:
+    """Close ``cluster`` (cancelling its job) if the interpreter exits while it is open.
+
+    That happens when the program ends, or Ctrl-C interrupts it, outside
+    ``JobClient.wait``. The hook is registered with ``threading._register_atexit``
+    (what ``concurrent.futures`` itself uses) because it must run before the
+    interpreter stops the thread pools: an ``atexit`` hook would run after, when
+    cancelling fails with "cannot schedule new futures after shutdown". It holds
+    the cluster weakly and does nothing once the cluster is closed.
+    """
+    ref = weakref.ref(cluster)
+
+    def close() -> None:
+        open_cluster = ref()
+        if open_cluster is not None:
+            open_cluster.close()
+
+    threading._register_atexit(close)  # noqa: SLF001 - see the docstring
 
 
 class DataStream:
@@ -327,6 +352,34 @@ class DataStreamSink:
         return self
 
 
+def _check_picklable(t: _Transformation, uid: str) -> None:
+    """Raise InvalidProgramError unless what ``t`` ships to the TaskExecutors pickles.
+
+    Functions, sources and sinks travel cloudpickled inside the task deployment;
+    without this check a function holding a lock or a client failed the job at
+    deployment with only "cannot pickle '_thread.lock' object".
+    """
+    role = {"source": "source", "sink": "sink"}.get(t.kind, "function")
+    parts = [(role, t.function), ("key selector", t.key_selector), ("watermark strategy", t.timestamp_strategy)]
+    parts += [("key selector", spec.key_selector) for _, spec in t.inputs if spec is not None]
+    for what, value in parts:
+        if value is None:
+            continue
+        try:
+            cloudpickle.dumps(value)
+        except Exception as exc:  # noqa: BLE001 - pickling raises TypeError, PicklingError, AttributeError, ...
+            raise InvalidProgramError(
+                f"the {what} of operator {t.name!r} (uid {uid!r}), {_short_repr(value)}, cannot be pickled: "
+                f"{type(exc).__name__}: {exc}. It is pickled (cloudpickle) to run in the TaskExecutors: create "
+                f"locks, connections, clients and open files in open(), not in __init__ or a closure"
+            ) from exc
+
+
+def _short_repr(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
 class _JobGraphBuilder:
     """Chains transformations into job vertices.
 
@@ -375,6 +428,8 @@ class _JobGraphBuilder:
         for t in transformations:
             members.setdefault(head_of[t.id].id, []).append(t)
 
+        for t in transformations:
+            _check_picklable(t, uids[t.id])
         graph = JobGraph(job_id=uuid.uuid4().hex, name=job_name)
         index_in_vertex: dict[int, int] = {}
         specs: dict[int, OperatorSpec] = {}

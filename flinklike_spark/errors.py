@@ -23,11 +23,15 @@ __all__ = [
     "CorruptCheckpointError",
     "EventDecodingError",
     "FlinklikeError",
+    "FunctionResultError",
     "IllegalStateTransition",
     "IncompatibleCheckpointError",
     "InputFilesNotFoundError",
+    "InvalidProgramError",
     "JobCancelledError",
+    "JobClientTimeoutError",
     "JobExecutionError",
+    "JobNotRunningError",
     "MalformedRecordError",
     "NetworkError",
     "PartitionNotFoundError",
@@ -69,6 +73,18 @@ def _rebuild_illegal_transition(message, source, target):
 
 class SchemaMismatchError(FlinklikeError, TypeError):
     """A record's fields do not match the schema of the stream it is emitted to."""
+
+
+class FunctionResultError(FlinklikeError, TypeError):
+    """A user function returned or yielded something of the wrong type (a map returning
+    None, a ``process_element`` returning a dict instead of yielding it); the message
+    names the operator and what its function must return."""
+
+
+class InvalidProgramError(FlinklikeError, TypeError):
+    """The program cannot run as written, found before the job starts (Flink's
+    ``InvalidProgramException``): e.g. a function, source or sink that cannot be
+    pickled to ship it to the TaskExecutors. The message names the operator."""
 
 
 class SlotAllocationError(FlinklikeError):
@@ -169,6 +185,31 @@ class JobCancelledError(JobExecutionError):
 
 def _rebuild_job_cancelled_error(message, job_id):
     return JobCancelledError(message, job_id=job_id)
+
+
+class JobNotRunningError(FlinklikeError):
+    """A request needs a running job but the job is already over (e.g. a savepoint of a
+    FINISHED job, or cancelling a job that FINISHED or FAILED: Flink's
+    ``FlinkJobTerminatedWithoutCancellationException``). ``status`` is the job's
+    final status name (``"FINISHED"``, ``"FAILED"``, ``"CANCELED"``)."""
+
+    def __init__(self, message: str, *, job_id: str = "", status: str = "") -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.status = status
+
+    def __reduce__(self):
+        return (_rebuild_job_not_running_error, (str(self), self.job_id, self.status))
+
+
+def _rebuild_job_not_running_error(message, job_id, status):
+    return JobNotRunningError(message, job_id=job_id, status=status)
+
+
+class JobClientTimeoutError(FlinklikeError, TimeoutError):
+    """A :class:`~flinklike_spark.job_client.JobClient` call did not complete within its
+    ``timeout``; the message says what was waited for and for how long. The job keeps
+    running."""
 
 
 class CheckpointStorageError(FlinklikeError, OSError):

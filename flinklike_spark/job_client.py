@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import logging
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from flinklike_spark.errors import JobExecutionError
+from flinklike_spark.errors import JobClientTimeoutError, JobExecutionError, JobNotRunningError
+from flinklike_spark._runtime.graph.execution_state import JobStatus
 
 __all__ = ["JobClient", "JobExecutionResult"]
+
+log = logging.getLogger(__name__)
+
+_INTERRUPT_CANCEL_TIMEOUT = 10.0
+"""Seconds ``wait`` gives a job to reach CANCELED after Ctrl-C before it closes the cluster anyway."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,7 +53,15 @@ class JobClient:
 
     ``wait`` returns the result or raises :class:`JobExecutionError` (whose
     ``__cause__`` is the root failure, e.g. the user's exception as a
-    RemoteTaskError with its traceback).
+    RemoteTaskError with its traceback). A KeyboardInterrupt (Ctrl-C) while
+    waiting cancels the job and shuts its local cluster down before it
+    propagates.
+
+    Thread rules: every method may be called from any thread. Requests that
+    need the job (``cancel``, ``trigger_savepoint``) check its status and are
+    posted under one lock that ``wait`` also holds while it closes the cluster,
+    so a request never reaches a cluster that is shutting down: it sees the
+    final status instead.
     """
 
     def __init__(
@@ -66,6 +82,7 @@ class JobClient:
         self._cancel = cancel
         self._metrics = metrics
         self._on_done = on_done
+        self._lock = threading.RLock()
 
     def get_job_id(self) -> str:
         return self.job_id
@@ -75,8 +92,24 @@ class JobClient:
         return self._status()
 
     def cancel(self) -> None:
-        """Cancel the job; ``wait`` then raises JobCancelledError."""
-        self._cancel()
+        """Cancel the job; ``wait`` then raises JobCancelledError.
+
+        As in Flink, cancelling a job that is already CANCELED does nothing.
+
+        Raises:
+            JobNotRunningError: the job already FINISHED or FAILED (it was not cancelled).
+        """
+        with self._lock:
+            status = self._status()
+            if status is JobStatus.CANCELED:
+                return
+            if status.is_globally_terminal:
+                raise JobNotRunningError(
+                    f"job {self.job_id} was not cancelled: it already {status.name}",
+                    job_id=self.job_id,
+                    status=status.name,
+                )
+            self._cancel()
 
     def trigger_savepoint(self, timeout: float | None = 600.0):
         """Take a savepoint (always aligned) and return its info (``.path`` restores it).
@@ -84,13 +117,47 @@ class JobClient:
         Raises:
             CheckpointFailedError: the savepoint did not complete.
             ConfigurationError: no ``execution.checkpointing.dir`` is configured.
+            JobNotRunningError: the job is already FINISHED, FAILED or CANCELED.
+            JobClientTimeoutError: no result within ``timeout`` seconds (the job
+                keeps running; the savepoint may still complete, or be aborted
+                after ``execution.checkpointing.timeout``).
         """
-        return self._trigger_savepoint().result(timeout)
+        with self._lock:
+            status = self._status()
+            if status.is_globally_terminal:
+                raise JobNotRunningError(
+                    f"cannot take a savepoint of job {self.job_id}: it is already {status.name}",
+                    job_id=self.job_id,
+                    status=status.name,
+                )
+            future = self._trigger_savepoint()
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise JobClientTimeoutError(
+                f"the savepoint of job {self.job_id} did not complete within {timeout} s; the job keeps running "
+                f"(the savepoint may still complete, or is aborted after execution.checkpointing.timeout)"
+            ) from None
 
     def stop_with_savepoint(self, timeout: float | None = 600.0):
-        """Take a savepoint, then cancel the job; returns the savepoint's info."""
-        info = self.trigger_savepoint(timeout)
-        self.cancel()
+        """Take a savepoint, then cancel the job; returns the savepoint's info.
+
+        Raises:
+            JobClientTimeoutError: the savepoint did not complete within
+                ``timeout`` seconds; the job was not stopped.
+            and what :meth:`trigger_savepoint` raises.
+        """
+        try:
+            info = self.trigger_savepoint(timeout)
+        except JobClientTimeoutError:
+            raise JobClientTimeoutError(
+                f"stop-with-savepoint of job {self.job_id}: the savepoint did not complete within {timeout} s; "
+                f"the job was not stopped and keeps running"
+            ) from None
+        try:
+            self.cancel()
+        except JobNotRunningError:
+            pass  # it ended on its own right after the savepoint: stopped either way
         return info
 
     def task_metrics(self) -> dict[str, dict[str, float]]:
@@ -104,22 +171,42 @@ class JobClient:
         """Block until the job ends; return its result or raise its failure.
 
         Raises:
-            TimeoutError: the job did not end within ``timeout`` seconds (it keeps running).
+            JobClientTimeoutError: the job did not end within ``timeout`` seconds
+                (it keeps running).
             JobExecutionError: the job failed or was cancelled.
+            KeyboardInterrupt: Ctrl-C while waiting; the job was cancelled and
+                its local cluster closed first.
         """
         try:
             result = self._result.result(timeout)
         except concurrent.futures.TimeoutError:
-            raise TimeoutError(f"job {self.job_id} did not finish within {timeout} s") from None
+            raise JobClientTimeoutError(f"job {self.job_id} did not finish within {timeout} s") from None
         except JobExecutionError:
             self._finish()
+            raise
+        except KeyboardInterrupt:
+            self._cancel_after_interrupt()
             raise
         self._finish()
         return result
 
     get_job_execution_result = wait
 
+    def _cancel_after_interrupt(self) -> None:
+        """Cancel, give the job a moment to reach CANCELED, close the cluster. A second
+        Ctrl-C skips the wait (the TaskExecutor processes still exit with this process)."""
+        log.warning("interrupted: cancelling job %s", self.job_id)
+        try:
+            with self._lock:
+                if not self._status().is_globally_terminal:
+                    self._cancel()
+            concurrent.futures.wait([self._result], timeout=_INTERRUPT_CANCEL_TIMEOUT)
+        finally:
+            self._finish()
+        log.warning("job %s is %s after the interrupt", self.job_id, self._status().name)
+
     def _finish(self) -> None:
-        if self._on_done is not None:
-            on_done, self._on_done = self._on_done, None
-            on_done()
+        with self._lock:
+            if self._on_done is not None:
+                on_done, self._on_done = self._on_done, None
+                on_done()

@@ -22,6 +22,9 @@ wire; it is still a bearer credential, and the transport is not encrypted
 (plain ``grpc+tcp``): the cluster network must be trusted against sniffing.
 The client trusts the server it was pointed at (it unpickles its answers).
 
+Payloads and answers are unpickled with :func:`~flinklike_spark._runtime.serialization.loads`,
+one thread at a time per process, so concurrent calls cannot deadlock on module import locks.
+
 Thread rules: handlers run on Flight's server threads, possibly many at once;
 they must be quick and thread-safe (the JobMaster's handlers only post work
 to its main-thread executor). :class:`RpcClient` may be shared by threads.
@@ -51,6 +54,7 @@ from flinklike_spark.errors import (
     RpcAuthenticationError,
     RpcTimeoutError,
 )
+from flinklike_spark._runtime import serialization
 
 if TYPE_CHECKING:
     from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
@@ -299,7 +303,7 @@ class FlightNode:
         try:
             if handler is None:
                 raise LookupError(f"no RPC handler named {name!r}; registered handlers: {known}")
-            payload = cloudpickle.loads(body) if body is not None and body.size else None
+            payload = serialization.loads(body) if body is not None and body.size else None
             result = handler(payload)
             answer = _OK + cloudpickle.dumps(result)
         except Exception as e:  # noqa: BLE001 - every handler failure goes back to the caller
@@ -324,11 +328,11 @@ def _encode_exception(error: BaseException) -> bytes:
 
 
 def _decode_exception(data: bytes, name: str, address: str) -> BaseException:
-    info = cloudpickle.loads(data)
+    info = serialization.loads(data)
     remote_tb = info["traceback"]
     if info["pickled"] is not None:
         try:
-            error = cloudpickle.loads(info["pickled"])
+            error = serialization.loads(info["pickled"])
         except Exception:  # noqa: BLE001 - not rebuildable here: fall back to RemoteTaskError
             error = None
         if isinstance(error, BaseException):
@@ -403,7 +407,7 @@ class RpcClient:
         answer = results[0].body
         status, data = answer[:1].to_pybytes(), answer[1:]
         if status == _OK:
-            return cloudpickle.loads(data)
+            return serialization.loads(data)
         if status == _ERROR:
             raise _decode_exception(data, name, self.address)
         raise BrokenChannelError(f"RPC {name!r} to {self.address}: malformed answer (status byte {status!r})")

@@ -63,3 +63,36 @@ def test_run_module_function_and_bad_target(tmp_path, monkeypatch):
     missing = run_cli("run", "no_such_module:job")
     assert missing.returncode != 0
     assert "no_such_module" in missing.stderr
+
+
+def test_run_file_can_import_modules_next_to_it(tmp_path):
+    # `python job.py` puts job.py's directory on sys.path; `flinklike run job.py` must too,
+    # and the TaskExecutor processes must import the helper the map function lives in.
+    (tmp_path / "local_helpers.py").write_text("def double(row):\n    return {'key': row['key'], 'seq': 2 * row['seq']}\n")
+    (tmp_path / "job.py").write_text(
+        textwrap.dedent(
+            """
+            from connectors import CollectSink, SequenceSource
+            from flinklike_spark import StreamExecutionEnvironment
+            from local_helpers import double
+
+            env = StreamExecutionEnvironment.get_execution_environment()
+            env.from_source(SequenceSource(num_keys=1, records_per_key=4)).map(double).sink_to(CollectSink("out"))
+            print("seqs", sorted(row["seq"] for row in CollectSink.rows(env.execute("local imports"))))
+            """
+        )
+    )
+    done = run_cli("run", "--no-progress", str(tmp_path / "job.py"))
+    assert done.returncode == 0, done.stderr
+    assert "seqs [0, 2, 4, 6]" in done.stdout
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "nan", "inf", "soon"])
+def test_run_rejects_a_progress_interval_that_is_not_positive(tmp_path, interval):
+    script = tmp_path / "never_run.py"
+    script.write_text("raise SystemExit('the script must not run')\n")
+    done = run_cli("run", f"--progress-interval={interval}", str(script))
+    assert done.returncode == 2, done.stderr
+    assert "--progress-interval" in done.stderr
+    assert f"expected a number of seconds > 0, got {interval!r}" in done.stderr
+    assert "must not run" not in done.stderr

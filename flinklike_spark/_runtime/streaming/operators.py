@@ -33,6 +33,7 @@ from flinklike_spark.connector_api import (
     SourceReaderContext,
     TwoPhaseCommittingSink,
 )
+from flinklike_spark.errors import FunctionResultError
 from flinklike_spark.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -252,6 +253,45 @@ class StreamOperator:
         return None
 
 
+def _describe(operator: StreamOperator) -> str:
+    return f"operator {operator.name!r} (uid {operator.uid!r})"
+
+
+def _extend(out: list, produced: Any, operator: StreamOperator, method: str) -> None:
+    """Append what ``method`` (flat_map, process_element, on_timer) produced: None or an
+    iterable of rows. A dict or string is a mistake (``return row`` instead of ``yield
+    row``): iterating it would emit its keys or characters as rows."""
+    if produced is None:
+        return
+    if isinstance(produced, dict | str | bytes) or not isinstance(produced, Iterable):
+        hint = " (use `yield row` instead of `return row`)" if isinstance(produced, dict) else ""
+        raise FunctionResultError(
+            f"{method}() of {_describe(operator)} returned {type(produced).__name__} {_short(produced)}; it must "
+            f"yield rows (dicts), or return an iterable of rows or None{hint}"
+        )
+    out.extend(produced)
+
+
+def _check_rows(rows: list, operator: StreamOperator, method: str) -> list[dict]:
+    """``rows`` unchanged if every one is a dict; else FunctionResultError naming the operator."""
+    for row in rows:
+        if type(row) is not dict and not isinstance(row, dict):
+            if method == "map":
+                hint = "; to drop rows use filter() or flat_map()" if row is None else ""
+                what = f"returned {type(row).__name__} {_short(row)}; it must return a row{hint}"
+            else:
+                what = f"produced {type(row).__name__} {_short(row)} as a row"
+            raise FunctionResultError(
+                f"{method}() of {_describe(operator)} {what}; rows are dicts of field name -> value"
+            )
+    return rows
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 def _call_open(function: Any, runtime_context: RuntimeContext) -> None:
     if isinstance(function, Function):
         function.open(runtime_context)
@@ -277,7 +317,7 @@ class _UserFunctionOperator(StreamOperator):
 class MapOperator(_UserFunctionOperator):
     def process_rows(self, rows: list[dict]) -> None:
         fn = self.function.map if isinstance(self.function, MapFunction) else self.function
-        self.output.emit_rows([fn(row) for row in rows])
+        self.output.emit_rows(_check_rows([fn(row) for row in rows], self, "map"))
 
 
 class FlatMapOperator(_UserFunctionOperator):
@@ -285,11 +325,9 @@ class FlatMapOperator(_UserFunctionOperator):
         fn = self.function.flat_map if isinstance(self.function, FlatMapFunction) else self.function
         out: list[dict] = []
         for row in rows:
-            produced = fn(row)
-            if produced is not None:
-                out.extend(produced)
+            _extend(out, fn(row), self, "flat_map")
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(_check_rows(out, self, "flat_map"))
 
 
 class FilterOperator(_UserFunctionOperator):
@@ -388,12 +426,10 @@ class ProcessOperator(_UserFunctionOperator):
         out: list[dict] = []
         for row in rows:
             ctx.row = row
-            produced = fn(row, ctx)
-            if produced is not None:
-                out.extend(produced)
+            _extend(out, fn(row, ctx), self, "process_element")
         ctx.row = None
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(_check_rows(out, self, "process_element"))
 
     def process_watermark(self, timestamp: int) -> None:
         self.watermark = timestamp
@@ -442,20 +478,16 @@ class KeyedProcessOperator(ProcessOperator):
             for row in rows:
                 backend.current_key = row[key_field]
                 ctx.row = row
-                produced = fn(row, ctx)
-                if produced is not None:
-                    out.extend(produced)
+                _extend(out, fn(row, ctx), self, "process_element")
         else:
             selector = self.key_selector
             for row in rows:
                 backend.current_key = selector(row)
                 ctx.row = row
-                produced = fn(row, ctx)
-                if produced is not None:
-                    out.extend(produced)
+                _extend(out, fn(row, ctx), self, "process_element")
         ctx.row = None
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(_check_rows(out, self, "process_element"))
 
     def _fire(self, timestamp: int, key: Any, domain: TimeDomain, out: list[dict]) -> None:
         self.backend.current_key = key
@@ -463,9 +495,7 @@ class KeyedProcessOperator(ProcessOperator):
         ctx.timer_timestamp = timestamp
         ctx.domain = domain
         try:
-            produced = self.function.on_timer(timestamp, ctx)
-            if produced is not None:
-                out.extend(produced)
+            _extend(out, self.function.on_timer(timestamp, ctx), self, "on_timer")
         finally:
             ctx.timer_timestamp = None
 
@@ -474,7 +504,7 @@ class KeyedProcessOperator(ProcessOperator):
         out: list[dict] = []
         self.timers.advance_watermark(timestamp, lambda ts, key, domain: self._fire(ts, key, domain, out))
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(_check_rows(out, self, "on_timer"))
         self.output.emit_watermark(timestamp)
 
     def next_processing_timer(self) -> int | None:
@@ -484,7 +514,7 @@ class KeyedProcessOperator(ProcessOperator):
         out: list[dict] = []
         self.timers.advance_processing_time(now_ms, lambda ts, key, domain: self._fire(ts, key, domain, out))
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(_check_rows(out, self, "on_timer"))
 
 
 def transactional_id_prefix(lineage_id: str, sink_uid: str) -> str:

@@ -4,12 +4,18 @@ The parent writes a cloudpickled bootstrap dict to our stdin (resource id,
 configuration, cluster secret, JobMaster address, log level, sys.path) and
 keeps the pipe open: EOF on stdin means the parent died, and we exit, so no
 TaskExecutor outlives its cluster. The secret never appears on a command line.
+
+SIGINT is ignored: Ctrl-C in a terminal reaches the whole process group, and it
+is the client's job to cancel the job and shut its TaskExecutors down (a
+TaskExecutor dying on its own would fail the job with a lost-TaskExecutor error
+while the client is still cancelling it).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 
@@ -21,6 +27,7 @@ def _exit_when_parent_dies(stream) -> None:
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import cloudpickle
 
     stdin = sys.stdin.buffer

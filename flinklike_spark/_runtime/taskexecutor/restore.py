@@ -18,12 +18,11 @@ State is redistributed the way Flink does when the parallelism changed:
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
 import pyarrow as pa
 
 from checkpointing import read_channel_state, read_operator_state
+from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, key_group_for, key_group_range
 from flinklike_spark._runtime.streaming.operators import RestoredEntry, RestoredState
@@ -38,8 +37,8 @@ def _entries(table: pa.Table) -> tuple[RestoredEntry, ...]:
             state_name=row["state_name"],
             state_kind=row["state_kind"],
             key_group=row["key_group"],
-            key=None if row["key"] is None else pickle.loads(row["key"]),
-            value=None if row["value"] is None else pickle.loads(row["value"]),
+            key=None if row["key"] is None else serialization.loads(row["key"]),
+            value=None if row["value"] is None else serialization.loads(row["value"]),
             subtask=row["subtask"],
         )
         for row in rows

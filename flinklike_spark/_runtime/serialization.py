@@ -1,0 +1,34 @@
+"""Unpickling that is safe to run on many threads of one process at once.
+
+Unpickling imports the modules that pickled classes and functions live in.
+When two threads import the same package concurrently (one the package
+``connectors`` whose ``__init__`` imports ``connectors.files``, the other
+``connectors.files`` directly), each can hold one module's import lock and
+wait for the other's: Python breaks the cycle by raising
+``_DeadlockError: deadlock detected by _ModuleLock('connectors.files')`` in one
+of them. Task deployments arrive on several RPC threads of a TaskExecutor at
+the same moment, in a fresh process, so this happened to about one small job
+in thirty.
+
+:func:`loads` serializes every unpickling of this process behind one lock, so
+at most one thread imports on behalf of a pickle at a time. Everything the
+runtime unpickles (RPC payloads and answers, restored state) goes through it.
+The lock is reentrant (an object's ``__setstate__`` may unpickle again) and
+held only while bytes are turned into objects, never while they are used.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import cloudpickle
+
+__all__ = ["loads"]
+
+_UNPICKLE_LOCK = threading.RLock()
+
+def loads(data: bytes | bytearray | memoryview | Any) -> Any:
+    """``cloudpickle.loads(data)``, one thread of this process at a time."""
+    with _UNPICKLE_LOCK:
+        return cloudpickle.loads(data)

@@ -1,0 +1,80 @@
+"""A function returning the wrong type fails the job naming the operator and what it
+must return (issue 9 item 8), instead of ``AttributeError: 'str' object has no attribute 'keys'``."""
+
+from __future__ import annotations
+
+import pytest
+
+from connectors import CollectSink, SequenceSource
+from flinklike_spark import KeyedProcessFunction, ProcessFunction, StreamExecutionEnvironment
+from flinklike_spark.errors import JobExecutionError
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+
+
+class ReturnsDict(ProcessFunction):
+    def process_element(self, value, ctx):
+        return {"key": value["key"]}  # should be `yield`
+
+
+class KeyedReturnsDict(KeyedProcessFunction):
+    def process_element(self, value, ctx):
+        return {"key": value["key"]}
+
+
+class YieldsInts(KeyedProcessFunction):
+    def process_element(self, value, ctx):
+        yield value["seq"]
+
+
+class TimerReturnsDict(KeyedProcessFunction):
+    def process_element(self, value, ctx):
+        ctx.timer_service().register_event_time_timer(0)
+
+    def on_timer(self, timestamp, ctx):
+        return {"key": ctx.get_current_key()}
+
+
+CASES = {
+    "process_element returns a dict": (
+        lambda s: s.process(ReturnsDict()).name("enrich"),
+        "process_element() of operator 'enrich' (uid 'process-1') returned dict {'key': 0}; it must yield rows",
+    ),
+    "keyed process_element returns a dict": (
+        lambda s: s.key_by("key").process(KeyedReturnsDict()).name("count"),
+        "process_element() of operator 'count' (uid 'keyed-process-1') returned dict",
+    ),
+    "process_element yields ints": (
+        lambda s: s.key_by("key").process(YieldsInts()).name("seqs"),
+        "process_element() of operator 'seqs' (uid 'keyed-process-1') produced int 0 as a row",
+    ),
+    "on_timer returns a dict": (
+        lambda s: s.key_by("key").process(TimerReturnsDict()).name("timers"),
+        "on_timer() of operator 'timers' (uid 'keyed-process-1') returned dict",
+    ),
+    "map returns an int": (
+        lambda s: s.map(lambda r: 5).name("to int"),
+        "map() of operator 'to int' (uid 'map-1') returned int 5; it must return a row",
+    ),
+    "map returns None, then a chained map": (
+        lambda s: s.map(lambda r: None).name("drop").map(lambda r: r["key"]),
+        "map() of operator 'drop' (uid 'map-1') returned NoneType None; it must return a row; "
+        "to drop rows use filter() or flat_map()",
+    ),
+    "flat_map returns a dict": (
+        lambda s: s.flat_map(lambda r: r).name("explode"),
+        "flat_map() of operator 'explode' (uid 'flat-map-1') returned dict",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_wrong_return_type_names_operator_and_contract(case):
+    build, expected = CASES[case]
+    env = StreamExecutionEnvironment.get_execution_environment({"flinklike.local.taskmanager-mode": "thread"})
+    build(env.from_source(SequenceSource(num_keys=2, records_per_key=3), name="seq")).sink_to(CollectSink("out"))
+    with pytest.raises(JobExecutionError) as info:
+        env.execute(case)
+    message = str(info.value)
+    assert "FunctionResultError: " + expected in message, message
+    assert "has no attribute 'keys'" not in message

@@ -1,0 +1,177 @@
+"""JobClient requests on a job that is over, timeouts, and Ctrl-C of the client (issue 9 item 9)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from connectors import CollectSink, SequenceSource
+from flinklike_spark import StreamExecutionEnvironment
+from flinklike_spark.errors import FlinklikeError, JobCancelledError, JobClientTimeoutError, JobNotRunningError
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def environment(tmp_path, *, records_per_key: int, rows_per_second: float | None = None):
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {"flinklike.local.taskmanager-mode": "thread", "execution.checkpointing.dir": str(tmp_path / "ck")}
+    )
+    source = SequenceSource(num_keys=2, records_per_key=records_per_key, rows_per_second=rows_per_second)
+    env.from_source(source, name="seq").key_by("key").map(lambda r: r).sink_to(CollectSink("out"))
+    return env
+
+
+def wait_for_status(client, name: str) -> None:
+    deadline = time.monotonic() + 60
+    while client.get_job_status().name != name:
+        assert time.monotonic() < deadline, f"job is {client.get_job_status().name}, not {name}"
+        time.sleep(0.05)
+
+
+def test_savepoint_and_cancel_of_a_finished_job_say_it_finished(tmp_path):
+    client = environment(tmp_path, records_per_key=5).execute_async("short")
+    wait_for_status(client, "FINISHED")
+    # Finished, its cluster still up (nobody waited yet) ...
+    with pytest.raises(JobNotRunningError, match=f"cannot take a savepoint of job {client.job_id}: it is already FINISHED"):
+        client.trigger_savepoint(timeout=30)
+    with pytest.raises(JobNotRunningError, match=f"job {client.job_id} was not cancelled: it already FINISHED"):
+        client.cancel()
+    client.wait(60)
+    # ... and after wait() closed the cluster (before: "main thread executor ... is shut down").
+    with pytest.raises(JobNotRunningError, match="it is already FINISHED") as info:
+        client.trigger_savepoint(timeout=30)
+    assert isinstance(info.value, FlinklikeError) and info.value.status == "FINISHED"
+    with pytest.raises(JobNotRunningError, match="it is already FINISHED"):
+        client.stop_with_savepoint(timeout=30)
+    with pytest.raises(JobNotRunningError, match="was not cancelled: it already FINISHED"):
+        client.cancel()
+
+
+def test_cancelling_a_cancelled_job_again_is_a_no_op(tmp_path):
+    client = environment(tmp_path, records_per_key=10**9, rows_per_second=100).execute_async("endless")
+    wait_for_status(client, "RUNNING")
+    client.cancel()
+    with pytest.raises(JobCancelledError):
+        client.wait(60)
+    client.cancel()  # as in Flink: acknowledged, nothing happens
+    with pytest.raises(JobNotRunningError, match="it is already CANCELED"):
+        client.trigger_savepoint(timeout=30)
+
+
+def test_stop_with_savepoint_timeout_says_what_timed_out(tmp_path):
+    client = environment(tmp_path, records_per_key=10**9, rows_per_second=100).execute_async("endless")
+    try:
+        wait_for_status(client, "RUNNING")
+        with pytest.raises(JobClientTimeoutError) as info:
+            client.stop_with_savepoint(timeout=0.001)
+        assert str(info.value) == (
+            f"stop-with-savepoint of job {client.job_id}: the savepoint did not complete within 0.001 s; "
+            f"the job was not stopped and keeps running"
+        )
+        assert isinstance(info.value, TimeoutError)
+        with pytest.raises(JobClientTimeoutError, match="did not finish within 0.2 s"):
+            client.wait(0.2)
+        assert client.get_job_status().name == "RUNNING"
+    finally:
+        client.cancel()
+        with pytest.raises(JobCancelledError):
+            client.wait(60)
+
+
+CTRL_C_JOB = textwrap.dedent(
+    """
+    import os, sys, time
+    from connectors import CollectSink, SequenceSource
+    from flinklike_spark import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment({
+        "parallelism.default": 2, "local.number-taskmanager": 2,
+        "execution.checkpointing.interval": "100ms", "execution.checkpointing.dir": sys.argv[1],
+    })
+    source = SequenceSource(num_keys=4, records_per_key=10**9, rows_per_second=2000)
+    env.from_source(source, name="endless").key_by("key").map(lambda r: r).sink_to(CollectSink("out"))
+    client = env.execute_async("ctrl-c")
+    while not os.path.isdir(sys.argv[1]) or client.get_job_status().name != "RUNNING":
+        time.sleep(0.05)
+    time.sleep(0.5)  # checkpoints are being taken
+    print("running", flush=True)
+    if sys.argv[2] == "in-wait":
+        client.wait()  # what execute() does
+    else:
+        time.sleep(600)  # the program does something else while the job runs
+    """
+)
+
+
+# Issue 9 item 5, fixed separately (failure propagation): a checkpoint commit that
+# completes after cancel aborted its pending checkpoint, or after the JobMaster's main
+# thread stopped, logs one of these two from CheckpointCoordinator callbacks. It is not
+# a Ctrl-C matter (any cancel mid-commit logs it); remove this allowance once that fix
+# has landed.
+_KNOWN_COORDINATOR_RACE = re.compile(
+    r"uncaught error in a main-thread callable\nTraceback \(most recent call last\):\n(?:  .*\n)+"
+    r"concurrent\.futures\._base\.InvalidStateError: FINISHED: <Future at \w+ state=finished raised "
+    r"CheckpointFailedError>\n"
+    r"|exception calling callback for <Future at \w+ state=finished returned NoneType>\n"
+    r"Traceback \(most recent call last\):\n(?:  .*\n)+"
+    r"RuntimeError: main thread executor 'jobmaster-main' is shut down; cannot run <function "
+    r"CheckpointCoordinator\._complete\.<locals>\.<lambda>\.<locals>\.<lambda> at \w+>\n"
+)
+
+
+def _children(pid: int) -> set[int]:
+    children = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                children.add(int(entry))
+    return children
+
+
+@pytest.mark.parametrize("where", ["in-wait", "outside-wait"])
+def test_ctrl_c_cancels_the_job_and_raises_keyboard_interrupt(tmp_path, where):
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C_JOB)
+    client = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "ck"), where],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a job in a terminal
+    )
+    try:
+        assert client.stdout.readline().strip() == "running"
+        task_executors = _children(client.pid)
+        assert len(task_executors) == 2
+        time.sleep(0.5)  # the script is inside client.wait() (or time.sleep()) by now
+        os.killpg(client.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
+        _, stderr = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)
+            client.wait()
+    stderr = _KNOWN_COORDINATOR_RACE.sub("", stderr)
+    assert client.returncode == -signal.SIGINT, stderr
+    # The KeyboardInterrupt's traceback is the only one (TaskExecutors may log after it).
+    assert "\nKeyboardInterrupt\n" in stderr and stderr.count("Traceback") == 1, stderr
+    if where == "in-wait":
+        assert "interrupted: cancelling job" in stderr and "is CANCELED after the interrupt" in stderr, stderr
+    for internal in ("RuntimeError", "cannot schedule new futures", "is shut down", "Fatal Python error",
+                     "Exception in thread", "ERROR"):  # fmt: skip
+        assert internal not in stderr, stderr
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{pid}") for pid in task_executors):
+        assert time.monotonic() < deadline, "TaskExecutor processes outlived the client"
+        time.sleep(0.1)
