@@ -93,9 +93,16 @@ def test_explicit_restore_of_an_older_checkpoint_than_the_sink_committed_is_refu
     older = completed[0]
     with pytest.raises(CommittedSinkOutputError, match=f"checkpoint {older}"):
         _resume(directory, table, f"{directory}/{job_id}/chk-{older}")
-    # the newest checkpoint is exact: the resumed job commits under the same
-    # transactional ids, and its own checkpoints carry the lineage on
-    resumed = _resume(directory, table, f"{directory}/{job_id}/chk-{completed[-1]}")
-    assert_exactly_once_in_order(table)
-    later = list_completed_checkpoints(directory, resumed.job_id)
+
+    # The newest checkpoint is exact. The resumed job commits under the same
+    # transactional ids and its checkpoints carry the lineage on, so resuming
+    # it in turn is exact again.
+    newest = checkpoint_config(directory, "aligned") | {
+        "execution.state-recovery.path": f"{directory}/{job_id}/chk-{completed[-1]}"
+    }
+    second = run_and_cancel(build(newest, table, seconds_per_record=0.0003), directory, checkpoints=1)
+    later = list_completed_checkpoints(directory, second)
     assert later and all(c.lineage_id == job_id for c in later), "the resumed job's checkpoints keep the lineage"
+    assert later[0].checkpoint_id > completed[-1], "checkpoint ids continue across the lineage"
+    _resume(directory, table, directory)
+    assert_exactly_once_in_order(table)
