@@ -485,9 +485,16 @@ class JobMaster:
         )
 
     def _on_terminated(self, status: JobStatus) -> None:
-        if self.checkpoints is not None:
-            self.checkpoints.stop(f"job {status.name}")
         self._rm.release_job(self.job_id)
+        if self.checkpoints is None:
+            self._after_checkpoints_drained(status)
+            return
+        # A commit still running decides its checkpoint's outcome; the job completes only
+        # after it (and retention) returned, so nothing is written after execute() returned.
+        drained = self.checkpoints.stop(f"job {status.name}")
+        drained.add_done_callback(lambda _f: self._after_checkpoints_drained(status))  # on the main thread
+
+    def _after_checkpoints_drained(self, status: JobStatus) -> None:
         if status is JobStatus.FINISHED and self._final_committables:
             # Delta commits take a while: keep the main thread (shared with the ResourceManager) free.
             threading.Thread(
