@@ -8,13 +8,20 @@ frozen process; it is not a speed assertion.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import time
 
 import pytest
 
+from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, DeltaSink, SequenceSource
-from flinklike_spark import JobExecutionError, RemoteTaskError, StreamExecutionEnvironment
+from flinklike_spark import Configuration, JobExecutionError, RemoteTaskError, StreamExecutionEnvironment
+from flinklike_spark.errors import TaskExecutorLostError
+from flinklike_spark._runtime.graph.execution_state import JobStatus
+from flinklike_spark._runtime.minicluster import MiniCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -68,3 +75,141 @@ def test_an_early_task_failure_fails_the_job_promptly_with_the_users_exception(k
     # Only root causes are task failures: consumers of the failed producer end CANCELED.
     failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("execution ")]
     assert failed and all(EXPECTED[kind] in m for m in failed), failed
+
+
+def _unbounded_job_graph(config: Configuration, name: str):
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    (
+        env.from_source(SequenceSource(num_keys=50, records_per_key=None), name="seq")
+        .key_by("key")
+        .map(lambda r: r)
+        .sink_to(CollectSink("never"))
+    )
+    return env.get_job_graph(name)
+
+
+def _wait_for_records(client, at_least: int = 2_000) -> None:
+    deadline = time.monotonic() + 120
+    while sum(m.get("records_in", 0) for m in client.task_metrics().values()) < at_least:
+        assert time.monotonic() < deadline, "no records flowed"
+        assert not client.done(), "the job ended before the fault was injected"
+        time.sleep(0.05)
+
+
+def _wait_for_status(client, status: JobStatus, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while client.get_job_status() is not status:
+        assert time.monotonic() < deadline, f"the job is {client.get_job_status().name}, not {status.name}"
+        time.sleep(0.02)
+
+
+def test_a_frozen_task_executor_fails_the_job_and_wait_does_not_wait_for_it(caplog):
+    # Before the fix: the job failed after the heartbeat timeout, but wait() raised ~10 s
+    # later (closing the cluster waited for the frozen process), and meanwhile the healthy
+    # TaskExecutor, already shut down, was reported lost by the heartbeat check too.
+    config = Configuration(
+        {
+            "parallelism.default": 2,
+            "local.number-taskmanager": 2,
+            "heartbeat.interval": "500 ms",
+            "heartbeat.timeout": "5 s",
+        }
+    )
+    cluster = MiniCluster(config)
+    cluster.start()
+    frozen_id, frozen_pid = sorted(cluster.task_executor_pids.items())[0]
+    try:
+        client = cluster.submit_job(_unbounded_job_graph(config, "frozen"), owns_cluster=True)
+        _wait_for_records(client)
+        with caplog.at_level(logging.WARNING, logger="flinklike_spark._runtime"):
+            os.kill(frozen_pid, signal.SIGSTOP)
+            _wait_for_status(client, JobStatus.FAILED)
+            started = time.monotonic()
+            with pytest.raises(JobExecutionError) as info:
+                client.wait(60)
+            waited = time.monotonic() - started
+        assert waited < 5.0, f"wait() took {waited:.1f} s after the job had failed"
+        cause = info.value.__cause__
+        assert isinstance(cause, TaskExecutorLostError) and frozen_id in str(cause), cause
+        lost = [r.getMessage() for r in caplog.records if " lost: " in r.getMessage()]
+        assert lost and all(frozen_id in m.partition(" lost: ")[0] for m in lost), lost
+        with pytest.raises(ProcessLookupError):  # killed and reaped by the cluster, not left frozen
+            os.kill(frozen_pid, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(frozen_pid, signal.SIGKILL)
+        cluster.close()
+
+
+@pytest.mark.parametrize("run", [1, 2, 3, 4])
+def test_a_killed_task_executor_is_reported_as_the_root_cause(run):
+    # Before the fix, about every second run reported a peer's "BrokenChannelError: stream of
+    # '<partition>' ... failed" (the consumer noticed the death before the process monitor).
+    config = Configuration({"parallelism.default": 2, "local.number-taskmanager": 2})
+    cluster = MiniCluster(config)
+    cluster.start()
+    killed_id, killed_pid = sorted(cluster.task_executor_pids.items())[0]
+    try:
+        client = cluster.submit_job(_unbounded_job_graph(config, "killed"), owns_cluster=True)
+        _wait_for_records(client)
+        os.kill(killed_pid, signal.SIGKILL)
+        with pytest.raises(JobExecutionError) as info:
+            client.wait(60)
+    finally:
+        cluster.close()
+    cause = info.value.__cause__
+    assert isinstance(cause, TaskExecutorLostError), str(cause).partition("\n")[0]
+    assert f"TaskExecutor process {killed_pid} exited with code -9" in str(cause)
+    assert killed_id in str(info.value)
+
+
+class _StorageWatch(logging.Handler):
+    """Collects errors (and uncaught callback failures) logged anywhere in the process."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(f"{record.name}: {record.getMessage()} {record.exc_info[1] if record.exc_info else ''}")
+
+
+def _files(directory) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in directory.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("run", [1, 2, 3])
+def test_nothing_is_written_and_nothing_raises_after_execute_returned(run, tmp_path):
+    # Before the fix about every second run logged "InvalidStateError: FINISHED ...
+    # CheckpointFailedError" on the main thread (a commit in flight when the job ended)
+    # or "main thread executor ... is shut down", and a commit could land after execute().
+    directory = tmp_path / "checkpoints"
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {
+            "parallelism.default": 2,
+            "local.number-taskmanager": 2,
+            "execution.checkpointing.interval": "20 ms",
+            "execution.checkpointing.dir": directory.as_uri(),
+        }
+    )
+    (
+        env.from_source(SequenceSource(num_keys=10, records_per_key=30_000), name="seq")
+        .key_by("key")
+        .map(lambda r: r)
+        .uid("identity")
+        .sink_to(CollectSink("out"))
+    )
+    watch = _StorageWatch()
+    root = logging.getLogger()
+    root.addHandler(watch)
+    try:
+        result = env.execute("checkpoint shutdown")
+        written = _files(directory)
+        time.sleep(1.5)
+        assert _files(directory) == written, "checkpoint storage changed after execute() returned"
+    finally:
+        root.removeHandler(watch)
+    assert watch.records == []
+    assert len(CollectSink.rows(result)) == 10 * 30_000
+    completed = list_completed_checkpoints(directory.as_uri(), result.job_id)
+    assert completed, "the job took no checkpoint; the test would prove nothing"

@@ -12,6 +12,12 @@ plugs into the scheduler:
 * the failure listener: with ``restart-strategy.type: none`` any task failure
   fails the job (restarts are the failover coordinator's job).
 
+Root cause: when a TaskExecutor dies, a consumer on another one may report
+its broken connection before the death is detected. A failed job whose cause
+is such a channel error reports the TaskExecutor's loss instead (asking the
+ResourceManager's liveness probe first), e.g. "TaskExecutor process 123
+exited with code -9".
+
 Thread rule: every state change happens on the main thread; RPC callbacks
 (task state updates, lost TaskExecutors) are posted there.
 """
@@ -32,9 +38,12 @@ from flinklike_spark.errors import (
     ConfigurationError,
     JobCancelledError,
     JobExecutionError,
+    NetworkError,
+    RemoteTaskError,
     SlotAllocationError,
     TaskExecutorLostError,
 )
+from flinklike_spark import errors as _errors
 from flinklike_spark.job_client import JobExecutionResult
 from flinklike_spark._runtime.deployment import (
     CheckpointDeployment,
@@ -311,6 +320,7 @@ class JobMaster:
         self._final_committables: dict[str, dict[int, list[Any]]] = {}  # sink uid -> subtask -> committables
         self._started = time.monotonic()
         self._terminated = threading.Event()
+        self._lost_task_executors: dict[str, TaskExecutorLostError] = {}  # in order of loss (main thread)
         self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
         options = config.checkpointing
         restore, first_checkpoint_id = None, 1
@@ -448,7 +458,9 @@ class JobMaster:
 
     def task_executor_lost(self, resource_id: str, reason: str) -> None:
         """Fail every unfinished execution that ran on ``resource_id`` (main thread)."""
-        cause = TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
+        cause = self._lost_task_executors.setdefault(
+            resource_id, TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
+        )
         for vertex in self.graph.vertices():
             execution = vertex.current_execution
             slot = execution.assigned_slot
@@ -538,8 +550,33 @@ class JobMaster:
         elif status is JobStatus.CANCELED:
             self.result.set_exception(JobCancelledError(f"job {name!r} ({job_id}) was cancelled", job_id=job_id))
         else:
-            cause = self.scheduler.job_failure_cause
+            cause = self._root_cause(self.scheduler.job_failure_cause)
             error = JobExecutionError(f"job {name!r} ({job_id}) failed: {cause}", job_id=job_id)
             error.__cause__ = cause
             self.result.set_exception(error)
         self._terminated.set()
+
+    def _root_cause(self, cause: BaseException | None) -> BaseException | None:
+        """The failure to report: a consumer's channel error is a symptom when a TaskExecutor died (main thread)."""
+        if not _is_channel_error(cause):
+            return cause
+        for resource_id, reason in self._rm.detect_dead_task_executors().items():
+            self._lost_task_executors.setdefault(
+                resource_id, TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
+            )
+        if not self._lost_task_executors:
+            return cause
+        root = next(iter(self._lost_task_executors.values()))
+        log.info("job %s: reporting %s as the root cause of %s", self.job_id, root, str(cause).partition("\n")[0])
+        return root
+
+
+def _is_channel_error(cause: BaseException | None) -> bool:
+    """True for a NetworkError, also one raised in a task and carried as a RemoteTaskError."""
+    if isinstance(cause, NetworkError):
+        return True
+    if not isinstance(cause, RemoteTaskError):
+        return False
+    module, _, name = cause.exception_type.rpartition(".")
+    error_type = getattr(_errors, name, None) if module == _errors.__name__ else None
+    return isinstance(error_type, type) and issubclass(error_type, NetworkError)
