@@ -98,6 +98,22 @@ def _wait_for_records(client, at_least: int = 2_000) -> None:
         time.sleep(0.05)
 
 
+@contextlib.contextmanager
+def _job_with_records_flowing(config: Configuration, name: str):
+    """Yield ``(client, resource id, pid)`` of a running unbounded job and its first TaskExecutor."""
+    cluster = MiniCluster(config)
+    cluster.start()
+    resource_id, pid = sorted(cluster.task_executor_pids.items())[0]
+    try:
+        client = cluster.submit_job(_unbounded_job_graph(config, name), owns_cluster=True)
+        _wait_for_records(client)
+        yield client, resource_id, pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # never leave a frozen process behind
+        cluster.close()
+
+
 def _wait_for_status(client, status: JobStatus, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while client.get_job_status() is not status:
@@ -117,12 +133,7 @@ def test_a_frozen_task_executor_fails_the_job_and_wait_does_not_wait_for_it(capl
             "heartbeat.timeout": "5 s",
         }
     )
-    cluster = MiniCluster(config)
-    cluster.start()
-    frozen_id, frozen_pid = sorted(cluster.task_executor_pids.items())[0]
-    try:
-        client = cluster.submit_job(_unbounded_job_graph(config, "frozen"), owns_cluster=True)
-        _wait_for_records(client)
+    with _job_with_records_flowing(config, "frozen") as (client, frozen_id, frozen_pid):
         with caplog.at_level(logging.WARNING, logger="flinklike_spark._runtime"):
             os.kill(frozen_pid, signal.SIGSTOP)
             _wait_for_status(client, JobStatus.FAILED)
@@ -137,10 +148,6 @@ def test_a_frozen_task_executor_fails_the_job_and_wait_does_not_wait_for_it(capl
         assert lost and all(frozen_id in m.partition(" lost: ")[0] for m in lost), lost
         with pytest.raises(ProcessLookupError):  # killed and reaped by the cluster, not left frozen
             os.kill(frozen_pid, 0)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(frozen_pid, signal.SIGKILL)
-        cluster.close()
 
 
 @pytest.mark.parametrize("run", [1, 2, 3, 4])
@@ -148,17 +155,10 @@ def test_a_killed_task_executor_is_reported_as_the_root_cause(run):
     # Before the fix, about every second run reported a peer's "BrokenChannelError: stream of
     # '<partition>' ... failed" (the consumer noticed the death before the process monitor).
     config = Configuration({"parallelism.default": 2, "local.number-taskmanager": 2})
-    cluster = MiniCluster(config)
-    cluster.start()
-    killed_id, killed_pid = sorted(cluster.task_executor_pids.items())[0]
-    try:
-        client = cluster.submit_job(_unbounded_job_graph(config, "killed"), owns_cluster=True)
-        _wait_for_records(client)
+    with _job_with_records_flowing(config, "killed") as (client, killed_id, killed_pid):
         os.kill(killed_pid, signal.SIGKILL)
         with pytest.raises(JobExecutionError) as info:
             client.wait(60)
-    finally:
-        cluster.close()
     cause = info.value.__cause__
     assert isinstance(cause, TaskExecutorLostError), str(cause).partition("\n")[0]
     assert f"TaskExecutor process {killed_pid} exited with code -9" in str(cause)

@@ -33,6 +33,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from flinklike_spark import errors as _errors
 from flinklike_spark.config import CheckpointingMode, Configuration
 from flinklike_spark.errors import (
     ConfigurationError,
@@ -43,7 +44,6 @@ from flinklike_spark.errors import (
     SlotAllocationError,
     TaskExecutorLostError,
 )
-from flinklike_spark import errors as _errors
 from flinklike_spark.job_client import JobExecutionResult
 from flinklike_spark._runtime.deployment import (
     CheckpointDeployment,
