@@ -198,13 +198,14 @@ class CheckpointCoordinator:
             finally:
                 self._maybe_drained()
 
-        def post(future: concurrent.futures.Future) -> None:
-            try:
-                self._main.execute(lambda: in_main_thread(future))
-            except RuntimeError:  # the main thread is gone: the cluster closed without waiting for the job
-                log.debug("checkpoint storage operation of job %s ended after shutdown", self._graph.job_id)
+        self._io.submit(fn, *args).add_done_callback(lambda f: self._post(lambda: in_main_thread(f)))
 
-        self._io.submit(fn, *args).add_done_callback(post)
+    def _post(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the main thread; from a callback of another thread's future."""
+        try:
+            self._main.execute(fn)
+        except RuntimeError:  # the main thread is gone: the cluster closed; the job is over
+            log.debug("checkpoint coordinator of job %s: %s came after shutdown", self._graph.job_id, fn)
 
     def _periodic_trigger(self) -> None:
         if self._stopped:
@@ -269,7 +270,7 @@ class CheckpointCoordinator:
         if error is None and sent.result() is not False:
             return
         cause = error or "the source task is not running"
-        self._main.execute(lambda: self._trigger_failed(checkpoint_id, cause))
+        self._post(lambda: self._trigger_failed(checkpoint_id, cause))
 
     def _trigger_failed(self, checkpoint_id: int, cause: object) -> None:
         pending = self._pending.get(checkpoint_id)

@@ -8,6 +8,7 @@ storage thread" and "the job ended" is chosen by the test instead of by luck.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import time
 from datetime import timedelta
 
@@ -45,6 +46,8 @@ class Harness:
         self.graph = _graph()
         self.main = ManualMainThreadExecutor()
         self.sent: list[tuple[str, object]] = []
+        self.rpcs: list[concurrent.futures.Future] = []
+        self.hold_rpcs = False  # leave RPC futures pending, for the test to complete
         self.failures: list[BaseException] = []
         options = Configuration(
             {"execution.checkpointing.dir": directory, "execution.checkpointing.timeout": "60 s"}
@@ -60,7 +63,9 @@ class Harness:
     def _send(self, execution, method, payload):
         self.sent.append((method, payload))
         future: concurrent.futures.Future = concurrent.futures.Future()
-        future.set_result(True)
+        self.rpcs.append(future)
+        if not self.hold_rpcs:
+            future.set_result(True)
         return future
 
     def acknowledge_all(self, checkpoint_id: int) -> None:
@@ -130,3 +135,18 @@ def test_stop_without_work_in_flight_drains_at_once_and_fails_pending_checkpoint
     with pytest.raises(CheckpointFailedError, match="job CANCELED"):
         future.result(0)
     assert h.coordinator.stop("again") is drained, "stop is idempotent"
+
+
+def test_an_rpc_answer_after_the_main_thread_shut_down_raises_nowhere(tmp_path, caplog):
+    # "main thread executor 'jobmaster-main' is shut down" was logged from RPC callbacks
+    # that posted to the main thread after the cluster had closed it.
+    h = Harness(str(tmp_path))
+    h.hold_rpcs = True
+    h.coordinator.trigger()
+    h.main.trigger_all()
+    h.main.shutdown()  # the cluster closed
+    with caplog.at_level(logging.DEBUG):
+        for rpc in h.rpcs:
+            rpc.set_result(False)  # "the source task is not running"
+    assert h.rpcs, "the trigger sent nothing"
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
