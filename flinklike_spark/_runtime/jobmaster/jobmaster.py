@@ -492,9 +492,12 @@ class JobMaster:
                 self._final_committables.setdefault(uid, {})[attempt.subtask_index] = committables
 
     def _cancel_unacknowledged(self, attempt: ExecutionAttemptID) -> None:
-        self._main.execute(
-            lambda: self.scheduler.update_task_execution_state(attempt, ExecutionState.CANCELED, None)
-        )
+        try:
+            self._main.execute(
+                lambda: self.scheduler.update_task_execution_state(attempt, ExecutionState.CANCELED, None)
+            )
+        except RuntimeError:  # a late RPC answer: the cluster closed the main thread, the job is over
+            log.debug("job %s: cancel answer for %s came after shutdown", self.job_id, attempt)
 
     def _on_terminated(self, status: JobStatus) -> None:
         self._rm.release_job(self.job_id)
