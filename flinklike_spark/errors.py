@@ -12,6 +12,7 @@ from enum import Enum
 
 __all__ = [
     "BrokenChannelError",
+    "CancelTaskError",
     "CheckpointDeclineReason",
     "CheckpointDeclinedError",
     "CheckpointFailedError",
@@ -35,6 +36,7 @@ __all__ = [
     "MalformedRecordError",
     "NetworkError",
     "PartitionNotFoundError",
+    "ProducerFailedError",
     "RemoteTaskError",
     "RpcAuthenticationError",
     "RpcTimeoutError",
@@ -113,6 +115,22 @@ class ClosedChannelError(NetworkError):
 
 class BrokenChannelError(NetworkError):
     """The peer went away or broke the connection (process died, socket reset)."""
+
+
+class CancelTaskError(FlinklikeError):
+    """Raised inside a task to end it CANCELED instead of FAILED (Flink's ``CancelTaskException``).
+
+    For errors that are a consequence of a failure or cancellation elsewhere:
+    only the root cause should count (and be reported) as a task failure.
+    """
+
+
+class ProducerFailedError(CancelTaskError, BrokenChannelError):
+    """The producer of a consumed partition failed or was cancelled and released it.
+
+    Flink's ``ProducerFailedException``: the consumer ends CANCELED, because
+    the producer's own failure (or the cancellation) is what is reported.
+    """
 
 
 class RpcAuthenticationError(NetworkError, PermissionError):

@@ -7,7 +7,10 @@ process (``thread``). All of them register over authenticated Flight RPC; the
 cluster's secret is generated per cluster and handed to children over a pipe.
 
 A child that exits unexpectedly, or stops heartbeating for
-``heartbeat.timeout``, is reported lost to the running jobs.
+``heartbeat.timeout``, is reported lost to the running jobs, and a child
+declared lost is killed: like a worker that Flink's ResourceManager released,
+a frozen TaskExecutor must not come back and write for a job that has moved
+on, and closing the cluster must not wait for it.
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ class MiniCluster:
         self._secret = generate_secret()
         self._main = MainThreadExecutor(name="jobmaster-main")
         self._node = FlightNode(self._secret)
-        self.resource_manager = ResourceManager(self.config, self._secret, self._main)
+        self.resource_manager = ResourceManager(
+            self.config, self._secret, self._main, liveness_probe=self._exit_reason
+        )
         self._processes: dict[str, subprocess.Popen] = {}
         self._thread_executors: dict[str, TaskExecutor] = {}
         self._jobs: dict[str, JobMaster] = {}
@@ -89,6 +94,7 @@ class MiniCluster:
                 self._thread_executors[resource_id] = executor
                 executor.start()
         self._monitor.start()
+        self.resource_manager.add_job_listener(self)  # kills what it declares lost
         self.resource_manager.start_heartbeat_checks()
         if not self.resource_manager.wait_for_task_executors(len(ids), timeout=_REGISTRATION_TIMEOUT):
             dead = {rid: p.returncode for rid, p in self._processes.items() if p.poll() is not None}
@@ -122,15 +128,28 @@ class MiniCluster:
         process.stdin.flush()  # keep stdin open: its EOF tells the child that we died
         self._processes[resource_id] = process
 
+    def _exit_reason(self, resource_id: str) -> str | None:
+        """Why the TaskExecutor ``resource_id`` is dead (its process exited), or None (the liveness probe)."""
+        process = self._processes.get(resource_id)
+        if process is None or process.poll() is None:
+            return None
+        return f"TaskExecutor process {process.pid} exited with code {process.returncode}"
+
     def _monitor_processes(self) -> None:
         reported: set[str] = set()
         while not self._closed.wait(0.2):
-            for resource_id, process in list(self._processes.items()):
-                if resource_id not in reported and process.poll() is not None:
+            for resource_id in list(self._processes):
+                reason = self._exit_reason(resource_id) if resource_id not in reported else None
+                if reason is not None:
                     reported.add(resource_id)
-                    self.resource_manager.task_executor_lost(
-                        resource_id, f"TaskExecutor process {process.pid} exited with code {process.returncode}"
-                    )
+                    self.resource_manager.task_executor_lost(resource_id, reason)
+
+    def task_executor_lost(self, resource_id: str, reason: str) -> None:
+        """Loss listener (main thread): kill the process of a TaskExecutor declared lost."""
+        process = self._processes.get(resource_id)
+        if process is not None and process.poll() is None:
+            log.warning("killing TaskExecutor %s (pid %d), declared lost: %s", resource_id, process.pid, reason)
+            process.kill()
 
     # -- RPC handlers (Flight threads): post to the main thread ------------------------------
 
@@ -183,11 +202,13 @@ class MiniCluster:
             job.cancel()
         for job in self._jobs.values():
             job.wait_terminal(timeout=10.0)
-        self.resource_manager.shutdown_task_executors()
+        acknowledged = self.resource_manager.shutdown_task_executors()
         for executor in self._thread_executors.values():
             executor.close()
         deadline = time.monotonic() + 10.0
-        for process in self._processes.values():
+        for resource_id, process in self._processes.items():
+            if resource_id not in acknowledged and process.poll() is None:
+                process.kill()  # lost or unresponsive (e.g. frozen): waiting for it would only delay the client
             try:
                 process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

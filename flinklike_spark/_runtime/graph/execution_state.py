@@ -13,6 +13,9 @@ diagram (without ``RECONCILING``)::
        +-----------+----------------------------------------------^
 
     ... -> FAILED from every non-terminal state
+    DEPLOYING / INITIALIZING / RUNNING -> CANCELED directly when the task
+    cancels itself because its producer failed or was cancelled (Flink's
+    ``CancelTaskException``: only the root cause counts as a failure)
 
 :class:`JobStatus` is the status of the job as a whole (Flink's ``JobStatus``).
 
@@ -77,6 +80,7 @@ EXECUTION_STATE_TRANSITIONS: Mapping[ExecutionState, frozenset[ExecutionState]] 
         {
             _S.INITIALIZING,  # the task thread started and restores state / sets up the network
             _S.CANCELING,  # cancelled after submission: the TaskExecutor must be told
+            _S.CANCELED,  # the task cancelled itself: its producer failed or was cancelled
             _S.FAILED,  # the submission RPC failed, or the task failed while starting
         }
     ),
@@ -84,6 +88,7 @@ EXECUTION_STATE_TRANSITIONS: Mapping[ExecutionState, frozenset[ExecutionState]] 
         {
             _S.RUNNING,  # restore done, the mailbox loop starts
             _S.CANCELING,  # cancelled during restore
+            _S.CANCELED,  # the task cancelled itself: its producer failed or was cancelled
             _S.FAILED,  # restore or operator setup failed
         }
     ),
@@ -91,6 +96,7 @@ EXECUTION_STATE_TRANSITIONS: Mapping[ExecutionState, frozenset[ExecutionState]] 
         {
             _S.FINISHED,  # all inputs ended and the operators closed cleanly
             _S.CANCELING,  # cancel requested (job cancel or failover of its region)
+            _S.CANCELED,  # the task cancelled itself: its producer failed or was cancelled
             _S.FAILED,  # user code or the runtime raised
         }
     ),

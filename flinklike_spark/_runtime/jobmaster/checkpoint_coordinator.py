@@ -15,6 +15,15 @@ Flink's ``CheckpointCoordinator`` on the JobMaster's main thread:
   (I/O, expiry, commit) count toward ``tolerable-failed-checkpoints``; one
   more than that fails the job. A completed checkpoint resets the count.
 
+Shutdown (:meth:`CheckpointCoordinator.stop`): pending checkpoints that are
+still collecting acknowledgements are aborted, but a checkpoint whose commit
+is running is left to finish, because its outcome is only known once the
+commit returns: a checkpoint that is durable on storage is reported completed,
+never failed. ``stop`` returns a future that completes (on the main thread)
+once every storage operation (commit, retention, discarding files) has
+returned and its callback ran; the JobMaster completes the job only then, so
+nothing of the job is written after ``execute()`` returned.
+
 Barriers carry the options the configuration asks for: unaligned checkpoints
 (``unaligned.enabled``) start aligned with a timeout when
 ``aligned-checkpoint-timeout`` > 0 and switch to unaligned when it expires;
@@ -31,7 +40,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from checkpointing import CheckpointCommitter, CheckpointRecord, StateHandle, retain
+from checkpointing import CheckpointCommitter, CheckpointRecord, StateHandle, list_completed_checkpoints, retain
 from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
 from flinklike_spark.errors import CheckpointDeclineReason, CheckpointFailedError, CheckpointStorageError
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
@@ -129,6 +138,8 @@ class CheckpointCoordinator:
         self._consecutive_failures = 0
         self._periodic = None
         self._stopped = False
+        self._storage_ops = 0  # storage operations whose callback has not yet run on the main thread
+        self._drained: concurrent.futures.Future[None] | None = None  # set by stop()
         self.completed: list[CompletedCheckpointInfo] = []
         self.num_failed = 0
 
@@ -143,14 +154,62 @@ class CheckpointCoordinator:
         if self._options.interval is not None and not self._stopped:
             self._periodic = self._main.schedule(self._options.interval, self._periodic_trigger)
 
-    def stop(self, reason: str) -> None:
-        """Abort every pending checkpoint and stop triggering (job ended or failing)."""
+    def stop(self, reason: str) -> concurrent.futures.Future[None]:
+        """Stop triggering and abort the pending checkpoints that are not committing; idempotent.
+
+        A checkpoint whose commit is running completes or fails by the commit's
+        outcome. Returns a future that completes on the main thread once no
+        storage operation of this coordinator is running or will start (the
+        same future on every call).
+        """
         self._stopped = True
         if self._periodic is not None:
             self._periodic.cancel()
         for pending in list(self._pending.values()):
-            self._abort(pending, reason, notify=False, counts=False, quiet=True)
-        self._io.shutdown(wait=False)  # a running commit finishes; nothing new starts
+            if not pending.committing:
+                self._abort(pending, reason, notify=False, counts=False, quiet=True)
+        if self._drained is None:
+            self._drained = concurrent.futures.Future()
+        self._maybe_drained()
+        return self._drained
+
+    def _maybe_drained(self) -> None:
+        drained = self._drained
+        if drained is not None and not drained.done() and self._storage_ops == 0:
+            self._io.shutdown(wait=False)  # idle: nothing runs, and nothing may start any more
+            drained.set_result(None)
+
+    def _run_storage(
+        self, fn: Callable[..., Any], *args: Any, then: Callable[[concurrent.futures.Future], None] | None = None
+    ) -> None:
+        """Run ``fn(*args)`` on the storage thread, then ``then(future)`` on the main thread.
+
+        Counted until ``then`` ran, so :meth:`stop`'s future waits for it. Once
+        drained, nothing new starts.
+        """
+        if self._drained is not None and self._drained.done():
+            log.debug("checkpoint storage of job %s is drained; dropping %s", self._graph.job_id, fn)
+            return
+        self._storage_ops += 1
+
+        def in_main_thread(future: concurrent.futures.Future) -> None:
+            self._storage_ops -= 1
+            try:
+                if then is not None:
+                    then(future)
+                elif future.exception() is not None:
+                    log.warning("checkpoint storage operation failed", exc_info=future.exception())
+            finally:
+                self._maybe_drained()
+
+        self._io.submit(fn, *args).add_done_callback(lambda f: self._post(lambda: in_main_thread(f)))
+
+    def _post(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the main thread; from a callback of another thread's future."""
+        try:
+            self._main.execute(fn)
+        except RuntimeError:  # the main thread is gone: the cluster closed; the job is over
+            log.debug("checkpoint coordinator of job %s: %s came after shutdown", self._graph.job_id, fn)
 
     def _periodic_trigger(self) -> None:
         if self._stopped:
@@ -215,7 +274,7 @@ class CheckpointCoordinator:
         if error is None and sent.result() is not False:
             return
         cause = error or "the source task is not running"
-        self._main.execute(lambda: self._trigger_failed(checkpoint_id, cause))
+        self._post(lambda: self._trigger_failed(checkpoint_id, cause))
 
     def _trigger_failed(self, checkpoint_id: int, cause: object) -> None:
         pending = self._pending.get(checkpoint_id)
@@ -278,16 +337,32 @@ class CheckpointCoordinator:
                 try:
                     self._committer.commit(job_id, pending.checkpoint_id, handles, record)
                     return
-                except CheckpointStorageError as exc:
+                except Exception as exc:
+                    if self._is_durable(job_id, pending.checkpoint_id):
+                        # The completion row is written last: the checkpoint is complete, whatever failed after.
+                        log.warning("commit of checkpoint %d raised after it was durable: %r", pending.checkpoint_id,
+                                    exc)  # fmt: skip
+                        return
                     # Idempotent: a retry continues where a conflicting concurrent
                     # writer (another job's retention, say) made this one fail.
-                    if attempt + 1 == _COMMIT_ATTEMPTS or "concurrent" not in str(exc).lower():
+                    if (
+                        not isinstance(exc, CheckpointStorageError)
+                        or attempt + 1 == _COMMIT_ATTEMPTS
+                        or "concurrent" not in str(exc).lower()
+                    ):
                         raise
                     time.sleep(0.05 * (attempt + 1))
 
         duration = timedelta(seconds=time.monotonic() - pending.started)
-        future = self._io.submit(commit)
-        future.add_done_callback(lambda f: self._main.execute(lambda: self._committed(pending, mode, duration, f)))
+        self._run_storage(commit, then=lambda f: self._committed(pending, mode, duration, f))
+
+    def _is_durable(self, job_id: str, checkpoint_id: int) -> bool:
+        """True if the ``checkpoints`` table holds the completion row of ``checkpoint_id`` (storage thread)."""
+        try:
+            return any(c.checkpoint_id == checkpoint_id for c in list_completed_checkpoints(self.storage, job_id))
+        except Exception:  # noqa: BLE001 - unreadable storage: the commit's own error is reported
+            log.debug("could not read back the checkpoints table of job %s", job_id, exc_info=True)
+            return False
 
     def _committed(
         self, pending: _Pending, mode: str, record_duration: timedelta, commit: concurrent.futures.Future
@@ -322,12 +397,8 @@ class CheckpointCoordinator:
         self._notify_all("notify_checkpoint_complete", checkpoint_id)
         if pending.kind == "checkpoint":
             job_id, retained = self._graph.job_id, self._options.num_retained
-            self._submit_storage(self._retain, job_id, retained)
+            self._run_storage(self._retain, job_id, retained)
         pending.future.set_result(info)
-
-    def _submit_storage(self, fn: Callable[..., None], *args: Any) -> None:
-        if not self._stopped:
-            self._io.submit(fn, *args)
 
     def _retain(self, job_id: str, retained: int) -> None:
         try:
@@ -349,7 +420,7 @@ class CheckpointCoordinator:
             self._notify_all("notify_checkpoint_aborted", pending.checkpoint_id)
         handles = [h for ack in pending.acks for h in ack.handles]
         if handles:
-            self._submit_storage(self._discard_files, handles)
+            self._run_storage(self._discard_files, handles)
         pending.future.set_exception(
             CheckpointFailedError(f"{pending.kind} {pending.checkpoint_id} failed: {reason}")
         )

@@ -12,6 +12,12 @@ plugs into the scheduler:
 * the failure listener: with ``restart-strategy.type: none`` any task failure
   fails the job (restarts are the failover coordinator's job).
 
+Root cause: when a TaskExecutor dies, a consumer on another one may report
+its broken connection before the death is detected. A failed job whose cause
+is such a channel error reports the TaskExecutor's loss instead (asking the
+ResourceManager's liveness probe first), e.g. "TaskExecutor process 123
+exited with code -9".
+
 Thread rule: every state change happens on the main thread; RPC callbacks
 (task state updates, lost TaskExecutors) are posted there.
 """
@@ -27,11 +33,14 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from flinklike_spark import errors as _errors
 from flinklike_spark.config import CheckpointingMode, Configuration
 from flinklike_spark.errors import (
     ConfigurationError,
     JobCancelledError,
     JobExecutionError,
+    NetworkError,
+    RemoteTaskError,
     SlotAllocationError,
     TaskExecutorLostError,
 )
@@ -319,6 +328,7 @@ class JobMaster:
         self._final_committables: dict[str, dict[int, list[Any]]] = {}  # sink uid -> subtask -> committables
         self._started = time.monotonic()
         self._terminated = threading.Event()
+        self._lost_task_executors: dict[str, TaskExecutorLostError] = {}  # in order of loss (main thread)
         self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
         options = config.checkpointing
         restore, first_checkpoint_id, lineage_id = None, 1, job_graph.job_id
@@ -462,7 +472,9 @@ class JobMaster:
 
     def task_executor_lost(self, resource_id: str, reason: str) -> None:
         """Fail every unfinished execution that ran on ``resource_id`` (main thread)."""
-        cause = TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
+        cause = self._lost_task_executors.setdefault(
+            resource_id, TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
+        )
         for vertex in self.graph.vertices():
             execution = vertex.current_execution
             slot = execution.assigned_slot
@@ -494,14 +506,24 @@ class JobMaster:
                 self._final_committables.setdefault(uid, {})[attempt.subtask_index] = committables
 
     def _cancel_unacknowledged(self, attempt: ExecutionAttemptID) -> None:
-        self._main.execute(
-            lambda: self.scheduler.update_task_execution_state(attempt, ExecutionState.CANCELED, None)
-        )
+        try:
+            self._main.execute(
+                lambda: self.scheduler.update_task_execution_state(attempt, ExecutionState.CANCELED, None)
+            )
+        except RuntimeError:  # a late RPC answer: the cluster closed the main thread, the job is over
+            log.debug("job %s: cancel answer for %s came after shutdown", self.job_id, attempt)
 
     def _on_terminated(self, status: JobStatus) -> None:
-        if self.checkpoints is not None:
-            self.checkpoints.stop(f"job {status.name}")
         self._rm.release_job(self.job_id)
+        if self.checkpoints is None:
+            self._after_checkpoints_drained(status)
+            return
+        # A commit still running decides its checkpoint's outcome; the job completes only
+        # after it (and retention) returned, so nothing is written after execute() returned.
+        drained = self.checkpoints.stop(f"job {status.name}")
+        drained.add_done_callback(lambda _f: self._after_checkpoints_drained(status))  # on the main thread
+
+    def _after_checkpoints_drained(self, status: JobStatus) -> None:
         if status is JobStatus.FINISHED and self._final_committables:
             # Delta commits take a while: keep the main thread (shared with the ResourceManager) free.
             threading.Thread(
@@ -545,8 +567,33 @@ class JobMaster:
         elif status is JobStatus.CANCELED:
             self.result.set_exception(JobCancelledError(f"job {name!r} ({job_id}) was cancelled", job_id=job_id))
         else:
-            cause = self.scheduler.job_failure_cause
+            cause = self._root_cause(self.scheduler.job_failure_cause)
             error = JobExecutionError(f"job {name!r} ({job_id}) failed: {cause}", job_id=job_id)
             error.__cause__ = cause
             self.result.set_exception(error)
         self._terminated.set()
+
+    def _root_cause(self, cause: BaseException | None) -> BaseException | None:
+        """The failure to report: a consumer's channel error is a symptom when a TaskExecutor died (main thread)."""
+        if not _is_channel_error(cause):
+            return cause
+        for resource_id, reason in self._rm.detect_dead_task_executors().items():
+            self._lost_task_executors.setdefault(
+                resource_id, TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
+            )
+        if not self._lost_task_executors:
+            return cause
+        root = next(iter(self._lost_task_executors.values()))
+        log.info("job %s: reporting %s as the root cause of %s", self.job_id, root, str(cause).partition("\n")[0])
+        return root
+
+
+def _is_channel_error(cause: BaseException | None) -> bool:
+    """True for a NetworkError, also one raised in a task and carried as a RemoteTaskError."""
+    if isinstance(cause, NetworkError):
+        return True
+    if not isinstance(cause, RemoteTaskError):
+        return False
+    module, _, name = cause.exception_type.rpartition(".")
+    error_type = getattr(_errors, name, None) if module == _errors.__name__ else None
+    return isinstance(error_type, type) and issubclass(error_type, NetworkError)

@@ -14,13 +14,14 @@ import logging
 import threading
 import time
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import SlotAllocationError
 from flinklike_spark._runtime.rpc import RpcClient
 
-__all__ = ["RegisteredTaskExecutor", "ResourceManager", "SlotInfo", "TaskExecutorLossListener"]
+__all__ = ["LivenessProbe", "RegisteredTaskExecutor", "ResourceManager", "SlotInfo", "TaskExecutorLossListener"]
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,29 @@ class TaskExecutorLossListener(Protocol):
     def task_executor_lost(self, resource_id: str, reason: str) -> None: ...
 
 
+LivenessProbe = Callable[[str], "str | None"]
+"""``probe(resource_id)``: why that TaskExecutor is known to be dead (e.g. its process
+exited), or None if it may be alive. Must be quick and must not block."""
+
+
 class ResourceManager:
-    def __init__(self, config: Configuration, secret: bytes, main_thread) -> None:
+    """Registered TaskExecutors, their slots and liveness.
+
+    Args:
+        config: the cluster's configuration (heartbeat interval and timeout).
+        secret: the cluster secret for RPC to TaskExecutors.
+        main_thread: where loss listeners are called.
+        liveness_probe: asked by :meth:`detect_dead_task_executors`; the local
+            cluster knows when a TaskExecutor's process exited.
+    """
+
+    def __init__(
+        self, config: Configuration, secret: bytes, main_thread, *, liveness_probe: LivenessProbe | None = None
+    ) -> None:
         self._config = config
         self._secret = secret
         self._main = main_thread
+        self._liveness_probe = liveness_probe
         self._lock = threading.Condition()
         self._executors: dict[str, RegisteredTaskExecutor] = {}
         self._allocated: dict[tuple[str, int], str] = {}  # (resource id, slot index) -> allocation id
@@ -124,6 +143,23 @@ class ResourceManager:
         executor.gateway.close()
         for listener in listeners:
             self._main.execute(lambda listener=listener: listener.task_executor_lost(resource_id, reason))
+
+    def detect_dead_task_executors(self) -> dict[str, str]:
+        """Ask the liveness probe about every registered TaskExecutor now; report the dead ones lost.
+
+        For when a symptom (a consumer's broken connection) may arrive before
+        the regular detection (process monitor, heartbeats) noticed the death.
+        Returns resource id -> reason of the TaskExecutors found dead.
+        """
+        probe = self._liveness_probe
+        if probe is None:
+            return {}
+        with self._lock:
+            resource_ids = list(self._executors)
+        dead = {rid: reason for rid in resource_ids if (reason := probe(rid)) is not None}
+        for resource_id, reason in dead.items():
+            self.task_executor_lost(resource_id, reason)
+        return dead
 
     # -- slots --------------------------------------------------------------------------------
 
@@ -206,14 +242,26 @@ class ResourceManager:
                 log.debug("task_metrics failed", exc_info=True)
         return merged
 
-    def shutdown_task_executors(self) -> None:
+    def shutdown_task_executors(self) -> set[str]:
+        """Tell every registered TaskExecutor to shut down; return the ids that acknowledged.
+
+        They are deregistered first: a TaskExecutor we shut down stops
+        heartbeating, and that is not a loss to report.
+        """
         with self._lock:
             executors = list(self._executors.values())
+            self._executors.clear()
+            self._allocated.clear()
+        acknowledged = set()
         for executor in executors:
             try:
                 executor.gateway.call("shutdown", None, timeout=5.0)
+                acknowledged.add(executor.resource_id)
             except Exception:  # noqa: BLE001 - it may already be gone
                 log.debug("shutdown of %s failed", executor.resource_id, exc_info=True)
+            finally:
+                executor.gateway.close()
+        return acknowledged
 
     def close(self) -> None:
         with self._lock:

@@ -20,9 +20,12 @@ Blocking is the aligned-checkpoint mechanism: the barrier handler calls
 :meth:`InputGate.block_channel` for a channel that delivered barrier *n* and
 :meth:`InputGate.resume_all` when alignment completes.
 
-Thread rules: ``start``, ``poll_next``, ``block_channel``, ``resume_*`` and
-``close`` are called by the owning task thread; data listeners fire on any
-thread and only touch the gate's lock-protected queue.
+Thread rules: ``start``, ``poll_next``, ``block_channel`` and ``resume_*``
+are called by the owning task thread; data listeners fire on any thread and
+only touch the gate's lock-protected queue. ``close`` may be called from any
+thread: cancelling a task closes its gates, which interrupts a task thread
+blocked in ``start`` (waiting for a partition or a connection); the task
+thread then sees :class:`ClosedChannelError`.
 """
 
 from __future__ import annotations
@@ -62,7 +65,9 @@ class InputChannel(abc.ABC):
     * ``resume_consumption()`` is called when the gate unblocks the channel
       after an aligned checkpoint (a remote channel re-announces credit).
     * ``close()`` is idempotent, releases resources, and may be called from
-      any state (also without ``start``).
+      any state (also without ``start``) and from any thread; it makes a
+      ``start()`` blocked in another thread raise ``ClosedChannelError``
+      promptly (cancellation must not wait for a timeout).
 
     Attributes:
         channel_index: position of this channel within its gate.
@@ -130,6 +135,7 @@ class LocalInputChannel(InputChannel):
         self._partition_wait_timeout = partition_wait_timeout
         self._reader: SubpartitionReader | None = None
         self._closed = False
+        self._lock = threading.Lock()  # start() and close() may race (cancellation)
         self._jumped: dict[int, list] = {}
 
     def __repr__(self) -> str:
@@ -143,14 +149,20 @@ class LocalInputChannel(InputChannel):
 
         Raises:
             PartitionNotFoundError: the partition did not appear in time.
-            ClosedChannelError: the channel was closed.
+            ProducerFailedError: the producer already released the partition.
+            ClosedChannelError: the channel was closed (also while waiting).
         """
         if self._closed:
             raise ClosedChannelError(f"{self!r} is closed")
         if self._reader is not None:
             return
-        partition = self._partition_manager.get(self.partition_id, timeout=self._partition_wait_timeout)
-        self._reader = partition.create_reader(self.subpartition, self.notify_data_available)
+        partition = self._partition_manager.get(
+            self.partition_id, timeout=self._partition_wait_timeout, cancelled=lambda: self._closed
+        )
+        with self._lock:
+            if self._closed:
+                raise ClosedChannelError(f"{self!r} was closed while starting")
+            self._reader = partition.create_reader(self.subpartition, self.notify_data_available)
 
     def poll(self) -> BufferOrEvent | None:
         """Pop the next element of the subpartition (see :meth:`SubpartitionReader.poll`)."""
@@ -187,11 +199,15 @@ class LocalInputChannel(InputChannel):
         return self._jumped.pop(sequence_number, [])
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._reader is not None:
-            self._reader.release_reader()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reader = self._reader
+        if reader is not None:
+            reader.release_reader()
+        else:
+            self._partition_manager.wake_waiters()  # a start() may be waiting for the partition
 
 
 class InputGate:
@@ -352,10 +368,11 @@ class InputGate:
         return self._num_finished == len(self._channels)
 
     def close(self) -> None:
-        """Close every channel; idempotent. Errors of individual channels are raised after all closed."""
-        if self._closed:
-            return
-        self._closed = True
+        """Close every channel; idempotent, any thread. Errors of individual channels are raised after all closed."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         first_error: BaseException | None = None
         for channel in self._channels:
             try:

@@ -83,6 +83,7 @@ from flinklike_spark.errors import (
     EventDecodingError,
     NetworkError,
     PartitionNotFoundError,
+    ProducerFailedError,
     RpcAuthenticationError,
 )
 
@@ -120,6 +121,7 @@ _DRAIN_TIMEOUT = 10.0  # how long a finishing server call waits for the consumer
 _WIRE_ERRORS: dict[str, type[NetworkError]] = {
     "BrokenChannelError": BrokenChannelError,
     "PartitionNotFoundError": PartitionNotFoundError,
+    "ProducerFailedError": ProducerFailedError,  # the consumer ends CANCELED: the producer's failure counts
 }
 
 _FLIGHT_ERRORS = (flight.FlightError, pa.ArrowException, OSError)
@@ -300,6 +302,9 @@ class _SubpartitionStream:
             remaining = deadline - time.monotonic()
             try:
                 return self._partition_manager.get(partition_id, timeout=max(0.0, min(remaining, _WAIT_SLICE)))
+            except ProducerFailedError as e:  # released before the consumer asked: no need to wait
+                self._send_error(e)
+                return None
             except PartitionNotFoundError as e:
                 if self._should_end():
                     self._send_closing_if_stopping()
@@ -400,7 +405,7 @@ class _SubpartitionStream:
                 try:
                     subpartition_reader.poll()  # raises the release cause
                 except (BrokenChannelError, ClosedChannelError) as e:
-                    self._send_error(BrokenChannelError(f"producer partition {self._name} failed: {e}"))
+                    self._send_partition_error(e)
                     with self._cond:
                         self._consumer_gone = True  # nothing more to send; end the call
             return None
@@ -410,7 +415,7 @@ class _SubpartitionStream:
         try:
             return subpartition_reader.poll()
         except (BrokenChannelError, ClosedChannelError) as e:
-            self._send_error(BrokenChannelError(f"producer partition {self._name} failed: {e}"))
+            self._send_partition_error(e)
             with self._cond:
                 self._consumer_gone = True
             return None
@@ -467,6 +472,10 @@ class _SubpartitionStream:
             self._send(pa.py_buffer(_header(_ERROR) + text.encode("utf-8", "replace")))
         except _FLIGHT_ERRORS:
             pass  # the consumer is gone: nobody to tell
+
+    def _send_partition_error(self, error: NetworkError) -> None:
+        kind = ProducerFailedError if isinstance(error, ProducerFailedError) else BrokenChannelError
+        self._send_error(kind(f"producer partition {self._name} failed: {error}"))
 
     def _send_closing_if_stopping(self) -> None:
         if self._stopping:

@@ -35,11 +35,25 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from flinklike_spark._runtime.network.events import BufferOrEvent, EndOfPartition, RuntimeEvent
-from flinklike_spark.errors import BrokenChannelError, ClosedChannelError, NetworkError
+from flinklike_spark.errors import ClosedChannelError, NetworkError, ProducerFailedError
 
-__all__ = ["ResultPartition", "SubpartitionReader"]
+__all__ = ["ResultPartition", "SubpartitionReader", "released_partition_error"]
 
 Listener = Callable[[], None]
+
+
+def released_partition_error(partition_id: str, cause: BaseException | None) -> ProducerFailedError:
+    """What a consumer of the released partition ``partition_id`` raises (chained to ``cause``).
+
+    A :class:`ProducerFailedError`, so the consumer ends CANCELED and only the
+    producer's failure (or the cancellation) is reported.
+    """
+    if cause is None:
+        error = ProducerFailedError(f"partition {partition_id!r} was released: its producer was cancelled or ended")
+    else:
+        error = ProducerFailedError(f"partition {partition_id!r} was released by its producer: {cause!r}")
+    error.__cause__ = cause
+    return error
 
 
 class _Subpartition:
@@ -262,8 +276,8 @@ class ResultPartition:
 
         Readers' data listeners and the availability listener are notified so
         that blocked consumers and producers wake up and observe the release:
-        :meth:`SubpartitionReader.poll` then raises :class:`BrokenChannelError`
-        (``cause`` given) or :class:`ClosedChannelError` (no cause) unless the
+        :meth:`SubpartitionReader.poll` then raises :class:`ProducerFailedError`
+        (chained to ``cause``, which is None when the producer was cancelled) unless the
         reader already consumed :class:`EndOfPartition`; producer calls raise
         :class:`ClosedChannelError`.
         """
@@ -393,12 +407,7 @@ class ResultPartition:
             if reader._finished:
                 return None
             if self._released:
-                cause = self._release_cause
-                if cause is not None:
-                    raise BrokenChannelError(
-                        f"partition {self.partition_id!r} was released by its producer: {cause!r}"
-                    ) from cause
-                raise ClosedChannelError(f"partition {self.partition_id!r} was released")
+                raise released_partition_error(self.partition_id, self._release_cause)
             if not sub.queue:
                 return None
             element, nbytes = sub.queue.popleft()
@@ -472,10 +481,9 @@ class SubpartitionReader:
         ``poll`` returns ``None`` forever.
 
         Raises:
-            BrokenChannelError: the partition was released with a cause (the
-                producer failed); ``__cause__`` is that cause.
-            ClosedChannelError: the partition was released without a cause
-                (cancelled), or this reader was released.
+            ProducerFailedError: the partition was released (the producer
+                failed or was cancelled); ``__cause__`` is the release cause.
+            ClosedChannelError: this reader was released.
         """
         return self.partition._poll(self)
 

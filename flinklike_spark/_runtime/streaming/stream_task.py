@@ -243,8 +243,21 @@ class StreamTask:
     # -- control (any thread) ---------------------------------------------------------------
 
     def cancel(self) -> None:
+        """Stop the task (any thread, idempotent): the loop ends and no wait outlives the cancel.
+
+        The mailbox wake ends idle and backpressure waits; closing the input
+        gates ends a wait for a partition, a connection or a request backoff
+        in ``run``'s gate start (the task thread then sees ClosedChannelError).
+        """
+        if self._cancelled.is_set():
+            return
         self._cancelled.set()
         self.mailbox.wake()
+        for gate in self.gates:
+            try:
+                gate.close()
+            except Exception:  # noqa: BLE001 - the task is going away; the task thread reports what matters
+                log.debug("closing %r on cancel failed", gate, exc_info=True)
 
     @property
     def cancelled(self) -> bool:

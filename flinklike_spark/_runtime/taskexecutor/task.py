@@ -7,6 +7,14 @@ created) -> RUNNING (the StreamTask's mailbox loop) -> FINISHED; or CANCELING
 with their traceback). Every state change after DEPLOYING is reported through
 ``report`` (the TaskExecutor forwards it to the JobMaster). The final report
 is sent exactly once, after every resource (operators, gates) is released.
+
+As in Flink's ``Task.doRun``, only a root cause ends a task FAILED: a task
+that raises :class:`~flinklike_spark.errors.CancelTaskError` (e.g.
+``ProducerFailedError``: its producer failed or was cancelled) ends CANCELED,
+and so does any error raised while the task is being cancelled (closing its
+gates interrupts its waits, which then raise). Cancelling closes the input
+gates, so a task thread blocked waiting for a partition or a connection
+wakes up at once instead of waiting for ``request-backoff.max``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from flinklike_spark.errors import RemoteTaskError
+from flinklike_spark.errors import CancelTaskError, RemoteTaskError
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, transition_table
 from flinklike_spark._runtime.network.input_gate import InputGate, LocalInputChannel
@@ -109,11 +117,11 @@ class Task:
     # -- control (any thread) ---------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Cancel: stop processing; the final state becomes CANCELED (unless already final)."""
+        """Cancel: stop processing and interrupt every wait; the final state becomes CANCELED (unless already final)."""
         with self._lock:
-            if self._state.try_transition(ExecutionState.CANCELING):
-                if self._stream_task is not None:
-                    self._stream_task.cancel()
+            stream_task = self._stream_task if self._state.try_transition(ExecutionState.CANCELING) else None
+        if stream_task is not None:
+            stream_task.cancel()  # outside the lock: closing remote channels joins their receiver threads
 
     def trigger_checkpoint(self, barrier) -> bool:
         """Source tasks: take checkpoint ``barrier`` (a mail; declined if not running)."""
@@ -140,8 +148,9 @@ class Task:
             if self._state.is_terminal():
                 return
             self._failure = cause
-            if self._stream_task is not None:
-                self._stream_task.cancel()
+            stream_task = self._stream_task
+        if stream_task is not None:
+            stream_task.cancel()
 
     # -- task thread ------------------------------------------------------------------------
 
@@ -160,19 +169,16 @@ class Task:
             log.exception("task %s could not report state %s", self.name, state.name)
 
     def _run(self) -> None:
-        partitions: list[ResultPartition] = []
         gates: list[InputGate] = []
         chain: OperatorChain | None = None
         error: BaseException | None = None
         try:
             if not self._transition(ExecutionState.INITIALIZING):
                 return
-            stream_task, chain, partitions, gates = self._build()
+            stream_task, chain, gates = self._build()
             with self._lock:
-                self._stream_task = stream_task
-                if self._failure is not None or self._state.state is ExecutionState.CANCELING:
-                    stream_task.cancel()
-            if not self._transition(ExecutionState.RUNNING):
+                self._stream_task = stream_task  # a cancel() from now on cancels it itself
+            if not self._transition(ExecutionState.RUNNING):  # cancelled or failed externally meanwhile
                 stream_task.cancel()
             stream_task.run()
         except BaseException as exc:  # noqa: BLE001 - every failure becomes the task's FAILED state
@@ -188,28 +194,36 @@ class Task:
                     gate.close()
                 except Exception:  # noqa: BLE001
                     log.debug("error closing gate of %s", self.name, exc_info=True)
-            self._finish(error, chain, partitions)
+            self._finish(error, chain)
 
-    def _finish(self, error: BaseException | None, chain: OperatorChain | None, partitions) -> None:
+    def _finish(self, error: BaseException | None, chain: OperatorChain | None) -> None:
         with self._lock:
             failure = self._failure
             current = self._state.state
-            if current is ExecutionState.CANCELING and error is None and failure is None:
+            if failure is not None:
+                final = ExecutionState.FAILED
+            elif current is ExecutionState.CANCELING or isinstance(error, CancelTaskError):
+                # An error while cancelling is a consequence of the cancellation (closed gates);
+                # a CancelTaskError says the failure that matters is another task's.
                 final = ExecutionState.CANCELED
-            elif error is not None or failure is not None:
+            elif error is not None:
                 final = ExecutionState.FAILED
             else:
                 final = ExecutionState.FINISHED
             if final is not ExecutionState.FINISHED:
-                cause = error or failure
-                for partition in partitions:
-                    self._partition_manager.release(partition.partition_id, cause)
+                cause = failure or error
+                # Every partition of the deployment, also those never built or registered:
+                # a consumer waiting for one of them learns at once that it will not come.
+                for deployment in self.tdd.result_partitions:
+                    self._partition_manager.release(deployment.partition_id, cause)
             self._state.transition(final)
         extra = {"metrics": self.metrics()}
         if final is ExecutionState.FAILED:
             cause = failure if failure is not None else error
             extra["error"] = describe_failure(cause, self.name)
             log.warning("task %s failed: %s", self.name, cause)
+        elif final is ExecutionState.CANCELED and error is not None:
+            log.info("task %s canceled: %s", self.name, error)
         if final is ExecutionState.FINISHED and chain is not None:
             extra["accumulators"] = chain.accumulators()
             extra["committables"] = chain.final_committables()
@@ -311,4 +325,4 @@ class Task:
                 unprocessed_input=stream_task.unprocessed_input,
                 at_least_once=tdd.checkpointing.at_least_once,
             )
-        return stream_task, chain, partitions, gates
+        return stream_task, chain, gates

@@ -40,6 +40,11 @@ EXPECTED_EXECUTION_EDGES = {
     (S.RUNNING, S.FAILED),
     (S.CANCELING, S.CANCELED),
     (S.CANCELING, S.FAILED),
+    # A task that cancels itself (its producer failed or was cancelled: Flink's
+    # CancelTaskException) goes to CANCELED without passing CANCELING.
+    (S.DEPLOYING, S.CANCELED),
+    (S.INITIALIZING, S.CANCELED),
+    (S.RUNNING, S.CANCELED),
 }
 
 ALL_EXECUTION_PAIRS = list(itertools.product(S, S))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -238,3 +239,32 @@ def test_producer_and_consumer_threads_move_100k_rows_with_bounded_queue():
     assert seen == [expected] * num_producers  # no loss, no duplicates, in order
     assert sum(len(s) for s in seen) == 100_000
     assert max(max_queued) <= capacity  # producers honoured the bound
+
+
+def test_closing_a_gate_from_another_thread_interrupts_a_start_waiting_for_its_partition():
+    # Cancelling a task closes its gates from the canceller's thread; a task thread
+    # blocked in start() (partition not there yet) must wake up at once, not after
+    # taskmanager.network.request-backoff.max.
+    manager = ResultPartitionManager()
+    channel = LocalInputChannel(0, manager, "never-comes", 0, partition_wait_timeout=30)
+    gate = InputGate(0, [channel])
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            gate.start()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    time.sleep(0.2)
+    assert starter.is_alive()
+    gate.close()
+    starter.join(5)
+    assert not starter.is_alive(), "start() kept waiting after the gate was closed"
+    assert [type(e) for e in errors] == [ClosedChannelError]
+    # A partition registered after the close does not get a reader attached.
+    partition = ResultPartition("never-comes", 1)
+    manager.register(partition)
+    partition.create_reader(0, lambda: None)  # still free: the closed channel left it alone

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -18,9 +19,11 @@ from flinklike_spark._runtime.network.partition_manager import ResultPartitionMa
 from flinklike_spark._runtime.network.result_partition import ResultPartition
 from flinklike_spark.errors import (
     BrokenChannelError,
+    CancelTaskError,
     ClosedChannelError,
     NetworkError,
     PartitionNotFoundError,
+    ProducerFailedError,
 )
 
 UNALIGNED = CheckpointBarrier(1, 0, CheckpointOptions(alignment=AlignmentType.UNALIGNED))
@@ -162,9 +165,10 @@ def test_release_with_cause_breaks_readers_and_wakes_listeners():
     partition.release(cause)
     assert data.calls == 2 and available.calls == 1
     assert partition.is_available() and partition.queued_buffers() == 0
-    with pytest.raises(BrokenChannelError, match="producer crashed") as info:
+    with pytest.raises(ProducerFailedError, match="producer crashed") as info:
         reader.poll()
     assert info.value.__cause__ is cause
+    assert isinstance(info.value, BrokenChannelError) and isinstance(info.value, CancelTaskError)
     with pytest.raises(ClosedChannelError) as info:
         partition.emit(0, batch(2))
     assert info.value.__cause__ is cause
@@ -177,8 +181,10 @@ def test_release_without_cause_closes_but_finished_reader_stays_quiet():
     assert done.poll().event == EndOfPartition()
     partition.release()
     assert done.poll() is None
-    with pytest.raises(ClosedChannelError, match="released"):
+    # The producer was cancelled: the consumer ends CANCELED too (not a failure of its own).
+    with pytest.raises(ProducerFailedError, match="released: its producer was cancelled") as info:
         pending.poll()
+    assert info.value.__cause__ is None
 
 
 def test_released_reader_drops_output_and_unblocks_producer():
@@ -230,3 +236,66 @@ def test_partition_manager_waits_for_registration_and_times_out():
     manager.register(other)
     manager.release_all()
     assert other.is_released and manager.partition_ids() == []
+
+
+def test_partition_manager_fails_a_lookup_of_a_released_partition_at_once():
+    # A consumer asking for the partition of a producer that already failed must not
+    # wait for taskmanager.network.request-backoff.max (30 s) for it to appear.
+    manager = ResultPartitionManager()
+    manager.register(ResultPartition("job/a/0", 1))
+    cause = ValueError("user function raised")
+    manager.release("job/a/0", cause)
+    started = time.monotonic()
+    with pytest.raises(ProducerFailedError, match="user function raised") as info:
+        manager.get("job/a/0", timeout=30)
+    assert time.monotonic() - started < 5
+    assert info.value.__cause__ is cause
+    # The producer failed before it registered its partition at all: the same.
+    manager.release("job/never-registered/0", cause)
+    with pytest.raises(ProducerFailedError):
+        manager.get("job/never-registered/0", timeout=30)
+    # Cancelled producers (no cause) too, also on TaskExecutor shutdown.
+    manager.register(ResultPartition("job/b/0", 1))
+    manager.release_all()
+    with pytest.raises(ProducerFailedError, match="cancelled"):
+        manager.get("job/b/0", timeout=30)
+
+
+def test_partition_manager_wakes_a_waiting_lookup_when_the_partition_is_released():
+    manager = ResultPartitionManager()
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            manager.get("job/a/0", timeout=30)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.1)
+    manager.release("job/a/0", RuntimeError("producer failed while starting"))
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert [type(e) for e in errors] == [ProducerFailedError]
+
+
+def test_partition_manager_lookup_is_interrupted_by_its_cancelled_callback():
+    manager = ResultPartitionManager()
+    cancelled = threading.Event()
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            manager.get("job/a/0", timeout=30, cancelled=cancelled.is_set)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.1)
+    cancelled.set()
+    manager.wake_waiters()
+    waiter.join(5)
+    assert not waiter.is_alive(), "the lookup waited on after its cancellation"
+    assert [type(e) for e in errors] == [ClosedChannelError]
