@@ -622,13 +622,13 @@ class WindowOperator(StreamOperator):
         if by_key:
             keyed.append((
                 _CONTENTS,
-                "window_contents",
+                "map",  # key -> {window: pane contents}
                 [(key_group_for(k, max_parallelism), k, copy.deepcopy(v)) for k, v in by_key.items()],
             ))
         if self.merging_sets:
             keyed.append((
                 _MERGING_SET,
-                "window_set",
+                "value",  # key -> the live session windows
                 [(key_group_for(k, max_parallelism), k, sorted(v)) for k, v in self.merging_sets.items()],
             ))
         for name, queue in ((_EVENT_TIMERS, self.timers.event_time), (_PROCESSING_TIMERS, self.timers.processing_time)):
