@@ -65,7 +65,9 @@ from flinklike_spark.window import (
     MAX_TIMESTAMP,
     EventTimeTrigger,
     MergingWindowAssigner,
+    TimeWindow,
     Trigger,
+    TumblingEventTimeWindows,
     WindowAssigner,
 )
 from flinklike_spark._runtime.network.partitioner import key_group_for
@@ -172,6 +174,36 @@ class _ScopedStateBackend(HeapKeyedStateBackend):
     def get_table(self, descriptor: Any) -> dict:
         self.get_state(descriptor, type(descriptor))
         return self._tables[descriptor.name]
+
+
+class _Panes:
+    """Pane contents as ``{key: {window: contents}}``: two lookups of flat keys are cheaper than one
+    of a nested ``(key, window)`` tuple, whose hash Python recomputes on every access."""
+
+    __slots__ = ("by_key",)
+
+    def __init__(self) -> None:
+        self.by_key: dict[Any, dict[Any, Any]] = {}
+
+    def get(self, key: Any, window: Any) -> Any:
+        panes = self.by_key.get(key)
+        return None if panes is None else panes.get(window)
+
+    def set(self, key: Any, window: Any, contents: Any) -> None:
+        panes = self.by_key.get(key)
+        if panes is None:
+            self.by_key[key] = {window: contents}
+        else:
+            panes[window] = contents
+
+    def pop(self, key: Any, window: Any) -> Any:
+        panes = self.by_key.get(key)
+        if panes is None:
+            return None
+        contents = panes.pop(window, None)
+        if not panes:
+            del self.by_key[key]
+        return contents
 
 
 class _StateStore(KeyedStateStore):
@@ -309,14 +341,18 @@ class WindowOperator(StreamOperator):
             spec.timestamp_strategy.create_generator() if spec.timestamp_strategy is not None else None
         )
         self.watermark = MIN_WATERMARK
-        self.panes: dict[tuple[Any, Any], Any] = {}
+        self.panes = _Panes()
         self.merging_sets: dict[Any, set] = {}
         self.num_late_records_dropped = 0
         self._trigger_ctx = _TriggerContext(self)
         self._assigner_ctx = _AssignerContext(self)
-        # The default event-time trigger only re-registers an existing timer for an element
-        # that joins an existing, not yet due pane: such elements skip the trigger call.
-        self._fast_event_trigger = type(d.trigger) is EventTimeTrigger and not self.merging
+        # With tumbling event-time windows and the default trigger, an element that joins an
+        # existing pane whose end the watermark has not reached only updates the contents (the
+        # trigger would re-register the timer it already has): process_rows does that inline.
+        self._fast_tumbling = type(d.trigger) is EventTimeTrigger and type(d.assigner) is TumblingEventTimeWindows
+        assigner_column = spec.timestamp_strategy.timestamp_assigner if spec.timestamp_strategy else None
+        self._timestamp_field = assigner_column if isinstance(assigner_column, str) else None
+        self._windows: dict[int, TimeWindow] = {}  # start -> window, so a pane's window is built once
         self._add = self._make_adder()
         self._merge_contents = self._make_merger()
 
@@ -411,12 +447,14 @@ class WindowOperator(StreamOperator):
             queue.delete(cleanup, (key, window))
 
     def process_rows(self, rows: list[dict]) -> None:
+        if self._fast_tumbling:
+            self._process_tumbling(rows)
+            return
         out: list[Any] = []
         key_field, selector = self.key_field, self.key_selector
         panes, add = self.panes, self._add
         assign, actx = self.assigner.assign_windows, self._assigner_ctx
         global_state = self.global_state
-        fast = self._fast_event_trigger
         for row in rows:
             key = row[key_field] if key_field is not None else selector(row)
             global_state.current_key = key
@@ -428,31 +466,70 @@ class WindowOperator(StreamOperator):
                 taken = False
                 watermark = self.watermark
                 for window in windows:
-                    pane_key = (key, window)
-                    if fast and pane_key in panes and window.end - 1 > watermark:
-                        panes[pane_key] = add(panes[pane_key], row)
-                        taken = True
-                        continue
                     if self.event_time and self._cleanup_time(window) <= watermark:
                         continue
                     taken = True
-                    panes[pane_key] = add(panes.get(pane_key), row)
+                    panes.set(key, window, add(panes.get(key, window), row))
                     self._on_element(key, window, row, timestamp, out)
             if not taken and self.event_time and timestamp + self.lateness <= self.watermark:
                 self._late(row)
+        self._flush(out)
+
+    def _process_tumbling(self, rows: list[dict]) -> None:
+        """``process_rows`` for TumblingEventTimeWindows with EventTimeTrigger (the common case)."""
+        out: list[Any] = []
+        key_field, selector, ts_field = self.key_field, self.key_selector, self._timestamp_field
+        by_key, windows, add = self.panes.by_key, self._windows, self._add
+        size, offset = self.assigner.size, self.assigner.offset
+        d = self.descriptor
+        reduce_fn = agg_add = None
+        if d.pane_kind == PaneKind.REDUCE:
+            reduce_fn = d.reduce_function.reduce if isinstance(d.reduce_function, ReduceFunction) else d.reduce_function
+        elif d.pane_kind == PaneKind.AGGREGATE:
+            agg_add = d.aggregate_function.add
+        global_state = self.global_state
+        for row in rows:
+            key = row[key_field] if key_field is not None else selector(row)
+            timestamp = row[ts_field] if ts_field is not None else self._timestamp(row)
+            if timestamp is None:
+                self.assigner.assign_windows(row, None, None)  # raises, naming the missing timestamp
+            start = timestamp - (timestamp - offset) % size
+            window = windows.get(start)
+            if window is None:
+                window = windows[start] = TimeWindow(start, start + size)
+            watermark = self.watermark
+            global_state.current_key = key  # user functions may use keyed state
+            key_panes = by_key.get(key)
+            if key_panes is not None and start + size - 1 > watermark:
+                contents = key_panes.get(window)
+                if contents is not None:
+                    if reduce_fn is not None:
+                        key_panes[window] = reduce_fn(contents, row)
+                    elif agg_add is not None:
+                        key_panes[window] = agg_add(row, contents)
+                    else:
+                        contents.append(row)
+                    continue
+            if self._cleanup_time(window) <= watermark:  # the window is late: so is the element
+                if timestamp + self.lateness <= watermark:
+                    self._late(row)
+                continue
+            self.panes.set(key, window, add(None if key_panes is None else key_panes.get(window), row))
+            self._on_element(key, window, row, timestamp, out)
+        if len(windows) > 1024:  # a cache: windows of the past are not looked up again
+            windows.clear()
         self._flush(out)
 
     def _on_element(self, key: Any, window: Any, row: dict, timestamp: int | None, out: list) -> None:
         ctx = self._trigger_ctx
         ctx.set(key, window)
         result = self.trigger.on_element(row, timestamp, window, ctx)
-        pane_key = (key, window)
         if result.value[0]:  # fire
-            contents = self.panes.get(pane_key)
+            contents = self.panes.get(key, window)
             if contents is not None:
                 self._emit(key, window, contents, out)
         if result.value[1]:  # purge
-            self.panes.pop(pane_key, None)
+            self.panes.pop(key, window)
         self._register_cleanup_timer(key, window)
 
     def _late(self, row: dict) -> None:
@@ -472,8 +549,7 @@ class WindowOperator(StreamOperator):
                     del self.merging_sets[key]
                 continue
             taken = True
-            pane_key = (key, actual)
-            self.panes[pane_key] = self._add(self.panes.get(pane_key), row)
+            self.panes.set(key, actual, self._add(self.panes.get(key, actual), row))
             self._on_element(key, actual, row, timestamp, out)
         return taken
 
@@ -519,15 +595,15 @@ class WindowOperator(StreamOperator):
             ctx.set(key, window)
             self.trigger.clear(window, ctx)
             self._delete_cleanup_timer(key, window)
-        contents = self.panes.get((key, result))
+        contents = self.panes.get(key, result)
         for window in merged:
             if window == result:
                 continue
-            moved = self.panes.pop((key, window), None)
+            moved = self.panes.pop(key, window)
             if moved is not None:
                 contents = moved if contents is None else self._merge_contents(contents, moved)
         if contents is not None:
-            self.panes[(key, result)] = contents
+            self.panes.set(key, result, contents)
 
     # -- firing ------------------------------------------------------------------------------
 
@@ -564,18 +640,17 @@ class WindowOperator(StreamOperator):
             result = self.trigger.on_event_time(timestamp, window, ctx)
         else:
             result = self.trigger.on_processing_time(timestamp, window, ctx)
-        pane_key = (key, window)
         if result.value[0]:
-            contents = self.panes.get(pane_key)
+            contents = self.panes.get(key, window)
             if contents is not None:
                 self._emit(key, window, contents, out)
         if result.value[1]:
-            self.panes.pop(pane_key, None)
+            self.panes.pop(key, window)
         if event_time == self.event_time and timestamp == self._cleanup_time(window):
             self._clear_all_state(key, window)
 
     def _clear_all_state(self, key: Any, window: Any) -> None:
-        self.panes.pop((key, window), None)
+        self.panes.pop(key, window)
         ctx = self._trigger_ctx
         ctx.set(key, window)
         self.trigger.clear(window, ctx)
@@ -615,9 +690,7 @@ class WindowOperator(StreamOperator):
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         max_parallelism = self.context.max_parallelism
-        by_key: dict[Any, dict] = {}
-        for (key, window), contents in self.panes.items():
-            by_key.setdefault(key, {})[window] = contents
+        by_key = self.panes.by_key
         keyed = self.global_state.snapshot_entries() + self.scoped.snapshot_entries()
         if by_key:
             keyed.append((
@@ -644,7 +717,7 @@ class WindowOperator(StreamOperator):
             name = entry.state_name
             if name == _CONTENTS:
                 for window, contents in entry.value.items():
-                    self.panes[(entry.key, window)] = contents
+                    self.panes.set(entry.key, window, contents)
             elif name == _MERGING_SET:
                 self.merging_sets[entry.key] = set(entry.value)
             elif name == _EVENT_TIMERS:
