@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from flinklike_spark.connector_api import Boundedness, ReadResult, Source, SourceReader, SourceReaderContext, SourceSplit
+from flinklike_spark.connector_api import ReadResult, Source, SourceReader, SourceReaderContext, SourceSplit
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = ["CollectionSource", "CollectionSplit"]
@@ -47,9 +47,6 @@ class CollectionSource(Source):
 
     def __repr__(self) -> str:
         return f"CollectionSource({len(self.rows)} rows)"
-
-    def boundedness(self) -> Boundedness:
-        return Boundedness.BOUNDED
 
     def output_schema(self) -> pa.Schema:
         return self.schema

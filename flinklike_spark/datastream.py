@@ -91,6 +91,30 @@ class StreamExecutionEnvironment:
         self._config = self._config.with_values({"pipeline.max-parallelism": max_parallelism})
         return self
 
+    # -- issue 13: PyFlink's checkpoint and runtime-mode setters (views over configuration keys) ------
+
+    def enable_checkpointing(self, interval: int | Any, mode: Any = None) -> StreamExecutionEnvironment:
+        """Checkpoint every ``interval`` (ms or timedelta); ``mode`` a CheckpointingMode (exactly-once default)."""
+        values: dict[str, Any] = {"execution.checkpointing.interval": interval}
+        if mode is not None:
+            values["execution.checkpointing.mode"] = mode
+        return self.configure(values)
+
+    def get_checkpoint_config(self):
+        """A CheckpointConfig reading and writing this environment's ``execution.checkpointing.*`` keys."""
+        from flinklike_spark.execution_options import CheckpointConfig
+
+        return CheckpointConfig(self)
+
+    def get_checkpoint_interval(self) -> int:
+        return self.get_checkpoint_config().get_checkpoint_interval()
+
+    def set_runtime_mode(self, execution_mode: Any) -> StreamExecutionEnvironment:
+        """STREAMING or AUTOMATIC; BATCH raises a ConfigurationError naming what is supported."""
+        from flinklike_spark.execution_options import runtime_mode_value
+
+        return self.configure({"execution.runtime-mode": runtime_mode_value(execution_mode)})
+
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
         self._chaining = False
         return self
@@ -339,6 +363,47 @@ class DataStream:
         )
         return DataStream(self._env, [(t, None)])
 
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
+        """Event time from here on: ``watermark_strategy``'s assigner gives timestamps, and watermarks
+        follow the rows passing through (the input's watermarks are replaced, as in Flink)."""
+        if not isinstance(watermark_strategy, WatermarkStrategy) or watermark_strategy.timestamp_assigner is None:
+            raise TypeError(
+                f"assign_timestamps_and_watermarks expects a WatermarkStrategy with a timestamp assigner, "
+                f"got {watermark_strategy!r}"
+            )
+        schema = self._schema()
+        t = self._env._add(
+            kind="timestamps_watermarks",
+            name="Timestamps/Watermarks",
+            function=watermark_strategy,
+            inputs=list(self._inputs),
+            output_schema=schema,
+            input_schema=schema,
+            timestamp_strategy=watermark_strategy,
+        )
+        return DataStream(self._env, [(t, None)])
+
+    def add_sink(self, sink_func: Sink) -> DataStreamSink:
+        """PyFlink's name for :meth:`sink_to` (the sink is a flinklike_spark Sink)."""
+        return self.sink_to(sink_func)
+
+    def execute_and_collect(self, job_name: str | None = None, limit: int | None = None):
+        """Run the job (this stream and every pipeline defined since the last ``execute``) and return
+        this stream's rows: an iterator (with ``close()``), or a list of at most ``limit`` rows.
+
+        The rows come back when the job ends, so the job must be bounded.
+        """
+        from connectors.collect import CollectSink
+
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+        sink = CollectSink(f"execute_and_collect-{uuid.uuid4().hex[:8]}")
+        self.sink_to(sink)
+        rows = sink.rows(self._env.execute(job_name))
+        if limit is not None:
+            return rows[:limit]
+        return _RowIterator(rows)
+
     def sink_to(self, sink: Sink) -> DataStreamSink:
         if not isinstance(sink, Sink):
             raise TypeError(f"sink_to expects a flinklike_spark Sink, got {type(sink).__name__}")
@@ -450,6 +515,28 @@ class KeyedStream(DataStream):
         if slide:
             return self.window(CountSlidingWindowAssigner.of(size, slide))
         return self.window(CountTumblingWindowAssigner.of(size))
+
+
+class _RowIterator:
+    """The iterator ``execute_and_collect`` returns (PyFlink's CloseableIterator)."""
+
+    def __init__(self, rows: list) -> None:
+        self._rows = iter(rows)
+
+    def __iter__(self) -> _RowIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._rows)
+
+    def close(self) -> None:
+        self._rows = iter(())
+
+    def __enter__(self) -> _RowIterator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def _whole_stream_key(row: Any) -> int:

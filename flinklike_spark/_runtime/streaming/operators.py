@@ -684,6 +684,7 @@ _OPERATOR_MODULES: dict[str, str] = {
     "keyed_flat_map": "flinklike_spark._runtime.streaming.keyed_operators:KeyedFlatMapOperator",
     "keyed_filter": "flinklike_spark._runtime.streaming.keyed_operators:KeyedFilterOperator",
     "keyed_reduce": "flinklike_spark._runtime.streaming.keyed_operators:KeyedReduceOperator",
+    "timestamps_watermarks": "flinklike_spark._runtime.streaming.watermark_operator:TimestampsAndWatermarksOperator",
 }
 
 
