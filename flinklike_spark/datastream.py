@@ -311,8 +311,24 @@ class DataStream:
     def rebalance(self) -> DataStream:
         return self._repartition(PartitionerKind.REBALANCE)
 
-    def broadcast(self) -> DataStream:
+    def broadcast(self, *broadcast_state_descriptors: Any):
+        """Send every row to every consumer subtask; with MapStateDescriptors, a BroadcastStream
+        to ``connect`` to (broadcast state)."""
+        if broadcast_state_descriptors:
+            from flinklike_spark.connected_streams import BroadcastStream
+
+            return BroadcastStream(self, broadcast_state_descriptors)
         return self._repartition(PartitionerKind.BROADCAST)
+
+    def connect(self, ds: Any):
+        """Pair with ``ds`` (a DataStream, or a BroadcastStream) for a two-input function."""
+        from flinklike_spark.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds)
+        if not isinstance(ds, DataStream):
+            raise TypeError(f"connect expects a DataStream or a BroadcastStream, got {ds!r}")
+        return ConnectedStreams(self, ds)
 
     def forward(self) -> DataStream:
         return self._repartition(PartitionerKind.FORWARD)

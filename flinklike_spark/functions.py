@@ -31,9 +31,15 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
+    "BroadcastProcessFunction",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
     "FilterFunction",
     "FlatMapFunction",
     "Function",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStateStore",
     "MapFunction",
@@ -310,3 +316,85 @@ class ProcessAllWindowFunction(Function):
 
     def clear(self, context: ProcessWindowFunction.Context) -> None:  # noqa: B027
         """The window is being purged (after its cleanup time)."""
+
+
+# -- issue 13: two-input functions (connect) and broadcast state ----------------------------------
+
+
+class CoMapFunction(Function):
+    """``map1`` for the first connected input, ``map2`` for the second; both return one row."""
+
+    @abc.abstractmethod
+    def map1(self, value: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def map2(self, value: Any) -> Any: ...
+
+
+class CoFlatMapFunction(Function):
+    """``flat_map1`` / ``flat_map2`` yield any number of rows per input row."""
+
+    @abc.abstractmethod
+    def flat_map1(self, value: Any) -> Iterable[Any]: ...
+
+    @abc.abstractmethod
+    def flat_map2(self, value: Any) -> Iterable[Any]: ...
+
+
+class CoProcessFunction(Function):
+    """``process_element1`` / ``process_element2`` with a context (timestamp, side outputs)."""
+
+    Context = ProcessFunction.Context
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None: ...
+
+
+class KeyedCoProcessFunction(Function):
+    """Two keyed inputs (``connect`` then ``key_by`` on both) sharing keyed state and timers per key."""
+
+    Context = KeyedProcessFunction.Context
+    OnTimerContext = KeyedProcessFunction.OnTimerContext
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[Any] | None:
+        return None
+
+
+class BroadcastProcessFunction(Function):
+    """A non-keyed stream connected with a broadcast stream.
+
+    ``process_broadcast_element(value, ctx)`` runs on every subtask for every
+    broadcast element and may change the broadcast state
+    (``ctx.get_broadcast_state(descriptor)``); ``process_element(value, ctx)``
+    sees it read-only. Every subtask must change it the same way (its contents
+    are kept per subtask and restored from one copy), as in Flink.
+    """
+
+    @abc.abstractmethod
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+
+
+class KeyedBroadcastProcessFunction(Function):
+    """A keyed stream connected with a broadcast stream: keyed state and timers in ``process_element``
+    and ``on_timer``, writable broadcast state in ``process_broadcast_element``."""
+
+    @abc.abstractmethod
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
+        return None

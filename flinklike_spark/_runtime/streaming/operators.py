@@ -685,6 +685,8 @@ _OPERATOR_MODULES: dict[str, str] = {
     "keyed_filter": "flinklike_spark._runtime.streaming.keyed_operators:KeyedFilterOperator",
     "keyed_reduce": "flinklike_spark._runtime.streaming.keyed_operators:KeyedReduceOperator",
     "timestamps_watermarks": "flinklike_spark._runtime.streaming.watermark_operator:TimestampsAndWatermarksOperator",
+    "co_process": "flinklike_spark._runtime.streaming.co_operators:CoProcessOperator",
+    "keyed_co_process": "flinklike_spark._runtime.streaming.co_operators:KeyedCoProcessOperator",
 }
 
 
