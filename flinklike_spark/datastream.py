@@ -158,7 +158,7 @@ class StreamExecutionEnvironment:
         ``type_info`` is the rows' Arrow schema (inferred when None). ``batch_size``
         rows are read per poll (a watermark may follow each batch).
         """
-        from connectors.collection import CollectionSource
+        from flinklike_spark.collection_source import CollectionSource
 
         source = CollectionSource(collection, schema=type_info, batch_size=batch_size)
         stream = self.from_source(source, watermark_strategy, name="Collection Source")

@@ -634,6 +634,11 @@ class SourceOperator(StreamOperator):
         ctx = self.context
         self.splits = [split for i, split in enumerate(splits) if i % ctx.parallelism == ctx.subtask_index]
 
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        # issue 13: readers hear of completed checkpoints (Flink's SourceReader.notifyCheckpointComplete)
+        if self.reader is not None:
+            self.reader.notify_checkpoint_complete(checkpoint_id)
+
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         splits = self.reader.snapshot_state(checkpoint_id)
         return OperatorSnapshot(operator=[(_SOURCE_SPLITS, "source_split", [(s.split_id, s) for s in splits])])
