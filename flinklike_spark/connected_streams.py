@@ -56,7 +56,10 @@ def _co_operator(first: DataStream, second: DataStream, name: str, function: Any
                  broadcast_descriptors: tuple = ()) -> DataStream:  # fmt: skip
     from flinklike_spark.datastream import DataStream
 
+    from flinklike_spark.typeinfo import to_arrow_schema
+
     env = first._env
+    output_type = to_arrow_schema(output_type)
     descriptor = CoOperatorDescriptor(
         function=function,
         timestamp_strategies=(first._timestamps(), second._timestamps()),

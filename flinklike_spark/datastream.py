@@ -159,8 +159,9 @@ class StreamExecutionEnvironment:
         rows are read per poll (a watermark may follow each batch).
         """
         from flinklike_spark.collection_source import CollectionSource
+        from flinklike_spark.typeinfo import to_arrow_schema
 
-        source = CollectionSource(collection, schema=type_info, batch_size=batch_size)
+        source = CollectionSource(collection, schema=to_arrow_schema(type_info), batch_size=batch_size)
         stream = self.from_source(source, watermark_strategy, name="Collection Source")
         stream._transformation.parallelism = 1
         return stream
@@ -246,6 +247,9 @@ class DataStream:
         return next((t.timestamp_strategy for t, _ in self._inputs if t.timestamp_strategy), None)
 
     def _then(self, kind: str, name: str, function: Any, output_type: pa.Schema | None, **extra: Any) -> DataStream:
+        from flinklike_spark.typeinfo import to_arrow_schema  # issue 13: Types.ROW_NAMED as output_type
+
+        output_type = to_arrow_schema(output_type)
         t = self._env._add(
             kind=kind,
             name=name,

@@ -235,3 +235,21 @@ def test_number_sequence_and_collection_sources():
     resumed = source.create_reader(SourceReaderContext(subtask_index=0, parallelism=1))
     resumed.add_splits([split])
     assert resumed.poll_next(10).batch.to_pylist() == rows[2:4]
+
+
+def test_types_row_named_is_the_declared_arrow_schema():
+    from flinklike_spark.typeinfo import Types, to_arrow_schema
+
+    row = Types.ROW_NAMED(["user", "n", "tags", "when"],
+                          [Types.STRING(), Types.LONG(), Types.LIST(Types.STRING()), Types.SQL_TIMESTAMP()])  # fmt: skip
+    assert to_arrow_schema(row) == pa.schema(
+        [("user", pa.string()), ("n", pa.int64()), ("tags", pa.list_(pa.string())), ("when", pa.timestamp("ms"))]
+    )
+    e = env()
+    mapped = source(e).map(lambda r: {"user": str(r["key"]), "n": r["seq"]},
+                           output_type=Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.LONG()]))  # fmt: skip
+    assert mapped._transformation.output_schema == pa.schema([("user", pa.string()), ("n", pa.int64())])
+    with pytest.raises(ConfigurationError, match="ROW_NAMED"):
+        source(e).map(lambda r: r, output_type=Types.ROW([Types.LONG()]))
+    with pytest.raises(ConfigurationError, match="no Arrow equivalent"):
+        Types.ROW_NAMED(["x"], [Types.PICKLED_BYTE_ARRAY()])
