@@ -6,6 +6,7 @@ The public API mirrors PyFlink's DataStream API::
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
 """
 
+from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction
 from flinklike_spark.config import CheckpointingMode, Configuration, TaskManagerMode
 from flinklike_spark.connector_api import (
     Boundedness,
@@ -68,6 +69,8 @@ from flinklike_spark.window import Time
 __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
+    "AsyncDataStream",
+    "AsyncFunction",
     "Boundedness",
     "BroadcastProcessFunction",
     "CheckpointConfig",

@@ -692,6 +692,7 @@ _OPERATOR_MODULES: dict[str, str] = {
     "timestamps_watermarks": "flinklike_spark._runtime.streaming.watermark_operator:TimestampsAndWatermarksOperator",
     "co_process": "flinklike_spark._runtime.streaming.co_operators:CoProcessOperator",
     "keyed_co_process": "flinklike_spark._runtime.streaming.co_operators:KeyedCoProcessOperator",
+    "async_wait": "flinklike_spark._runtime.streaming.async_operator:AsyncWaitOperator",
 }
 
 
