@@ -280,7 +280,21 @@ class Trigger(abc.ABC):
     def clear(self, window: Any, ctx: Trigger.TriggerContext) -> None: ...
 
 
-class EventTimeTrigger(Trigger):
+class _StatelessTrigger(Trigger):
+    """A trigger without parameters: ``create()``, mergeable, shown by its class name."""
+
+    @classmethod
+    def create(cls):
+        return cls()
+
+    def can_merge(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class EventTimeTrigger(_StatelessTrigger):
     """Fires once the watermark passes the window's ``max_timestamp()``; default of event-time assigners."""
 
     def on_element(self, element, timestamp, window, ctx):
@@ -295,9 +309,6 @@ class EventTimeTrigger(Trigger):
     def on_event_time(self, time, window, ctx):
         return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
 
-    def can_merge(self) -> bool:
-        return True
-
     def on_merge(self, window, ctx):
         if window.max_timestamp() > ctx.get_current_watermark():
             ctx.register_event_time_timer(window.max_timestamp())
@@ -305,15 +316,8 @@ class EventTimeTrigger(Trigger):
     def clear(self, window, ctx):
         ctx.delete_event_time_timer(window.max_timestamp())
 
-    @staticmethod
-    def create() -> EventTimeTrigger:
-        return EventTimeTrigger()
 
-    def __repr__(self) -> str:
-        return "EventTimeTrigger()"
-
-
-class ProcessingTimeTrigger(Trigger):
+class ProcessingTimeTrigger(_StatelessTrigger):
     """Fires once the processing-time clock passes the window's ``max_timestamp()``."""
 
     def on_element(self, element, timestamp, window, ctx):
@@ -326,22 +330,12 @@ class ProcessingTimeTrigger(Trigger):
     def on_event_time(self, time, window, ctx):
         return TriggerResult.CONTINUE
 
-    def can_merge(self) -> bool:
-        return True
-
     def on_merge(self, window, ctx):
         if window.max_timestamp() > ctx.get_current_processing_time():
             ctx.register_processing_time_timer(window.max_timestamp())
 
     def clear(self, window, ctx):
         ctx.delete_processing_time_timer(window.max_timestamp())
-
-    @staticmethod
-    def create() -> ProcessingTimeTrigger:
-        return ProcessingTimeTrigger()
-
-    def __repr__(self) -> str:
-        return "ProcessingTimeTrigger()"
 
 
 def _min(a: int, b: int) -> int:
@@ -534,7 +528,7 @@ class PurgingTrigger(Trigger):
         return f"PurgingTrigger({self.nested_trigger!r})"
 
 
-class NeverTrigger(Trigger):
+class NeverTrigger(_StatelessTrigger):
     """Never fires: the default trigger of :class:`GlobalWindows`."""
 
     def on_element(self, element, timestamp, window, ctx):
@@ -545,9 +539,6 @@ class NeverTrigger(Trigger):
 
     def on_event_time(self, time, window, ctx):
         return TriggerResult.CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
 
     def on_merge(self, window, ctx):
         pass
@@ -615,8 +606,24 @@ def _require_timestamp(timestamp: int | None, assigner: WindowAssigner) -> int:
     return timestamp
 
 
-class _Tumbling(WindowAssigner):
+class _TimeAssigner(WindowAssigner):
+    """Time-window assigners: by event time (the element's timestamp) or by the operator's clock."""
+
     _event_time = True
+
+    def _time_of(self, timestamp: int | None, context: WindowAssigner.WindowAssignerContext) -> int:
+        if self._event_time:
+            return _require_timestamp(timestamp, self)
+        return context.get_current_processing_time()
+
+    def get_default_trigger(self, env):
+        return EventTimeTrigger() if self._event_time else ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return self._event_time
+
+
+class _Tumbling(_TimeAssigner):
 
     def __init__(self, size: int, offset: int = 0) -> None:
         _check_size_offset(type(self).__name__, size, offset)
@@ -628,18 +635,9 @@ class _Tumbling(WindowAssigner):
         return cls(_millis(size, "size"), 0 if offset is None else _millis(offset, "offset"))
 
     def assign_windows(self, element, timestamp, context):
-        if self._event_time:
-            timestamp = _require_timestamp(timestamp, self)
-        else:
-            timestamp = context.get_current_processing_time()
+        timestamp = self._time_of(timestamp, context)
         start = timestamp - (timestamp - self.offset) % self.size
         return (TimeWindow(start, start + self.size),)
-
-    def get_default_trigger(self, env):
-        return EventTimeTrigger() if self._event_time else ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return self._event_time
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.size}, {self.offset})"
@@ -655,8 +653,7 @@ class TumblingProcessingTimeWindows(_Tumbling):
     _event_time = False
 
 
-class _Sliding(WindowAssigner):
-    _event_time = True
+class _Sliding(_TimeAssigner):
 
     def __init__(self, size: int, slide: int, offset: int = 0) -> None:
         _check_size_offset(type(self).__name__, size, offset, slide)
@@ -669,19 +666,10 @@ class _Sliding(WindowAssigner):
         return cls(_millis(size, "size"), _millis(slide, "slide"), 0 if offset is None else _millis(offset, "offset"))
 
     def assign_windows(self, element, timestamp, context):
-        if self._event_time:
-            timestamp = _require_timestamp(timestamp, self)
-        else:
-            timestamp = context.get_current_processing_time()
+        timestamp = self._time_of(timestamp, context)
         last_start = timestamp - (timestamp - self.offset) % self.slide
         size, slide = self.size, self.slide
         return [TimeWindow(start, start + size) for start in range(last_start, timestamp - size, -slide)]
-
-    def get_default_trigger(self, env):
-        return EventTimeTrigger() if self._event_time else ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return self._event_time
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.size}, {self.slide}, {self.offset})"
@@ -704,8 +692,7 @@ class SessionWindowTimeGapExtractor(abc.ABC):
     def extract(self, element: Any) -> int: ...
 
 
-class _Sessions(MergingWindowAssigner):
-    _event_time = True
+class _Sessions(_TimeAssigner, MergingWindowAssigner):
 
     def __init__(self, gap: int | None = None, extractor: SessionWindowTimeGapExtractor | Callable | None = None):
         if extractor is None and (gap is None or gap <= 0):
@@ -733,20 +720,11 @@ class _Sessions(MergingWindowAssigner):
         return gap
 
     def assign_windows(self, element, timestamp, context):
-        if self._event_time:
-            timestamp = _require_timestamp(timestamp, self)
-        else:
-            timestamp = context.get_current_processing_time()
+        timestamp = self._time_of(timestamp, context)
         return (TimeWindow(timestamp, timestamp + self._gap_of(element)),)
 
     def merge_windows(self, windows, callback):
         TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env):
-        return EventTimeTrigger() if self._event_time else ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return self._event_time
 
     def __repr__(self) -> str:
         gap = "dynamic" if self.extractor is not None else self.gap
