@@ -32,11 +32,10 @@ from connectors import SequenceSource
 from flinklike_spark import Configuration, StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark.functions import AggregateFunction
 from flinklike_spark.window import Time, TumblingEventTimeWindows
-from flinklike_spark._runtime.minicluster import MiniCluster
 from flinklike_spark._runtime.streaming.operators import OperatorContext, OperatorSpec, Output
 from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 
-from throughput import NUM_KEYS, CountingSink, CountPerKey
+from throughput import NUM_KEYS, CountingSink, CountPerKey, run_timed
 
 
 class CountAggregate(AggregateFunction):
@@ -106,14 +105,7 @@ def measure(build, records: int, window_ms: int, parallelism: int) -> float:
     config = Configuration({"parallelism.default": parallelism, "local.number-taskmanager": parallelism})
     env = StreamExecutionEnvironment.get_execution_environment(config)
     build(env, records, window_ms)
-    with MiniCluster(config) as cluster:
-        client = cluster.submit_job(env.get_job_graph(build.__name__))
-        started = time.perf_counter()
-        result = client.wait(timeout=1800)
-        elapsed = time.perf_counter() - started
-    totals = result.accumulators["rows"]
-    rows = sum(t["rows"] for t in totals)
-    counted = sum(t["counted"] for t in totals)
+    rows, counted, elapsed = run_timed(env, config, build.__name__)
     if rows != expected_rows(build, records, window_ms) or (build in (keyed_count, window_count) and counted != records):
         raise SystemExit(f"{build.__name__}: {rows} rows counting {counted} records: wrong result")
     return records / elapsed
