@@ -297,7 +297,8 @@ def test_window_job_stopped_with_savepoint_resumes_at_another_parallelism_identi
 @pytest.mark.parametrize("mode", MODES)
 def test_window_job_resumes_from_checkpoints_exactly_once(tmp_path, mode):
     directory = str(tmp_path / "checkpoints")
-    run_and_cancel(build_resumable(checkpoint_config(directory, mode), rows_per_second=6_000), directory, checkpoints=3)
+    # slow enough that two checkpoints complete before the input ends, even on a loaded machine
+    run_and_cancel(build_resumable(checkpoint_config(directory, mode), rows_per_second=2_500), directory, checkpoints=2)
     config = checkpoint_config(directory, mode) | {"execution.state-recovery.path": directory}
     resumed = build_resumable(config, rows_per_second=None).execute("resumed")
     assert_resumed(resumed, expected_resumable()[0])

@@ -66,7 +66,7 @@ class _KeyedFunctionOperator(_UserFunctionOperator):
         return OperatorSnapshot(keyed=self.backend.snapshot_entries())
 
     def _keys(self, rows: list[dict]):
-        """``(key, row)`` for every row, with the backend's current key set before each is yielded."""
+        """Every row, with the backend's current key set to the row's key before it is yielded."""
         backend = self.backend
         key_field, selector = self.key_field, self.key_selector
         for row in rows:

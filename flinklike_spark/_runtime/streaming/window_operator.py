@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -91,6 +92,17 @@ _MERGING_SET = "_window/merging-window-set"
 _SCOPED_PREFIX = "_window/scoped/"
 _EVENT_TIMERS = "_window/event_time_timers"
 _PROCESSING_TIMERS = "_window/processing_time_timers"
+
+
+def _epoch_millis(value: Any) -> int:
+    """Epoch ms of a timestamp column's value (a naive datetime is UTC, as Arrow stores it)."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    raise ConfigurationError(f"an event timestamp must be epoch milliseconds or a datetime, got {value!r}")
 
 
 class PaneKind:
@@ -421,7 +433,10 @@ class WindowOperator(StreamOperator):
     # -- elements -----------------------------------------------------------------------------
 
     def _timestamp(self, row: dict) -> int | None:
-        return self.timestamps.timestamp_of(row) if self.timestamps is not None else None
+        if self.timestamps is None:
+            return None
+        timestamp = self.timestamps.timestamp_of(row)
+        return timestamp if type(timestamp) is int or timestamp is None else _epoch_millis(timestamp)
 
     def _cleanup_time(self, window: Any) -> int:
         max_timestamp = window.max_timestamp()
@@ -491,6 +506,8 @@ class WindowOperator(StreamOperator):
         for row in rows:
             key = row[key_field] if key_field is not None else selector(row)
             timestamp = row[ts_field] if ts_field is not None else self._timestamp(row)
+            if type(timestamp) is not int and timestamp is not None:
+                timestamp = _epoch_millis(timestamp)  # a timestamp column arrives as datetime
             if timestamp is None:
                 self.assigner.assign_windows(row, None, None)  # raises, naming the missing timestamp
             start = timestamp - (timestamp - offset) % size

@@ -547,3 +547,18 @@ def test_windows_and_time():
     assert TimeWindow(0, 10).cover(TimeWindow(5, 30)) == TimeWindow(0, 30)
     windows = SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5)).assign_windows(None, 7000, None)
     assert sorted(windows) == [TimeWindow(0, 10_000), TimeWindow(5000, 15_000)]
+
+
+def test_timestamp_columns_of_arrow_timestamp_type_are_windowed_by_epoch_millis():
+    import datetime
+
+    op, out, _ = make(tumbling(1000, late_data_tag=None, pane_kind=PaneKind.REDUCE, reduce_function=count_reduce),
+                      side=False)  # fmt: skip
+    base = datetime.datetime(2026, 1, 1, 0, 0, 0)  # naive: Arrow's timestamp[ms] without a zone (UTC)
+    epoch = int(base.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    op.process_rows([
+        {"k": "a", "ts": base + datetime.timedelta(milliseconds=ms), "n": 1} for ms in (0, 999, 1000)
+    ])  # fmt: skip
+    op.process_watermark(MAX_WATERMARK)
+    assert sorted(r["n"] for r in out.rows) == [1, 2]
+    assert op.watermark == MAX_WATERMARK and epoch % 1000 == 0
