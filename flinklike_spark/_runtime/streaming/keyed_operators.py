@@ -11,7 +11,6 @@ checkpointed and rescaled by key group like every keyed state.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
