@@ -17,7 +17,13 @@ import pytest
 
 from checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 from connectors import CollectSink, SequenceSource
-from flinklike_spark import MapFunction, StreamExecutionEnvironment, ValueStateDescriptor, WatermarkStrategy
+from flinklike_spark import (
+    MapFunction,
+    ProcessFunction,
+    StreamExecutionEnvironment,
+    ValueStateDescriptor,
+    WatermarkStrategy,
+)
 from flinklike_spark.errors import ConfigurationError, JobExecutionError
 from flinklike_spark.functions import AllWindowFunction, ProcessWindowFunction, WindowFunction
 from flinklike_spark.output_tag import OutputTag
@@ -302,3 +308,33 @@ def test_window_job_resumes_from_checkpoints_exactly_once(tmp_path, mode):
     config = checkpoint_config(directory, mode) | {"execution.state-recovery.path": directory}
     resumed = build_resumable(config, rows_per_second=None).execute("resumed")
     assert_resumed(resumed, expected_resumable()[0])
+
+
+class Route(ProcessFunction):
+    """Evens to the main output, odds by ctx.output, multiples of 5 also by PyFlink's yielded pair."""
+
+    def process_element(self, value, ctx):
+        if value["x"] % 2:
+            ctx.output(OutputTag("odd"), {"odd": value["x"]})
+        else:
+            yield value
+        if value["x"] % 5 == 0:
+            yield OutputTag("five"), {"five": value["x"]}
+
+
+@pytest.mark.parametrize("chaining", [True, False])
+def test_side_outputs_of_process_functions_chained_and_over_the_network(chaining):
+    env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
+    if not chaining:
+        env.disable_operator_chaining()  # side outputs then leave over tagged network edges
+    routed = env.from_collection([{"x": i} for i in range(50)]).rebalance().process(Route())
+    routed.sink_to(CollectSink("main"))
+    routed.get_side_output(OutputTag("odd")).sink_to(CollectSink("odd"))
+    routed.get_side_output(OutputTag("five")).map(lambda r: {"five": r["five"] * 10}).sink_to(CollectSink("five"))
+    graph = env.get_job_graph("routes")
+    tagged = [op for v in graph for op in v.operators if op.chained_output_tags or op.network_output_tags]
+    assert tagged and all(bool(op.network_output_tags) != chaining for op in tagged)
+    result = env.execute("routes")
+    assert sorted(r["x"] for r in CollectSink.rows(result, name="main")) == list(range(0, 50, 2))
+    assert sorted(r["odd"] for r in CollectSink.rows(result, name="odd")) == list(range(1, 50, 2))
+    assert sorted(r["five"] for r in CollectSink.rows(result, name="five")) == [10 * x for x in range(0, 50, 5)]
