@@ -6,6 +6,7 @@ The public API mirrors PyFlink's DataStream API::
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
 """
 
+from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction
 from flinklike_spark.config import CheckpointingMode, Configuration, TaskManagerMode
 from flinklike_spark.connector_api import (
     Boundedness,
@@ -27,17 +28,31 @@ from flinklike_spark.errors import (
     RemoteTaskError,
     SchemaMismatchError,
 )
+from flinklike_spark.execution_options import CheckpointConfig, RuntimeExecutionMode
 from flinklike_spark.functions import (
+    AggregateFunction,
+    AllWindowFunction,
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     MapFunction,
+    ProcessAllWindowFunction,
     ProcessFunction,
+    ProcessWindowFunction,
+    ReduceFunction,
     RuntimeContext,
     TimeDomain,
     TimerService,
+    WindowFunction,
 )
 from flinklike_spark.job_client import JobClient, JobExecutionResult
+from flinklike_spark.output_tag import OutputTag
 from flinklike_spark.state import (
     ListState,
     ListStateDescriptor,
@@ -48,11 +63,21 @@ from flinklike_spark.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from flinklike_spark.watermarks import WatermarkStrategy
+from flinklike_spark.watermarks import TimestampAssigner, WatermarkStrategy
+from flinklike_spark.window import Time
 
 __all__ = [
+    "AggregateFunction",
+    "AllWindowFunction",
+    "AsyncDataStream",
+    "AsyncFunction",
     "Boundedness",
+    "BroadcastProcessFunction",
+    "CheckpointConfig",
     "CheckpointingMode",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
     "Configuration",
     "ConfigurationError",
     "DataStream",
@@ -64,6 +89,8 @@ __all__ = [
     "JobClient",
     "JobExecutionError",
     "JobExecutionResult",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "ListState",
@@ -71,12 +98,17 @@ __all__ = [
     "MapFunction",
     "MapState",
     "MapStateDescriptor",
+    "OutputTag",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
     "ReadResult",
+    "ReduceFunction",
     "ReducingState",
     "ReducingStateDescriptor",
     "RemoteTaskError",
     "RuntimeContext",
+    "RuntimeExecutionMode",
     "SchemaMismatchError",
     "Sink",
     "SinkWriter",
@@ -87,9 +119,12 @@ __all__ = [
     "SourceSplit",
     "StreamExecutionEnvironment",
     "TaskManagerMode",
+    "Time",
     "TimeDomain",
     "TimerService",
+    "TimestampAssigner",
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",
+    "WindowFunction",
 ]

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Sink, Source
-from flinklike_spark.errors import InvalidProgramError
+from flinklike_spark.errors import ConfigurationError, InvalidProgramError
 from flinklike_spark.functions import KeyedProcessFunction, ProcessFunction
 from flinklike_spark.watermarks import WatermarkStrategy
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
@@ -44,6 +44,8 @@ class _Transformation:
     key_field: str | None = None
     key_selector: Callable[[dict], Any] | None = None
     timestamp_strategy: WatermarkStrategy | None = None
+    # issue 13: declared schemas of side outputs (tag id -> schema or None to infer)
+    side_output_schemas: dict[str, pa.Schema | None] = dataclasses.field(default_factory=dict)
 
 
 class StreamExecutionEnvironment:
@@ -64,6 +66,7 @@ class StreamExecutionEnvironment:
         self._transformations: list[_Transformation] = []
         self._ids = itertools.count()
         self._chaining = True
+        self._executed_upto = 0  # transformations before this index belong to jobs already executed
 
     @staticmethod
     def get_execution_environment(
@@ -90,6 +93,30 @@ class StreamExecutionEnvironment:
     def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
         self._config = self._config.with_values({"pipeline.max-parallelism": max_parallelism})
         return self
+
+    # -- issue 13: PyFlink's checkpoint and runtime-mode setters (views over configuration keys) ------
+
+    def enable_checkpointing(self, interval: int | Any, mode: Any = None) -> StreamExecutionEnvironment:
+        """Checkpoint every ``interval`` (ms or timedelta); ``mode`` a CheckpointingMode (exactly-once default)."""
+        values: dict[str, Any] = {"execution.checkpointing.interval": interval}
+        if mode is not None:
+            values["execution.checkpointing.mode"] = mode
+        return self.configure(values)
+
+    def get_checkpoint_config(self):
+        """A CheckpointConfig reading and writing this environment's ``execution.checkpointing.*`` keys."""
+        from flinklike_spark.execution_options import CheckpointConfig
+
+        return CheckpointConfig(self)
+
+    def get_checkpoint_interval(self) -> int:
+        return self.get_checkpoint_config().get_checkpoint_interval()
+
+    def set_runtime_mode(self, execution_mode: Any) -> StreamExecutionEnvironment:
+        """STREAMING or AUTOMATIC; BATCH raises a ConfigurationError naming what is supported."""
+        from flinklike_spark.execution_options import runtime_mode_value
+
+        return self.configure({"execution.runtime-mode": runtime_mode_value(execution_mode)})
 
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
         self._chaining = False
@@ -121,6 +148,27 @@ class StreamExecutionEnvironment:
         )
         return DataStream(self, [(t, None)])
 
+    def from_collection(
+        self,
+        collection: Any,
+        type_info: pa.Schema | None = None,
+        *,
+        watermark_strategy: WatermarkStrategy | None = None,
+        batch_size: int | None = None,
+    ) -> DataStream:
+        """A bounded stream of the rows (dicts) in ``collection``, read in order by one subtask.
+
+        ``type_info`` is the rows' Arrow schema (inferred when None). ``batch_size``
+        rows are read per poll (a watermark may follow each batch).
+        """
+        from flinklike_spark.collection_source import CollectionSource
+        from flinklike_spark.typeinfo import to_arrow_schema
+
+        source = CollectionSource(collection, schema=to_arrow_schema(type_info), batch_size=batch_size)
+        stream = self.from_source(source, watermark_strategy, name="Collection Source")
+        stream._transformation.parallelism = 1
+        return stream
+
     # -- execution --------------------------------------------------------------------------
 
     def get_job_graph(self, job_name: str | None = None) -> JobGraph:
@@ -132,6 +180,8 @@ class StreamExecutionEnvironment:
         from flinklike_spark._runtime.minicluster import MiniCluster
 
         job_graph = self.get_job_graph(job_name)
+        # As in PyFlink, the next execute() runs only what is defined after this one.
+        self._executed_upto = len(self._transformations)
         cluster = MiniCluster(self._local_cluster_config(job_graph))
         _close_at_exit(cluster)
         try:  # also on Ctrl-C while the cluster starts: no TaskExecutor is left behind
@@ -153,6 +203,19 @@ class StreamExecutionEnvironment:
         needed = max(v.parallelism for v in job_graph)
         task_managers = config.cluster.number_of_task_managers
         return config.with_values({"taskmanager.numberOfTaskSlots": -(-needed // task_managers)})
+
+    def _pending_transformations(self) -> list[_Transformation]:
+        """The transformations of the next job: those defined since the last ``execute`` plus, as in
+        Flink, every transformation they read from (in definition order)."""
+        pending = self._transformations[self._executed_upto :]
+        needed: set[int] = set()
+        stack = list(pending)
+        while stack:
+            t = stack.pop()
+            if t.id not in needed:
+                needed.add(t.id)
+                stack.extend(upstream for upstream, _ in t.inputs)
+        return [t for t in self._transformations if t.id in needed]
 
     def execute(self, job_name: str | None = None):
         """Run the job to completion and return its JobExecutionResult.
@@ -208,6 +271,9 @@ class DataStream:
         return next((t.timestamp_strategy for t, _ in self._inputs if t.timestamp_strategy), None)
 
     def _then(self, kind: str, name: str, function: Any, output_type: pa.Schema | None, **extra: Any) -> DataStream:
+        from flinklike_spark.typeinfo import to_arrow_schema  # issue 13: Types.ROW_NAMED as output_type
+
+        output_type = to_arrow_schema(output_type)
         t = self._env._add(
             kind=kind,
             name=name,
@@ -273,8 +339,24 @@ class DataStream:
     def rebalance(self) -> DataStream:
         return self._repartition(PartitionerKind.REBALANCE)
 
-    def broadcast(self) -> DataStream:
+    def broadcast(self, *broadcast_state_descriptors: Any):
+        """Send every row to every consumer subtask; with MapStateDescriptors, a BroadcastStream
+        to ``connect`` to (broadcast state)."""
+        if broadcast_state_descriptors:
+            from flinklike_spark.connected_streams import BroadcastStream
+
+            return BroadcastStream(self, broadcast_state_descriptors)
         return self._repartition(PartitionerKind.BROADCAST)
+
+    def connect(self, ds: Any):
+        """Pair with ``ds`` (a DataStream, or a BroadcastStream) for a two-input function."""
+        from flinklike_spark.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds)
+        if not isinstance(ds, DataStream):
+            raise TypeError(f"connect expects a DataStream or a BroadcastStream, got {ds!r}")
+        return ConnectedStreams(self, ds)
 
     def forward(self) -> DataStream:
         return self._repartition(PartitionerKind.FORWARD)
@@ -287,6 +369,84 @@ class DataStream:
                 raise ValueError("union of streams from different environments")
             inputs.extend(stream._inputs)
         return DataStream(self._env, inputs)
+
+    # -- issue 13: windows over the whole stream, side outputs ---------------------------------------
+
+    def window_all(self, window_assigner: Any):
+        """Windows over the whole stream, evaluated by one subtask (parallelism 1, as in Flink)."""
+        from flinklike_spark.windowed_stream import AllWindowedStream
+
+        keyed = self.key_by(_whole_stream_key)
+        return AllWindowedStream(keyed, window_assigner)
+
+    def count_window_all(self, size: int, slide: int = 0):
+        """Count windows over the whole stream (parallelism 1)."""
+        from flinklike_spark.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
+
+        if slide:
+            return self.window_all(CountSlidingWindowAssigner.of(size, slide))
+        return self.window_all(CountTumblingWindowAssigner.of(size))
+
+    def get_side_output(self, output_tag: Any) -> DataStream:
+        """The stream of what this operator emitted under ``output_tag`` (``ctx.output(tag, value)``,
+        a yielded ``(tag, value)``, or a window's late data)."""
+        from flinklike_spark.output_tag import OutputTag
+
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(f"get_side_output expects an OutputTag, got {output_tag!r}")
+        producer = self._transformation
+        schema = output_tag.type_info or producer.side_output_schemas.get(output_tag.tag_id)
+        t = self._env._add(
+            kind="side_output",
+            name=f"SideOutput: {output_tag.tag_id}",
+            function=output_tag,
+            inputs=[(producer, None)],
+            output_schema=schema,
+            input_schema=schema,
+            timestamp_strategy=producer.timestamp_strategy,
+        )
+        return DataStream(self._env, [(t, None)])
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
+        """Event time from here on: ``watermark_strategy``'s assigner gives timestamps, and watermarks
+        follow the rows passing through (the input's watermarks are replaced, as in Flink)."""
+        if not isinstance(watermark_strategy, WatermarkStrategy) or watermark_strategy.timestamp_assigner is None:
+            raise TypeError(
+                f"assign_timestamps_and_watermarks expects a WatermarkStrategy with a timestamp assigner, "
+                f"got {watermark_strategy!r}"
+            )
+        schema = self._schema()
+        t = self._env._add(
+            kind="timestamps_watermarks",
+            name="Timestamps/Watermarks",
+            function=watermark_strategy,
+            inputs=list(self._inputs),
+            output_schema=schema,
+            input_schema=schema,
+            timestamp_strategy=watermark_strategy,
+        )
+        return DataStream(self._env, [(t, None)])
+
+    def add_sink(self, sink_func: Sink) -> DataStreamSink:
+        """PyFlink's name for :meth:`sink_to` (the sink is a flinklike_spark Sink)."""
+        return self.sink_to(sink_func)
+
+    def execute_and_collect(self, job_name: str | None = None, limit: int | None = None):
+        """Run the job (this stream and every pipeline defined since the last ``execute``) and return
+        this stream's rows: an iterator (with ``close()``), or a list of at most ``limit`` rows.
+
+        The rows come back when the job ends, so the job must be bounded.
+        """
+        from connectors.collect import CollectSink
+
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+        sink = CollectSink(f"execute_and_collect-{uuid.uuid4().hex[:8]}")
+        self.sink_to(sink)
+        rows = sink.rows(self._env.execute(job_name))
+        if limit is not None:
+            return rows[:limit]
+        return _RowIterator(rows)
 
     def sink_to(self, sink: Sink) -> DataStreamSink:
         if not isinstance(sink, Sink):
@@ -329,6 +489,103 @@ class KeyedStream(DataStream):
         return self._then(
             "keyed_process", "KeyedProcess", func, output_type, key_field=key_field, key_selector=key_selector
         )
+
+    # -- issue 13: keyed transformations and windows ----------------------------------------------
+
+    def _keyed(self, kind: str, name: str, func: Any, output_type: pa.Schema | None) -> DataStream:
+        key_field = self._key if isinstance(self._key, str) else None
+        key_selector = None if isinstance(self._key, str) else self._key
+        return self._then(kind, name, func, output_type, key_field=key_field, key_selector=key_selector)
+
+    def map(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
+        """Like ``DataStream.map``, run keyed: ``get_state`` in the function is the record key's state."""
+        self._check_function(func, "map", "map")
+        return self._keyed("keyed_map", "Map", func, output_type)
+
+    def flat_map(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
+        """Like ``DataStream.flat_map``, run keyed (keyed state available)."""
+        self._check_function(func, "flat_map", "flat_map")
+        return self._keyed("keyed_flat_map", "FlatMap", func, output_type)
+
+    def filter(self, func: Any) -> DataStream:
+        """Like ``DataStream.filter``, run keyed (keyed state available)."""
+        self._check_function(func, "filter", "filter")
+        return self._keyed("keyed_filter", "Filter", func, self._schema())
+
+    def reduce(self, func: Any) -> DataStream:
+        """Rolling reduce per key: emits ``func(previous result, record)`` for every record
+        (the key's first record as is). ``func`` is a ReduceFunction or a callable."""
+        self._check_function(func, "reduce", "reduce")
+        return self._keyed("keyed_reduce", "Keyed Reduce", func, self._schema())
+
+    def _aggregation(self, aggregation: str, field: str | int) -> DataStream:
+        from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation
+
+        schema = self._schema()
+        if isinstance(field, str) and schema is not None and field not in schema.names:
+            raise KeyError(f"{aggregation}({field!r}): the stream has no field {field!r}; its fields are {schema.names}")
+        return self._keyed("keyed_reduce", f"Keyed Aggregation ({aggregation})", FieldAggregation(aggregation, field), schema)
+
+    def sum(self, position_to_sum: str | int = 0) -> DataStream:
+        """Rolling sum of one field per key; the other fields are those of the key's first record."""
+        return self._aggregation("sum", position_to_sum)
+
+    def min(self, position_to_min: str | int = 0) -> DataStream:
+        """Rolling minimum of one field per key (other fields from the key's first record)."""
+        return self._aggregation("min", position_to_min)
+
+    def max(self, position_to_max: str | int = 0) -> DataStream:
+        """Rolling maximum of one field per key (other fields from the key's first record)."""
+        return self._aggregation("max", position_to_max)
+
+    def min_by(self, position_to_min_by: str | int = 0) -> DataStream:
+        """Per key, the record with the smallest value of the field so far (the earliest on ties)."""
+        return self._aggregation("min_by", position_to_min_by)
+
+    def max_by(self, position_to_max_by: str | int = 0) -> DataStream:
+        """Per key, the record with the largest value of the field so far (the earliest on ties)."""
+        return self._aggregation("max_by", position_to_max_by)
+
+    def window(self, window_assigner: Any):
+        """Cut each key's elements into windows; end with reduce/aggregate/apply/process."""
+        from flinklike_spark.windowed_stream import WindowedStream
+
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: int = 0):
+        """Windows of ``size`` elements per key, every ``slide`` elements if given (PyFlink's count windows)."""
+        from flinklike_spark.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
+
+        if slide:
+            return self.window(CountSlidingWindowAssigner.of(size, slide))
+        return self.window(CountTumblingWindowAssigner.of(size))
+
+
+class _RowIterator:
+    """The iterator ``execute_and_collect`` returns (PyFlink's CloseableIterator)."""
+
+    def __init__(self, rows: list) -> None:
+        self._rows = iter(rows)
+
+    def __iter__(self) -> _RowIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._rows)
+
+    def close(self) -> None:
+        self._rows = iter(())
+
+    def __enter__(self) -> _RowIterator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _whole_stream_key(row: Any) -> int:
+    """The key of ``window_all``: every record has the same one."""
+    return 0
 
 
 class DataStreamSink:
@@ -393,12 +650,16 @@ class _JobGraphBuilder:
 
     def build(self, job_name: str) -> JobGraph:
         env = self._env
-        transformations = env._transformations
+        transformations = env._pending_transformations()
         if not any(t.kind == "sink" for t in transformations):
             raise ValueError("the job has no sink: add sink_to(...) or print() before execute()")
+        self._check_sink_names(transformations)
         default_parallelism = env.config.pipeline.parallelism
         max_parallelism = env.config.pipeline.max_parallelism
         parallelism = {t.id: t.parallelism or default_parallelism for t in transformations}
+        for t in transformations:  # a side-output stream runs beside (chained to) its producer
+            if t.kind == "side_output":
+                parallelism[t.id] = parallelism[t.inputs[0][0].id]
         uids = self._uids(transformations)
 
         def edge_spec(upstream: _Transformation, t: _Transformation, spec: PartitionerSpec | None):
@@ -464,16 +725,39 @@ class _JobGraphBuilder:
 
         for t in transformations:
             for upstream, spec in t.inputs:
+                tag = t.function.tag_id if t.kind == "side_output" else None
+                if tag is not None:
+                    specs[upstream.id].side_output_schemas[tag] = t.output_schema
                 if head_of[t.id] is head_of[upstream.id]:
                     specs[upstream.id].chained_outputs.append(index_in_vertex[t.id])
+                    if tag is not None:
+                        specs[upstream.id].chained_output_tags[index_in_vertex[t.id]] = tag
                     continue
                 source_vertex = uids[head_of[upstream.id].id]
                 edge = graph.connect(source_vertex, uids[head_of[t.id].id], edge_spec(upstream, t, spec))
                 # Only the head of a vertex has network inputs.
                 if head_of[t.id] is not t:
                     raise AssertionError("a chained operator cannot have a network input")
-                specs[upstream.id].network_outputs.append(graph.vertices[source_vertex].outputs.index(edge))
+                edge_index = graph.vertices[source_vertex].outputs.index(edge)
+                specs[upstream.id].network_outputs.append(edge_index)
+                if tag is not None:
+                    specs[upstream.id].network_output_tags[edge_index] = tag
         return graph
+
+    @staticmethod
+    def _check_sink_names(transformations: list[_Transformation]) -> None:
+        """Sinks report results under their ``name`` (CollectSink): two with one name would overwrite."""
+        seen: dict[str, str] = {}
+        for t in transformations:
+            name = getattr(t.function, "name", None) if t.kind == "sink" else None
+            if not isinstance(name, str):
+                continue
+            if name in seen:
+                raise ConfigurationError(
+                    f"two sinks named {name!r} in one job ({seen[name]!r} and {t.name!r}): their results would "
+                    f"overwrite each other; give each {type(t.function).__name__} a distinct name"
+                )
+            seen[name] = t.name
 
     @staticmethod
     def _uids(transformations: list[_Transformation]) -> dict[int, str]:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.state import (
         ListState,
         ListStateDescriptor,
@@ -29,15 +29,28 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AggregateFunction",
+    "AllWindowFunction",
+    "BroadcastProcessFunction",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
     "FilterFunction",
     "FlatMapFunction",
     "Function",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
+    "KeyedStateStore",
     "MapFunction",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessWindowFunction",
+    "ReduceFunction",
     "RuntimeContext",
     "TimeDomain",
     "TimerService",
+    "WindowFunction",
 ]
 
 
@@ -154,6 +167,10 @@ class ProcessFunction(Function):
         @abc.abstractmethod
         def timer_service(self) -> TimerService: ...
 
+        @abc.abstractmethod
+        def output(self, output_tag: Any, value: Any) -> None:
+            """Emit ``value`` to the side output ``output_tag`` (as does yielding ``(output_tag, value)``)."""
+
     @abc.abstractmethod
     def process_element(self, value: dict, ctx: ProcessFunction.Context) -> Iterable[dict] | None: ...
 
@@ -177,6 +194,10 @@ class KeyedProcessFunction(Function):
         @abc.abstractmethod
         def get_current_key(self) -> Any: ...
 
+        @abc.abstractmethod
+        def output(self, output_tag: Any, value: Any) -> None:
+            """Emit ``value`` to the side output ``output_tag`` (as does yielding ``(output_tag, value)``)."""
+
     class OnTimerContext(Context):
         @abc.abstractmethod
         def time_domain(self) -> TimeDomain: ...
@@ -186,4 +207,194 @@ class KeyedProcessFunction(Function):
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[dict] | None:
         """A timer registered for the current key fired."""
+        return None
+
+
+# -- issue 13: side outputs, reduce/aggregate and window functions (PyFlink names) ---------------
+
+
+class ReduceFunction(Function):
+    """Combines two values of the same type into one: ``reduce(value1, value2)``."""
+
+    @abc.abstractmethod
+    def reduce(self, value1: Any, value2: Any) -> Any: ...
+
+
+class AggregateFunction(Function):
+    """An incremental aggregation with an accumulator (PyFlink's ``AggregateFunction``).
+
+    ``create_accumulator()`` starts a pane, ``add(value, accumulator)`` returns the
+    new accumulator, ``get_result(accumulator)`` gives the output, and
+    ``merge(acc_a, acc_b)`` combines accumulators of merging (session) windows.
+    Accumulators are checkpointed: they must be picklable.
+    """
+
+    @abc.abstractmethod
+    def create_accumulator(self) -> Any: ...
+
+    @abc.abstractmethod
+    def add(self, value: Any, accumulator: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def get_result(self, accumulator: Any) -> Any: ...
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        raise TypeError(f"{type(self).__name__}.merge is needed to aggregate merging (session) windows")
+
+
+class KeyedStateStore(abc.ABC):
+    """Where a window function gets state: per window (``window_state``) or per key (``global_state``)."""
+
+    @abc.abstractmethod
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState: ...
+
+    @abc.abstractmethod
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState: ...
+
+    @abc.abstractmethod
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> MapState: ...
+
+    @abc.abstractmethod
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> ReducingState: ...
+
+
+class WindowFunction(Function):
+    """``apply(key, window, inputs)`` yields the output of one fired pane of a keyed window."""
+
+    @abc.abstractmethod
+    def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any]: ...
+
+
+class AllWindowFunction(Function):
+    """``apply(window, inputs)`` yields the output of one fired pane of ``window_all``."""
+
+    @abc.abstractmethod
+    def apply(self, window: Any, inputs: Iterable[Any]) -> Iterable[Any]: ...
+
+
+class ProcessWindowFunction(Function):
+    """``process(key, context, elements)`` yields the output of a fired pane; ``clear(context)``
+    runs when the window is purged for good (clean up ``context.window_state()`` there)."""
+
+    class Context(abc.ABC):
+        @abc.abstractmethod
+        def window(self) -> Any:
+            """The window being evaluated."""
+
+        @abc.abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abc.abstractmethod
+        def current_watermark(self) -> int: ...
+
+        @abc.abstractmethod
+        def window_state(self) -> KeyedStateStore:
+            """State of the current key *and* window (kept until the window is cleaned up)."""
+
+        @abc.abstractmethod
+        def global_state(self) -> KeyedStateStore:
+            """State of the current key, shared by all its windows."""
+
+        @abc.abstractmethod
+        def output(self, output_tag: Any, value: Any) -> None:
+            """Emit ``value`` to the side output ``output_tag``."""
+
+    @abc.abstractmethod
+    def process(self, key: Any, context: ProcessWindowFunction.Context, elements: Iterable[Any]) -> Iterable[Any]: ...
+
+    def clear(self, context: ProcessWindowFunction.Context) -> None:  # noqa: B027
+        """The window is being purged (after its cleanup time)."""
+
+
+class ProcessAllWindowFunction(Function):
+    """``process(context, elements)`` for ``window_all``; the context is that of ProcessWindowFunction."""
+
+    Context = ProcessWindowFunction.Context
+
+    @abc.abstractmethod
+    def process(self, context: ProcessWindowFunction.Context, elements: Iterable[Any]) -> Iterable[Any]: ...
+
+    def clear(self, context: ProcessWindowFunction.Context) -> None:  # noqa: B027
+        """The window is being purged (after its cleanup time)."""
+
+
+# -- issue 13: two-input functions (connect) and broadcast state ----------------------------------
+
+
+class CoMapFunction(Function):
+    """``map1`` for the first connected input, ``map2`` for the second; both return one row."""
+
+    @abc.abstractmethod
+    def map1(self, value: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def map2(self, value: Any) -> Any: ...
+
+
+class CoFlatMapFunction(Function):
+    """``flat_map1`` / ``flat_map2`` yield any number of rows per input row."""
+
+    @abc.abstractmethod
+    def flat_map1(self, value: Any) -> Iterable[Any]: ...
+
+    @abc.abstractmethod
+    def flat_map2(self, value: Any) -> Iterable[Any]: ...
+
+
+class CoProcessFunction(Function):
+    """``process_element1`` / ``process_element2`` with a context (timestamp, side outputs)."""
+
+    Context = ProcessFunction.Context
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None: ...
+
+
+class KeyedCoProcessFunction(Function):
+    """Two keyed inputs (``connect`` then ``key_by`` on both) sharing keyed state and timers per key."""
+
+    Context = KeyedProcessFunction.Context
+    OnTimerContext = KeyedProcessFunction.OnTimerContext
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[Any] | None:
+        return None
+
+
+class BroadcastProcessFunction(Function):
+    """A non-keyed stream connected with a broadcast stream.
+
+    ``process_broadcast_element(value, ctx)`` runs on every subtask for every
+    broadcast element and may change the broadcast state
+    (``ctx.get_broadcast_state(descriptor)``); ``process_element(value, ctx)``
+    sees it read-only. Every subtask must change it the same way (its contents
+    are kept per subtask and restored from one copy), as in Flink.
+    """
+
+    @abc.abstractmethod
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+
+
+class KeyedBroadcastProcessFunction(Function):
+    """A keyed stream connected with a broadcast stream: keyed state and timers in ``process_element``
+    and ``on_timer``, writable broadcast state in ``process_broadcast_element``."""
+
+    @abc.abstractmethod
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
         return None

@@ -10,6 +10,7 @@ assigner is a column name (vectorized) or a function ``row dict -> int``.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
@@ -17,11 +18,25 @@ from datetime import timedelta
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["TimestampAssigner", "WatermarkGenerator", "WatermarkStrategy"]
+__all__ = ["TimestampAssigner", "TimestampAssignerLike", "WatermarkGenerator", "WatermarkStrategy"]
 
 MIN_WATERMARK = -(2**63)
 
-TimestampAssigner = str | Callable[[dict], int]
+
+
+class TimestampAssigner(abc.ABC):
+    """PyFlink's ``TimestampAssigner``: ``extract_timestamp(value, record_timestamp)`` -> epoch ms.
+
+    ``record_timestamp`` is the record's previous timestamp, or ``MIN_WATERMARK``
+    (Flink's ``Long.MIN_VALUE``, "no timestamp") when it has none.
+    """
+
+    @abc.abstractmethod
+    def extract_timestamp(self, value: dict, record_timestamp: int) -> int: ...
+
+
+#: A column name (vectorized), a function ``row -> epoch ms``, or a TimestampAssigner.
+TimestampAssignerLike = str | Callable[[dict], int] | TimestampAssigner
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -35,7 +50,7 @@ class WatermarkStrategy:
     """
 
     out_of_orderness: timedelta = timedelta(0)
-    timestamp_assigner: TimestampAssigner | None = None
+    timestamp_assigner: TimestampAssignerLike | None = None
 
     def __post_init__(self) -> None:
         if self.out_of_orderness < timedelta(0):
@@ -55,7 +70,7 @@ class WatermarkStrategy:
     def no_watermarks() -> WatermarkStrategy:
         return WatermarkStrategy()
 
-    def with_timestamp_assigner(self, assigner: TimestampAssigner) -> WatermarkStrategy:
+    def with_timestamp_assigner(self, assigner: TimestampAssignerLike) -> WatermarkStrategy:
         return dataclasses.replace(self, timestamp_assigner=assigner)
 
     def create_generator(self) -> WatermarkGenerator:
@@ -66,7 +81,11 @@ class WatermarkGenerator:
     """Tracks the max timestamp seen by one source subtask and derives watermarks."""
 
     def __init__(self, strategy: WatermarkStrategy) -> None:
-        self._assigner = strategy.timestamp_assigner
+        assigner = strategy.timestamp_assigner
+        if isinstance(assigner, TimestampAssigner):
+            extract = assigner.extract_timestamp
+            assigner = lambda row: extract(row, MIN_WATERMARK)  # noqa: E731 - picklable enough: built in the TE
+        self._assigner = assigner
         self._delay_ms = int(strategy.out_of_orderness.total_seconds() * 1000)
         self._max_ts = MIN_WATERMARK + self._delay_ms + 1
 

@@ -33,3 +33,9 @@ def test_exactly_once_delta_example(tmp_path):
 def test_keyed_count_example():
     out = run_example("keyed_count.py")
     assert "every key counted exactly 10,000 records" in out
+
+
+def test_windowed_clicks_example():
+    out = run_example("windowed_clicks.py")
+    assert "matches the plain-Python computation" in out
+    assert "late firings" in out and "clicks to the side output" in out

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import importlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +57,7 @@ from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkGenerator, Waterm
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 
 __all__ = [
@@ -70,6 +73,7 @@ __all__ = [
     "ProcessOperator",
     "RestoredEntry",
     "RestoredState",
+    "SideOutputOperator",
     "SinkOperator",
     "SourceOperator",
     "StreamOperator",
@@ -194,6 +198,8 @@ class StreamOperator:
     """
 
     vectorized = False
+    #: tag id -> Output of the side outputs someone consumes (set by the operator chain).
+    side_outputs: Mapping[str, Output] = MappingProxyType({})
 
     def __init__(self, spec: OperatorSpec) -> None:
         self.spec = spec
@@ -377,6 +383,9 @@ class _ProcessContext(KeyedProcessFunction.OnTimerContext, ProcessFunction.Conte
     def get_current_key(self) -> Any:
         return self._op.backend.current_key if self._op.backend is not None else None
 
+    def output(self, output_tag: Any, value: Any) -> None:
+        self._op.side.collect(output_tag, value)
+
     def time_domain(self) -> TimeDomain:
         return self.domain
 
@@ -416,9 +425,18 @@ class ProcessOperator(_UserFunctionOperator):
             spec.timestamp_strategy.create_generator() if spec.timestamp_strategy is not None else None
         )
         self._ctx = _ProcessContext(self)
+        self.side = SideOutputCollector(self)
 
     def open(self) -> None:
         _call_open(self.function, _RuntimeContext(self.context, self.backend, self.name))
+
+    def _emit(self, out: list, method: str) -> None:
+        """Emit ``out`` and the side outputs (``ctx.output`` or yielded ``(OutputTag, value)`` pairs);
+        a main-output row that is not a dict fails naming ``method``."""
+        out = self.side.route(out)
+        if out:
+            self.output.emit_rows(_check_rows(out, self, method))
+        self.side.flush()
 
     def process_rows(self, rows: list[dict]) -> None:
         fn = self.function.process_element
@@ -428,8 +446,7 @@ class ProcessOperator(_UserFunctionOperator):
             ctx.row = row
             _extend(out, fn(row, ctx), self, "process_element")
         ctx.row = None
-        if out:
-            self.output.emit_rows(_check_rows(out, self, "process_element"))
+        self._emit(out, "process_element")
 
     def process_watermark(self, timestamp: int) -> None:
         self.watermark = timestamp
@@ -486,8 +503,7 @@ class KeyedProcessOperator(ProcessOperator):
                 ctx.row = row
                 _extend(out, fn(row, ctx), self, "process_element")
         ctx.row = None
-        if out:
-            self.output.emit_rows(_check_rows(out, self, "process_element"))
+        self._emit(out, "process_element")
 
     def _fire(self, timestamp: int, key: Any, domain: TimeDomain, out: list[dict]) -> None:
         self.backend.current_key = key
@@ -503,8 +519,7 @@ class KeyedProcessOperator(ProcessOperator):
         self.watermark = timestamp
         out: list[dict] = []
         self.timers.advance_watermark(timestamp, lambda ts, key, domain: self._fire(ts, key, domain, out))
-        if out:
-            self.output.emit_rows(_check_rows(out, self, "on_timer"))
+        self._emit(out, "on_timer")
         self.output.emit_watermark(timestamp)
 
     def next_processing_timer(self) -> int | None:
@@ -513,8 +528,7 @@ class KeyedProcessOperator(ProcessOperator):
     def on_processing_time(self, now_ms: int) -> None:
         out: list[dict] = []
         self.timers.advance_processing_time(now_ms, lambda ts, key, domain: self._fire(ts, key, domain, out))
-        if out:
-            self.output.emit_rows(_check_rows(out, self, "on_timer"))
+        self._emit(out, "on_timer")
 
 
 def transactional_id_prefix(lineage_id: str, sink_uid: str) -> str:
@@ -662,6 +676,11 @@ class SourceOperator(StreamOperator):
         ctx = self.context
         self.splits = [split for i, split in enumerate(splits) if i % ctx.parallelism == ctx.subtask_index]
 
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        # issue 13: readers hear of completed checkpoints (Flink's SourceReader.notifyCheckpointComplete)
+        if self.reader is not None:
+            self.reader.notify_checkpoint_complete(checkpoint_id)
+
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         splits = self.reader.snapshot_state(checkpoint_id)
         return OperatorSnapshot(operator=[(_SOURCE_SPLITS, "source_split", [(s.split_id, s) for s in splits])])
@@ -690,6 +709,43 @@ class SourceOperator(StreamOperator):
             self.reader.close()
 
 
+# -- issue 13: side-output streams and operators in their own modules -------------------------
+
+
+class SideOutputOperator(StreamOperator):
+    """Head of a side-output stream: passes on what its producer emitted under the tag."""
+
+    vectorized = True
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        self.output.emit_batch(batch)
+
+    def process_rows(self, rows: list[dict]) -> None:
+        self.output.emit_rows(rows)
+
+
+#: Operator kinds implemented in their own modules ("module:Class"), imported on first use.
+_OPERATOR_MODULES: dict[str, str] = {
+    "window": "flinklike_spark._runtime.streaming.window_operator:WindowOperator",
+    "keyed_map": "flinklike_spark._runtime.streaming.keyed_operators:KeyedMapOperator",
+    "keyed_flat_map": "flinklike_spark._runtime.streaming.keyed_operators:KeyedFlatMapOperator",
+    "keyed_filter": "flinklike_spark._runtime.streaming.keyed_operators:KeyedFilterOperator",
+    "keyed_reduce": "flinklike_spark._runtime.streaming.keyed_operators:KeyedReduceOperator",
+    "timestamps_watermarks": "flinklike_spark._runtime.streaming.watermark_operator:TimestampsAndWatermarksOperator",
+    "co_process": "flinklike_spark._runtime.streaming.co_operators:CoProcessOperator",
+    "keyed_co_process": "flinklike_spark._runtime.streaming.co_operators:KeyedCoProcessOperator",
+    "async_wait": "flinklike_spark._runtime.streaming.async_operator:AsyncWaitOperator",
+}
+
+
+def _operator_class(kind: str) -> type[StreamOperator]:
+    cls = _OPERATOR_CLASSES.get(kind)
+    if cls is None:
+        module, _, name = _OPERATOR_MODULES[kind].partition(":")
+        cls = getattr(importlib.import_module(module), name)
+    return cls
+
+
 _OPERATOR_CLASSES: dict[str, type[StreamOperator]] = {
     "source": SourceOperator,
     "map": MapOperator,
@@ -699,6 +755,7 @@ _OPERATOR_CLASSES: dict[str, type[StreamOperator]] = {
     "process": ProcessOperator,
     "keyed_process": KeyedProcessOperator,
     "sink": SinkOperator,
+    "side_output": SideOutputOperator,
 }
 
 
@@ -718,6 +775,9 @@ class OperatorSpec:
         splits: source splits of this subtask (filled in at deployment).
         chained_outputs: indices (in the vertex's operator list) of chained successors.
         network_outputs: indices of the vertex's output edges this operator feeds.
+        chained_output_tags / network_output_tags: of those, the ones fed by a side
+            output: index -> OutputTag id.
+        side_output_schemas: declared schema per side-output tag id (None: inferred).
     """
 
     uid: str
@@ -733,10 +793,23 @@ class OperatorSpec:
     splits: Iterable[Any] = ()
     chained_outputs: list[int] = dataclasses.field(default_factory=list)
     network_outputs: list[int] = dataclasses.field(default_factory=list)
+    # issue 13: outputs that carry a side output instead of the main output
+    chained_output_tags: dict[int, str] = dataclasses.field(default_factory=dict)
+    network_output_tags: dict[int, str] = dataclasses.field(default_factory=dict)
+    side_output_schemas: dict[str, pa.Schema | None] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in _OPERATOR_CLASSES:
-            raise ValueError(f"unknown operator kind {self.kind!r}; valid kinds: {sorted(_OPERATOR_CLASSES)}")
+        if self.kind not in _OPERATOR_CLASSES and self.kind not in _OPERATOR_MODULES:
+            raise ValueError(
+                f"unknown operator kind {self.kind!r}; valid kinds: {sorted([*_OPERATOR_CLASSES, *_OPERATOR_MODULES])}"
+            )
 
     def create(self) -> StreamOperator:
-        return _OPERATOR_CLASSES[self.kind](self)
+        return _operator_class(self.kind)(self)
+
+    # -- issue 13: side outputs ---------------------------------------------------------------
+
+    def network_output_schema(self, edge_index: int) -> pa.Schema | None:
+        """Declared schema of the rows this operator sends on its output edge ``edge_index``."""
+        tag = self.network_output_tags.get(edge_index)
+        return self.output_schema if tag is None else self.side_output_schemas.get(tag)

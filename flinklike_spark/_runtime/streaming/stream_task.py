@@ -65,10 +65,18 @@ class OperatorChain:
         # Wire tail-first so every ChainingOutput points at a set-up operator.
         for index in reversed(range(len(specs))):
             spec = specs[index]
-            outputs: list[Output] = [ChainingOutput(self.operators[i]) for i in spec.chained_outputs]
-            outputs += [self.network_outputs[i] for i in spec.network_outputs]
-            output = outputs[0] if len(outputs) == 1 else (BroadcastingOutput(outputs) if outputs else DISCARDING_OUTPUT)
-            self.operators[index].setup(context, output)
+            # issue 13: outputs fed by a side output (tagged) are wired apart from the main output
+            tagged: dict[str | None, list[Output]] = {None: []}
+            for i in spec.chained_outputs:
+                tagged.setdefault(spec.chained_output_tags.get(i), []).append(ChainingOutput(self.operators[i]))
+            for i in spec.network_outputs:
+                tagged.setdefault(spec.network_output_tags.get(i), []).append(self.network_outputs[i])
+            combined = {tag: _combine(outputs) for tag, outputs in tagged.items()}
+            main = combined.pop(None)
+            if combined:
+                main = _WatermarksToSideOutputs(main, list(combined.values()))
+                self.operators[index].side_outputs = combined
+            self.operators[index].setup(context, main)
         self.head = self.operators[0]
         self._opened: list[StreamOperator] = []
 
@@ -112,6 +120,29 @@ class OperatorChain:
             if value is not None:
                 result[getattr(operator.spec.function, "name", operator.uid)] = value
         return result
+
+
+def _combine(outputs: list[Output]) -> Output:
+    return outputs[0] if len(outputs) == 1 else (BroadcastingOutput(outputs) if outputs else DISCARDING_OUTPUT)
+
+
+class _WatermarksToSideOutputs(Output):
+    """The main output of an operator with side outputs: records go to ``main``, watermarks to all
+    (as in Flink, a side-output stream carries its producer's event time)."""
+
+    def __init__(self, main: Output, sides: list[Output]) -> None:
+        self._main = main
+        self._all = [main, *sides]
+
+    def emit_rows(self, rows: list[dict]) -> None:
+        self._main.emit_rows(rows)
+
+    def emit_batch(self, batch) -> None:
+        self._main.emit_batch(batch)
+
+    def emit_watermark(self, timestamp: int) -> None:
+        for output in self._all:
+            output.emit_watermark(timestamp)
 
 
 class WatermarkValve:

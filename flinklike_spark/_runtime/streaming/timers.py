@@ -42,6 +42,16 @@ class _TimerQueue:
                 due.append((timestamp, key))
         return due
 
+    def pop_next_due(self, until: int) -> tuple[int, Any] | None:
+        """The earliest live timer with timestamp <= ``until`` (removed), or None."""
+        heap = self._heap
+        while heap and heap[0][0] <= until:
+            timestamp, _, key = heapq.heappop(heap)
+            if (timestamp, key) in self._live:
+                self._live.discard((timestamp, key))
+                return timestamp, key
+        return None
+
     def next_timestamp(self) -> int | None:
         heap = self._heap
         while heap and (heap[0][0], heap[0][2]) not in self._live:
@@ -65,14 +75,13 @@ class KeyedTimers:
     def advance_watermark(self, watermark: int, fire: Callable[[int, Any, TimeDomain], None]) -> None:
         """Fire every event-time timer with timestamp <= ``watermark``, oldest first.
 
-        Timers registered by ``fire`` for timestamps <= ``watermark`` fire in the same call.
+        Timers registered by ``fire`` for timestamps <= ``watermark`` fire in the same call, in
+        timestamp order with the others (one timer is taken at a time, as Flink's timer service does:
+        a timer registered while firing can be earlier than timers already due).
         """
-        while True:
-            due = self.event_time.pop_due(watermark)
-            if not due:
-                return
-            for timestamp, key in due:
-                fire(timestamp, key, TimeDomain.EVENT_TIME)
+        queue = self.event_time
+        while (due := queue.pop_next_due(watermark)) is not None:
+            fire(due[0], due[1], TimeDomain.EVENT_TIME)
 
     def advance_processing_time(self, now_ms: int, fire: Callable[[int, Any, TimeDomain], None]) -> None:
         for timestamp, key in self.processing_time.pop_due(now_ms):

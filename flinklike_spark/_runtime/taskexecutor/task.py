@@ -258,7 +258,7 @@ class Task:
                 buffers_per_subpartition=network.max_buffers_per_channel,
             )
             producer = feeding[index]
-            schema = producer.output_schema
+            schema = producer.network_output_schema(index)
             converter = RowsConverter(schema, stream_name=producer.name)
             selector = create_channel_selector(
                 deployment.partitioner, deployment.num_subpartitions, subtask_index=tdd.subtask_index

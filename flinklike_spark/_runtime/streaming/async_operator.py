@@ -1,0 +1,152 @@
+"""AsyncWaitOperator: Flink's ``AsyncWaitOperator`` with an asyncio loop beside the task thread.
+
+The loop runs in one daemon thread per operator; the task thread submits
+``async_invoke`` coroutines to it and takes the finished results back, so user
+output, ``timeout()`` and every state change stay on the task thread. While
+requests are in flight the operator asks for a processing-time wake-up every
+millisecond (``next_processing_timer``), which lets the mailbox loop emit
+results when no input arrives. At most ``capacity`` requests are in flight: a
+full queue blocks the task thread until one completes (backpressure, as in
+Flink). A watermark, the end of input and a checkpoint's synchronous part see
+the queue as it is: the watermark and ``finish`` wait for the requests before
+them, the checkpoint stores the input rows of every request not yet emitted
+(operator state ``async_in_flight``), and a restore sends them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import dataclasses
+import threading
+import time
+from typing import Any
+
+from flinklike_spark._runtime.streaming.operators import (
+    OperatorSnapshot,
+    OperatorSpec,
+    RestoredState,
+    StreamOperator,
+    _call_close,
+    _call_open,
+    _RuntimeContext,
+)
+
+__all__ = ["AsyncOperatorDescriptor", "AsyncWaitOperator"]
+
+_IN_FLIGHT = "async_in_flight"
+_TIMED_OUT = object()
+
+
+@dataclasses.dataclass(kw_only=True)
+class AsyncOperatorDescriptor:
+    function: Any
+    timeout_ms: int
+    capacity: int
+    ordered: bool
+
+
+class AsyncWaitOperator(StreamOperator):
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        d: AsyncOperatorDescriptor = spec.function
+        self.function = d.function
+        self.timeout = d.timeout_ms / 1000
+        self.capacity = d.capacity
+        self.ordered = d.ordered
+        self._queue: collections.deque[tuple[dict, concurrent.futures.Future]] = collections.deque()
+        self._restored: list[dict] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        if restored is None:
+            return
+        ctx = self.context
+        mine = [e for e in restored.operator if e.state_name == _IN_FLIGHT and e.subtask % ctx.parallelism == ctx.subtask_index]
+        self._restored = [e.value for e in sorted(mine, key=lambda e: (e.subtask, e.key))]
+
+    def open(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"async-{self.name}", daemon=True)
+        self._thread.start()
+        _call_open(self.function, _RuntimeContext(self.context, None, self.name))
+        restored, self._restored = self._restored, []
+        if restored:
+            self.process_rows(restored)
+
+    def close(self) -> None:
+        try:
+            _call_close(self.function)
+        finally:
+            for _, future in self._queue:
+                future.cancel()
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(timeout=5)
+                self._loop.close()
+                self._loop = None
+
+    # -- requests -------------------------------------------------------------------------------
+
+    async def _invoke(self, row: dict) -> Any:
+        try:
+            return await asyncio.wait_for(self.function.async_invoke(row), self.timeout)
+        except asyncio.TimeoutError:
+            return _TIMED_OUT
+
+    def _results(self, row: dict, future: concurrent.futures.Future) -> list:
+        result = future.result()  # re-raises the request's exception on the task thread
+        if result is _TIMED_OUT:
+            result = self.function.timeout(row)
+        return list(result) if result is not None else []
+
+    def _drain(self, *, block_until: int | None = None) -> None:
+        """Emit what is complete; with ``block_until``, first wait until at most that many are in flight."""
+        out: list = []
+        queue = self._queue
+        while True:
+            if self.ordered:
+                while queue and queue[0][1].done():
+                    row, future = queue.popleft()
+                    out.extend(self._results(row, future))
+            else:
+                done = [entry for entry in queue if entry[1].done()]
+                for entry in done:
+                    queue.remove(entry)
+                    out.extend(self._results(*entry))
+            if block_until is None or len(queue) <= block_until:
+                break
+            waiting = [queue[0][1]] if self.ordered else [f for _, f in queue]
+            concurrent.futures.wait(waiting, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
+        if out:
+            self.output.emit_rows(out)
+
+    def process_rows(self, rows: list[dict]) -> None:
+        loop = self._loop
+        for row in rows:
+            if len(self._queue) >= self.capacity:
+                self._drain(block_until=self.capacity - 1)
+            self._queue.append((row, asyncio.run_coroutine_threadsafe(self._invoke(row), loop)))
+        self._drain()
+
+    def process_watermark(self, timestamp: int) -> None:
+        self._drain(block_until=0)
+        self.output.emit_watermark(timestamp)
+
+    def next_processing_timer(self) -> int | None:
+        return int(time.time() * 1000) + 1 if self._queue else None
+
+    def on_processing_time(self, now_ms: int) -> None:
+        if self._queue:
+            self._drain()
+
+    def finish(self) -> None:
+        self._drain(block_until=0)
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        rows = [(index, dict(row)) for index, (row, _) in enumerate(self._queue)]
+        return OperatorSnapshot(operator=[(_IN_FLIGHT, "operator", rows)] if rows else [])

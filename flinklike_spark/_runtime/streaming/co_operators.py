@@ -1,0 +1,235 @@
+"""Two-input operators (``connect``) and broadcast state, built on one-input keyed operators.
+
+A connected stream's two inputs are unioned after a chained *side wrapper*
+map turns each row into ``{"__key", "__side", "__record"}`` (the record pickled,
+the key computed by that side's key selector). The union is partitioned by
+``__key`` (keyed connect), broadcast (the broadcast side), or as given, and
+the co-operator unwraps each row and calls the function of its side. That
+way a two-input operator needs nothing new from the task, the network or the
+checkpoint: its keyed state, timers and in-flight data are those of an
+ordinary keyed operator, and the combined watermark is the minimum over
+both inputs, as in Flink.
+
+Broadcast state (``ctx.get_broadcast_state(descriptor)``) is operator state:
+every subtask keeps and checkpoints its copy; on restore every subtask takes
+the copy of old subtask 0 (all copies are equal when, as Flink requires,
+``process_broadcast_element`` changes them the same way on every subtask).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from flinklike_spark.functions import (
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+)
+from flinklike_spark.state import MapStateDescriptor
+from flinklike_spark.watermarks import WatermarkStrategy
+from flinklike_spark._runtime.streaming.operators import (
+    KeyedProcessOperator,
+    OperatorSnapshot,
+    OperatorSpec,
+    ProcessOperator,
+    RestoredState,
+    _extend,
+    _ProcessContext,
+)
+
+__all__ = [
+    "BroadcastState",
+    "CoOperatorDescriptor",
+    "CoProcessOperator",
+    "KeyedCoProcessOperator",
+    "ReadOnlyBroadcastState",
+    "SideWrapper",
+]
+
+KEY, SIDE, RECORD = "__key", "__side", "__record"
+_BROADCAST_PREFIX = "_broadcast/"
+
+
+@dataclasses.dataclass(frozen=True)
+class SideWrapper:
+    """The map that tags a connected input's rows with its side (0 or 1) and key."""
+
+    side: int
+    key_field: str | None = None
+    key_selector: Callable[[dict], Any] | None = None
+
+    def __call__(self, row: dict) -> dict:
+        if self.key_field is not None:
+            key = row[self.key_field]
+        elif self.key_selector is not None:
+            key = self.key_selector(row)
+        else:
+            key = None
+        return {KEY: key, SIDE: self.side, RECORD: pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL)}
+
+
+@dataclasses.dataclass(kw_only=True)
+class CoOperatorDescriptor:
+    """The ``function`` of a co-operator spec: the user function and what each side needs."""
+
+    function: Any
+    timestamp_strategies: tuple[WatermarkStrategy | None, WatermarkStrategy | None] = (None, None)
+    broadcast_descriptors: tuple[MapStateDescriptor, ...] = ()
+
+
+class ReadOnlyBroadcastState:
+    """Broadcast state as the non-broadcast side sees it."""
+
+    def __init__(self, entries: dict, name: str) -> None:
+        self._entries = entries
+        self._name = name
+
+    def get(self, key: Any) -> Any:
+        return self._entries.get(key)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._entries
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        return iter(list(self._entries.items()))
+
+    def keys(self) -> Iterator[Any]:
+        return iter(list(self._entries))
+
+    def values(self) -> Iterator[Any]:
+        return iter(list(self._entries.values()))
+
+    def is_empty(self) -> bool:
+        return not self._entries
+
+    def _read_only(self, *args: Any) -> None:
+        raise TypeError(
+            f"broadcast state {self._name!r} is read-only in process_element: change it in process_broadcast_element"
+        )
+
+    put = put_all = remove = clear = _read_only
+
+
+class BroadcastState(ReadOnlyBroadcastState):
+    """Broadcast state in ``process_broadcast_element``: a writable map."""
+
+    def put(self, key: Any, value: Any) -> None:
+        self._entries[key] = value
+
+    def put_all(self, entries: dict) -> None:
+        self._entries.update(entries)
+
+    def remove(self, key: Any) -> None:
+        self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+class _CoContext(_ProcessContext):
+    def __init__(self, operator: Any) -> None:
+        super().__init__(operator)
+        self.broadcast_side = False
+
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> ReadOnlyBroadcastState:
+        entries = self._op.broadcast_states.get(state_descriptor.name)
+        if entries is None:
+            known = sorted(self._op.broadcast_states)
+            raise KeyError(
+                f"no broadcast state {state_descriptor.name!r}: pass its MapStateDescriptor to broadcast(...); "
+                f"known: {known}"
+            )
+        cls = BroadcastState if self.broadcast_side else ReadOnlyBroadcastState
+        return cls(entries, state_descriptor.name)
+
+
+def _dispatch(function: Any) -> tuple[Callable, Callable, bool, tuple[str, str]]:
+    """``(call for side 0, call for side 1, whether the calls take a context, method names)``."""
+    if isinstance(function, CoMapFunction):
+        return (lambda v: [function.map1(v)]), (lambda v: [function.map2(v)]), False, ("map1", "map2")
+    if isinstance(function, CoFlatMapFunction):
+        return function.flat_map1, function.flat_map2, False, ("flat_map1", "flat_map2")
+    if isinstance(function, (CoProcessFunction, KeyedCoProcessFunction)):
+        return function.process_element1, function.process_element2, True, ("process_element1", "process_element2")
+    if isinstance(function, (BroadcastProcessFunction, KeyedBroadcastProcessFunction)):
+        return (
+            function.process_element,
+            function.process_broadcast_element,
+            True,
+            ("process_element", "process_broadcast_element"),
+        )
+    raise TypeError(f"not a two-input function: {function!r}")
+
+
+class _TwoInput:
+    """process_rows / state of both co-operators (mixed into ProcessOperator / KeyedProcessOperator)."""
+
+    def _init_two_input(self, spec: OperatorSpec) -> None:
+        descriptor: CoOperatorDescriptor = spec.function
+        self.function = descriptor.function
+        self._side_timestamps = [s.create_generator() if s is not None else None for s in descriptor.timestamp_strategies]
+        self._calls = _dispatch(descriptor.function)
+        self.broadcast_states: dict[str, dict] = {d.name: {} for d in descriptor.broadcast_descriptors}
+        self._ctx = _CoContext(self)
+
+    def process_rows(self, rows: list[dict]) -> None:
+        first, second, with_context, methods = self._calls
+        ctx = self._ctx
+        backend = self.backend
+        out: list = []
+        for row in rows:
+            side = row[SIDE]
+            value = pickle.loads(row[RECORD])
+            if backend is not None:
+                backend.current_key = row[KEY]
+            self.timestamps = self._side_timestamps[side]
+            ctx.row = value
+            ctx.broadcast_side = side == 1
+            call = second if side else first
+            _extend(out, call(value, ctx) if with_context else call(value), self, methods[side])
+        ctx.row = None
+        self._emit(out, "process_element")
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot | None:
+        snapshot = super().snapshot_state(checkpoint_id)  # type: ignore[misc]
+        if not self.broadcast_states:
+            return snapshot
+        snapshot = snapshot or OperatorSnapshot()
+        for name, entries in self.broadcast_states.items():
+            rows = [(key, value) for key, value in pickle.loads(pickle.dumps(entries)).items()]
+            snapshot.operator.append((_BROADCAST_PREFIX + name, "operator", rows))
+        return snapshot
+
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        super().initialize_state(restored)  # type: ignore[misc]
+        if restored is None:
+            return
+        mine = [e for e in restored.operator if e.state_name.startswith(_BROADCAST_PREFIX)]
+        if mine:
+            source = min(e.subtask for e in mine)
+            for entry in mine:
+                if entry.subtask == source:
+                    name = entry.state_name[len(_BROADCAST_PREFIX) :]
+                    self.broadcast_states.setdefault(name, {})[entry.key] = entry.value
+
+
+class CoProcessOperator(_TwoInput, ProcessOperator):
+    """CoMap / CoFlatMap / CoProcess / BroadcastProcess on a non-keyed connected stream."""
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self._init_two_input(spec)
+
+
+class KeyedCoProcessOperator(_TwoInput, KeyedProcessOperator):
+    """KeyedCoProcess / KeyedBroadcastProcess (and CoMap/CoFlatMap after key_by): keyed state and timers."""
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self._init_two_input(spec)

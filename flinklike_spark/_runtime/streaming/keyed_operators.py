@@ -1,0 +1,182 @@
+"""Per-record operators on a KeyedStream: map / flat_map / filter with keyed state, and rolling reduce.
+
+After ``key_by``, PyFlink runs ``map``, ``flat_map`` and ``filter`` keyed: the
+function's ``runtime_context.get_state(...)`` is state of the current record's
+key. ``reduce`` (and the field aggregations ``sum``/``min``/``max``/``min_by``/
+``max_by`` built on it) keeps one value per key and emits the updated value for
+every record (Flink's rolling ``StreamGroupedReduceOperator``). State is
+checkpointed and rescaled by key group like every keyed state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
+from flinklike_spark.state import ValueStateDescriptor
+from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
+from flinklike_spark._runtime.streaming.operators import (
+    OperatorSnapshot,
+    OperatorSpec,
+    RestoredState,
+    _call_open,
+    _RuntimeContext,
+    _UserFunctionOperator,
+)
+
+__all__ = [
+    "FieldAggregation",
+    "KeyedFilterOperator",
+    "KeyedFlatMapOperator",
+    "KeyedMapOperator",
+    "KeyedReduceOperator",
+]
+
+_REDUCE_STATE = "_reduce/value"
+
+
+class _KeyedFunctionOperator(_UserFunctionOperator):
+    """A user function with keyed state of the current record's key."""
+
+    method = ""
+    function_type: type = object
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self.key_field = spec.key_field
+        self.key_selector = spec.key_selector
+        fn = self.function
+        self.call = getattr(fn, self.method) if isinstance(fn, self.function_type) else fn
+
+    def setup(self, context, output) -> None:
+        super().setup(context, output)
+        self.backend = HeapKeyedStateBackend(max_parallelism=context.max_parallelism)
+
+    def open(self) -> None:
+        _call_open(self.function, _RuntimeContext(self.context, self.backend, self.name))
+
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        if restored is not None:
+            for entry in restored.keyed:
+                self.backend.restore_entry(entry.state_name, entry.key, entry.value)
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        return OperatorSnapshot(keyed=self.backend.snapshot_entries())
+
+    def _keys(self, rows: list[dict]):
+        """Every row, with the backend's current key set to the row's key before it is yielded."""
+        backend = self.backend
+        key_field, selector = self.key_field, self.key_selector
+        for row in rows:
+            backend.current_key = row[key_field] if key_field is not None else selector(row)
+            yield row
+
+
+class KeyedMapOperator(_KeyedFunctionOperator):
+    method = "map"
+    function_type = MapFunction
+
+    def process_rows(self, rows: list[dict]) -> None:
+        call = self.call
+        self.output.emit_rows([call(row) for row in self._keys(rows)])
+
+
+class KeyedFlatMapOperator(_KeyedFunctionOperator):
+    method = "flat_map"
+    function_type = FlatMapFunction
+
+    def process_rows(self, rows: list[dict]) -> None:
+        call = self.call
+        out: list[dict] = []
+        for row in self._keys(rows):
+            produced = call(row)
+            if produced is not None:
+                out.extend(produced)
+        if out:
+            self.output.emit_rows(out)
+
+
+class KeyedFilterOperator(_KeyedFunctionOperator):
+    method = "filter"
+    function_type = FilterFunction
+
+    def process_rows(self, rows: list[dict]) -> None:
+        call = self.call
+        out = [row for row in self._keys(rows) if call(row)]
+        if out:
+            self.output.emit_rows(out)
+
+
+class KeyedReduceOperator(_KeyedFunctionOperator):
+    """Rolling reduce: emits ``reduce(previous result, row)`` for every row (the first row as is)."""
+
+    method = "reduce"
+    function_type = ReduceFunction
+
+    def open(self) -> None:
+        super().open()
+        self.state = self.backend.get_state(ValueStateDescriptor(_REDUCE_STATE), ValueStateDescriptor)
+
+    def process_rows(self, rows: list[dict]) -> None:
+        call, state = self.call, self.state
+        out: list[dict] = []
+        for row in self._keys(rows):
+            current = state.value()
+            result = row if current is None else call(current, row)
+            state.update(result)
+            out.append(result)
+        if out:
+            self.output.emit_rows(out)
+
+
+_AGGREGATIONS = ("sum", "min", "max", "min_by", "max_by")
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldAggregation(ReduceFunction):
+    """``sum``/``min``/``max``/``min_by``/``max_by`` of one field as a reduce function (Flink's semantics).
+
+    ``sum``, ``min`` and ``max`` return the first record of the key with only
+    the field replaced by the running aggregate; ``min_by``/``max_by`` return
+    the whole record holding the extreme value (the earliest one on ties).
+    The field is a name, or a position in the row's fields (PyFlink's int).
+    """
+
+    aggregation: str
+    field: str | int
+
+    def __post_init__(self) -> None:
+        if self.aggregation not in _AGGREGATIONS:
+            raise ConfigurationError(f"unknown aggregation {self.aggregation!r}; valid: {list(_AGGREGATIONS)}")
+        if not isinstance(self.field, (str, int)) or isinstance(self.field, bool):
+            raise ConfigurationError(f"{self.aggregation}() needs a field name or position, got {self.field!r}")
+
+    def _name(self, row: dict) -> str:
+        if isinstance(self.field, str):
+            if self.field not in row:
+                raise KeyError(f"{self.aggregation}({self.field!r}): the record has no field {self.field!r}: {row!r}")
+            return self.field
+        names = list(row)
+        if not 0 <= self.field < len(names):
+            raise KeyError(f"{self.aggregation}({self.field}): position out of range for record {row!r}")
+        return names[self.field]
+
+    def reduce(self, value1: dict, value2: dict) -> dict:
+        name = self._name(value1)
+        a, b = value1[name], value2[name]
+        aggregation = self.aggregation
+        if aggregation == "sum":
+            return {**value1, name: a + b}
+        if aggregation == "min":
+            return {**value1, name: b} if b < a else value1
+        if aggregation == "max":
+            return {**value1, name: b} if b > a else value1
+        if aggregation == "min_by":
+            return value2 if b < a else value1
+        return value2 if b > a else value1
+
+    def __call__(self, value1: dict, value2: dict) -> dict:
+        return self.reduce(value1, value2)
+
+

@@ -1,0 +1,747 @@
+"""WindowOperator: keyed windows on keyed state and timers, as Flink's ``WindowOperator``.
+
+For every element the operator asks the :class:`~flinklike_spark.window.WindowAssigner`
+for its windows and adds the element to each window's *pane* (the contents of
+one key and one window): a running reduce value, an aggregate accumulator, or
+the list of elements for ``apply``/``process``. The pane's
+:class:`~flinklike_spark.window.Trigger` then decides whether to fire (run the
+window function and emit its output) and whether to purge the pane.
+
+Everything lives in state the checkpoint covers and a rescale redistributes
+by key group (the group of the record key, never of the window):
+
+========================================  ===================================================
+state name                                contents (per key)
+========================================  ===================================================
+``_window/contents``                      ``{window: pane contents}``
+``_window/merging-window-set``            the key's live session windows (merging assigners)
+``_window/scoped/<name>``                 trigger and ``window_state()`` state, keyed ``(key, window)``
+``_window/event_time_timers`` and         timers, keyed ``(key, window)``: trigger timers and
+``_window/processing_time_timers``        cleanup timers
+user names                                ``global_state()`` and the runtime context's keyed state
+========================================  ===================================================
+
+Lateness (Flink's rules): a window is *late* when its cleanup time
+(``max_timestamp() + allowed_lateness`` for event-time assigners) is at or
+below the watermark; an element is added only to windows that are not late.
+An element none of whose windows took it, and whose timestamp plus the
+allowed lateness is at or below the watermark, goes to the late-data side
+output if one was set, else is dropped (counted in ``num_late_records_dropped``).
+At its cleanup time a window's pane, trigger state and timers are removed and
+``ProcessWindowFunction.clear`` runs.
+
+Session windows (merging assigners) merge pane contents directly into the
+merge result: reduce values with the reduce function, accumulators with
+``AggregateFunction.merge``, element lists by concatenation (oldest window
+first); trigger state merges through ``OnMergeContext.merge_partitioned_state``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.functions import (
+    AggregateFunction,
+    AllWindowFunction,
+    KeyedStateStore,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    ReduceFunction,
+    WindowFunction,
+)
+from flinklike_spark.output_tag import OutputTag
+from flinklike_spark.state import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkGenerator
+from flinklike_spark.window import (
+    MAX_TIMESTAMP,
+    EventTimeTrigger,
+    MergingWindowAssigner,
+    TimeWindow,
+    Trigger,
+    TumblingEventTimeWindows,
+    WindowAssigner,
+)
+from flinklike_spark._runtime.network.partitioner import key_group_for
+from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
+from flinklike_spark._runtime.streaming.operators import (
+    OperatorSnapshot,
+    OperatorSpec,
+    RestoredState,
+    StreamOperator,
+    _call_close,
+    _call_open,
+    _RuntimeContext,
+)
+from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
+from flinklike_spark._runtime.streaming.timers import KeyedTimers
+
+__all__ = ["PaneKind", "WindowOperator", "WindowOperatorDescriptor"]
+
+_CONTENTS = "_window/contents"
+_MERGING_SET = "_window/merging-window-set"
+_SCOPED_PREFIX = "_window/scoped/"
+_EVENT_TIMERS = "_window/event_time_timers"
+_PROCESSING_TIMERS = "_window/processing_time_timers"
+
+
+def _epoch_millis(value: Any) -> int:
+    """Epoch ms of a timestamp column's value (a naive datetime is UTC, as Arrow stores it)."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    raise ConfigurationError(f"an event timestamp must be epoch milliseconds or a datetime, got {value!r}")
+
+
+class PaneKind:
+    """How a pane holds its elements (Flink's window state descriptor)."""
+
+    REDUCE = "reduce"  # the running reduce value
+    AGGREGATE = "aggregate"  # an AggregateFunction accumulator
+    LIST = "list"  # every element (apply / process)
+
+
+@dataclasses.dataclass(kw_only=True)
+class WindowOperatorDescriptor:
+    """What a windowed stream's terminal call built; the ``function`` of a ``window`` OperatorSpec.
+
+    Attributes:
+        assigner: the window assigner.
+        trigger: the trigger (the assigner's default unless ``trigger()`` was called).
+        allowed_lateness: ms after a window's end during which late elements still update it.
+        late_data_tag: side output for elements too late for all their windows (None: drop).
+        pane_kind: one of :class:`PaneKind`.
+        reduce_function: ``(a, b) -> c`` for REDUCE panes (a ReduceFunction or callable).
+        aggregate_function: the AggregateFunction of AGGREGATE panes.
+        window_function: WindowFunction / ProcessWindowFunction (keyed), AllWindowFunction /
+            ProcessAllWindowFunction (``window_all``), or None (emit the pane's value).
+    """
+
+    assigner: WindowAssigner
+    trigger: Trigger
+    allowed_lateness: int = 0
+    late_data_tag: OutputTag | None = None
+    pane_kind: str = PaneKind.LIST
+    reduce_function: Any = None
+    aggregate_function: AggregateFunction | None = None
+    window_function: Any = None
+
+    def __post_init__(self) -> None:
+        if self.allowed_lateness < 0:
+            raise ConfigurationError(f"allowed_lateness must be >= 0 ms, got {self.allowed_lateness}")
+        if isinstance(self.assigner, MergingWindowAssigner) and not self.trigger.can_merge():
+            raise ConfigurationError(
+                f"the trigger {self.trigger!r} cannot be used with merging windows ({self.assigner!r}): "
+                f"its can_merge() is False"
+            )
+
+    def functions(self) -> list[Any]:
+        return [f for f in (self.reduce_function, self.aggregate_function, self.window_function) if f is not None]
+
+
+class _ScopedStateBackend(HeapKeyedStateBackend):
+    """Keyed state whose ``current_key`` is ``(record key, window)``; key groups follow the record key."""
+
+    def snapshot_entries(self) -> list[tuple[str, str, list[tuple[int, Any, Any]]]]:
+        result = []
+        for name, kind, entries in super().snapshot_entries():
+            # super() hashed the composite key; re-group by the record key alone.
+            regrouped = [(key_group_for(key[0], self.max_parallelism), key, value) for _, key, value in entries]
+            if regrouped:
+                result.append((_SCOPED_PREFIX + name, kind, regrouped))
+        return result
+
+    def merge_namespaces(self, descriptor: Any, sources: Iterable[Any], target: Any) -> None:
+        """Fold the entries of ``sources`` (composite keys) into ``target``: list or reducing state."""
+        table = self.get_table(descriptor)
+        for source in sources:
+            value = table.pop(source, None)
+            if value is None:
+                continue
+            current = table.get(target)
+            if current is None:
+                table[target] = value
+            elif isinstance(descriptor, ReducingStateDescriptor):
+                table[target] = descriptor.reduce_function(current, value)
+            elif isinstance(descriptor, ListStateDescriptor):
+                table[target] = current + value
+            else:
+                raise ConfigurationError(
+                    f"state {descriptor.name!r} ({type(descriptor).__name__}) cannot be merged: "
+                    f"merge_partitioned_state supports ReducingStateDescriptor and ListStateDescriptor"
+                )
+
+    def get_table(self, descriptor: Any) -> dict:
+        self.get_state(descriptor, type(descriptor))
+        return self._tables[descriptor.name]
+
+
+class _Panes:
+    """Pane contents as ``{key: {window: contents}}``: two lookups of flat keys are cheaper than one
+    of a nested ``(key, window)`` tuple, whose hash Python recomputes on every access."""
+
+    __slots__ = ("by_key",)
+
+    def __init__(self) -> None:
+        self.by_key: dict[Any, dict[Any, Any]] = {}
+
+    def get(self, key: Any, window: Any) -> Any:
+        panes = self.by_key.get(key)
+        return None if panes is None else panes.get(window)
+
+    def set(self, key: Any, window: Any, contents: Any) -> None:
+        panes = self.by_key.get(key)
+        if panes is None:
+            self.by_key[key] = {window: contents}
+        else:
+            panes[window] = contents
+
+    def pop(self, key: Any, window: Any) -> Any:
+        panes = self.by_key.get(key)
+        if panes is None:
+            return None
+        contents = panes.pop(window, None)
+        if not panes:
+            del self.by_key[key]
+        return contents
+
+
+class _StateStore(KeyedStateStore):
+    def __init__(self, backend: HeapKeyedStateBackend, *, allowed: bool = True, why: str = "") -> None:
+        self._backend = backend
+        self._allowed = allowed
+        self._why = why
+
+    def _get(self, descriptor: Any, expected: type) -> Any:
+        if not self._allowed:
+            raise ConfigurationError(self._why)
+        return self._backend.get_state(descriptor, expected)
+
+    def get_state(self, state_descriptor):
+        return self._get(state_descriptor, ValueStateDescriptor)
+
+    def get_list_state(self, state_descriptor):
+        return self._get(state_descriptor, ListStateDescriptor)
+
+    def get_map_state(self, state_descriptor):
+        return self._get(state_descriptor, MapStateDescriptor)
+
+    def get_reducing_state(self, state_descriptor):
+        return self._get(state_descriptor, ReducingStateDescriptor)
+
+
+class _TriggerContext(Trigger.OnMergeContext):
+    """Trigger context of the operator's current key and window (also its merge context)."""
+
+    def __init__(self, op: WindowOperator) -> None:
+        self._op = op
+        self.key: Any = None
+        self.window: Any = None
+        self.merged_windows: list[Any] = []
+
+    def set(self, key: Any, window: Any) -> None:
+        self.key = key
+        self.window = window
+        self._op.scoped.current_key = (key, window)
+
+    def get_current_processing_time(self) -> int:
+        return self._op.context.clock_ms()
+
+    def get_current_watermark(self) -> int:
+        return self._op.watermark
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._op.timers.processing_time.add(int(time), (self.key, self.window))
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._op.timers.event_time.add(int(time), (self.key, self.window))
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._op.timers.processing_time.delete(int(time), (self.key, self.window))
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._op.timers.event_time.delete(int(time), (self.key, self.window))
+
+    def get_partitioned_state(self, state_descriptor):
+        return self._op.scoped.get_state(state_descriptor, type(state_descriptor))
+
+    def merge_partitioned_state(self, state_descriptor) -> None:
+        sources = [(self.key, m) for m in self.merged_windows]
+        self._op.scoped.merge_namespaces(state_descriptor, sources, (self.key, self.window))
+
+    # PyFlink's TriggerContext also offers the metric group; there are no metrics here.
+    def get_metric_group(self) -> None:
+        return None
+
+
+class _WindowContext(ProcessWindowFunction.Context):
+    def __init__(self, op: WindowOperator, merging: bool) -> None:
+        self._op = op
+        self.current_window: Any = None
+        self._window_store = _StateStore(
+            op.scoped,
+            allowed=not merging,
+            why="per-window state (window_state()) is not supported with merging (session) windows, as in Flink",
+        )
+        self._global_store = _StateStore(op.global_state)
+
+    def window(self) -> Any:
+        return self.current_window
+
+    def current_processing_time(self) -> int:
+        return self._op.context.clock_ms()
+
+    def current_watermark(self) -> int:
+        return self._op.watermark
+
+    def window_state(self) -> KeyedStateStore:
+        return self._window_store
+
+    def global_state(self) -> KeyedStateStore:
+        return self._global_store
+
+    def output(self, output_tag: OutputTag, value: Any) -> None:
+        self._op.side.collect(output_tag, value)
+
+
+class _AssignerContext(WindowAssigner.WindowAssignerContext):
+    def __init__(self, op: WindowOperator) -> None:
+        self._op = op
+
+    def get_current_processing_time(self) -> int:
+        return self._op.context.clock_ms()
+
+    def get_runtime_context(self):
+        return self._op.runtime_context
+
+
+class _MergeCollector(MergingWindowAssigner.MergeCallback):
+    def __init__(self) -> None:
+        self.merges: list[tuple[list[Any], Any]] = []
+
+    def merge(self, to_be_merged, merge_result) -> None:
+        self.merges.append((list(to_be_merged), merge_result))
+
+
+class WindowOperator(StreamOperator):
+    """Runs one keyed (or ``window_all``) window; see the module docstring for the state layout."""
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        d: WindowOperatorDescriptor = spec.function
+        self.descriptor = d
+        self.assigner = d.assigner
+        self.trigger = d.trigger
+        self.lateness = d.allowed_lateness
+        self.event_time = d.assigner.is_event_time()
+        self.merging = isinstance(d.assigner, MergingWindowAssigner)
+        self.key_field = spec.key_field
+        self.key_selector = spec.key_selector
+        self.timestamps: WatermarkGenerator | None = (
+            spec.timestamp_strategy.create_generator() if spec.timestamp_strategy is not None else None
+        )
+        self.watermark = MIN_WATERMARK
+        self.panes = _Panes()
+        self.merging_sets: dict[Any, set] = {}
+        self.num_late_records_dropped = 0
+        self._trigger_ctx = _TriggerContext(self)
+        self._assigner_ctx = _AssignerContext(self)
+        # With tumbling event-time windows and the default trigger, an element that joins an
+        # existing pane whose end the watermark has not reached only updates the contents (the
+        # trigger would re-register the timer it already has): process_rows does that inline.
+        self._fast_tumbling = type(d.trigger) is EventTimeTrigger and type(d.assigner) is TumblingEventTimeWindows
+        assigner_column = spec.timestamp_strategy.timestamp_assigner if spec.timestamp_strategy else None
+        self._timestamp_field = assigner_column if isinstance(assigner_column, str) else None
+        self._windows: dict[int, TimeWindow] = {}  # start -> window, so a pane's window is built once
+        self._add = self._make_adder()
+        self._merge_contents = self._make_merger()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def setup(self, context, output) -> None:
+        super().setup(context, output)
+        self.global_state = HeapKeyedStateBackend(max_parallelism=context.max_parallelism)
+        self.scoped = _ScopedStateBackend(max_parallelism=context.max_parallelism)
+        self.timers = KeyedTimers()
+        self.runtime_context = _RuntimeContext(context, self.global_state, self.name)
+        self.side = SideOutputCollector(self)
+        self._window_ctx = _WindowContext(self, self.merging)
+
+    def open(self) -> None:
+        for function in self.descriptor.functions():
+            _call_open(function, self.runtime_context)
+
+    def close(self) -> None:
+        for function in self.descriptor.functions():
+            _call_close(function)
+
+    # -- pane contents ------------------------------------------------------------------------
+
+    def _make_adder(self) -> Callable[[Any, Any], Any]:
+        d = self.descriptor
+        if d.pane_kind == PaneKind.REDUCE:
+            fn = d.reduce_function.reduce if isinstance(d.reduce_function, ReduceFunction) else d.reduce_function
+
+            def add_reduce(current, value):
+                return value if current is None else fn(current, value)
+
+            return add_reduce
+        if d.pane_kind == PaneKind.AGGREGATE:
+            agg = d.aggregate_function
+
+            def add_aggregate(current, value):
+                return agg.add(value, agg.create_accumulator() if current is None else current)
+
+            return add_aggregate
+
+        def add_list(current, value):
+            if current is None:
+                return [value]
+            current.append(value)
+            return current
+
+        return add_list
+
+    def _make_merger(self) -> Callable[[Any, Any], Any]:
+        d = self.descriptor
+        if d.pane_kind == PaneKind.REDUCE:
+            return self._make_adder()
+        if d.pane_kind == PaneKind.AGGREGATE:
+            return d.aggregate_function.merge
+        return lambda a, b: a + b
+
+    def _elements(self, contents: Any) -> list[Any]:
+        kind = self.descriptor.pane_kind
+        if kind == PaneKind.REDUCE:
+            return [contents]
+        if kind == PaneKind.AGGREGATE:
+            return [self.descriptor.aggregate_function.get_result(contents)]
+        return contents
+
+    # -- elements -----------------------------------------------------------------------------
+
+    def _timestamp(self, row: dict) -> int | None:
+        if self.timestamps is None:
+            return None
+        timestamp = self.timestamps.timestamp_of(row)
+        return timestamp if type(timestamp) is int or timestamp is None else _epoch_millis(timestamp)
+
+    def _cleanup_time(self, window: Any) -> int:
+        max_timestamp = window.max_timestamp()
+        if not self.event_time:
+            return max_timestamp
+        cleanup = max_timestamp + self.lateness
+        return cleanup if cleanup >= max_timestamp and cleanup <= MAX_TIMESTAMP else MAX_TIMESTAMP
+
+    def _is_window_late(self, window: Any) -> bool:
+        return self.event_time and self._cleanup_time(window) <= self.watermark
+
+    def _register_cleanup_timer(self, key: Any, window: Any) -> None:
+        cleanup = self._cleanup_time(window)
+        if cleanup == MAX_TIMESTAMP:
+            return  # global and count windows are never cleaned up by time
+        queue = self.timers.event_time if self.event_time else self.timers.processing_time
+        queue.add(cleanup, (key, window))
+
+    def _delete_cleanup_timer(self, key: Any, window: Any) -> None:
+        cleanup = self._cleanup_time(window)
+        if cleanup != MAX_TIMESTAMP:
+            queue = self.timers.event_time if self.event_time else self.timers.processing_time
+            queue.delete(cleanup, (key, window))
+
+    def process_rows(self, rows: list[dict]) -> None:
+        if self._fast_tumbling:
+            self._process_tumbling(rows)
+            return
+        out: list[Any] = []
+        key_field, selector = self.key_field, self.key_selector
+        panes, add = self.panes, self._add
+        assign, actx = self.assigner.assign_windows, self._assigner_ctx
+        global_state = self.global_state
+        for row in rows:
+            key = row[key_field] if key_field is not None else selector(row)
+            global_state.current_key = key
+            timestamp = self._timestamp(row)
+            windows = assign(row, timestamp, actx)
+            if self.merging:
+                taken = self._process_merging(key, row, timestamp, windows, out)
+            else:
+                taken = False
+                watermark = self.watermark
+                for window in windows:
+                    if self.event_time and self._cleanup_time(window) <= watermark:
+                        continue
+                    taken = True
+                    panes.set(key, window, add(panes.get(key, window), row))
+                    self._on_element(key, window, row, timestamp, out)
+            if not taken and self.event_time and timestamp + self.lateness <= self.watermark:
+                self._late(row)
+        self._flush(out)
+
+    def _process_tumbling(self, rows: list[dict]) -> None:
+        """``process_rows`` for TumblingEventTimeWindows with EventTimeTrigger (the common case)."""
+        out: list[Any] = []
+        key_field, selector, ts_field = self.key_field, self.key_selector, self._timestamp_field
+        by_key, windows, add = self.panes.by_key, self._windows, self._add
+        size, offset = self.assigner.size, self.assigner.offset
+        d = self.descriptor
+        reduce_fn = agg_add = None
+        if d.pane_kind == PaneKind.REDUCE:
+            reduce_fn = d.reduce_function.reduce if isinstance(d.reduce_function, ReduceFunction) else d.reduce_function
+        elif d.pane_kind == PaneKind.AGGREGATE:
+            agg_add = d.aggregate_function.add
+        global_state = self.global_state
+        for row in rows:
+            key = row[key_field] if key_field is not None else selector(row)
+            timestamp = row[ts_field] if ts_field is not None else self._timestamp(row)
+            if type(timestamp) is not int and timestamp is not None:
+                timestamp = _epoch_millis(timestamp)  # a timestamp column arrives as datetime
+            if timestamp is None:
+                self.assigner.assign_windows(row, None, None)  # raises, naming the missing timestamp
+            start = timestamp - (timestamp - offset) % size
+            window = windows.get(start)
+            if window is None:
+                window = windows[start] = TimeWindow(start, start + size)
+            watermark = self.watermark
+            global_state.current_key = key  # user functions may use keyed state
+            key_panes = by_key.get(key)
+            if key_panes is not None and start + size - 1 > watermark:
+                contents = key_panes.get(window)
+                if contents is not None:
+                    if reduce_fn is not None:
+                        key_panes[window] = reduce_fn(contents, row)
+                    elif agg_add is not None:
+                        key_panes[window] = agg_add(row, contents)
+                    else:
+                        contents.append(row)
+                    continue
+            if self._cleanup_time(window) <= watermark:  # the window is late: so is the element
+                if timestamp + self.lateness <= watermark:
+                    self._late(row)
+                continue
+            self.panes.set(key, window, add(None if key_panes is None else key_panes.get(window), row))
+            self._on_element(key, window, row, timestamp, out)
+        if len(windows) > 1024:  # a cache: windows of the past are not looked up again
+            windows.clear()
+        self._flush(out)
+
+    def _on_element(self, key: Any, window: Any, row: dict, timestamp: int | None, out: list) -> None:
+        ctx = self._trigger_ctx
+        ctx.set(key, window)
+        result = self.trigger.on_element(row, timestamp, window, ctx)
+        if result.value[0]:  # fire
+            contents = self.panes.get(key, window)
+            if contents is not None:
+                self._emit(key, window, contents, out)
+        if result.value[1]:  # purge
+            self.panes.pop(key, window)
+        self._register_cleanup_timer(key, window)
+
+    def _late(self, row: dict) -> None:
+        tag = self.descriptor.late_data_tag
+        if tag is not None:
+            self.side.collect(tag, row)
+        else:
+            self.num_late_records_dropped += 1
+
+    def _process_merging(self, key: Any, row: dict, timestamp: int | None, windows: Iterable, out: list) -> bool:
+        taken = False
+        for window in windows:
+            actual = self._add_window(key, window)
+            if self._is_window_late(actual):
+                self.merging_sets[key].discard(actual)
+                if not self.merging_sets[key]:
+                    del self.merging_sets[key]
+                continue
+            taken = True
+            self.panes.set(key, actual, self._add(self.panes.get(key, actual), row))
+            self._on_element(key, actual, row, timestamp, out)
+        return taken
+
+    def _add_window(self, key: Any, new_window: Any) -> Any:
+        """Add ``new_window`` to the key's session windows, merging; return the window it ended up in
+        (Flink's ``MergingWindowSet.addWindow``)."""
+        live = self.merging_sets.setdefault(key, set())
+        collector = _MergeCollector()
+        self.assigner.merge_windows([*live, new_window], collector)
+        result_window = new_window
+        merged_new = False
+        for members, merge_result in collector.merges:
+            if new_window in members:
+                members = [m for m in members if m != new_window]
+                merged_new = True
+                result_window = merge_result
+            live.difference_update(members)
+            live.add(merge_result)
+            if not (len(members) == 1 and members[0] == merge_result) and members:
+                self._merge(key, merge_result, members)
+        if not merged_new:
+            live.add(new_window)
+        return result_window
+
+    def _merge(self, key: Any, result: Any, merged: list[Any]) -> None:
+        """Move the panes, trigger state and timers of ``merged`` windows into ``result``."""
+        if self.event_time and self._cleanup_time(result) <= self.watermark:
+            raise ConfigurationError(
+                f"the end timestamp of an event-time window cannot become earlier than the current watermark "
+                f"by merging: window {result} (allowed lateness {self.lateness} ms, watermark {self.watermark})"
+            )
+        merged = sorted(merged, key=lambda w: (w.max_timestamp(), repr(w)))
+        ctx = self._trigger_ctx
+        ctx.set(key, result)
+        ctx.merged_windows = [m for m in merged if m != result]
+        try:
+            self.trigger.on_merge(result, ctx)
+        finally:
+            ctx.merged_windows = []
+        for window in merged:
+            if window == result:
+                continue
+            ctx.set(key, window)
+            self.trigger.clear(window, ctx)
+            self._delete_cleanup_timer(key, window)
+        contents = self.panes.get(key, result)
+        for window in merged:
+            if window == result:
+                continue
+            moved = self.panes.pop(key, window)
+            if moved is not None:
+                contents = moved if contents is None else self._merge_contents(contents, moved)
+        if contents is not None:
+            self.panes.set(key, result, contents)
+
+    # -- firing ------------------------------------------------------------------------------
+
+    def _emit(self, key: Any, window: Any, contents: Any, out: list) -> None:
+        elements = self._elements(contents)
+        wf = self.descriptor.window_function
+        if wf is None:
+            out.extend(elements)
+            return
+        if isinstance(wf, (ProcessWindowFunction, ProcessAllWindowFunction)):
+            ctx = self._window_ctx
+            ctx.current_window = window
+            self.scoped.current_key = (key, window)
+            produced = wf.process(key, ctx, elements) if isinstance(wf, ProcessWindowFunction) else (
+                wf.process(ctx, elements)
+            )
+        elif isinstance(wf, WindowFunction):
+            produced = wf.apply(key, window, elements)
+        elif isinstance(wf, AllWindowFunction):
+            produced = wf.apply(window, elements)
+        else:  # a plain callable (key, window, elements) -> iterable
+            produced = wf(key, window, elements)
+        if produced is not None:
+            self.side.split_into(produced, out)
+
+    def _on_timer(self, timestamp: int, namespace: tuple[Any, Any], event_time: bool, out: list) -> None:
+        key, window = namespace
+        self.global_state.current_key = key
+        if self.merging and window not in self.merging_sets.get(key, ()):
+            return  # the window was merged away; its timers were moved to the merge result
+        ctx = self._trigger_ctx
+        ctx.set(key, window)
+        if event_time:
+            result = self.trigger.on_event_time(timestamp, window, ctx)
+        else:
+            result = self.trigger.on_processing_time(timestamp, window, ctx)
+        if result.value[0]:
+            contents = self.panes.get(key, window)
+            if contents is not None:
+                self._emit(key, window, contents, out)
+        if result.value[1]:
+            self.panes.pop(key, window)
+        if event_time == self.event_time and timestamp == self._cleanup_time(window):
+            self._clear_all_state(key, window)
+
+    def _clear_all_state(self, key: Any, window: Any) -> None:
+        self.panes.pop(key, window)
+        ctx = self._trigger_ctx
+        ctx.set(key, window)
+        self.trigger.clear(window, ctx)
+        wf = self.descriptor.window_function
+        if isinstance(wf, (ProcessWindowFunction, ProcessAllWindowFunction)):
+            self._window_ctx.current_window = window
+            self.scoped.current_key = (key, window)
+            wf.clear(self._window_ctx)
+        if self.merging:
+            live = self.merging_sets.get(key)
+            if live is not None:
+                live.discard(window)
+                if not live:
+                    del self.merging_sets[key]
+
+    def process_watermark(self, timestamp: int) -> None:
+        self.watermark = timestamp
+        out: list[Any] = []
+        self.timers.advance_watermark(timestamp, lambda ts, ns, _domain: self._on_timer(ts, ns, True, out))
+        self._flush(out)
+        self.output.emit_watermark(timestamp)
+
+    def next_processing_timer(self) -> int | None:
+        return self.timers.next_processing_time()
+
+    def on_processing_time(self, now_ms: int) -> None:
+        out: list[Any] = []
+        self.timers.advance_processing_time(now_ms, lambda ts, ns, _domain: self._on_timer(ts, ns, False, out))
+        self._flush(out)
+
+    def _flush(self, out: list) -> None:
+        if out:
+            self.output.emit_rows(out)
+        self.side.flush()
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        max_parallelism = self.context.max_parallelism
+        by_key = self.panes.by_key
+        keyed = self.global_state.snapshot_entries() + self.scoped.snapshot_entries()
+        if by_key:
+            keyed.append((
+                _CONTENTS,
+                "map",  # key -> {window: pane contents}
+                [(key_group_for(k, max_parallelism), k, copy.deepcopy(v)) for k, v in by_key.items()],
+            ))
+        if self.merging_sets:
+            keyed.append((
+                _MERGING_SET,
+                "value",  # key -> the live session windows
+                [(key_group_for(k, max_parallelism), k, sorted(v)) for k, v in self.merging_sets.items()],
+            ))
+        for name, queue in ((_EVENT_TIMERS, self.timers.event_time), (_PROCESSING_TIMERS, self.timers.processing_time)):
+            entries = [(key_group_for(ns[0], max_parallelism), ns, ts) for ts, ns in queue.entries()]
+            if entries:
+                keyed.append((name, "timer", entries))
+        return OperatorSnapshot(keyed=keyed)
+
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        if restored is None:
+            return
+        for entry in restored.keyed:
+            name = entry.state_name
+            if name == _CONTENTS:
+                for window, contents in entry.value.items():
+                    self.panes.set(entry.key, window, contents)
+            elif name == _MERGING_SET:
+                self.merging_sets[entry.key] = set(entry.value)
+            elif name == _EVENT_TIMERS:
+                self.timers.event_time.add(entry.value, entry.key)
+            elif name == _PROCESSING_TIMERS:
+                self.timers.processing_time.add(entry.value, entry.key)
+            elif name.startswith(_SCOPED_PREFIX):
+                self.scoped.restore_entry(name[len(_SCOPED_PREFIX):], entry.key, entry.value)
+            else:
+                self.global_state.restore_entry(name, entry.key, entry.value)

@@ -1,0 +1,164 @@
+"""``connect``: ConnectedStreams, BroadcastStream and BroadcastConnectedStream (PyFlink's names).
+
+``a.connect(b)`` pairs two streams (of possibly different fields) for one
+two-input function: ``map(CoMapFunction)``, ``flat_map(CoFlatMapFunction)``,
+``process(CoProcessFunction)``, or after ``key_by(key_a, key_b)`` (or
+connecting two KeyedStreams) ``process(KeyedCoProcessFunction)`` with keyed
+state and timers shared by both inputs per key. ``b.broadcast(descriptor)``
+makes a BroadcastStream; ``a.connect(broadcast_stream).process(...)`` runs a
+(Keyed)BroadcastProcessFunction. See :mod:`flinklike_spark._runtime.streaming.co_operators`
+for how the runtime carries the two inputs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.functions import (
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+)
+from flinklike_spark.state import MapStateDescriptor
+from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
+from flinklike_spark._runtime.streaming.co_operators import KEY, CoOperatorDescriptor, SideWrapper
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark.datastream import DataStream
+
+__all__ = ["BroadcastConnectedStream", "BroadcastStream", "ConnectedStreams"]
+
+
+def _unkeyed(stream: DataStream) -> tuple[DataStream, Any]:
+    """The stream before its key_by (if it is a KeyedStream) and its key (or None)."""
+    from flinklike_spark.datastream import DataStream, KeyedStream
+
+    if isinstance(stream, KeyedStream):
+        return DataStream(stream._env, [(t, None) for t, _ in stream._inputs]), stream._key
+    return stream, None
+
+
+def _wrap(stream: DataStream, side: int, key: Any) -> DataStream:
+    wrapper = SideWrapper(side, key if isinstance(key, str) else None, None if isinstance(key, str) else key)
+    wrapped = stream.map(wrapper)
+    wrapped._transformation.name = f"Connect input {side + 1}"
+    return wrapped
+
+
+def _co_operator(first: DataStream, second: DataStream, name: str, function: Any, output_type, *, keyed: bool,
+                 first_spec: PartitionerSpec | None, second_spec: PartitionerSpec | None,
+                 broadcast_descriptors: tuple = ()) -> DataStream:  # fmt: skip
+    from flinklike_spark.datastream import DataStream
+
+    from flinklike_spark.typeinfo import to_arrow_schema
+
+    env = first._env
+    output_type = to_arrow_schema(output_type)
+    descriptor = CoOperatorDescriptor(
+        function=function,
+        timestamp_strategies=(first._timestamps(), second._timestamps()),
+        broadcast_descriptors=broadcast_descriptors,
+    )
+    inputs = [(t, first_spec) for t, _ in first._inputs] + [(t, second_spec) for t, _ in second._inputs]
+    t = env._add(
+        kind="keyed_co_process" if keyed else "co_process",
+        name=name,
+        function=descriptor,
+        inputs=inputs,
+        output_schema=output_type,
+        timestamp_strategy=first._timestamps() or second._timestamps(),
+    )
+    return DataStream(env, [(t, None)])
+
+
+def _key_spec(env: Any) -> PartitionerSpec:
+    return PartitionerSpec(kind=PartitionerKind.HASH, key_field=KEY, max_parallelism=env.config.pipeline.max_parallelism)
+
+
+class ConnectedStreams:
+    """Two streams processed together by one two-input function."""
+
+    def __init__(self, first: DataStream, second: DataStream) -> None:
+        if first._env is not second._env:
+            raise ConfigurationError("connect() of streams from different environments")
+        self._first, self._key1 = _unkeyed(first)
+        self._second, self._key2 = _unkeyed(second)
+        if (self._key1 is None) != (self._key2 is None):
+            raise ConfigurationError("connect a KeyedStream only with another KeyedStream (or key_by both after connect)")
+
+    @property
+    def keyed(self) -> bool:
+        return self._key1 is not None
+
+    def key_by(self, key_selector1: Any, key_selector2: Any) -> ConnectedStreams:
+        """Key both inputs (field names or key selectors producing keys of the same type)."""
+        connected = ConnectedStreams(self._first, self._second)
+        connected._key1, connected._key2 = key_selector1, key_selector2
+        return connected
+
+    def _build(self, name: str, function: Any, output_type: pa.Schema | None) -> DataStream:
+        env = self._first._env
+        first = _wrap(self._first, 0, self._key1)
+        second = _wrap(self._second, 1, self._key2)
+        spec = _key_spec(env) if self.keyed else None
+        return _co_operator(first, second, name, function, output_type, keyed=self.keyed,
+                            first_spec=spec, second_spec=spec)  # fmt: skip
+
+    def map(self, func: CoMapFunction, output_type: pa.Schema | None = None) -> DataStream:
+        if not isinstance(func, CoMapFunction):
+            raise TypeError(f"ConnectedStreams.map expects a CoMapFunction, got {func!r}")
+        return self._build("Co-Map", func, output_type)
+
+    def flat_map(self, func: CoFlatMapFunction, output_type: pa.Schema | None = None) -> DataStream:
+        if not isinstance(func, CoFlatMapFunction):
+            raise TypeError(f"ConnectedStreams.flat_map expects a CoFlatMapFunction, got {func!r}")
+        return self._build("Co-Flat Map", func, output_type)
+
+    def process(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
+        if self.keyed and not isinstance(func, KeyedCoProcessFunction):
+            raise TypeError(f"keyed ConnectedStreams.process expects a KeyedCoProcessFunction, got {func!r}")
+        if not self.keyed and not isinstance(func, CoProcessFunction):
+            if isinstance(func, KeyedCoProcessFunction):
+                raise TypeError("a KeyedCoProcessFunction needs keyed inputs: call key_by(key1, key2) first")
+            raise TypeError(f"ConnectedStreams.process expects a CoProcessFunction, got {func!r}")
+        return self._build("Co-Process" if not self.keyed else "Keyed Co-Process", func, output_type)
+
+
+class BroadcastStream:
+    """A stream sent to every parallel instance, carrying the broadcast state descriptors."""
+
+    def __init__(self, stream: DataStream, descriptors: tuple[MapStateDescriptor, ...]) -> None:
+        for descriptor in descriptors:
+            if not isinstance(descriptor, MapStateDescriptor):
+                raise ConfigurationError(f"broadcast state needs MapStateDescriptors, got {descriptor!r}")
+        self._stream = stream
+        self.descriptors = descriptors
+
+
+class BroadcastConnectedStream:
+    """A (keyed or not) stream connected with a BroadcastStream."""
+
+    def __init__(self, stream: DataStream, broadcast: BroadcastStream) -> None:
+        self._stream, self._key = _unkeyed(stream)
+        self._broadcast = broadcast
+
+    def process(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
+        keyed = self._key is not None
+        if keyed and not isinstance(func, KeyedBroadcastProcessFunction):
+            raise TypeError(f"a keyed stream connected with a broadcast stream needs a KeyedBroadcastProcessFunction, got {func!r}")
+        if not keyed and not isinstance(func, BroadcastProcessFunction):
+            raise TypeError(f"a stream connected with a broadcast stream needs a BroadcastProcessFunction, got {func!r}")
+        env = self._stream._env
+        first = _wrap(self._stream, 0, self._key)
+        second = _wrap(self._broadcast._stream, 1, None)
+        return _co_operator(
+            first, second, "Broadcast Process" if not keyed else "Keyed Broadcast Process", func, output_type,
+            keyed=keyed, first_spec=_key_spec(env) if keyed else None,
+            second_spec=PartitionerSpec(kind=PartitionerKind.BROADCAST), broadcast_descriptors=self._broadcast.descriptors,
+        )  # fmt: skip

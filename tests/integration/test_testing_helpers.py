@@ -1,0 +1,62 @@
+"""flinklike_spark.testing: an ABORT marker fails a job once; the resumed job is exactly once."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from checkpoint_jobs import checkpoint_config
+from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from flinklike_spark.errors import JobExecutionError
+from flinklike_spark.testing import ABORT, InjectedFailure, TestingSource, collect
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+END_OF_TIME = 2**62
+
+
+class SlowOrderedCount(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.next = runtime_context.get_state(ValueStateDescriptor("next"))
+
+    def process_element(self, value, ctx):
+        expected = self.next.value() or 0
+        if value["seq"] != expected:
+            raise AssertionError(f"key {value['k']}: seq {value['seq']}, expected {expected}")
+        if expected == 0:
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+        self.next.update(expected + 1)
+        time.sleep(0.002)
+
+    def on_timer(self, timestamp, ctx):
+        yield {"k": ctx.get_current_key(), "count": self.next.value()}
+
+
+def job(source: TestingSource, config: dict):
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    stream = env.from_source(source, name="testing").uid("testing").set_parallelism(1).key_by("k").process(SlowOrderedCount()).uid("count")
+    return env, stream
+
+
+def test_abort_fails_the_job_once_and_the_resumed_job_counts_exactly_once(tmp_path):
+    rows = [{"k": i % 4, "seq": i // 4} for i in range(800)]
+    abort = ABORT(after_checkpoints=2)
+    source = TestingSource([*rows[:500], abort, *rows[500:]])
+    directory = str(tmp_path / "checkpoints")
+    env, stream = job(source, checkpoint_config(directory, "aligned"))
+    with pytest.raises(JobExecutionError) as failure:
+        collect(stream)
+    assert "InjectedFailure" in repr(failure.value.__cause__) or isinstance(failure.value.__cause__, InjectedFailure)
+    assert os.path.exists(abort.marker_file)
+    env, stream = job(source, checkpoint_config(directory, "aligned") | {"execution.state-recovery.path": directory})
+    assert sorted((r["k"], r["count"]) for r in collect(stream)) == [(k, 200) for k in range(4)]
+
+
+def test_testing_source_without_markers_is_a_bounded_collection():
+    env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
+    rows = collect(env.from_source(TestingSource([{"x": i} for i in range(10)], batch_size=3)).map(
+        lambda r: {"x": r["x"] * 2}
+    ))
+    assert sorted(r["x"] for r in rows) == list(range(0, 20, 2))
