@@ -128,7 +128,7 @@ def build(config: dict, *, rate: float | None) -> StreamExecutionEnvironment:
     pairs.get_side_output(OutputTag("firsts")).sink_to(CollectSink("firsts"))
     # throttled too when the job is to be stopped, and one subtask (a second would have no key and
     # finish at once): checkpoints are only triggered while every source task runs
-    factor_rate = None if rate is None else 15
+    factor_rate = None if rate is None else 8
     factors = env.from_source(SequenceSource(num_keys=1, records_per_key=FACTORS, rows_per_second=factor_rate),
                               name="factors").uid("factors").set_parallelism(1)  # fmt: skip
     (
@@ -159,7 +159,7 @@ def test_keyed_connect_and_keyed_broadcast_against_python():
 @pytest.mark.parametrize("mode", MODES)
 def test_connect_and_broadcast_resume_from_checkpoints_exactly_once(tmp_path, mode):
     directory = str(tmp_path / "checkpoints")
-    run_and_cancel(build(checkpoint_config(directory, mode), rate=4_000), directory, checkpoints=3)
+    run_and_cancel(build(checkpoint_config(directory, mode), rate=1_000), directory, checkpoints=3)
     resumed = build(checkpoint_config(directory, mode) | {"execution.state-recovery.path": directory}, rate=None)
     check(resumed.execute("resumed"), firsts=False)  # the side outputs before the stop went with the first job
 
