@@ -18,7 +18,14 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from flinklike_spark.errors import RemoteTaskError
+from flinklike_spark.errors import (
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    NonRecoverableError,
+    NonRecoverableTaskError,
+    RemoteTaskError,
+    is_non_recoverable,
+)
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, transition_table
 from flinklike_spark._runtime.network.input_gate import InputGate, LocalInputChannel
@@ -44,7 +51,9 @@ def describe_failure(exc: BaseException, task_name: str) -> RemoteTaskError:
     if isinstance(exc, RemoteTaskError):
         return exc
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return RemoteTaskError(
+    # Only the task knows the original type: it decides whether the JobMaster may restart.
+    error_type = NonRecoverableTaskError if is_non_recoverable(exc) else RemoteTaskError
+    return error_type(
         f"{type(exc).__name__}: {exc}",
         task_name=task_name,
         exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
@@ -291,7 +300,14 @@ class Task:
             source_batch_rows=max(1, network.segment_size // 8),
         )
         if tdd.restore is not None:
-            stream_task.restored_state, stream_task.replay_input = load_restored_state(tdd)
+            try:
+                stream_task.restored_state, stream_task.replay_input = load_restored_state(tdd)
+            except (IncompatibleCheckpointError, CorruptCheckpointError) as exc:
+                # A checkpoint that cannot be restored stays so: restarting would fail the same way.
+                raise NonRecoverableError(
+                    f"task {self.name} cannot restore checkpoint {tdd.restore.checkpoint_id} of job "
+                    f"{tdd.restore.job_id}: {exc}"
+                ) from exc
         if tdd.checkpointing is not None:
             stream_task.checkpoints = SubtaskCheckpointCoordinator(
                 task_name=self.name,
