@@ -7,7 +7,9 @@ process (``thread``). All of them register over authenticated Flight RPC; the
 cluster's secret is generated per cluster and handed to children over a pipe.
 
 A child that exits unexpectedly, or stops heartbeating for
-``heartbeat.timeout``, is reported lost to the running jobs.
+``heartbeat.timeout``, is reported lost to the running jobs, and a replacement
+process is started (a standalone cluster's process supervisor would do the
+same), so restarted tasks find slots again within ``slot.request.timeout``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class MiniCluster:
         self._thread_executors: dict[str, TaskExecutor] = {}
         self._jobs: dict[str, JobMaster] = {}
         self._closed = threading.Event()
+        self._spawn_lock = threading.Lock()  # close() never misses a replacement started meanwhile
         self._monitor = threading.Thread(target=self._monitor_processes, name="minicluster-monitor", daemon=True)
 
     def __enter__(self) -> MiniCluster:
@@ -131,6 +134,22 @@ class MiniCluster:
                     self.resource_manager.task_executor_lost(
                         resource_id, f"TaskExecutor process {process.pid} exited with code {process.returncode}"
                     )
+                    self._replace(resource_id)
+
+    def _replace(self, lost: str) -> None:
+        """Start a new TaskExecutor process for one that died (monitor thread)."""
+        with self._spawn_lock:
+            if self._closed.is_set():
+                return
+            dead = self._processes.pop(lost)
+            if dead.stdin is not None:
+                dead.stdin.close()
+            resource_id = f"taskmanager-{uuid.uuid4().hex[:6]}"
+            log.warning("TaskExecutor %s is gone; starting %s in its place", lost, resource_id)
+            try:
+                self._spawn(resource_id)
+            except Exception:  # noqa: BLE001 - jobs then fail on slot.request.timeout, naming the shortage
+                log.exception("could not start a replacement TaskExecutor for %s", lost)
 
     # -- RPC handlers (Flight threads): post to the main thread ------------------------------
 
@@ -171,14 +190,17 @@ class MiniCluster:
             cancel=job.cancel,
             trigger_savepoint=job.trigger_savepoint,
             metrics=lambda: self.resource_manager.task_metrics(),
+            exception_history=lambda: job.failover.handler.exception_history,
+            attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
             on_done=self.close if owns_cluster else None,
         )
 
     def close(self) -> None:
         """Cancel running jobs, stop every TaskExecutor, stop RPC. Idempotent."""
-        if self._closed.is_set():
-            return
-        self._closed.set()
+        with self._spawn_lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
         for job in self._jobs.values():
             job.cancel()
         for job in self._jobs.values():

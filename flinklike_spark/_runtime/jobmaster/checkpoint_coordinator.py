@@ -84,6 +84,7 @@ class _Pending:
     )
     timeout: Any = None
     committing: bool = False
+    commit: concurrent.futures.Future[None] | None = None  # the storage commit, once all acknowledged
 
 
 class CheckpointCoordinator:
@@ -147,6 +148,41 @@ class CheckpointCoordinator:
         for pending in list(self._pending.values()):
             self._abort(pending, reason, notify=False, counts=False, quiet=True)
         self._io.shutdown(wait=False)  # a running commit finishes; nothing new starts
+
+    # -- failover (called by the FailoverCoordinator) -------------------------------------------
+
+    def abort_pending(self, reason: str) -> None:
+        """Abort the pending checkpoints that still wait for acknowledgements (a task failed).
+
+        Not counted as checkpoint failures. Checkpoints whose commit already
+        started are left to finish: :meth:`latest_restore_point` waits for them.
+        Periodic triggering goes on; it resumes once every task runs again.
+        """
+        for pending in [p for p in self._pending.values() if not p.committing]:
+            self._abort(pending, reason, counts=False, quiet=True)
+
+    def latest_restore_point(self, *, wait: timedelta) -> int | None:
+        """The id of the newest checkpoint or savepoint of this job that completed, or None.
+
+        Blocks up to ``wait`` for commits in flight: a checkpoint whose
+        ``checkpoints`` row is being written while tasks restart must either be
+        the restore point or never complete; restoring an older one would let
+        the restarted sinks write again what that checkpoint's sinks commit.
+        """
+        ids = [c.checkpoint_id for c in self.completed]
+        for pending in list(self._pending.values()):
+            if pending.commit is None:
+                continue
+            try:
+                pending.commit.result(wait.total_seconds())
+            except TimeoutError:
+                raise CheckpointFailedError(
+                    f"checkpoint {pending.checkpoint_id} is still committing after {wait}; cannot choose a restore point"
+                ) from None
+            except Exception:  # noqa: BLE001 - a failed commit is not a restore point
+                continue
+            ids.append(pending.checkpoint_id)
+        return max(ids, default=None)
 
     def _periodic_trigger(self) -> None:
         if self._stopped:
@@ -280,7 +316,7 @@ class CheckpointCoordinator:
                     time.sleep(0.05 * (attempt + 1))
 
         duration = timedelta(seconds=time.monotonic() - pending.started)
-        future = self._io.submit(commit)
+        future = pending.commit = self._io.submit(commit)
         future.add_done_callback(lambda f: self._main.execute(lambda: self._committed(pending, mode, duration, f)))
 
     def _committed(

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 
-from flinklike_spark.errors import JobExecutionError, is_non_recoverable
+from flinklike_spark.errors import is_non_recoverable
 from flinklike_spark._runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
 from flinklike_spark._runtime.graph.regions import PipelinedRegion, PipelinedRegionTopology, compute_pipelined_regions
 from flinklike_spark._runtime.jobmaster.restart_strategy import RestartBackoffTimeStrategy
@@ -108,8 +108,10 @@ class FailureHandlingResult:
             False, fail the job with ``error``.
         vertices_to_restart: empty when the job cannot restart.
         restart_delay: the backoff.
-        error: the failure as the job's cause when it cannot restart (it names
-            the strategy that suppressed recovery), else the root cause.
+        error: the root cause (the job's failure cause when it cannot restart).
+        reason: why the job cannot restart (the failure is not recoverable, or
+            the strategy that suppressed recovery and every failure so far);
+            empty when it can.
         global_failure: the failure was not of one task (e.g. restoring failed).
     """
 
@@ -117,6 +119,7 @@ class FailureHandlingResult:
     vertices_to_restart: frozenset[ExecutionVertexID]
     restart_delay: timedelta
     error: BaseException
+    reason: str = ""
     global_failure: bool
 
 
@@ -183,38 +186,35 @@ class ExecutionFailureHandler:
     def _handle(self, cause: BaseException, restart_set: Callable[[], frozenset[ExecutionVertexID]],
                 task: str | None, global_failure: bool) -> FailureHandlingResult:  # fmt: skip
         if is_non_recoverable(cause):
-            error: BaseException = JobExecutionError(f"the failure is not recoverable: {cause}")
-            error.__cause__ = cause
-            return self._record(cause, task, global_failure, error=error)
+            return self._record(cause, task, global_failure, reason="the failure is not recoverable")
         self._restart.notify_failure(cause)
         if not self._restart.can_restart():
-            entry = self._record(cause, task, global_failure, error=cause)
-            error = JobExecutionError(
-                f"recovery is suppressed by {self._restart!r}; failures so far:\n{self.history_summary()}"
-            )
-            error.__cause__ = cause
-            return dataclasses.replace(entry, error=error)
+            result = self._record(cause, task, global_failure, reason="")
+            reason = f"recovery is suppressed by {self._restart!r}; failures so far:\n{self.history_summary()}"
+            return dataclasses.replace(result, reason=reason)
         self.number_of_restarts += 1
         vertices = restart_set()
         return self._record(cause, task, global_failure, vertices=vertices, delay=self._restart.backoff_time)
 
     def _record(self, cause: BaseException, task: str | None, global_failure: bool, *,
                 vertices: frozenset[ExecutionVertexID] = frozenset(), delay: timedelta = timedelta(0),
-                error: BaseException | None = None) -> FailureHandlingResult:  # fmt: skip
+                reason: str | None = None) -> FailureHandlingResult:  # fmt: skip
+        """``reason`` None: the job restarts; a string (possibly filled in later): it fails."""
         self._history.append(
             ExceptionHistoryEntry(
                 timestamp=datetime.fromtimestamp(self._wall_clock(), tz=timezone.utc),
                 root_cause=cause,
                 task=task,
                 restarted=frozenset(str(v) for v in vertices),
-                will_restart=error is None,
+                will_restart=reason is None,
             )
         )
         return FailureHandlingResult(
-            can_restart=error is None,
+            can_restart=reason is None,
             vertices_to_restart=vertices,
             restart_delay=delay,
-            error=error if error is not None else cause,
+            error=cause,
+            reason=reason or "",
             global_failure=global_failure,
         )
 
