@@ -192,6 +192,7 @@ class RpcTaskDeployer:
         self._checkpointing = checkpointing
         self._restore = restore
         self._restore_by_vertex: dict[ExecutionVertexID, RestoreDeployment | None] = {}
+        self._submissions: dict[ExecutionAttemptID, concurrent.futures.Future[None]] = {}
         self._splits: dict[str, list[list[Any]]] = {}
 
     def set_restore(self, vertex_ids: list[ExecutionVertexID], restore: RestoreDeployment | None) -> None:
@@ -287,7 +288,10 @@ class RpcTaskDeployer:
             future: concurrent.futures.Future[None] = concurrent.futures.Future()
             future.set_exception(exc)
             return future
-        return self._rm.call_async(slot.resource_id, "submit_task", tdd)
+        submitted = self._rm.call_async(slot.resource_id, "submit_task", tdd)
+        self._submissions[execution.attempt_id] = submitted
+        submitted.add_done_callback(lambda _f: self._submissions.pop(execution.attempt_id, None))
+        return submitted
 
     def cancel(self, execution: Execution) -> None:
         slot: LogicalSlot | None = execution.assigned_slot
@@ -295,6 +299,16 @@ class RpcTaskDeployer:
         if slot is None:
             self._on_cancel_unacknowledged(attempt)
             return
+        submitted = self._submissions.get(attempt)
+        if submitted is not None and not submitted.done():
+            # A cancel overtaking the submission would find no task, and the task would then run
+            # unseen in a slot the JobMaster believes free: cancel once the submission is answered.
+            submitted.add_done_callback(lambda _f: self._cancel_submitted(execution, slot))
+            return
+        self._cancel_submitted(execution, slot)
+
+    def _cancel_submitted(self, execution: Execution, slot: LogicalSlot) -> None:
+        attempt = execution.attempt_id
         future = self._rm.call_async(slot.resource_id, "cancel_task", attempt.full_id)
 
         def done(f: concurrent.futures.Future) -> None:

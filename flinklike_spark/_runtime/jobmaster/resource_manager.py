@@ -237,8 +237,18 @@ class ResourceManager:
                     freeing.result(_FREE_WAIT)
                 except Exception:  # noqa: BLE001 - the request below reports what is wrong
                     log.debug("free_slot before %s failed", request.allocation_id, exc_info=True)
-            executor.gateway.call("request_slot", (request.job_id, request.allocation_id, slot.slot_index), timeout=30.0)
-            return slot
+            deadline = time.monotonic() + _FREE_WAIT
+            while True:
+                try:
+                    executor.gateway.call(
+                        "request_slot", (request.job_id, request.allocation_id, slot.slot_index), timeout=30.0
+                    )
+                    return slot
+                except SlotAllocationError:
+                    # Still RELEASING: its last cancelled task has not been removed yet.
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
 
         def done(f: concurrent.futures.Future) -> None:
             error = f.exception()
