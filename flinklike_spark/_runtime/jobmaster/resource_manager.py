@@ -172,6 +172,7 @@ class ResourceManager:
         cluster = self._config.cluster
         capacity = cluster.number_of_task_managers * cluster.slots_per_task_manager
         with self._lock:
+            self._waiting = [r for r in self._waiting if not r.future.done()]  # drop withdrawn requests
             slots = self.physical_slots_locked()
             if len(self._allocated) + len(self._waiting) >= max(capacity, len(slots)):
                 future.set_exception(
