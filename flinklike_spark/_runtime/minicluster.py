@@ -158,8 +158,8 @@ class MiniCluster:
         return True
 
     def _on_heartbeat(self, payload) -> bool:
-        resource_id, metrics = payload
-        return self.resource_manager.heartbeat(resource_id, metrics)
+        resource_id, slot_report = payload
+        return self.resource_manager.heartbeat(resource_id, slot_report)
 
     def _on_task_state(self, state) -> bool:
         job = self._jobs.get(state.job_id)

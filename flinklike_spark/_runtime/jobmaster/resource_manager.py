@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import NoResourceAvailableError, SlotAllocationError
 from flinklike_spark._runtime.rpc import RpcClient
+from flinklike_spark._runtime.taskexecutor.slot_table import SlotReport
 
 __all__ = ["RegisteredTaskExecutor", "ResourceManager", "SlotInfo", "TaskExecutorLossListener"]
 
@@ -113,13 +114,25 @@ class ResourceManager:
         with self._lock:
             return self._lock.wait_for(lambda: len(self._executors) >= count, timeout)
 
-    def heartbeat(self, resource_id: str, metrics: dict[str, Any]) -> bool:
+    def heartbeat(self, resource_id: str, slot_report: SlotReport) -> bool:
+        """A TaskExecutor is alive; reconcile its slot report. False: it is not registered (any more).
+
+        A slot the TaskExecutor holds for an allocation this ResourceManager no
+        longer knows (its release RPC was lost, or its JobMaster's job ended)
+        is freed on the TaskExecutor. A slot this side believes allocated but
+        the report shows free may be a request still in flight, and is left.
+        """
         with self._lock:
             executor = self._executors.get(resource_id)
             if executor is None:
                 return False
             executor.last_heartbeat = time.monotonic()
-            return True
+            known = {a for (rid, _), a in self._allocated.items() if rid == resource_id}
+            orphans = [s.allocation_id for s in slot_report.slot_statuses if not s.is_free and s.allocation_id not in known]
+        for allocation_id in orphans:
+            log.info("TaskExecutor %s holds slot %s, which no job uses; freeing it", resource_id, allocation_id)
+            self.call_async(resource_id, "free_slot", allocation_id)
+        return True
 
     def add_job_listener(self, listener: TaskExecutorLossListener) -> None:
         with self._lock:

@@ -214,7 +214,7 @@ class Task:
                 for partition in partitions:
                     self._partition_manager.release(partition.partition_id, cause)
             self._state.transition(final)
-        extra = {"metrics": self.metrics()}
+        extra = {}
         if final is ExecutionState.FAILED:
             cause = failure if failure is not None else error
             extra["error"] = describe_failure(cause, self.name)

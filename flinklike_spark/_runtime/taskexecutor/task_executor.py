@@ -240,7 +240,7 @@ class TaskExecutor:
             try:
                 self._jobmaster.call(
                     "heartbeat",
-                    (self.resource_id, self._rpc_task_metrics()),
+                    (self.resource_id, self.slot_table.create_slot_report(self.resource_id)),
                     timeout=max(1.0, interval),
                 )
                 last_ok = time.monotonic()
