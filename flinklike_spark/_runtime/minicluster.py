@@ -92,6 +92,7 @@ class MiniCluster:
                 self._thread_executors[resource_id] = executor
                 executor.start()
         self._monitor.start()
+        self.resource_manager.add_job_listener(self)
         self.resource_manager.start_heartbeat_checks()
         if not self.resource_manager.wait_for_task_executors(len(ids), timeout=_REGISTRATION_TIMEOUT):
             dead = {rid: p.returncode for rid, p in self._processes.items() if p.poll() is not None}
@@ -150,6 +151,13 @@ class MiniCluster:
                 self._spawn(resource_id)
             except Exception:  # noqa: BLE001 - jobs then fail on slot.request.timeout, naming the shortage
                 log.exception("could not start a replacement TaskExecutor for %s", lost)
+
+    def task_executor_lost(self, resource_id: str, reason: str) -> None:
+        """A TaskExecutor stopped heartbeating: end its process, so the monitor starts a replacement."""
+        process = self._processes.get(resource_id)
+        if process is not None and process.poll() is None:
+            log.warning("killing unresponsive TaskExecutor %s (pid %d): %s", resource_id, process.pid, reason)
+            process.kill()
 
     # -- RPC handlers (Flight threads): post to the main thread ------------------------------
 

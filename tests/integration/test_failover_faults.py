@@ -240,3 +240,43 @@ def test_a_killed_jobmaster_process_takes_its_task_executors_with_it(tmp_path):
         if jobmaster.poll() is None:
             jobmaster.kill()
         jobmaster.stdout.close()
+
+
+def test_a_frozen_task_executor_is_declared_lost_replaced_and_the_job_recovers(tmp_path):
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {
+            "parallelism.default": 2,
+            "local.number-taskmanager": 2,
+            "heartbeat.interval": "200 ms",
+            "heartbeat.timeout": "2 s",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 3,
+            "restart-strategy.fixed-delay.delay": "100 ms",
+        }
+    )
+    env.disable_operator_chaining()
+    (
+        env.from_source(SequenceSource(num_keys=2, records_per_key=None, rows_per_second=200, batch_size=10),
+                        name="seq")  # fmt: skip
+        .uid("seq")
+        .sink_to(ProgressSink(str(tmp_path)))
+        .uid("sink")
+    )
+    client = env.execute_async("frozen")
+    try:
+        wait_for(lambda: progress(tmp_path, 0) and progress(tmp_path, 1), "both regions emitting")
+        victim = task_executor_processes()[0]
+        victim.send_signal(signal.SIGSTOP)
+        wait_for(lambda: client.get_exception_history(), "the frozen TaskExecutor declared lost", timeout=30)
+        assert "heartbeat" in str(client.get_exception_history()[0].root_cause)
+        wait_for(lambda: not victim.is_running() or victim.status() == psutil.STATUS_ZOMBIE, "the frozen process killed")
+        restarted = {int(k.rsplit("-", 1)[1]) for k in client.get_exception_history()[0].restarted}
+        assert restarted, "the frozen TaskExecutor's region restarted"
+        wait_for(lambda: all(any(a >= 1 for a, _, _ in progress(tmp_path, s)) for s in restarted),
+                 "restarted regions emitting again")  # fmt: skip
+        assert not client.done()
+    finally:
+        client.cancel()
+        with pytest.raises(JobExecutionError):
+            client.wait(60)
+    assert_no_task_executor_left()
