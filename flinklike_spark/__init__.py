@@ -24,8 +24,10 @@ from flinklike_spark.errors import (
     FlinklikeError,
     JobCancelledError,
     JobExecutionError,
+    NonRecoverableError,
     RemoteTaskError,
     SchemaMismatchError,
+    mark_non_recoverable,
 )
 from flinklike_spark.functions import (
     FilterFunction,
@@ -71,6 +73,7 @@ __all__ = [
     "MapFunction",
     "MapState",
     "MapStateDescriptor",
+    "NonRecoverableError",
     "ProcessFunction",
     "ReadResult",
     "ReducingState",
@@ -92,4 +95,5 @@ __all__ = [
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",
+    "mark_non_recoverable",
 ]
