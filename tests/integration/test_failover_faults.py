@@ -280,3 +280,63 @@ def test_a_frozen_task_executor_is_declared_lost_replaced_and_the_job_recovers(t
         with pytest.raises(JobExecutionError):
             client.wait(60)
     assert_no_task_executor_left()
+
+
+class CountsAndFailsOnDemand(MapFunction):
+    def __init__(self, trigger: str) -> None:
+        self.trigger = trigger
+
+    def map(self, value):
+        try:
+            os.remove(self.trigger)
+        except FileNotFoundError:
+            return value
+        raise RuntimeError("injected after the restore point was damaged")
+
+
+def test_a_restore_point_that_cannot_be_restored_fails_the_job_at_once(tmp_path):
+    from flinklike_spark import KeyedProcessFunction, ValueStateDescriptor
+
+    class Count(KeyedProcessFunction):
+        def open(self, runtime_context):
+            self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+        def process_element(self, value, ctx):
+            self.count.update((self.count.value() or 0) + 1)
+            yield value
+
+    directory = tmp_path / "checkpoints"
+    env = keyed_env({"execution.checkpointing.dir": str(directory), "restart-strategy.fixed-delay.attempts": 100})
+    (
+        env.from_source(SequenceSource(num_keys=4, records_per_key=None, rows_per_second=400, batch_size=20),
+                        name="seq")  # fmt: skip
+        .key_by("key")
+        .process(Count())
+        .uid("count")
+        .map(CountsAndFailsOnDemand(str(tmp_path / "fail")))
+        .sink_to(CollectSink("never"))
+    )
+    client = env.execute_async("unrestorable")
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # a savepoint needs every task running
+            try:
+                savepoint = client.trigger_savepoint(timeout=30)
+                break
+            except Exception:  # noqa: BLE001
+                assert time.monotonic() < deadline, "no savepoint could be taken"
+                time.sleep(0.2)
+        state = directory / "operator_state" / f"job_id={client.job_id}" / f"checkpoint_id={savepoint.checkpoint_id}"
+        files = list(state.iterdir())
+        assert files
+        for path in files:
+            path.unlink()
+        (tmp_path / "fail").write_text("x")
+        with pytest.raises(JobExecutionError, match="not recoverable") as failure:
+            client.wait(120)
+        assert "cannot restore checkpoint" in str(failure.value)
+        assert len(client.get_exception_history()) == 2  # the injected failure, then the restore failure
+    finally:
+        if not client.done():
+            client.cancel()
+    assert_no_task_executor_left()
