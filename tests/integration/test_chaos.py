@@ -14,17 +14,16 @@ later rolled back, breaks that chain.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from connectors import DeltaSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, MapFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from failover_jobs import FailOnDemand, assert_no_task_executor_left, inject_fault, task_executor_processes
+from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from test_delta_sink_exactly_once import rows_in_commit_order
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -33,23 +32,6 @@ NUM_KEYS = 12
 RECORDS_PER_KEY = 1_500
 ROWS_PER_SECOND = 400  # the job needs >= 45 s, long enough for every fault
 FAULTS = 10
-
-
-class FailOnDemand(MapFunction):
-    """Raises once for every file ``fault-<subtask>`` the test creates (removing it first: exactly once)."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def open(self, runtime_context):
-        self.trigger = os.path.join(self.directory, f"fault-{runtime_context.index_of_this_subtask}")
-
-    def map(self, value):
-        try:
-            os.remove(self.trigger)
-        except FileNotFoundError:
-            return value
-        raise RuntimeError(f"injected fault at {value}")
 
 
 class StateChain(KeyedProcessFunction):
@@ -64,13 +46,6 @@ class StateChain(KeyedProcessFunction):
         self.count.update(count + 1)
         self.last_seq.update(max(value["seq"], self.last_seq.value() or -1))
         yield {"key": value["key"], "seq": value["seq"], "count_before": count}
-
-
-def task_executor_processes() -> list[psutil.Process]:
-    return [
-        p for p in psutil.Process().children(recursive=True)
-        if any("process_main" in part for part in p.cmdline())
-    ]  # fmt: skip
 
 
 def run_with_faults(tmp_path: Path, mode: str) -> None:
@@ -118,7 +93,7 @@ def run_with_faults(tmp_path: Path, mode: str) -> None:
             before = len(client.get_exception_history())
             if rng.random() < 0.5:
                 subtask = rng.randrange(2)
-                (faults_dir / f"fault-{subtask}").write_text("x")
+                inject_fault(faults_dir, subtask)
                 injected.append(f"raise in map subtask {subtask}")
             else:
                 victim = rng.choice(task_executor_processes())
@@ -156,10 +131,7 @@ def run_with_faults(tmp_path: Path, mode: str) -> None:
             f"key {key}: {len(seqs[key])} rows, {duplicated} duplicated, first missing {missing}; faults: {injected}"
         )
         assert sorted(chain[key]) == list(range(RECORDS_PER_KEY)), f"key {key}: state chain broken; faults: {injected}"
-    deadline = time.monotonic() + 30
-    while task_executor_processes():
-        assert time.monotonic() < deadline, f"orphan TaskExecutors: {[p.pid for p in task_executor_processes()]}"
-        time.sleep(0.2)
+    assert_no_task_executor_left()
 
 
 @pytest.mark.parametrize("mode", ["unaligned", "aligned-with-timeout"])

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -16,25 +15,19 @@ import pytest
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import JobExecutionError, MapFunction, StreamExecutionEnvironment
 from flinklike_spark.errors import NonRecoverableError, mark_non_recoverable
-from test_region_failover import ProgressSink, progress, wait_for
+from failover_jobs import (
+    FailOnDemand,
+    ProgressSink,
+    assert_no_task_executor_left,
+    inject_fault,
+    progress,
+    task_executor_processes,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 NUM_KEYS, RECORDS_PER_KEY = 4, 300
-
-
-def task_executor_processes() -> list[psutil.Process]:
-    return [
-        p for p in psutil.Process().children(recursive=True)
-        if any("process_main" in part for part in p.cmdline())
-    ]  # fmt: skip
-
-
-def assert_no_task_executor_left(timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while task_executor_processes():
-        assert time.monotonic() < deadline, f"orphan TaskExecutors: {[p.pid for p in task_executor_processes()]}"
-        time.sleep(0.2)
 
 
 def keyed_env(extra: dict | None = None) -> StreamExecutionEnvironment:
@@ -67,14 +60,12 @@ def run_keyed(env: StreamExecutionEnvironment, function: MapFunction):
             client.cancel()
 
 
-class FailsInOpenOfAttempt(MapFunction):
-    """The first attempt fails after some rows; its restart then fails while initializing (in ``open``)."""
+class FailsOnceInSubtaskZero(MapFunction):
+    """Subtask 0's first attempt fails at its 100th row."""
 
     def open(self, runtime_context):
         self.attempt = runtime_context.attempt_number
         self.subtask = runtime_context.index_of_this_subtask
-        if self.attempt == 1 and self.subtask == 0:
-            raise RuntimeError("failure while the restarted task initializes")
         self.seen = 0
 
     def map(self, value):
@@ -82,6 +73,15 @@ class FailsInOpenOfAttempt(MapFunction):
         if self.attempt == 0 and self.subtask == 0 and self.seen == 100:
             raise RuntimeError("first failure")
         return value
+
+
+class FailsInOpenOfAttempt(FailsOnceInSubtaskZero):
+    """...and its restart then fails while initializing (in ``open``)."""
+
+    def open(self, runtime_context):
+        super().open(runtime_context)
+        if self.attempt == 1 and self.subtask == 0:
+            raise RuntimeError("failure while the restarted task initializes")
 
 
 def test_a_failure_while_the_restarted_tasks_initialize_restarts_again_and_the_job_finishes():
@@ -94,19 +94,8 @@ def test_a_failure_while_the_restarted_tasks_initialize_restarts_again_and_the_j
     assert_no_task_executor_left()
 
 
-class FailsOnceAndBreaksOnCancel(MapFunction):
-    """Subtask 0 fails once; subtask 1's ``close`` raises while its cancellation runs."""
-
-    def open(self, runtime_context):
-        self.attempt = runtime_context.attempt_number
-        self.subtask = runtime_context.index_of_this_subtask
-        self.seen = 0
-
-    def map(self, value):
-        self.seen += 1
-        if self.attempt == 0 and self.subtask == 0 and self.seen == 100:
-            raise RuntimeError("first failure")
-        return value
+class FailsOnceAndBreaksOnCancel(FailsOnceInSubtaskZero):
+    """...and subtask 1's ``close`` raises while its cancellation runs."""
 
     def close(self):
         if self.attempt == 0 and self.subtask == 1:
@@ -282,18 +271,6 @@ def test_a_frozen_task_executor_is_declared_lost_replaced_and_the_job_recovers(t
     assert_no_task_executor_left()
 
 
-class CountsAndFailsOnDemand(MapFunction):
-    def __init__(self, trigger: str) -> None:
-        self.trigger = trigger
-
-    def map(self, value):
-        try:
-            os.remove(self.trigger)
-        except FileNotFoundError:
-            return value
-        raise RuntimeError("injected after the restore point was damaged")
-
-
 def test_a_restore_point_that_cannot_be_restored_fails_the_job_at_once(tmp_path):
     from flinklike_spark import KeyedProcessFunction, ValueStateDescriptor
 
@@ -313,7 +290,7 @@ def test_a_restore_point_that_cannot_be_restored_fails_the_job_at_once(tmp_path)
         .key_by("key")
         .process(Count())
         .uid("count")
-        .map(CountsAndFailsOnDemand(str(tmp_path / "fail")))
+        .map(FailOnDemand(str(tmp_path)))
         .sink_to(CollectSink("never"))
     )
     client = env.execute_async("unrestorable")
@@ -331,7 +308,7 @@ def test_a_restore_point_that_cannot_be_restored_fails_the_job_at_once(tmp_path)
         assert files
         for path in files:
             path.unlink()
-        (tmp_path / "fail").write_text("x")
+        inject_fault(tmp_path, 0)
         with pytest.raises(JobExecutionError, match="not recoverable") as failure:
             client.wait(120)
         assert "cannot restore checkpoint" in str(failure.value)

@@ -9,14 +9,13 @@ regions' sinks keep writing while region 2 waits out its restart delay; with
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from connectors import SequenceSource
+from failover_jobs import ProgressSink, progress, wait_for
 from flinklike_spark import MapFunction, StreamExecutionEnvironment
-from flinklike_spark.connector_api import Sink, SinkWriter
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -39,32 +38,6 @@ class FailOnceInOneSubtask(MapFunction):
         if self.fail and self.seen > self.after:
             raise RuntimeError(f"injected failure after {self.after} rows")
         return value
-
-
-class ProgressSink(Sink):
-    """Appends ``<attempt> <wall time> <rows>`` per batch to ``<dir>/region-<subtask>.log``."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def create_writer(self, context):
-        return _ProgressWriter(Path(self.directory) / f"region-{context.subtask_index}.log", context.attempt_number)
-
-
-class _ProgressWriter(SinkWriter):
-    def __init__(self, path: Path, attempt: int) -> None:
-        self.path, self.attempt = path, attempt
-
-    def write(self, batch):
-        with self.path.open("a") as f:
-            f.write(f"{self.attempt} {time.time():.3f} {batch.num_rows}\n")
-
-
-def progress(directory: Path, subtask: int) -> list[tuple[int, float, int]]:
-    path = directory / f"region-{subtask}.log"
-    if not path.exists():
-        return []
-    return [(int(a), float(t), int(n)) for a, t, n in (line.split() for line in path.read_text().splitlines())]
 
 
 def start(tmp_path: Path, strategy: str):
@@ -90,13 +63,6 @@ def start(tmp_path: Path, strategy: str):
         .uid("sink")
     )
     return env.execute_async(f"regions-{strategy}")
-
-
-def wait_for(condition, what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_a_failure_restarts_only_its_region_while_the_others_keep_emitting(tmp_path):
