@@ -60,7 +60,9 @@ class JobClient:
         on_done: Callable[[], None] | None = None,
         exception_history: Callable[[], tuple[Any, ...]] = tuple,
         attempts: Callable[[], dict[str, int]] = dict,
+        restarts: Callable[[], int] | None = None,
     ) -> None:
+        self._restarts = restarts
         self._exception_history = exception_history
         self._attempts = attempts
         self._trigger_savepoint = trigger_savepoint
@@ -114,7 +116,14 @@ class JobClient:
 
     @property
     def num_restarts(self) -> int:
-        """How many times tasks were restarted after failures (Flink's ``numRestarts``)."""
+        """How many restart attempts the job made (Flink's ``numRestarts``).
+
+        Failures that arrive while a restart is still pending are part of that
+        attempt (``exponential-delay`` merges them), so this may be lower than
+        the number of failures that restarted tasks.
+        """
+        if self._restarts is not None:
+            return self._restarts()
         return sum(1 for entry in self._exception_history() if entry.will_restart)
 
     def get_attempt_numbers(self) -> dict[str, int]:

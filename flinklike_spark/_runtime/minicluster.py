@@ -199,6 +199,7 @@ class MiniCluster:
             trigger_savepoint=job.trigger_savepoint,
             metrics=lambda: self.resource_manager.task_metrics(),
             exception_history=lambda: job.failover.handler.exception_history,
+            restarts=lambda: job.failover.handler.number_of_restarts,
             attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
             on_done=self.close if owns_cluster else None,
         )

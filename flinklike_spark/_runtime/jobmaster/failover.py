@@ -166,7 +166,7 @@ class ExecutionFailureHandler:
         self._restart = restart_strategy
         self._wall_clock = wall_clock
         self._history: list[ExceptionHistoryEntry] = []
-        self.number_of_restarts = 0
+        self.number_of_restarts = 0  # restart attempts (see RestartBackoffTimeStrategy.notify_failure)
 
     @property
     def exception_history(self) -> tuple[ExceptionHistoryEntry, ...]:
@@ -187,12 +187,13 @@ class ExecutionFailureHandler:
                 task: str | None, global_failure: bool) -> FailureHandlingResult:  # fmt: skip
         if is_non_recoverable(cause):
             return self._record(cause, task, global_failure, reason="the failure is not recoverable")
-        self._restart.notify_failure(cause)
+        new_attempt = self._restart.notify_failure(cause)
         if not self._restart.can_restart():
             result = self._record(cause, task, global_failure, reason="")
             reason = f"recovery is suppressed by {self._restart!r}; failures so far:\n{self.history_summary()}"
             return dataclasses.replace(result, reason=reason)
-        self.number_of_restarts += 1
+        if new_attempt:  # Flink's numRestarts: failures merged into a pending attempt do not count
+            self.number_of_restarts += 1
         vertices = restart_set()
         return self._record(cause, task, global_failure, vertices=vertices, delay=self._restart.backoff_time)
 

@@ -190,3 +190,19 @@ def test_global_failure_restarts_everything():
     result = handler.get_global_failure_handling_result(RuntimeError("restore failed"))
     assert result.global_failure and len(result.vertices_to_restart) == 4
     assert handler.exception_history[0].task is None
+
+
+def test_failures_merged_into_a_pending_exponential_delay_attempt_are_not_new_restarts():
+    from flinklike_spark._runtime.jobmaster.restart_strategy import ExponentialDelayConfig
+
+    now = [0.0]
+    graph = execution_graph({"a": 2}, [])
+    config = ExponentialDelayConfig(initial_backoff=timedelta(seconds=1), jitter_factor=0.0)
+    handler = ExecutionFailureHandler(
+        graph, create_failover_strategy("region", graph), create_restart_strategy(config, clock=lambda: now[0])
+    )
+    assert handler.get_failure_handling_result(vid("a", 0), ERROR).can_restart
+    now[0] = 0.5
+    merged = handler.get_failure_handling_result(vid("a", 1), ERROR)
+    assert merged.can_restart and merged.restart_delay == timedelta(seconds=0.5)
+    assert handler.number_of_restarts == 1 and len(handler.exception_history) == 2
