@@ -317,3 +317,40 @@ def test_a_restore_point_that_cannot_be_restored_fails_the_job_at_once(tmp_path)
         if not client.done():
             client.cancel()
     assert_no_task_executor_left()
+
+
+class SlowToRestart(FailsOnceInSubtaskZero):
+    """...and its restarted attempt takes 3 s to initialize, so the test can strike while it deploys."""
+
+    def open(self, runtime_context):
+        super().open(runtime_context)
+        if self.attempt == 1:
+            time.sleep(3)
+
+
+def test_a_task_executor_dying_while_the_restarted_tasks_deploy_is_one_more_restart():
+    env = keyed_env()
+    (
+        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, rows_per_second=400,
+                                       batch_size=20), name="seq")  # fmt: skip
+        .rebalance()
+        .map(SlowToRestart())
+        .key_by("key")
+        .map(lambda row: row)
+        .sink_to(CollectSink("out"))
+    )
+    client = env.execute_async("dies while deploying")
+    try:
+        wait_for(lambda: client.get_exception_history(), "the first failure")
+        wait_for(lambda: set(client.get_attempt_numbers().values()) == {1}, "the restart's new attempts")
+        time.sleep(1.0)  # inside the restarted maps' 3 s open()
+        task_executor_processes()[0].send_signal(signal.SIGKILL)
+        rows = CollectSink.rows(client.wait(180))
+    finally:
+        if not client.done():
+            client.cancel()
+    assert {(r["key"], r["seq"]) for r in rows} == {(k, s) for k in range(NUM_KEYS) for s in range(RECORDS_PER_KEY)}
+    history = client.get_exception_history()
+    assert len(history) >= 2 and "first failure" in str(history[0].root_cause)
+    assert set(client.get_attempt_numbers().values()) == {2}
+    assert_no_task_executor_left()
