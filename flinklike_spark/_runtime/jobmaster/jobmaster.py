@@ -60,10 +60,10 @@ from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpointInfo
 from flinklike_spark._runtime.jobmaster.failover import ExecutionFailureHandler, create_failover_strategy
 from flinklike_spark._runtime.jobmaster.failover_coordinator import FailoverCoordinator
-from flinklike_spark._runtime.jobmaster.restart_strategy import create_restart_strategy, restart_strategy_config
 from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
 from flinklike_spark._runtime.jobmaster.recovery import check_compatible, resolve_recovery_path
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager, SlotInfo
+from flinklike_spark._runtime.jobmaster.restart_strategy import create_restart_strategy, restart_strategy_config
 from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
 from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
