@@ -31,7 +31,7 @@ from flinklike_spark._runtime.graph.execution_state import ExecutionState, trans
 from flinklike_spark._runtime.network.input_gate import InputGate, LocalInputChannel
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partitioner import create_channel_selector
-from flinklike_spark._runtime.network.remote_channel import RemoteInputChannel
+from flinklike_spark._runtime.network.remote_input_channel import RemoteInputChannel
 from flinklike_spark._runtime.network.result_partition import ResultPartition
 from flinklike_spark._runtime.state_machine import StateMachine
 from flinklike_spark._runtime.streaming.operators import OperatorContext
