@@ -25,8 +25,10 @@ from flinklike_spark.errors import (
     FlinklikeError,
     JobCancelledError,
     JobExecutionError,
+    NonRecoverableError,
     RemoteTaskError,
     SchemaMismatchError,
+    mark_non_recoverable,
 )
 from flinklike_spark.execution_options import CheckpointConfig, RuntimeExecutionMode
 from flinklike_spark.functions import (
@@ -100,6 +102,7 @@ __all__ = [
     "MapStateDescriptor",
     "OutputTag",
     "ProcessAllWindowFunction",
+    "NonRecoverableError",
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReadResult",
@@ -127,4 +130,5 @@ __all__ = [
     "ValueStateDescriptor",
     "WatermarkStrategy",
     "WindowFunction",
+    "mark_non_recoverable",
 ]

@@ -97,10 +97,22 @@ class ProgressReporter:
         backpressured = sum(m.get("backpressured_seconds", 0) for m in metrics.values()) / uptime
         return records_in, records_out, backpressured
 
+    def _report_failures(self, seen: int) -> int:
+        """Print every failure not printed yet (one line each, also on a terminal); return how many there are."""
+        history = self._client.get_exception_history()
+        for entry in history[seen:]:
+            first = str(entry.root_cause).splitlines()[0] if str(entry.root_cause) else type(entry.root_cause).__name__
+            what = f"restarting {len(entry.restarted)} tasks" if entry.will_restart else "not restarting"
+            line = f"job {self._client.job_id[:8]} {entry.task or 'global failure'} failed: {first}; {what}"
+            self._stream.write(("\r\033[K" + line + "\n") if self._tty else line + "\n")
+        return len(history)
+
     def _run(self) -> None:
         last_in, last_out, last_time = 0.0, 0.0, time.monotonic()
+        failures = 0
         while not self._stop.wait(self._interval) and not self._client.done():
             try:
+                failures = self._report_failures(failures)
                 records_in, records_out, backpressured = self.summarize(self._client.task_metrics())
             except Exception:  # noqa: BLE001 - progress is best effort
                 continue
@@ -111,7 +123,7 @@ class ProgressReporter:
             line = (
                 f"job {self._client.job_id[:8]} {self._client.get_job_status().name}: "
                 f"in {records_in:,.0f} ({rate_in:,.0f}/s), out {records_out:,.0f} ({rate_out:,.0f}/s), "
-                f"backpressured {backpressured:.0%}"
+                f"backpressured {backpressured:.0%}, restarts {self._client.num_restarts}"
             )
             self._stream.write("\r\033[K" + line if self._tty else line + "\n")
             self._stream.flush()

@@ -184,6 +184,19 @@ def _choice_parser(*choices: str) -> Callable[..., str]:
     return parse
 
 
+def _parse_float(value: object, *, key: str) -> float:
+    if isinstance(value, bool):
+        raise ConfigurationError(f"{key}: expected a number, got {value!r}")
+    try:
+        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+    except ValueError:
+        raise ConfigurationError(f"{key}: expected a number, got {value!r}") from None
+
+
+RESTART_STRATEGY_TYPES = ("none", "off", "disable", "fixed-delay", "fixeddelay", "failure-rate", "failurerate",
+                          "exponential-delay", "exponentialdelay")  # fmt: skip
+
+
 def _parse_optional_str(value: object, *, key: str) -> str | None:
     return None if value is None or str(value) == "" else str(value)
 
@@ -339,8 +352,31 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("slot.request.timeout", timedelta(minutes=5), _duration, "How long a slot request may wait.", _MS),
         _opt("taskmanager.slot.timeout", timedelta(seconds=10), _duration,
              "Timeout of an allocated but inactive slot.", _MS),
-        _opt("restart-strategy.type", "none", _choice_parser("none", "disable", "off"),
-             "Restart strategy; failover arrives with the failover coordinator."),
+        # -- failover (restart_strategy.py / failover.py parse these into typed configs) --
+        _opt("restart-strategy.type", None, _choice_parser(*RESTART_STRATEGY_TYPES),
+             "none/off/disable, fixed-delay, failure-rate or exponential-delay; unset: exponential-delay "
+             "with checkpointing, else none.", optional=True),
+        _opt("restart-strategy.fixed-delay.attempts", 1, _parse_int, "Restarts before the job fails.", 0),
+        _opt("restart-strategy.fixed-delay.delay", timedelta(seconds=1), _duration, "Delay between restarts.", _ZERO),
+        _opt("restart-strategy.failure-rate.max-failures-per-interval", 1, _parse_int,
+             "Failures tolerated within one interval.", 1),
+        _opt("restart-strategy.failure-rate.failure-rate-interval", timedelta(minutes=1), _duration,
+             "The failure-rate window.", _MS),
+        _opt("restart-strategy.failure-rate.delay", timedelta(seconds=1), _duration, "Delay between restarts.", _ZERO),
+        _opt("restart-strategy.exponential-delay.initial-backoff", timedelta(seconds=1), _duration,
+             "First restart delay.", _MS),
+        _opt("restart-strategy.exponential-delay.max-backoff", timedelta(minutes=1), _duration,
+             "Largest restart delay.", _MS),
+        _opt("restart-strategy.exponential-delay.backoff-multiplier", 1.5, _parse_float,
+             "Delay growth per restart.", 1.0, 1_000.0),
+        _opt("restart-strategy.exponential-delay.reset-backoff-threshold", timedelta(hours=1), _duration,
+             "Failure-free time after which the delay resets.", _MS),
+        _opt("restart-strategy.exponential-delay.jitter-factor", 0.1, _parse_float,
+             "Random +-share of the delay.", 0.0, 1.0),
+        _opt("restart-strategy.exponential-delay.attempts-before-reset-backoff", 2**31 - 1, _parse_int,
+             "Restarts before the job fails, counted since the last backoff reset.", 1),
+        _opt("jobmanager.execution.failover-strategy", "region", _choice_parser("region", "full"),
+             "region: restart the failed task's pipelined region and its consumers; full: every task."),
         _opt("execution.checkpointing.interval", None, _duration,
              "Checkpoint interval; unset disables periodic checkpoints (Flink's minimum is 10 ms).",
              MIN_CHECKPOINT_TIME, optional=True),

@@ -35,6 +35,9 @@ __all__ = [
     "JobNotRunningError",
     "MalformedRecordError",
     "NetworkError",
+    "NoResourceAvailableError",
+    "NonRecoverableError",
+    "NonRecoverableTaskError",
     "PartitionNotFoundError",
     "ProducerFailedError",
     "RemoteTaskError",
@@ -46,6 +49,8 @@ __all__ = [
     "SlotNotFoundError",
     "StaleDeploymentError",
     "TaskExecutorLostError",
+    "is_non_recoverable",
+    "mark_non_recoverable",
 ]
 
 
@@ -399,3 +404,62 @@ class RpcTimeoutError(BrokenChannelError, TimeoutError):
     A :class:`BrokenChannelError`, so callers that treat an unresponsive peer
     like a dead one (heartbeats) need no extra case.
     """
+
+
+# -- failover: which failures must not be retried --------------------------------------------------
+
+_NON_RECOVERABLE = "__flinklike_non_recoverable__"
+
+
+class NonRecoverableError(FlinklikeError):
+    """Raise this (or a subclass) from user code to fail the job at once, whatever the restart strategy.
+
+    Flink's ``SuppressRestartsException`` / ``ThrowableType.NonRecoverableError``.
+    For exception types of your own, use :func:`mark_non_recoverable`.
+    """
+
+
+setattr(NonRecoverableError, _NON_RECOVERABLE, True)
+
+
+def mark_non_recoverable(exception_type: type[BaseException]) -> type[BaseException]:
+    """Class decorator: failures raising ``exception_type`` (or a subclass) are never restarted."""
+    setattr(exception_type, _NON_RECOVERABLE, True)
+    return exception_type
+
+
+def is_non_recoverable(exc: BaseException) -> bool:
+    """True if ``exc`` or any exception in its cause/context chain is of a type marked non-recoverable."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if getattr(type(exc), _NON_RECOVERABLE, False):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class NonRecoverableTaskError(RemoteTaskError):
+    """A :class:`RemoteTaskError` whose original exception was marked non-recoverable."""
+
+    def __reduce__(self):
+        return (
+            _rebuild_non_recoverable_task_error,
+            (self.args[0] if self.args else "", self.task_name, self.exception_type, self.remote_traceback),
+        )
+
+
+setattr(NonRecoverableTaskError, _NON_RECOVERABLE, True)
+
+
+def _rebuild_non_recoverable_task_error(message, task_name, exception_type, remote_traceback):
+    return NonRecoverableTaskError(
+        message, task_name=task_name, exception_type=exception_type, remote_traceback=remote_traceback
+    )
+
+
+class NoResourceAvailableError(SlotAllocationError):
+    """No slot became available within ``slot.request.timeout``; the job fails without restarting."""
+
+
+setattr(NoResourceAvailableError, _NON_RECOVERABLE, True)

@@ -74,7 +74,13 @@ class JobClient:
         metrics: Callable[[], dict[str, dict[str, float]]],
         trigger_savepoint: Callable[[], concurrent.futures.Future],
         on_done: Callable[[], None] | None = None,
+        exception_history: Callable[[], tuple[Any, ...]] = tuple,
+        attempts: Callable[[], dict[str, int]] = dict,
+        restarts: Callable[[], int] | None = None,
     ) -> None:
+        self._restarts = restarts
+        self._exception_history = exception_history
+        self._attempts = attempts
         self._trigger_savepoint = trigger_savepoint
         self.job_id = job_id
         self._result = result
@@ -163,6 +169,33 @@ class JobClient:
     def task_metrics(self) -> dict[str, dict[str, float]]:
         """Latest per-task counters (records in/out, backpressured and idle seconds)."""
         return self._metrics()
+
+    def get_exception_history(self) -> tuple[Any, ...]:
+        """Every failure of the job so far, oldest first (Flink's exception history).
+
+        Each entry has ``timestamp`` (UTC datetime), ``root_cause`` (the
+        exception; a task's is a RemoteTaskError with its traceback), ``task``
+        (``"<name> (<i>/<n>)#<attempt>"``, None for a global failure),
+        ``restarted`` (the subtasks restarted for it, ``"<vertex>-<subtask>"``)
+        and ``will_restart`` (False for the failure that failed the job).
+        """
+        return self._exception_history()
+
+    @property
+    def num_restarts(self) -> int:
+        """How many restart attempts the job made (Flink's ``numRestarts``).
+
+        Failures that arrive while a restart is still pending are part of that
+        attempt (``exponential-delay`` merges them), so this may be lower than
+        the number of failures that restarted tasks.
+        """
+        if self._restarts is not None:
+            return self._restarts()
+        return sum(1 for entry in self._exception_history() if entry.will_restart)
+
+    def get_attempt_numbers(self) -> dict[str, int]:
+        """``"<vertex>-<subtask>" -> current attempt number`` (0 until the subtask first restarts)."""
+        return self._attempts()
 
     def done(self) -> bool:
         return self._result.done()

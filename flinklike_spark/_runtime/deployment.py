@@ -126,4 +126,3 @@ class TaskExecutionState:
     error: BaseException | None = None
     accumulators: dict[str, Any] = dataclasses.field(default_factory=dict)
     committables: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # sink uid -> final committables
-    metrics: dict[str, float] = dataclasses.field(default_factory=dict)

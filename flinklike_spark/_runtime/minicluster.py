@@ -10,7 +10,9 @@ A child that exits unexpectedly, or stops heartbeating for
 ``heartbeat.timeout``, is reported lost to the running jobs, and a child
 declared lost is killed: like a worker that Flink's ResourceManager released,
 a frozen TaskExecutor must not come back and write for a job that has moved
-on, and closing the cluster must not wait for it.
+on, and closing the cluster must not wait for it. A replacement process is
+started for every lost one (a standalone cluster's process supervisor would do
+the same), so restarted tasks find slots again within ``slot.request.timeout``.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class MiniCluster:
         self._thread_executors: dict[str, TaskExecutor] = {}
         self._jobs: dict[str, JobMaster] = {}
         self._closed = threading.Event()
+        self._spawn_lock = threading.Lock()  # close() never misses a replacement started meanwhile
         self._monitor = threading.Thread(target=self._monitor_processes, name="minicluster-monitor", daemon=True)
 
     def __enter__(self) -> MiniCluster:
@@ -143,12 +146,29 @@ class MiniCluster:
                 if reason is not None:
                     reported.add(resource_id)
                     self.resource_manager.task_executor_lost(resource_id, reason)
+                    self._replace(resource_id)
+
+    def _replace(self, lost: str) -> None:
+        """Start a new TaskExecutor process for one that died (monitor thread)."""
+        with self._spawn_lock:
+            if self._closed.is_set():
+                return
+            dead = self._processes.pop(lost)
+            if dead.stdin is not None:
+                dead.stdin.close()
+            resource_id = f"taskmanager-{uuid.uuid4().hex[:6]}"
+            log.warning("TaskExecutor %s is gone; starting %s in its place", lost, resource_id)
+            try:
+                self._spawn(resource_id)
+            except Exception:  # noqa: BLE001 - jobs then fail on slot.request.timeout, naming the shortage
+                log.exception("could not start a replacement TaskExecutor for %s", lost)
 
     def task_executor_lost(self, resource_id: str, reason: str) -> None:
-        """Loss listener (main thread): kill the process of a TaskExecutor declared lost."""
+        """Loss listener (main thread): kill the process of a TaskExecutor declared lost, so that the
+        monitor starts a replacement."""
         process = self._processes.get(resource_id)
         if process is not None and process.poll() is None:
-            log.warning("killing TaskExecutor %s (pid %d), declared lost: %s", resource_id, process.pid, reason)
+            log.warning("killing unresponsive TaskExecutor %s (pid %d): %s", resource_id, process.pid, reason)
             process.kill()
 
     # -- RPC handlers (Flight threads): post to the main thread ------------------------------
@@ -158,8 +178,8 @@ class MiniCluster:
         return True
 
     def _on_heartbeat(self, payload) -> bool:
-        resource_id, metrics = payload
-        return self.resource_manager.heartbeat(resource_id, metrics)
+        resource_id, slot_report = payload
+        return self.resource_manager.heartbeat(resource_id, slot_report)
 
     def _on_task_state(self, state) -> bool:
         job = self._jobs.get(state.job_id)
@@ -190,14 +210,18 @@ class MiniCluster:
             cancel=job.cancel,
             trigger_savepoint=job.trigger_savepoint,
             metrics=lambda: self.resource_manager.task_metrics(),
+            exception_history=lambda: job.failover.handler.exception_history,
+            restarts=lambda: job.failover.handler.number_of_restarts,
+            attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
             on_done=self.close if owns_cluster else None,
         )
 
     def close(self) -> None:
         """Cancel running jobs, stop every TaskExecutor, stop RPC. Idempotent."""
-        if self._closed.is_set():
-            return
-        self._closed.set()
+        with self._spawn_lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
         for job in self._jobs.values():
             job.cancel()
         for job in self._jobs.values():

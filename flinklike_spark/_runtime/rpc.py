@@ -7,7 +7,9 @@ runs exactly one :class:`FlightNode`: a ``pyarrow.flight`` server that serves
   registered with :meth:`FlightNode.register_handler`, the body is the
   cloudpickled payload, the single result is the cloudpickled outcome; and
 * data streams as Flight ``DoExchange`` calls, when the node was given a
-  ``partition_manager`` (see :mod:`flinklike_spark._runtime.network.remote_channel`).
+  ``data_server`` (a
+  :class:`~flinklike_spark._runtime.network.partition_server.PartitionRequestServer`;
+  the node does not import the data plane).
 
 :class:`RpcClient` is the matching client.
 
@@ -40,7 +42,7 @@ import socket
 import threading
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import cloudpickle
 import pyarrow as pa
@@ -56,11 +58,8 @@ from flinklike_spark.errors import (
 )
 from flinklike_spark._runtime import serialization
 
-if TYPE_CHECKING:
-    from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
-    from flinklike_spark._runtime.network.remote_channel import PartitionRequestServer
-
 __all__ = [
+    "DataServer",
     "FlightNode",
     "Handler",
     "RpcClient",
@@ -166,8 +165,16 @@ class _FlightService(flight.FlightServerBase):
     def do_exchange(self, context, descriptor, reader, writer):
         server = self._node._data_server
         if server is None:
-            raise flight.FlightServerError("this node serves no result partitions (no partition_manager)")
+            raise flight.FlightServerError("this node serves no result partitions (no data_server)")
         server.serve(context, descriptor, reader, writer)
+
+
+class DataServer(Protocol):
+    """What a :class:`FlightNode` hands ``DoExchange`` calls to (after authentication)."""
+
+    def serve(self, context, descriptor: flight.FlightDescriptor, reader, writer) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class FlightNode:
@@ -175,8 +182,8 @@ class FlightNode:
 
     Args:
         secret: the per-cluster secret (at least 16 bytes, see :func:`generate_secret`).
-        partition_manager: if given, consumers in other processes read this
-            process's result partitions through ``DoExchange``.
+        data_server: if given, it serves ``DoExchange`` calls: consumers in
+            other processes read this process's result partitions through it.
         host: interface to bind. ``"0.0.0.0"``/``"::"`` bind every interface and
             advertise this host's name in :attr:`address`.
         port: TCP port; 0 picks a free one.
@@ -194,7 +201,7 @@ class FlightNode:
         self,
         secret: bytes,
         *,
-        partition_manager: ResultPartitionManager | None = None,
+        data_server: DataServer | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -205,11 +212,7 @@ class FlightNode:
         self._handlers: dict[str, Handler] = {}
         self._server: _FlightService | None = None
         self._shut_down = False
-        self._data_server: PartitionRequestServer | None = None
-        if partition_manager is not None:
-            from flinklike_spark._runtime.network.remote_channel import PartitionRequestServer
-
-            self._data_server = PartitionRequestServer(partition_manager)
+        self._data_server = data_server
 
     def __repr__(self) -> str:
         state = "shut down" if self._shut_down else ("serving" if self._server is not None else "created")

@@ -93,6 +93,7 @@ class _Pending:
     )
     timeout: Any = None
     committing: bool = False
+    commit: concurrent.futures.Future[None] | None = None  # the storage commit, once all acknowledged
 
 
 class CheckpointCoordinator:
@@ -181,15 +182,16 @@ class CheckpointCoordinator:
 
     def _run_storage(
         self, fn: Callable[..., Any], *args: Any, then: Callable[[concurrent.futures.Future], None] | None = None
-    ) -> None:
+    ) -> concurrent.futures.Future | None:
         """Run ``fn(*args)`` on the storage thread, then ``then(future)`` on the main thread.
 
         Counted until ``then`` ran, so :meth:`stop`'s future waits for it. Once
-        drained, nothing new starts.
+        drained, nothing new starts (returns None). Returns the storage
+        thread's future, which completes without the main thread.
         """
         if self._drained is not None and self._drained.done():
             log.debug("checkpoint storage of job %s is drained; dropping %s", self._graph.job_id, fn)
-            return
+            return None
         self._storage_ops += 1
 
         def in_main_thread(future: concurrent.futures.Future) -> None:
@@ -202,7 +204,9 @@ class CheckpointCoordinator:
             finally:
                 self._maybe_drained()
 
-        self._io.submit(fn, *args).add_done_callback(lambda f: self._post(lambda: in_main_thread(f)))
+        future = self._io.submit(fn, *args)
+        future.add_done_callback(lambda f: self._post(lambda: in_main_thread(f)))
+        return future
 
     def _post(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the main thread; from a callback of another thread's future."""
@@ -210,6 +214,41 @@ class CheckpointCoordinator:
             self._main.execute(fn)
         except RuntimeError:  # the main thread is gone: the cluster closed; the job is over
             log.debug("checkpoint coordinator of job %s: %s came after shutdown", self._graph.job_id, fn)
+
+    # -- failover (called by the FailoverCoordinator) -------------------------------------------
+
+    def abort_pending(self, reason: str) -> None:
+        """Abort the pending checkpoints that still wait for acknowledgements (a task failed).
+
+        Not counted as checkpoint failures. Checkpoints whose commit already
+        started are left to finish: :meth:`latest_restore_point` waits for them.
+        Periodic triggering goes on; it resumes once every task runs again.
+        """
+        for pending in [p for p in self._pending.values() if not p.committing]:
+            self._abort(pending, reason, counts=False, quiet=True)
+
+    def latest_restore_point(self, *, wait: timedelta) -> int | None:
+        """The id of the newest checkpoint or savepoint of this job that completed, or None.
+
+        Blocks up to ``wait`` for commits in flight: a checkpoint whose
+        ``checkpoints`` row is being written while tasks restart must either be
+        the restore point or never complete; restoring an older one would let
+        the restarted sinks write again what that checkpoint's sinks commit.
+        """
+        ids = [c.checkpoint_id for c in self.completed]
+        for pending in list(self._pending.values()):
+            if pending.commit is None:
+                continue
+            try:
+                pending.commit.result(wait.total_seconds())
+            except TimeoutError:
+                raise CheckpointFailedError(
+                    f"checkpoint {pending.checkpoint_id} is still committing after {wait}; cannot choose a restore point"
+                ) from None
+            except Exception:  # noqa: BLE001 - a failed commit is not a restore point
+                continue
+            ids.append(pending.checkpoint_id)
+        return max(ids, default=None)
 
     def _periodic_trigger(self) -> None:
         if self._stopped:
@@ -354,7 +393,7 @@ class CheckpointCoordinator:
                     time.sleep(0.05 * (attempt + 1))
 
         duration = timedelta(seconds=time.monotonic() - pending.started)
-        self._run_storage(commit, then=lambda f: self._committed(pending, mode, duration, f))
+        pending.commit = self._run_storage(commit, then=lambda f: self._committed(pending, mode, duration, f))
 
     def _is_durable(self, job_id: str, checkpoint_id: int) -> bool:
         """True if the ``checkpoints`` table holds the completion row of ``checkpoint_id`` (storage thread)."""

@@ -9,8 +9,10 @@ plugs into the scheduler:
 * a :class:`RpcTaskDeployer` that turns an execution into a
   :class:`TaskDeploymentDescriptor` (partition ids, producer addresses,
   source splits) and submits it over RPC;
-* the failure listener: with ``restart-strategy.type: none`` any task failure
-  fails the job (restarts are the failover coordinator's job).
+* the failure listener: every task failure goes to the
+  :class:`FailoverCoordinator` (``failover_coordinator.py``), which restarts
+  the failed region (or everything) after the restart strategy's backoff, or
+  fails the job.
 
 Root cause: when a TaskExecutor dies, a consumer on another one may report
 its broken connection before the death is detected. A failed job whose cause
@@ -65,6 +67,8 @@ from flinklike_spark._runtime.graph.execution_graph import (
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpointInfo
+from flinklike_spark._runtime.jobmaster.failover import ExecutionFailureHandler, create_failover_strategy
+from flinklike_spark._runtime.jobmaster.failover_coordinator import FailoverCoordinator
 from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
 from flinklike_spark._runtime.jobmaster.recovery import (
     check_committed_sink_output,
@@ -73,6 +77,7 @@ from flinklike_spark._runtime.jobmaster.recovery import (
     resolve_recovery_path,
 )
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager, SlotInfo
+from flinklike_spark._runtime.jobmaster.restart_strategy import create_restart_strategy, restart_strategy_config
 from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
 from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
@@ -124,7 +129,7 @@ class SharedSlotAllocator:
         for vertex_id in requests:
             index = vertex_id.subtask_index
             shared = self._shared.get(index)
-            if shared is None or (shared.future.done() and shared.future.exception() is not None):
+            if shared is None or not self._usable(shared.future):
                 allocation_id = f"{self._job_id}/slot-{index}-{uuid.uuid4().hex[:8]}"
                 shared = self._shared[index] = _SharedSlot(self._rm.allocate(self._job_id, index, allocation_id))
             shared.users.add(vertex_id)
@@ -132,7 +137,7 @@ class SharedSlotAllocator:
             self._requests[vertex_id] = logical
 
             def complete(physical: concurrent.futures.Future, vertex_id=vertex_id, logical=logical) -> None:
-                if logical.done():
+                if logical.done() or physical.cancelled():
                     return
                 error = physical.exception()
                 if error is not None:
@@ -143,6 +148,14 @@ class SharedSlotAllocator:
             shared.future.add_done_callback(complete)
             result[vertex_id] = logical
         return result
+
+    def _usable(self, physical: concurrent.futures.Future[SlotInfo]) -> bool:
+        """A shared slot is reused unless its request failed or its TaskExecutor was lost."""
+        if not physical.done():
+            return True
+        if physical.cancelled() or physical.exception() is not None:
+            return False
+        return self._rm.is_registered(physical.result().resource_id)
 
     def cancel(self, vertex_id: ExecutionVertexID) -> None:
         logical = self._requests.pop(vertex_id, None)
@@ -163,9 +176,11 @@ class SharedSlotAllocator:
         if shared.users:
             return
         del self._shared[index]
+        if shared.future.cancel():  # still waiting for a slot: withdraw the request
+            return
 
         def give_back(physical: concurrent.futures.Future) -> None:
-            if physical.exception() is None:
+            if not physical.cancelled() and physical.exception() is None:
                 self._rm.release(physical.result())
 
         shared.future.add_done_callback(give_back)
@@ -192,7 +207,14 @@ class RpcTaskDeployer:
         self._checkpointing = checkpointing
         self._restore = restore
         self._lineage_id = lineage_id
+        self._restore_by_vertex: dict[ExecutionVertexID, RestoreDeployment | None] = {}
+        self._submissions: dict[ExecutionAttemptID, concurrent.futures.Future[None]] = {}
         self._splits: dict[str, list[list[Any]]] = {}
+
+    def set_restore(self, vertex_ids: list[ExecutionVertexID], restore: RestoreDeployment | None) -> None:
+        """Restarted vertices start from ``restore`` (None: from scratch) instead of the job's initial one."""
+        for vertex_id in vertex_ids:
+            self._restore_by_vertex[vertex_id] = restore
 
     def partition_id(self, partition: IntermediateResultPartitionID) -> str:
         """The network id of a producer's partition: job, producer *attempt* and output index.
@@ -245,6 +267,7 @@ class RpcTaskDeployer:
             )
             for spec in self._graph.result_partitions(vertex_id)
         )
+        restore = self._restore_by_vertex.get(vertex_id, self._restore)
         return TaskDeploymentDescriptor(
             job_id=self._graph.job_id,
             job_name=self._graph.job_name,
@@ -263,8 +286,8 @@ class RpcTaskDeployer:
             config=self._config,
             checkpointing=self._checkpointing,
             lineage_id=self._lineage_id,
-            restore=None if self._restore is None else dataclasses.replace(
-                self._restore,
+            restore=None if restore is None else dataclasses.replace(
+                restore,
                 gates=tuple(
                     RestoreGate(
                         producer_vertex_id=gate.producer_job_vertex_id,
@@ -282,7 +305,10 @@ class RpcTaskDeployer:
             future: concurrent.futures.Future[None] = concurrent.futures.Future()
             future.set_exception(exc)
             return future
-        return self._rm.call_async(slot.resource_id, "submit_task", tdd)
+        submitted = self._rm.call_async(slot.resource_id, "submit_task", tdd)
+        self._submissions[execution.attempt_id] = submitted
+        submitted.add_done_callback(lambda _f: self._submissions.pop(execution.attempt_id, None))
+        return submitted
 
     def cancel(self, execution: Execution) -> None:
         slot: LogicalSlot | None = execution.assigned_slot
@@ -290,6 +316,16 @@ class RpcTaskDeployer:
         if slot is None:
             self._on_cancel_unacknowledged(attempt)
             return
+        submitted = self._submissions.get(attempt)
+        if submitted is not None and not submitted.done():
+            # A cancel overtaking the submission would find no task, and the task would then run
+            # unseen in a slot the JobMaster believes free: cancel once the submission is answered.
+            submitted.add_done_callback(lambda _f: self._cancel_submitted(execution, slot))
+            return
+        self._cancel_submitted(execution, slot)
+
+    def _cancel_submitted(self, execution: Execution, slot: LogicalSlot) -> None:
+        attempt = execution.attempt_id
         future = self._rm.call_async(slot.resource_id, "cancel_task", attempt.full_id)
 
         def done(f: concurrent.futures.Future) -> None:
@@ -393,6 +429,18 @@ class JobMaster:
             main_thread=main_thread,
             failure_listener=self,
         )
+        self.failover = FailoverCoordinator(
+            graph=self.graph,
+            scheduler=self.scheduler,
+            handler=ExecutionFailureHandler(
+                self.graph,
+                create_failover_strategy(config.get("jobmanager.execution.failover-strategy"), self.graph),
+                create_restart_strategy(restart_strategy_config(config)),
+            ),
+            checkpoints=self.checkpoints,
+            set_restore=self._deployer.set_restore,
+            initial_restore=restore,
+        )
 
     @property
     def job_id(self) -> str:
@@ -484,11 +532,8 @@ class JobMaster:
     # -- failure listener ------------------------------------------------------------------------
 
     def on_task_failure(self, execution: Execution, cause: BaseException) -> None:
-        """``restart-strategy.type: none``: any task failure fails the whole job."""
-        if self.checkpoints is not None:
-            self.checkpoints.stop(f"task {execution.attempt_id} failed")
-        log.error("task %s failed; failing job %s (restart-strategy.type: none)", execution.attempt_id, self.job_id)
-        self.scheduler.fail_job(cause)
+        """A task failed: the failover coordinator restarts its region (or everything) or fails the job."""
+        self.failover.on_task_failure(execution, cause)
 
     # -- internals (main thread) -----------------------------------------------------------------
 
@@ -568,7 +613,8 @@ class JobMaster:
             self.result.set_exception(JobCancelledError(f"job {name!r} ({job_id}) was cancelled", job_id=job_id))
         else:
             cause = self._root_cause(self.scheduler.job_failure_cause)
-            error = JobExecutionError(f"job {name!r} ({job_id}) failed: {cause}", job_id=job_id)
+            reason = f"\n{self.failover.failure_reason}" if self.failover.failure_reason else ""
+            error = JobExecutionError(f"job {name!r} ({job_id}) failed: {cause}{reason}", job_id=job_id)
             error.__cause__ = cause
             self.result.set_exception(error)
         self._terminated.set()

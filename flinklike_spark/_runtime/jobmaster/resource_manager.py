@@ -4,6 +4,14 @@ Registration, heartbeats and losses arrive on RPC threads; the sets they change
 are guarded by a lock, and job listeners are notified on the JobMaster's main
 thread. RPC calls to TaskExecutors go through a small I/O pool so the main
 thread never blocks on the network.
+
+Slot requests that find no free slot wait (in arrival order) until a slot is
+released or a (replacement) TaskExecutor registers, at most
+``slot.request.timeout``; then they fail with
+:class:`~flinklike_spark.errors.NoResourceAvailableError`. A request the
+cluster could never serve (more slots than its configured size) fails at once.
+A slot's ``request_slot`` RPC waits for an earlier ``free_slot`` of the same
+slot, so a restarted task never races its predecessor's release.
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from flinklike_spark.config import Configuration
-from flinklike_spark.errors import SlotAllocationError
+from flinklike_spark.errors import NoResourceAvailableError, SlotAllocationError
 from flinklike_spark._runtime.rpc import RpcClient
+from flinklike_spark._runtime.taskexecutor.slot_table import SlotReport
 
 __all__ = ["LivenessProbe", "RegisteredTaskExecutor", "ResourceManager", "SlotInfo", "TaskExecutorLossListener"]
 
@@ -44,6 +53,19 @@ class RegisteredTaskExecutor:
     pid: int
     gateway: RpcClient
     last_heartbeat: float
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _SlotRequest:
+    job_id: str
+    preferred: int
+    allocation_id: str
+    future: concurrent.futures.Future[SlotInfo]
+    timeout: Any = None
+
+
+# How long a slot request waits for the same slot's earlier free_slot RPC.
+_FREE_WAIT = 10.0
 
 
 class TaskExecutorLossListener(Protocol):
@@ -77,6 +99,8 @@ class ResourceManager:
         self._executors: dict[str, RegisteredTaskExecutor] = {}
         self._allocated: dict[tuple[str, int], str] = {}  # (resource id, slot index) -> allocation id
         self._listeners: list[TaskExecutorLossListener] = []
+        self._waiting: list[_SlotRequest] = []  # slot requests waiting for a free slot, oldest first
+        self._freeing: dict[tuple[str, int], concurrent.futures.Future] = {}  # free_slot RPCs in flight
         self.io = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="jm-io")
 
     # -- membership ---------------------------------------------------------------------------
@@ -93,8 +117,13 @@ class ResourceManager:
                 last_heartbeat=time.monotonic(),
             )
             self._lock.notify_all()
+        self._serve_waiting()
         log.info("TaskExecutor %s registered (%d slots, pid %d)", registration.resource_id, registration.num_slots,
                  registration.pid)  # fmt: skip
+
+    def is_registered(self, resource_id: str) -> bool:
+        with self._lock:
+            return resource_id in self._executors
 
     def num_registered(self) -> int:
         with self._lock:
@@ -104,13 +133,25 @@ class ResourceManager:
         with self._lock:
             return self._lock.wait_for(lambda: len(self._executors) >= count, timeout)
 
-    def heartbeat(self, resource_id: str, metrics: dict[str, Any]) -> bool:
+    def heartbeat(self, resource_id: str, slot_report: SlotReport) -> bool:
+        """A TaskExecutor is alive; reconcile its slot report. False: it is not registered (any more).
+
+        A slot the TaskExecutor holds for an allocation this ResourceManager no
+        longer knows (its release RPC was lost, or its JobMaster's job ended)
+        is freed on the TaskExecutor. A slot this side believes allocated but
+        the report shows free may be a request still in flight, and is left.
+        """
         with self._lock:
             executor = self._executors.get(resource_id)
             if executor is None:
                 return False
             executor.last_heartbeat = time.monotonic()
-            return True
+            known = {a for (rid, _), a in self._allocated.items() if rid == resource_id}
+            orphans = [s.allocation_id for s in slot_report.slot_statuses if not s.is_free and s.allocation_id not in known]
+        for allocation_id in orphans:
+            log.info("TaskExecutor %s holds slot %s, which no job uses; freeing it", resource_id, allocation_id)
+            self.call_async(resource_id, "free_slot", allocation_id)
+        return True
 
     def add_job_listener(self, listener: TaskExecutorLossListener) -> None:
         with self._lock:
@@ -169,35 +210,109 @@ class ResourceManager:
             return self.physical_slots_locked()
 
     def allocate(self, job_id: str, preferred: int, allocation_id: str) -> concurrent.futures.Future[SlotInfo]:
-        """Allocate a free slot for ``job_id``, preferring the ``preferred``-th in interleaved order."""
+        """Allocate a slot for ``job_id``, preferring the ``preferred``-th in interleaved order.
+
+        The future fails with :class:`NoResourceAvailableError` at once if the
+        cluster's configured size cannot hold one more slot, or after
+        ``slot.request.timeout`` without a free slot. Cancelling the future
+        withdraws a waiting request.
+        """
+        future: concurrent.futures.Future[SlotInfo] = concurrent.futures.Future()
+        cluster = self._config.cluster
+        capacity = cluster.number_of_task_managers * cluster.slots_per_task_manager
         with self._lock:
+            self._waiting = [r for r in self._waiting if not r.future.done()]  # drop withdrawn requests
             slots = self.physical_slots_locked()
-            free = [s for s in slots if s not in self._allocated]
-            if not free:
-                future: concurrent.futures.Future = concurrent.futures.Future()
+            if len(self._allocated) + len(self._waiting) >= max(capacity, len(slots)):
                 future.set_exception(
-                    SlotAllocationError(
-                        f"job {job_id}: no free slot left; the cluster has {len(slots)} slots "
+                    NoResourceAvailableError(
+                        f"job {job_id}: no free slot left; the cluster has {max(capacity, len(slots))} slots "
                         f"({len(self._executors)} TaskExecutors x taskmanager.numberOfTaskSlots); raise "
                         f"local.number-taskmanager or taskmanager.numberOfTaskSlots, or lower the parallelism"
                     )
                 )
                 return future
-            choice = slots[preferred % len(slots)] if slots[preferred % len(slots)] in free else free[0]
-            self._allocated[choice] = allocation_id
-            executor = self._executors[choice[0]]
+            request = _SlotRequest(job_id=job_id, preferred=preferred, allocation_id=allocation_id, future=future)
+            self._waiting.append(request)
+        self._serve_waiting()
+        if not future.done():
+            timeout = cluster.slot_request_timeout
+            request.timeout = self._main.schedule(timeout, lambda: self._expire(request, timeout))
+        return future
+
+    def _expire(self, request: _SlotRequest, timeout) -> None:
+        with self._lock:
+            if request not in self._waiting:
+                return
+            self._waiting.remove(request)
+        if not request.future.done():
+            request.future.set_exception(
+                NoResourceAvailableError(
+                    f"job {request.job_id}: no slot became available within slot.request.timeout ({timeout}); "
+                    f"{self.num_registered()} TaskExecutors are registered"
+                )
+            )
+
+    def _serve_waiting(self) -> None:
+        """Hand free slots to waiting requests, oldest first (any thread)."""
+        served = []
+        with self._lock:
+            for request in list(self._waiting):
+                if request.future.done():  # withdrawn
+                    self._waiting.remove(request)
+                    continue
+                slots = self.physical_slots_locked()
+                free = [s for s in slots if s not in self._allocated]
+                if not free:
+                    break
+                preferred = slots[request.preferred % len(slots)]
+                choice = preferred if preferred in free else free[0]
+                self._allocated[choice] = request.allocation_id
+                self._waiting.remove(request)
+                served.append((request, choice, self._executors[choice[0]], self._freeing.get(choice)))
+        for request, choice, executor, freeing in served:
+            if request.timeout is not None:
+                request.timeout.cancel()
+            self._request_slot(request, choice, executor, freeing)
+
+    def _request_slot(self, request: _SlotRequest, choice, executor: RegisteredTaskExecutor, freeing) -> None:
         slot = SlotInfo(
             resource_id=executor.resource_id, address=executor.address, slot_index=choice[1],
-            allocation_id=allocation_id,
+            allocation_id=request.allocation_id,
         )  # fmt: skip
 
-        def request() -> SlotInfo:
-            executor.gateway.call("request_slot", (job_id, allocation_id, slot.slot_index), timeout=30.0)
-            return slot
+        def call() -> SlotInfo:
+            if freeing is not None:
+                try:
+                    freeing.result(_FREE_WAIT)
+                except Exception:  # noqa: BLE001 - the request below reports what is wrong
+                    log.debug("free_slot before %s failed", request.allocation_id, exc_info=True)
+            deadline = time.monotonic() + _FREE_WAIT
+            while True:
+                try:
+                    executor.gateway.call(
+                        "request_slot", (request.job_id, request.allocation_id, slot.slot_index), timeout=30.0
+                    )
+                    return slot
+                except SlotAllocationError:
+                    # Still RELEASING: its last cancelled task has not been removed yet.
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
 
-        future = self.io.submit(request)
-        future.add_done_callback(lambda f: f.exception() is not None and self._forget(choice, allocation_id))
-        return future
+        def done(f: concurrent.futures.Future) -> None:
+            error = f.exception()
+            if error is not None:
+                self._forget(choice, request.allocation_id)
+            if not request.future.set_running_or_notify_cancel():
+                if error is None:  # withdrawn meanwhile: give the slot back
+                    self.release(slot)
+            elif error is not None:
+                request.future.set_exception(error)
+            else:
+                request.future.set_result(slot)
+
+        self.io.submit(call).add_done_callback(done)
 
     def physical_slots_locked(self) -> list[tuple[str, int]]:
         executors = sorted(self._executors.values(), key=lambda e: e.resource_id)
@@ -208,10 +323,21 @@ class ResourceManager:
         with self._lock:
             if self._allocated.get(key) == allocation_id:
                 del self._allocated[key]
+        self._serve_waiting()
 
     def release(self, slot: SlotInfo) -> None:
-        self._forget((slot.resource_id, slot.slot_index), slot.allocation_id)
-        self.call_async(slot.resource_id, "free_slot", slot.allocation_id)
+        key = (slot.resource_id, slot.slot_index)
+        freeing = self.call_async(slot.resource_id, "free_slot", slot.allocation_id)
+        with self._lock:
+            self._freeing[key] = freeing
+
+        def forget_freeing(f: concurrent.futures.Future) -> None:
+            with self._lock:
+                if self._freeing.get(key) is f:
+                    del self._freeing[key]
+
+        freeing.add_done_callback(forget_freeing)
+        self._forget(key, slot.allocation_id)
 
     def call_async(self, resource_id: str, method: str, payload: Any = None) -> concurrent.futures.Future:
         with self._lock:

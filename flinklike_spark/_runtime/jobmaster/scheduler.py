@@ -31,6 +31,7 @@ import concurrent.futures
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any, Protocol
 
 from flinklike_spark.errors import IllegalStateTransition, SlotAllocationError, StaleDeploymentError
@@ -469,17 +470,28 @@ class DefaultScheduler:
             self._terminate(JobStatus.FAILED)
         return self._termination
 
-    def restart_vertices(self, vertex_ids: Iterable[ExecutionVertexID]) -> concurrent.futures.Future[None]:
+    def restart_vertices(
+        self,
+        vertex_ids: Iterable[ExecutionVertexID],
+        *,
+        delay: timedelta = timedelta(0),
+        restore: Callable[[list[ExecutionVertexID]], None] | None = None,
+    ) -> concurrent.futures.Future[None]:
         """Restart ``vertex_ids`` with new attempts (the failover strategy chose them).
 
-        Cancels their non-terminal executions, bumps their versions (so slot
-        arrivals of in-flight deployments are refused and their slots returned),
-        and once all of them are terminal resets each vertex whose version was
-        not bumped again meanwhile and calls :meth:`allocate_slots_and_deploy`.
+        Flink's ``restartTasksWithDelay``: cancels their non-terminal executions
+        (``cancelTasksAsync``), bumps their versions (so slot arrivals of
+        in-flight deployments are refused and their slots returned), and once
+        ``delay`` has passed *and* all of them are terminal (``restartTasks``)
+        resets each vertex whose version was not bumped again meanwhile, calls
+        ``restore`` with those vertices (``restoreState``: the caller assigns
+        their restore point) and calls :meth:`allocate_slots_and_deploy`. A
+        restart superseded by a newer one for all its vertices does nothing.
 
         Returns:
             a future completed when the new attempts were scheduled; it fails with
-            :class:`StaleDeploymentError` if the job left RUNNING before that.
+            :class:`StaleDeploymentError` if the job left RUNNING before that, or
+            with what ``restore`` raised (the vertices then stay CREATED).
         """
         self._main.assert_running_in_main_thread()
         ids = frozenset(vertex_ids)
@@ -500,6 +512,12 @@ class DefaultScheduler:
             unmodified = self._in_topological_order(self._versioner.get_unmodified_execution_vertices(versions))
             for vertex_id in unmodified:
                 self._graph.get_vertex(vertex_id).reset_for_new_execution()
+            if restore is not None and unmodified:
+                try:
+                    restore(unmodified)
+                except Exception as exc:  # noqa: BLE001 - the caller decides (Flink: a global failure)
+                    done.set_exception(exc)
+                    return
             try:
                 self.allocate_slots_and_deploy(unmodified)
             except BaseException as exc:
@@ -507,5 +525,8 @@ class DefaultScheduler:
                 raise
             done.set_result(None)
 
-        self._when_terminal(ids, restart)
+        if delay > timedelta(0):
+            self._main.schedule(delay, lambda: self._when_terminal(ids, restart))
+        else:
+            self._when_terminal(ids, restart)
         return done

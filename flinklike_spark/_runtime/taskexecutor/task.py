@@ -26,13 +26,21 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from flinklike_spark.errors import CancelTaskError, RemoteTaskError
+from flinklike_spark.errors import (
+    CancelTaskError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    NonRecoverableError,
+    NonRecoverableTaskError,
+    RemoteTaskError,
+    is_non_recoverable,
+)
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, transition_table
 from flinklike_spark._runtime.network.input_gate import InputGate, LocalInputChannel
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partitioner import create_channel_selector
-from flinklike_spark._runtime.network.remote_channel import RemoteInputChannel
+from flinklike_spark._runtime.network.remote_input_channel import RemoteInputChannel
 from flinklike_spark._runtime.network.result_partition import ResultPartition
 from flinklike_spark._runtime.state_machine import StateMachine
 from flinklike_spark._runtime.streaming.operators import OperatorContext
@@ -52,7 +60,9 @@ def describe_failure(exc: BaseException, task_name: str) -> RemoteTaskError:
     if isinstance(exc, RemoteTaskError):
         return exc
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return RemoteTaskError(
+    # Only the task knows the original type: it decides whether the JobMaster may restart.
+    error_type = NonRecoverableTaskError if is_non_recoverable(exc) else RemoteTaskError
+    return error_type(
         f"{type(exc).__name__}: {exc}",
         task_name=task_name,
         exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
@@ -217,7 +227,7 @@ class Task:
                 for deployment in self.tdd.result_partitions:
                     self._partition_manager.release(deployment.partition_id, cause)
             self._state.transition(final)
-        extra = {"metrics": self.metrics()}
+        extra = {}
         if final is ExecutionState.FAILED:
             cause = failure if failure is not None else error
             extra["error"] = describe_failure(cause, self.name)
@@ -306,7 +316,14 @@ class Task:
             source_batch_rows=max(1, network.segment_size // 8),
         )
         if tdd.restore is not None:
-            stream_task.restored_state, stream_task.replay_input = load_restored_state(tdd)
+            try:
+                stream_task.restored_state, stream_task.replay_input = load_restored_state(tdd)
+            except (IncompatibleCheckpointError, CorruptCheckpointError) as exc:
+                # A checkpoint that cannot be restored stays so: restarting would fail the same way.
+                raise NonRecoverableError(
+                    f"task {self.name} cannot restore checkpoint {tdd.restore.checkpoint_id} of job "
+                    f"{tdd.restore.job_id}: {exc}"
+                ) from exc
         if tdd.checkpointing is not None:
             stream_task.checkpoints = SubtaskCheckpointCoordinator(
                 task_name=self.name,

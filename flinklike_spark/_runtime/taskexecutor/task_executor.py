@@ -25,6 +25,7 @@ from flinklike_spark.config import Configuration
 from flinklike_spark.errors import BrokenChannelError, SlotAllocationError
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
+from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
 from flinklike_spark._runtime.rpc import FlightNode, RpcClient
 from flinklike_spark._runtime.taskexecutor.slot_table import TaskSlotTable
 from flinklike_spark._runtime.taskexecutor.task import Task
@@ -59,7 +60,7 @@ class TaskExecutor:
         self._config = config
         self._secret = secret
         self.partition_manager = ResultPartitionManager()
-        self._node = FlightNode(secret, partition_manager=self.partition_manager, host=host)
+        self._node = FlightNode(secret, data_server=PartitionRequestServer(self.partition_manager), host=host)
         self._jobmaster = RpcClient(jobmaster_address, secret)
         self._timer_service = TimerService()
         self.slot_table = TaskSlotTable(
@@ -240,7 +241,7 @@ class TaskExecutor:
             try:
                 self._jobmaster.call(
                     "heartbeat",
-                    (self.resource_id, self._rpc_task_metrics()),
+                    (self.resource_id, self.slot_table.create_slot_report(self.resource_id)),
                     timeout=max(1.0, interval),
                 )
                 last_ok = time.monotonic()

@@ -401,3 +401,74 @@ def test_scheduler_methods_refuse_other_threads():
     t.join(5)
     assert len(errors) == 1 and "rpc-thread" in str(errors[0])
     assert h.state(SRC0) is S.CREATED
+
+
+def _running_harness() -> Harness:
+    h = Harness()
+    h.deploy_all()
+    h.run_all(ALL)
+    return h
+
+
+def test_restart_waits_for_the_backoff_and_the_cancellations_then_restores_before_requesting_slots():
+    from datetime import timedelta
+
+    h = _running_harness()
+    restored: list[list[ExecutionVertexID]] = []
+    done = h.scheduler.restart_vertices(
+        [SRC0, SINK0], delay=timedelta(seconds=2), restore=lambda ids: restored.append((ids, len(h.slots.request_batches)))
+    )
+    h.report(SRC0, S.CANCELED)
+    h.report(SINK0, S.CANCELED)
+    h.main.advance(timedelta(seconds=1.9))
+    assert not done.done() and restored == [] and h.execution(SRC0).attempt_number == 0
+    batches = len(h.slots.request_batches)
+    h.main.advance(timedelta(seconds=0.1))
+    assert done.result(0) is None
+    assert restored == [([SRC0, SINK0], batches)], "restore runs on the new attempts, before their slot requests"
+    assert [h.execution(v).attempt_number for v in (SRC0, SINK0)] == [1, 1]
+    assert h.slots.request_batches[-1] == [SRC0, SINK0]
+
+
+def test_restart_after_the_backoff_still_waits_for_a_slow_cancellation():
+    from datetime import timedelta
+
+    h = _running_harness()
+    done = h.scheduler.restart_vertices([SRC0, SINK0], delay=timedelta(seconds=1))
+    h.report(SINK0, S.CANCELED)
+    h.main.advance(timedelta(seconds=5))
+    assert not done.done() and h.state(SRC0) is S.CANCELING
+    h.report(SRC0, S.CANCELED)
+    assert done.result(0) is None and h.execution(SRC0).attempt_number == 1
+
+
+def test_a_restart_superseded_by_a_newer_one_does_nothing():
+    from datetime import timedelta
+
+    h = _running_harness()
+    restores = []
+    first = h.scheduler.restart_vertices([SRC0, SINK0], delay=timedelta(seconds=1), restore=restores.append)
+    h.report(SRC0, S.CANCELED)
+    h.report(SINK0, S.CANCELED)
+    second = h.scheduler.restart_vertices([SRC0, SINK0], delay=timedelta(seconds=2), restore=restores.append)
+    h.main.advance(timedelta(seconds=1))
+    assert first.result(0) is None and restores == [] and h.execution(SRC0).attempt_number == 0
+    h.main.advance(timedelta(seconds=1))
+    assert second.result(0) is None and restores == [[SRC0, SINK0]]
+    assert [h.execution(v).attempt_number for v in (SRC0, SINK0)] == [1, 1], "one new attempt, not two"
+
+
+def test_a_failing_restore_fails_the_restart_and_deploys_nothing():
+    h = _running_harness()
+    batches = len(h.slots.request_batches)
+
+    def restore(ids):
+        raise RuntimeError("no restore point")
+
+    done = h.scheduler.restart_vertices([SRC0, SINK0], restore=restore)
+    h.report(SRC0, S.CANCELED)
+    h.report(SINK0, S.CANCELED)
+    with pytest.raises(RuntimeError, match="no restore point"):
+        done.result(0)
+    assert len(h.slots.request_batches) == batches
+    assert h.state(SRC0) is S.CREATED and h.scheduler.job_status is JobStatus.RUNNING

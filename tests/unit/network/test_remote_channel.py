@@ -21,7 +21,8 @@ from flinklike_spark._runtime.network.events import (
     Watermark,
 )
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
-from flinklike_spark._runtime.network.remote_channel import RemoteInputChannel
+from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
+from flinklike_spark._runtime.network.remote_input_channel import RemoteInputChannel
 from flinklike_spark._runtime.network.result_partition import ResultPartition
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
 from flinklike_spark.errors import (
@@ -103,7 +104,7 @@ def manager() -> ResultPartitionManager:
 
 @pytest.fixture
 def node(secret, manager):
-    node = FlightNode(secret, partition_manager=manager)
+    node = FlightNode(secret, data_server=PartitionRequestServer(manager))
     node.start()
     yield node
     node.shutdown()
@@ -337,7 +338,7 @@ def test_consumer_retries_until_the_producer_node_is_up(secret, open_channel):
     partition.finish()
     manager.register(partition)
     channel, listener = open_channel("p", address=f"grpc+tcp://127.0.0.1:{port}", wait=10.0)
-    node = FlightNode(secret, partition_manager=manager, port=port)
+    node = FlightNode(secret, data_server=PartitionRequestServer(manager), port=port)
     timer = threading.Timer(0.7, node.start)
     timer.start()
     try:
@@ -371,7 +372,7 @@ def test_node_shutdown_breaks_open_streams(secret):
     manager = ResultPartitionManager()
     partition = ResultPartition("p", 1)
     manager.register(partition)
-    node = FlightNode(secret, partition_manager=manager)
+    node = FlightNode(secret, data_server=PartitionRequestServer(manager))
     node.start()
     channel = RemoteInputChannel(0, node.address, secret, "p", 0)
     listener = Listener()
@@ -429,7 +430,7 @@ def _producer_process(secret: bytes, connection) -> None:
     available = threading.Event()
     partition.set_availability_listener(available.set)
     manager.register(partition)
-    node = FlightNode(secret, partition_manager=manager)
+    node = FlightNode(secret, data_server=PartitionRequestServer(manager))
     node.start()
     connection.send(node.address)
     i = 0

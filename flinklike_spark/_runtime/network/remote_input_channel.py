@@ -2,7 +2,7 @@
 
 A :class:`RemoteInputChannel` (consumer side) opens one ``DoExchange`` stream
 to the producer's :class:`~flinklike_spark._runtime.rpc.FlightNode`, whose
-:class:`PartitionRequestServer` attaches a
+:class:`~flinklike_spark._runtime.network.partition_server.PartitionRequestServer` attaches a
 :class:`~flinklike_spark._runtime.network.result_partition.SubpartitionReader`
 and forwards the subpartition's buffers and events (Flink's
 ``PartitionRequestQueue`` / ``CreditBasedPartitionRequestClientHandler``).
@@ -27,28 +27,7 @@ Flow control (Flink's credit-based protocol):
       rest stays in the producer's subpartition, whose fill level
       back-pressures the producing task.
 
-Wire format. The descriptor is the path ``[PROTOCOL, partition_id,
-subpartition, wait_ms]``. Every message is Flight ``app_metadata`` only (no
-Flight data), starting with a 16-byte little-endian header ``<BB6xq``: kind,
-flags (bit 0 = priority), 6 padding bytes (keeps the Arrow payload 8-byte
-aligned), the producer's sequence number. Server to consumer:
-
-    ATTACHED  the reader is attached; empty payload
-    BUFFER    a data buffer: one Arrow IPC *stream* (schema + batch), so
-              batches of one channel may differ in schema and may hold
-              dictionary columns
-    BUFFERS   consecutive non-priority data buffers with one schema, sent
-              together when the consumer's credit covers them all: ``<i``
-              count, ``count`` ``<q`` sequence numbers, one IPC stream with
-              ``count`` batches; each costs one credit like a BUFFER
-    EVENT     :func:`~flinklike_spark._runtime.network.events.encode_event` bytes
-    ERROR     UTF-8 ``"<ErrorType>\\n<message>"`` (partition not found, producer failed)
-    CLOSING   the producer's node shuts down; UTF-8 reason
-
-Consumer to server: ``<Bxxxi`` = (CREDIT, amount). Nothing on the data plane
-is pickled. The consumer half-closes its side after ``EndOfPartition``,
-``ERROR`` or ``CLOSING``, which lets the server's credit reader finish before
-the server returns from the call.
+The wire format is in :mod:`flinklike_spark._runtime.network.wire_format`.
 
 Failure semantics: a producer process that dies, a broken connection, or a
 node shutdown make :meth:`RemoteInputChannel.poll` raise
@@ -72,420 +51,21 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from flinklike_spark._runtime.network.events import BufferOrEvent, EndOfPartition, decode_event, encode_event
+from flinklike_spark._runtime.network import wire_format as wire
+from flinklike_spark._runtime.network.events import BufferOrEvent, EndOfPartition, decode_event
 from flinklike_spark._runtime.network.input_gate import InputChannel
-from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
-from flinklike_spark._runtime.network.result_partition import SubpartitionReader
 from flinklike_spark._runtime.rpc import auth_token, call_options, connect_options, translate_flight_error
 from flinklike_spark.errors import (
     BrokenChannelError,
     ClosedChannelError,
     EventDecodingError,
     NetworkError,
-    PartitionNotFoundError,
-    ProducerFailedError,
     RpcAuthenticationError,
 )
 
-__all__ = ["PROTOCOL", "CreditSender", "PartitionRequestServer", "RemoteInputChannel"]
+__all__ = ["CreditSender", "RemoteInputChannel"]
 
 _log = logging.getLogger(__name__)
-
-PROTOCOL = b"flinklike-subpartition/v1"
-"""First descriptor path element of a subpartition request."""
-
-_HEADER = struct.Struct("<BB6xq")
-_CREDIT = struct.Struct("<B3xi")
-
-_ATTACHED = 0
-_BUFFER = 1
-_EVENT = 2
-_ERROR = 3
-_CLOSING = 4
-_BUFFERS = 5
-_KIND_NAMES = {
-    _ATTACHED: "ATTACHED", _BUFFER: "BUFFER", _EVENT: "EVENT", _ERROR: "ERROR", _CLOSING: "CLOSING",
-    _BUFFERS: "BUFFERS",
-}  # fmt: skip
-_COUNT = struct.Struct("<i")
-_MAX_COALESCED = 16  # data buffers per BUFFERS message: one Flight write and one wake-up instead of 16
-
-_MSG_CREDIT = 1
-_FLAG_PRIORITY = 1
-
-_MAX_PARTITION_WAIT = 3600.0
-_WAIT_SLICE = 0.5  # timed waits re-check cancellation and shutdown this often
-_DRAIN_TIMEOUT = 10.0  # how long a finishing server call waits for the consumer to half-close
-
-# Errors the server reports by name; anything else arrives as BrokenChannelError.
-_WIRE_ERRORS: dict[str, type[NetworkError]] = {
-    "BrokenChannelError": BrokenChannelError,
-    "PartitionNotFoundError": PartitionNotFoundError,
-    "ProducerFailedError": ProducerFailedError,  # the consumer ends CANCELED: the producer's failure counts
-}
-
-_FLIGHT_ERRORS = (flight.FlightError, pa.ArrowException, OSError)
-
-
-def _header(kind: int, sequence_number: int = 0, *, priority: bool = False) -> bytes:
-    return _HEADER.pack(kind, _FLAG_PRIORITY if priority else 0, sequence_number)
-
-
-def _encode_element(element: BufferOrEvent) -> pa.Buffer:
-    if element.buffer is not None:
-        sink = pa.BufferOutputStream()
-        sink.write(_header(_BUFFER, element.sequence_number, priority=element.is_priority))
-        with pa.ipc.new_stream(sink, element.buffer.schema) as ipc_writer:
-            ipc_writer.write_batch(element.buffer)
-        return sink.getvalue()
-    payload = encode_event(element.event)
-    return pa.py_buffer(_header(_EVENT, element.sequence_number, priority=element.is_priority) + payload)
-
-
-def _encode_buffers(elements: list[BufferOrEvent]) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    sink.write(_header(_BUFFERS, elements[0].sequence_number))
-    sink.write(_COUNT.pack(len(elements)))
-    sink.write(struct.pack(f"<{len(elements)}q", *(e.sequence_number for e in elements)))
-    with pa.ipc.new_stream(sink, elements[0].buffer.schema) as ipc_writer:
-        for element in elements:
-            ipc_writer.write_batch(element.buffer)
-    return sink.getvalue()
-
-
-def _costs_credit(element: BufferOrEvent) -> bool:
-    return not element.is_priority
-
-
-# -- server side ---------------------------------------------------------------------
-
-
-class PartitionRequestServer:
-    """Serves subpartition streams of one process's partitions; plugged into a FlightNode.
-
-    :class:`~flinklike_spark._runtime.rpc.FlightNode` creates it when given a
-    ``partition_manager`` and calls :meth:`serve` for every ``DoExchange``
-    (after authentication), on Flight's threads, one call per consumer.
-
-    Thread rules: :meth:`serve` runs concurrently for many streams; each
-    stream additionally uses one helper thread that reads the consumer's
-    credit and itself sends what new credit allows (both threads send, one
-    at a time, in subpartition order). :meth:`close` (node shutdown) may be
-    called from any thread and makes every running :meth:`serve` return
-    promptly.
-    """
-
-    def __init__(self, partition_manager: ResultPartitionManager) -> None:
-        self._partition_manager = partition_manager
-        self._lock = threading.Lock()
-        self._streams: set[_SubpartitionStream] = set()
-        self._closed = False
-
-    def serve(self, context, descriptor: flight.FlightDescriptor, reader, writer) -> None:
-        """Stream one subpartition to the consumer until ``EndOfPartition``, an error, or close."""
-        stream = _SubpartitionStream(self._partition_manager, context, reader, writer)
-        with self._lock:
-            if self._closed:
-                writer.write_metadata(pa.py_buffer(_header(_CLOSING) + b"data server is shut down"))
-                return
-            self._streams.add(stream)
-        try:
-            stream.run(descriptor)
-        finally:
-            with self._lock:
-                self._streams.discard(stream)
-
-    def close(self) -> None:
-        """Stop every stream (consumers see a broken channel); idempotent."""
-        with self._lock:
-            self._closed = True
-            streams = list(self._streams)
-        for stream in streams:
-            stream.stop()
-
-
-class _SubpartitionStream:
-    """One DoExchange call: sends a subpartition's elements against the consumer's credit."""
-
-    def __init__(self, partition_manager: ResultPartitionManager, context, reader, writer) -> None:
-        self._partition_manager = partition_manager
-        self._context = context
-        self._reader = reader
-        self._writer = writer
-        self._cond = threading.Condition()
-        self._signalled = False  # data, credit or a state change since the last check
-        self._credit = 0
-        self._consumer_gone = False  # the consumer half-closed, cancelled or died
-        self._stopping = False
-        self._credit_thread: threading.Thread | None = None
-        self._name = "?"
-        self._send_lock = threading.Lock()  # taking an element and writing it are one step
-        self._subpartition_reader: SubpartitionReader | None = None  # set once attached
-        self._finished = False  # EndOfPartition was sent (guarded by _send_lock)
-
-    # listener and control (any thread)
-
-    def _signal(self) -> None:
-        with self._cond:
-            self._signalled = True
-            self._cond.notify()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._signalled = True
-            self._cond.notify()
-
-    def _ended(self) -> bool:
-        """Stopped, or the consumer is known to be gone (cheap: the send loop asks per message)."""
-        return self._stopping or self._consumer_gone
-
-    def _should_end(self) -> bool:
-        """:meth:`_ended`, or gRPC cancelled the call.
-
-        ``is_cancelled`` is a C++ call that holds the GIL while it takes gRPC's
-        locks; asked per message it cost the keyed-count benchmark ~11% of its
-        GIL time, so the send loop asks it only after a wait timed out (the
-        credit reader notices a departed consumer first anyway).
-        """
-        return self._ended() or self._context.is_cancelled()
-
-    # the call
-
-    def run(self, descriptor: flight.FlightDescriptor) -> None:
-        subpartition_reader: SubpartitionReader | None = None
-        try:
-            request = self._parse(descriptor)
-            if request is None:
-                return
-            partition_id, subpartition, wait = request
-            self._name = f"{partition_id!r}[{subpartition}]"
-            self._credit_thread = threading.Thread(
-                target=self._read_credit, name=f"flight-credit-{self._name}", daemon=True
-            )
-            self._credit_thread.start()
-            partition = self._await_partition(partition_id, wait)
-            if partition is None:
-                return
-            try:
-                subpartition_reader = partition.create_reader(subpartition, self._signal)
-            except (IndexError, NetworkError) as e:
-                self._send_error(e)
-                return
-            self._send(pa.py_buffer(_header(_ATTACHED)))
-            self._pump(subpartition_reader)
-        except _FLIGHT_ERRORS as e:
-            # The consumer went away while we wrote: nothing to tell it.
-            _log.debug("stream %s ended by the consumer: %s", self._name, e)
-        finally:
-            if subpartition_reader is not None:
-                # A consumer that left must not keep its producer back-pressured.
-                subpartition_reader.release_reader()
-            self._drain()
-
-    def _parse(self, descriptor: flight.FlightDescriptor) -> tuple[str, int, float] | None:
-        path = descriptor.path or []
-        try:
-            if len(path) != 4 or path[0] != PROTOCOL:
-                raise ValueError(f"expected path [{PROTOCOL!r}, partition_id, subpartition, wait_ms]")
-            partition_id = path[1].decode("utf-8")
-            subpartition = int(path[2])
-            wait = min(max(int(path[3]) / 1000.0, 0.0), _MAX_PARTITION_WAIT)
-        except (ValueError, TypeError, UnicodeDecodeError) as e:
-            self._send_error(BrokenChannelError(f"malformed subpartition request {path!r}: {e}"))
-            return None
-        return partition_id, subpartition, wait
-
-    def _await_partition(self, partition_id: str, wait: float):
-        deadline = time.monotonic() + wait
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                return self._partition_manager.get(partition_id, timeout=max(0.0, min(remaining, _WAIT_SLICE)))
-            except ProducerFailedError as e:  # released before the consumer asked: no need to wait
-                self._send_error(e)
-                return None
-            except PartitionNotFoundError as e:
-                if self._should_end():
-                    self._send_closing_if_stopping()
-                    return None
-                if remaining <= _WAIT_SLICE:
-                    known = e.args[0].partition("registered partitions: ")[2] or "[]"
-                    self._send_error(
-                        PartitionNotFoundError(
-                            f"result partition {partition_id!r} was not registered at the producer within "
-                            f"{wait:g} s; registered partitions: {known}"
-                        )
-                    )
-                    return None
-
-    def _pump(self, subpartition_reader: SubpartitionReader) -> None:
-        """Send on data and state changes until EndOfPartition went out or the stream ends.
-
-        Credit arriving while data waits is served by the credit reader itself
-        (:meth:`_read_credit`), so a credit reaches the wire without waking
-        this thread too: in a busy process every wake-up waits for the GIL.
-        """
-        with self._cond:
-            self._subpartition_reader = subpartition_reader
-        while True:
-            with self._cond:
-                if self._ended():
-                    break
-                self._signalled = False  # cleared before looking, so no wake-up is lost
-            if self._send_available():
-                return
-            with self._cond:
-                while not self._signalled and not self._ended():
-                    if not self._cond.wait(_WAIT_SLICE) and self._context.is_cancelled():
-                        self._consumer_gone = True
-        self._send_closing_if_stopping()
-
-    def _send_available(self) -> bool:
-        """Send everything the credit covers, in subpartition order; True once EndOfPartition is sent.
-
-        Called by the call's thread and by the credit reader; ``_send_lock``
-        keeps taking an element and writing it one step, so order holds.
-        """
-        with self._send_lock:
-            subpartition_reader = self._subpartition_reader
-            while not self._finished:
-                with self._cond:
-                    if self._ended():
-                        return False
-                    credit = self._credit
-                element = self._next_sendable(subpartition_reader, credit)
-                if element is None:
-                    return False
-                if not _costs_credit(element):
-                    self._send(_encode_element(element))
-                    continue
-                batch, overtaker = [element], None
-                if element.is_buffer:
-                    # Coalesce the data buffers the credit covers: the per-message cost
-                    # (a Flight write, a receiver wake-up) dominates small buffers.
-                    more, overtaker = self._more_buffers(
-                        subpartition_reader, element, min(credit, _MAX_COALESCED) - 1
-                    )
-                    batch += more
-                with self._cond:
-                    self._credit -= len(batch)
-                self._send(_encode_element(element) if len(batch) == 1 else _encode_buffers(batch))
-                if overtaker is not None:  # a priority event: the consumer puts it ahead of these buffers
-                    self._send(_encode_element(overtaker))
-                if not element.is_buffer and isinstance(element.event, EndOfPartition):
-                    self._finished = True
-            return True
-
-    @staticmethod
-    def _more_buffers(
-        reader: SubpartitionReader, first: BufferOrEvent, limit: int
-    ) -> tuple[list[BufferOrEvent], BufferOrEvent | None]:
-        """Up to ``limit`` further queued non-priority data buffers with ``first``'s schema.
-
-        Also returns a priority event that got to the head between peek and
-        poll (it was polled, so it must be sent; it needs no credit).
-        """
-        more: list[BufferOrEvent] = []
-        schema = first.buffer.schema
-        while len(more) < limit:
-            head = reader.peek()
-            if head is None or not head.is_buffer or head.is_priority or not head.buffer.schema.equals(schema):
-                break
-            element = reader.poll()
-            if element is not head:
-                return more, element
-            more.append(element)
-        return more, None
-
-    def _next_sendable(self, subpartition_reader: SubpartitionReader, credit: int) -> BufferOrEvent | None:
-        head = subpartition_reader.peek()
-        if head is None:
-            if subpartition_reader.partition.is_released:
-                try:
-                    subpartition_reader.poll()  # raises the release cause
-                except (BrokenChannelError, ClosedChannelError) as e:
-                    self._send_partition_error(e)
-                    with self._cond:
-                        self._consumer_gone = True  # nothing more to send; end the call
-            return None
-        if _costs_credit(head) and credit <= 0:
-            return None
-        # Only priority events can get ahead of ``head`` meanwhile, and they need no credit.
-        try:
-            return subpartition_reader.poll()
-        except (BrokenChannelError, ClosedChannelError) as e:
-            self._send_partition_error(e)
-            with self._cond:
-                self._consumer_gone = True
-            return None
-
-    def _read_credit(self) -> None:
-        try:
-            while True:
-                chunk = self._reader.read_chunk()
-                metadata = chunk.app_metadata
-                if metadata is None or metadata.size != _CREDIT.size:
-                    raise BrokenChannelError(f"malformed consumer message on stream {self._name}")
-                kind, amount = _CREDIT.unpack(metadata)
-                if kind != _MSG_CREDIT or amount < 0:
-                    raise BrokenChannelError(f"unknown consumer message kind {kind} / amount {amount}")
-                with self._cond:
-                    self._credit += amount
-                    attached = self._subpartition_reader is not None
-                    if not attached:
-                        self._signalled = True
-                        self._cond.notify()
-                if attached and self._send_available():
-                    self._signal()  # EndOfPartition went out: the call can return
-        except StopIteration:
-            pass  # the consumer half-closed: it needs nothing more
-        except (*_FLIGHT_ERRORS, NetworkError) as e:
-            _log.debug("credit reader of stream %s ended: %s", self._name, e)
-        finally:
-            with self._cond:
-                self._consumer_gone = True
-                self._cond.notify()
-
-    def _drain(self) -> None:
-        # The Flight reader must not be in use when the call returns (pyarrow 26 aborts
-        # the process: "pure virtual method called"), so wait until the consumer
-        # half-closes (it does after EndOfPartition, ERROR or CLOSING) or the call is
-        # cancelled or broken, which ends the credit reader's read. A consumer that is
-        # alive but frozen keeps this call (and a node shutdown) waiting; it is warned about.
-        thread = self._credit_thread
-        if thread is None:
-            return
-        deadline = time.monotonic() + _DRAIN_TIMEOUT
-        while thread.is_alive():
-            thread.join(_WAIT_SLICE)
-            if thread.is_alive() and time.monotonic() > deadline and not self._context.is_cancelled():
-                _log.warning("consumer of stream %s did not close its side within %s s", self._name, _DRAIN_TIMEOUT)
-                deadline = time.monotonic() + _DRAIN_TIMEOUT
-
-    def _send(self, message: pa.Buffer) -> None:
-        self._writer.write_metadata(message)
-
-    def _send_error(self, error: BaseException) -> None:
-        text = f"{type(error).__name__}\n{error}"
-        try:
-            self._send(pa.py_buffer(_header(_ERROR) + text.encode("utf-8", "replace")))
-        except _FLIGHT_ERRORS:
-            pass  # the consumer is gone: nobody to tell
-
-    def _send_partition_error(self, error: NetworkError) -> None:
-        kind = ProducerFailedError if isinstance(error, ProducerFailedError) else BrokenChannelError
-        self._send_error(kind(f"producer partition {self._name} failed: {error}"))
-
-    def _send_closing_if_stopping(self) -> None:
-        if self._stopping:
-            try:
-                self._send(pa.py_buffer(_header(_CLOSING) + b"the producer's data server is shutting down"))
-            except _FLIGHT_ERRORS:
-                pass
-
-
-# -- consumer side ---------------------------------------------------------------------
 
 
 class CreditSender:
@@ -647,7 +227,7 @@ class RemoteInputChannel(InputChannel):
                         f"{self!r}: the producer did not answer within {self._partition_wait_timeout + 30.0:g} s"
                     )
                     break
-                self._cond.wait(min(remaining, _WAIT_SLICE))
+                self._cond.wait(min(remaining, wire.WAIT_SLICE))
             if self._closed:
                 raise ClosedChannelError(f"{self!r} was closed while starting")
             if self._error is not None and not self._attached:
@@ -752,7 +332,7 @@ class RemoteInputChannel(InputChannel):
         if reader is not None:
             try:
                 reader.cancel()
-            except _FLIGHT_ERRORS:
+            except wire.FLIGHT_ERRORS:
                 pass
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -778,7 +358,7 @@ class RemoteInputChannel(InputChannel):
         deadline = time.monotonic() + self._partition_wait_timeout
         backoff = 0.05
         descriptor = flight.FlightDescriptor.for_path(
-            PROTOCOL,
+            wire.PROTOCOL,
             self.partition_id.encode("utf-8"),
             str(self.subpartition).encode(),
             str(int(self._partition_wait_timeout * 1000)).encode(),
@@ -800,11 +380,11 @@ class RemoteInputChannel(InputChannel):
                     closed = self._closed
                 if closed:
                     return False
-                self._write(_CREDIT.pack(_MSG_CREDIT, self.initial_credit))
+                self._write(wire.CREDIT.pack(wire.MSG_CREDIT, self.initial_credit))
                 chunk = reader.read_chunk()
             except StopIteration:
                 raise BrokenChannelError(f"{self!r}: the producer ended the stream before attaching") from None
-            except _FLIGHT_ERRORS as e:
+            except wire.FLIGHT_ERRORS as e:
                 with self._cond:
                     if self._closed:
                         return False
@@ -821,14 +401,14 @@ class RemoteInputChannel(InputChannel):
                 backoff = min(backoff * 2, 1.0)
                 continue
             kind = self._handle(chunk)
-            if kind == _ATTACHED:
+            if kind == wire.ATTACHED:
                 with self._cond:
                     self._attached = True
                     self._cond.notify_all()
                 return True
             if kind is None:  # ERROR or CLOSING already recorded
                 return False
-            raise BrokenChannelError(f"{self!r}: expected ATTACHED, got {_KIND_NAMES.get(kind, kind)}")
+            raise BrokenChannelError(f"{self!r}: expected ATTACHED, got {wire.KIND_NAMES.get(kind, kind)}")
 
     def _read_loop(self) -> None:
         reader = self._flight_reader
@@ -843,7 +423,7 @@ class RemoteInputChannel(InputChannel):
                         f"{self!r}: the producer ended the stream before EndOfPartition"
                     ) from None
                 return
-            except _FLIGHT_ERRORS as e:
+            except wire.FLIGHT_ERRORS as e:
                 with self._cond:
                     if self._closed:
                         return
@@ -854,21 +434,21 @@ class RemoteInputChannel(InputChannel):
     def _handle(self, chunk) -> int | None:
         """Process one server message; returns its kind, or None after ERROR/CLOSING (recorded)."""
         metadata = chunk.app_metadata
-        if metadata is None or metadata.size < _HEADER.size:
+        if metadata is None or metadata.size < wire.HEADER.size:
             raise BrokenChannelError(f"{self!r}: malformed message from the producer")
-        kind, flags, sequence_number = _HEADER.unpack_from(metadata)
-        payload = metadata.slice(_HEADER.size)
-        priority = bool(flags & _FLAG_PRIORITY)
-        if kind == _BUFFER:
+        kind, flags, sequence_number = wire.HEADER.unpack_from(metadata)
+        payload = metadata.slice(wire.HEADER.size)
+        priority = bool(flags & wire.FLAG_PRIORITY)
+        if kind == wire.BUFFER:
             batch = pa.ipc.open_stream(payload).read_next_batch()
             self._enqueue(BufferOrEvent(buffer=batch, is_priority=priority, sequence_number=sequence_number))
-        elif kind == _BUFFERS:
-            (count,) = _COUNT.unpack_from(payload)
-            numbers = struct.unpack_from(f"<{count}q", payload, _COUNT.size)
-            batches = pa.ipc.open_stream(payload.slice(_COUNT.size + 8 * count))
+        elif kind == wire.BUFFERS:
+            (count,) = wire.COUNT.unpack_from(payload)
+            numbers = struct.unpack_from(f"<{count}q", payload, wire.COUNT.size)
+            batches = pa.ipc.open_stream(payload.slice(wire.COUNT.size + 8 * count))
             for number in numbers:
                 self._enqueue(BufferOrEvent(buffer=batches.read_next_batch(), sequence_number=number))
-        elif kind == _EVENT:
+        elif kind == wire.EVENT:
             try:
                 event = decode_event(payload.to_pybytes())
             except EventDecodingError as e:
@@ -879,23 +459,23 @@ class RemoteInputChannel(InputChannel):
                     self._end_received = True
                 self._half_close()
             self._enqueue(element)
-        elif kind == _ERROR:
+        elif kind == wire.ERROR:
             type_name, _, message = payload.to_pybytes().decode("utf-8", "replace").partition("\n")
-            error_type = _WIRE_ERRORS.get(type_name, BrokenChannelError)
+            error_type = wire.WIRE_ERRORS.get(type_name, BrokenChannelError)
             self._half_close()
             self._fail(error_type(f"{self!r}: {message}"))
             return None
-        elif kind == _CLOSING:
+        elif kind == wire.CLOSING:
             self._half_close()
             reason = payload.to_pybytes().decode("utf-8", "replace")
             self._fail(BrokenChannelError(f"{self!r}: {reason}"))
             return None
-        elif kind != _ATTACHED:
+        elif kind != wire.ATTACHED:
             raise BrokenChannelError(f"{self!r}: unknown message kind {kind} from the producer")
         return kind
 
     def _enqueue(self, element: BufferOrEvent) -> None:
-        item = _Received(element, _costs_credit(element))
+        item = _Received(element, wire.costs_credit(element))
         with self._cond:
             if self._closed:
                 return
@@ -949,8 +529,8 @@ class RemoteInputChannel(InputChannel):
 
     def _announce_credit(self, amount: int) -> None:
         try:
-            self._write(_CREDIT.pack(_MSG_CREDIT, amount))
-        except _FLIGHT_ERRORS as e:
+            self._write(wire.CREDIT.pack(wire.MSG_CREDIT, amount))
+        except wire.FLIGHT_ERRORS as e:
             with self._cond:
                 closed = self._closed
             if not closed:
@@ -963,7 +543,7 @@ class RemoteInputChannel(InputChannel):
             self._write_closed = True
             try:
                 self._flight_writer.done_writing()
-            except _FLIGHT_ERRORS:
+            except wire.FLIGHT_ERRORS:
                 pass  # the server is gone already
 
     def _close_client(self) -> None:
@@ -976,12 +556,12 @@ class RemoteInputChannel(InputChannel):
                 # destructor finishes it later and logs the client's cancellation.
                 try:
                     writer.close()
-                except _FLIGHT_ERRORS:
+                except wire.FLIGHT_ERRORS:
                     pass
         with self._cond:
             self._flight_reader = None
         if client is not None:
             try:
                 client.close()
-            except _FLIGHT_ERRORS:
+            except wire.FLIGHT_ERRORS:
                 pass

@@ -1,0 +1,51 @@
+"""ResourceManager slot requests: waiting for slots, slot.request.timeout, capacity, withdrawal."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from flinklike_spark import Configuration
+from flinklike_spark.errors import NoResourceAvailableError, is_non_recoverable
+from flinklike_spark._runtime.jobmaster.main_thread import ManualMainThreadExecutor
+from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
+
+
+@pytest.fixture
+def rm_and_clock():
+    main = ManualMainThreadExecutor()
+    rm = ResourceManager(
+        Configuration({"local.number-taskmanager": 1, "slot.request.timeout": "30 s"}), b"secret", main
+    )
+    yield rm, main
+    rm.close()
+    main.shutdown()
+
+
+def test_a_request_without_free_slot_waits_and_fails_after_slot_request_timeout(rm_and_clock):
+    rm, main = rm_and_clock
+    future = rm.allocate("job", 0, "job/slot-0")
+    main.advance(timedelta(seconds=29))
+    assert not future.done(), "a request waits for a (replacement) TaskExecutor"
+    main.advance(timedelta(seconds=1))
+    error = future.exception(0)
+    assert isinstance(error, NoResourceAvailableError) and is_non_recoverable(error)
+    assert "slot.request.timeout (0:00:30)" in str(error)
+
+
+def test_a_request_beyond_the_cluster_size_fails_at_once(rm_and_clock):
+    rm, _ = rm_and_clock
+    waiting = rm.allocate("job", 0, "job/slot-0")
+    beyond = rm.allocate("job", 1, "job/slot-1")
+    assert "no free slot left; the cluster has 1 slots" in str(beyond.exception(0))
+    assert not waiting.done()
+
+
+def test_a_withdrawn_request_frees_its_place(rm_and_clock):
+    rm, main = rm_and_clock
+    assert rm.allocate("job", 0, "job/slot-0").cancel()
+    again = rm.allocate("job", 0, "job/slot-0b")
+    assert not again.done()
+    main.advance(timedelta(seconds=31))
+    assert isinstance(again.exception(0), NoResourceAvailableError)
