@@ -76,10 +76,10 @@ def test_string_options_are_parsed():
         ({"restart-strategy.type": "exponential-delay",
           "restart-strategy.exponential-delay.initial-backoff": "2 min"}, "must not exceed max-backoff"),
         ({"restart-strategy.type": "exponential-delay",
-          "restart-strategy.exponential-delay.jitter-factor": "1.5"}, "jitter-factor must be within 0..1"),
+          "restart-strategy.exponential-delay.jitter-factor": "1.5"}, "jitter-factor: '1.5' is out of range; valid: between 0.0 and 1.0"),
         ({"restart-strategy.type": "exponential-delay",
           "restart-strategy.exponential-delay.backoff-multiplier": "1"}, "backoff-multiplier must be > 1"),
-        ({"restart-strategy.fixed-delay.attempts": "-1"}, "below the minimum"),
+        ({"restart-strategy.fixed-delay.attempts": "-1"}, "attempts: '-1' is out of range"),
         ({"jobmanager.execution.failover-strategy": "nearby"}, "valid values: region, full"),
     ],
 )  # fmt: skip
