@@ -10,10 +10,13 @@
 ``TestingSource`` reads its items in order on one subtask (checkpointed
 position, like ``from_collection``): give it ``set_parallelism(1)`` (other
 subtasks would have nothing to read and finish at once, and checkpoints are
-only triggered while every source subtask runs). An :func:`ABORT` marker fails the job
+only triggered while every source subtask runs). An :func:`ABORT` marker fails the source task
 with :class:`InjectedFailure` when the source reaches it -- **once**: the
-marker remembers that it fired in a file, so the restarted (or resumed from
-a checkpoint or savepoint) job reads past it, with the same source object. This
+marker remembers that it fired in a file, so the restarted task (under
+checkpointing the default restart strategy restarts it from the latest
+checkpoint) or a job resumed from a checkpoint or savepoint reads past it,
+with the same source object. With ``restart-strategy.type: none`` the
+failure ends the job. This
 is Flink's ``FailingMapper`` / bytewax's ``TestingSource.ABORT`` for testing
 exactly-once recovery: everything before the last completed checkpoint must
 not be seen twice, nothing after it lost.

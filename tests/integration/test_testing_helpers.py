@@ -1,4 +1,4 @@
-"""flinklike_spark.testing: an ABORT marker fails a job once; the resumed job is exactly once."""
+"""flinklike_spark.testing: an ABORT marker fails a job once; a restart or a resume is exactly once."""
 
 from __future__ import annotations
 
@@ -45,13 +45,23 @@ def test_abort_fails_the_job_once_and_the_resumed_job_counts_exactly_once(tmp_pa
     abort = ABORT(after_checkpoints=2)
     source = TestingSource([*rows[:500], abort, *rows[500:]])
     directory = str(tmp_path / "checkpoints")
-    env, stream = job(source, checkpoint_config(directory, "aligned"))
+    # without restarts the failure ends the job (the default under checkpointing restarts it)
+    env, stream = job(source, checkpoint_config(directory, "aligned") | {"restart-strategy.type": "none"})
     with pytest.raises(JobExecutionError) as failure:
         collect(stream)
     assert "InjectedFailure" in repr(failure.value.__cause__) or isinstance(failure.value.__cause__, InjectedFailure)
     assert os.path.exists(abort.marker_file)
     env, stream = job(source, checkpoint_config(directory, "aligned") | {"execution.state-recovery.path": directory})
     assert sorted((r["k"], r["count"]) for r in collect(stream)) == [(k, 200) for k in range(4)]
+
+
+def test_abort_is_recovered_by_the_default_restart_strategy_exactly_once(tmp_path):
+    rows = [{"k": i % 4, "seq": i // 4} for i in range(800)]
+    abort = ABORT(after_checkpoints=2)
+    source = TestingSource([*rows[:500], abort, *rows[500:]])
+    env, stream = job(source, checkpoint_config(str(tmp_path / "checkpoints"), "aligned"))
+    assert sorted((r["k"], r["count"]) for r in collect(stream)) == [(k, 200) for k in range(4)]
+    assert os.path.exists(abort.marker_file)  # the marker fired (once) and the job restarted from a checkpoint
 
 
 def test_testing_source_without_markers_is_a_bounded_collection():
