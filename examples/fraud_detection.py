@@ -2,7 +2,7 @@
 
 The engine job (Flink's fraud-detection walkthrough) runs over a generated
 stream of card transactions, one per card per second of event time. A small
-transaction (under 1.00) followed by a large one (over 500.00) on the same
+transaction (under 5.00) followed by a large one (over 500.00) on the same
 card within a minute raises an alert. Keyed state remembers the small
 transaction; an event-time timer forgets it after the minute. The job takes
 checkpoints into Delta tables; Spark reads the alerts committed at each
@@ -35,7 +35,7 @@ from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, Va
 
 CARDS = 20
 TRANSACTIONS_PER_CARD = 600
-SMALL, LARGE = 1.00, 500.00
+SMALL, LARGE = 5.00, 500.00
 WINDOW = timedelta(minutes=1)
 ALERTS = pa.schema([("card", pa.int64()), ("seq", pa.int64()), ("small_seq", pa.int64()), ("amount", pa.float64())])
 
@@ -53,7 +53,9 @@ class FraudDetector(KeyedProcessFunction):
 
     def process_element(self, value, ctx):
         small_seq = self.small.value()
-        if small_seq is not None and value["amount"] > LARGE:
+        # The window is checked here too: the timer fires only once the watermark passed it.
+        within = small_seq is not None and (value["seq"] - small_seq) * 1000 <= WINDOW.total_seconds() * 1000
+        if within and value["amount"] > LARGE:
             yield {"card": value["card"], "seq": value["seq"], "small_seq": small_seq, "amount": value["amount"]}
             self.small.clear()
         if value["amount"] < SMALL:

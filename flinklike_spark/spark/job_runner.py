@@ -228,7 +228,9 @@ def _run(spec: JobSpec, stop: threading.Event) -> RunnerState:
 
 def main() -> int:
     """Runner entry point: a JobSpec as the first stdin line; EOF on stdin stops the job."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Warnings only: a job checkpointing every second would log five lines a second at INFO.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _log.setLevel(logging.INFO)
     spec = JobSpec.from_json(sys.stdin.readline())
     stop = threading.Event()
 

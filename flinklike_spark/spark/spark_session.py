@@ -95,7 +95,9 @@ def session(
     Sets ``PYSPARK_PYTHON`` to this interpreter unless it is set (then checks it
     imports the project), and puts this project and the running script's
     directory on the workers' ``PYTHONPATH``, so ``pipeline`` modules next to
-    the script import in Spark's workers.
+    the script import in Spark's workers. Under ``spark-submit`` the JVM
+    already runs: the session it configured (``--master``, ``--packages``,
+    ``--py-files``) is used and only the data source is registered.
 
     Args:
         master: Spark master; None keeps what ``spark-submit`` chose.
@@ -110,6 +112,10 @@ def session(
     existing = SparkSession.getActiveSession()
     if existing is not None:
         return register(existing)
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Launched by spark-submit: its JVM already runs with the master, packages and
+        # Python it was given (--master, --packages, spark.pyspark.python); only register.
+        return register(SparkSession.builder.appName(app_name).getOrCreate())
     _java()
     python = os.environ.get("PYSPARK_PYTHON")
     if python:

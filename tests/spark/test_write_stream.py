@@ -23,7 +23,7 @@ from flinklike_spark.spark.writer import input_app_id
 from tests.spark.bridge_helpers import assert_exactly_once_in_order, rows_in_commit_order, wait_for
 from tests.spark.pipelines import Count
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 KEYS = 3
 
@@ -70,7 +70,7 @@ def run_with_replay(spark, tmp_path, start_query) -> None:
     client = start_job(job_dir, out)
     try:
         first = start_query(spark_checkpoint)
-        wait_for(lambda: len([p for p in first.recentProgress if p["numInputRows"]]) >= 3, timeout=300,
+        wait_for(lambda: len([p for p in first.recentProgress if p["numInputRows"]]) >= 3, timeout=400,
                  what="three micro-batches with rows", query=first)
         first.stop()
         commits = sorted((spark_checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
@@ -79,12 +79,12 @@ def run_with_replay(spark, tmp_path, start_query) -> None:
         written = input_rows(job_dir)
 
         second = start_query(spark_checkpoint)
-        wait_for(lambda: any(p["batchId"] == replayed for p in second.recentProgress), timeout=300,
+        wait_for(lambda: any(p["batchId"] == replayed for p in second.recentProgress), timeout=400,
                  what=f"Spark to replay micro-batch {replayed}", query=second)
         replay = next(p for p in second.recentProgress if p["batchId"] == replayed)
         assert replay["numInputRows"] > 0, "the replayed micro-batch should carry rows"
         assert input_rows(job_dir) == written, "the replayed micro-batch must not add input"
-        wait_for(lambda: input_rows(job_dir) > written + 100, timeout=300, what="new input", query=second)
+        wait_for(lambda: input_rows(job_dir) > written + 100, timeout=400, what="new input", query=second)
         second.stop()
         total = input_rows(job_dir)
 
