@@ -81,6 +81,7 @@ def detect_fraud(env: StreamExecutionEnvironment):
         .set_parallelism(1)  # one generator: event time never runs ahead of a card's transactions
         .map(lambda row: {"card": row["key"], "seq": row["seq"], "amount": amount(row["key"], row["seq"])},
              output_type=pa.schema([("card", pa.int64()), ("seq", pa.int64()), ("amount", pa.float64())]))
+        .set_parallelism(1)  # chained to the generator: a rebalance here would reorder a card's transactions
     )
     return transactions.key_by("card").process(FraudDetector(), output_type=ALERTS).uid("fraud-detector")
 

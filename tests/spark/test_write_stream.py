@@ -76,6 +76,7 @@ def run_with_replay(spark, tmp_path, start_query) -> None:
         commits = sorted((spark_checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
         replayed = int(commits[-1].name)
         commits[-1].unlink()  # Spark now re-runs this micro-batch on restart
+        (commits[-1].parent / f".{replayed}.crc").unlink(missing_ok=True)  # else the new entry's rename fails
         written = input_rows(job_dir)
 
         second = start_query(spark_checkpoint)
