@@ -6,9 +6,11 @@ helpers make the replay a no-op with a Delta app transaction keyed by
 
 * :func:`idempotent_delta_writer` uses delta-spark's ``txnAppId``/``txnVersion``
   writer options (Delta skips a write whose version it already recorded);
-* :func:`feed_job` stages the micro-batch as Parquet files on the executors
-  (``mapInArrow``) and commits them on the driver to the job's ``input`` table,
-  exactly like ``writeStream.format("flinklike")`` does.
+* :func:`feed_job` collects the micro-batch to the driver as Arrow
+  (``toArrow``; ``mapInArrow`` would write on the executors but needs pandas,
+  which the project does not depend on), stages it as one Parquet file and
+  commits it to the job's ``input`` table like ``writeStream.format("flinklike")``
+  does. For micro-batches too large for the driver, use ``writeStream.format("flinklike")``.
 """
 
 from __future__ import annotations
@@ -16,17 +18,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from checkpointing.app_transactions import DataFile, is_committed
+from checkpointing.app_transactions import is_committed
 from connectors.spark_bridge import INPUT_TABLE, BridgeTable, stage_batches
 from flinklike_spark.spark.writer import input_app_id
 
 __all__ = ["feed_job", "idempotent_delta_writer"]
-
-_STAGED = "path string, size long, num_records long"
 
 
 def idempotent_delta_writer(
@@ -63,8 +62,8 @@ def feed_job(directory: str | os.PathLike[str], query_id: str = "default") -> Ca
     """A ``foreachBatch`` function that appends each micro-batch to the input of the job in ``directory``.
 
     The job reads it with :class:`connectors.spark_bridge.SparkInputSource`
-    (``<directory>/input``). Executors write the files; the driver commits
-    them with app transaction ``("spark/<query_id>", batch_id)``, so a replayed
+    (``<directory>/input``). The driver writes and commits the micro-batch with
+    app transaction ``("spark/<query_id>", batch_id)``, so a replayed
     micro-batch is ignored.
     """
     path = f"{os.fspath(directory).rstrip('/')}/{INPUT_TABLE}"
@@ -76,18 +75,8 @@ def feed_job(directory: str | os.PathLike[str], query_id: str = "default") -> Ca
         if existing is not None and is_committed(existing, app_id, batch_id):
             return  # a replay: Spark re-runs the batch, the job already has it
         schema = to_arrow_schema(batch.schema, timezone="UTC")
-
-        def stage(batches):
-            staged = stage_batches(BridgeTable(path), batches, schema, what=f"micro-batch {batch_id} for {path!r}")
-            if staged is not None:
-                yield pa.RecordBatch.from_pylist(
-                    [{"path": staged.path, "size": staged.size, "num_records": staged.num_records}]
-                )
-
-        rows = batch.mapInArrow(stage, _STAGED).collect()
-        files = [DataFile(path=r.path, size=r.size, num_records=r.num_records) for r in rows]
-        if files and not table.commit_once(schema, files, app_id, batch_id):
-            for f in files:
-                table.fs.rm_file(f"{table.root}/{f.path}")
+        staged = stage_batches(table, batch.toArrow().to_batches(), schema, what=f"micro-batch {batch_id} for {path!r}")
+        if staged is not None and not table.commit_once(schema, [staged], app_id, batch_id):
+            table.fs.rm_file(f"{table.root}/{staged.path}")
 
     return feed
