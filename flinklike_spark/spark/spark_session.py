@@ -136,10 +136,6 @@ def session(
         # Spark's defaults (200 shuffle partitions, 50 for Delta log replay) are for clusters;
         # on a laptop each partition is a task of its own and dominates a micro-batch.
         settings |= {"spark.sql.shuffle.partitions": "2", "spark.databricks.delta.snapshotPartitions": "2"}
-    # A Python worker must connect back to the JVM within this time (15 s by default); the
-    # source worker imports pyarrow and pyspark first, which a busy machine stretches past it
-    # ("Python worker failed to connect back").
-    settings["spark.python.authenticate.socketTimeout"] = "120s"
     settings |= dict(config or {})
     for key, value in settings.items():
         builder = builder.config(key, str(value))
