@@ -72,9 +72,7 @@ class FlinklikeDataSource(DataSource):
     def schema(self) -> StructType:
         if self._declared is None:
             if not any(k.lower() == "pipeline" for k in self.options):
-                raise ConfigurationError(
-                    'spark.readStream.format("flinklike") needs option \'pipeline\' ("module:function")'
-                )
+                ReadOptions.parse(self.options)  # raises, naming the missing option
             raise ConfigurationError(
                 f"pipeline {self.options.get('pipeline')!r} returns a stream without a declared schema: pass "
                 f"output_type= to its last operator, or give the schema to Spark with .schema(...)"

@@ -53,5 +53,5 @@ def bad_rows(env: StreamExecutionEnvironment):
     """Declares an int ``count`` but emits text in it."""
     return (
         env.from_source(SequenceSource(num_keys=2, records_per_key=None, rows_per_second=100), name="seq")
-        .map(lambda r: {"key": r["key"], "seq": r["seq"], "count": "many"})
+        .map(lambda r: {"key": r["key"], "seq": r["seq"], "count": "many"}, output_type=COUNTED)
     )

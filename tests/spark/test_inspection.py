@@ -26,7 +26,7 @@ class SlowCount(KeyedProcessFunction):
         self.count = runtime_context.get_state(ValueStateDescriptor("count"))
 
     def process_element(self, value, ctx):
-        time.sleep(0.0005)  # backpressure: buffers queue up in front of this stage
+        time.sleep(0.002)  # backpressure: buffers queue up in front of this stage
         count = (self.count.value() or 0) + 1
         self.count.update(count)
         yield {"key": value["key"], "count": count}
@@ -45,7 +45,7 @@ def job(tmp_path_factory):
         }
     )
     (
-        env.from_source(SequenceSource(num_keys=KEYS, records_per_key=1_000), name="seq").uid("seq")
+        env.from_source(SequenceSource(num_keys=KEYS, records_per_key=1_000, rows_per_second=3_000), name="seq").uid("seq")
         .key_by("key").process(SlowCount()).uid("counter")
         .sink_to(DeltaSink(base / "out")).uid("out")
     )  # fmt: skip
