@@ -73,13 +73,16 @@ def run_with_replay(spark, tmp_path, start_query, app_id: str) -> None:
         wait_for(lambda: len([p for p in first.recentProgress if p["numInputRows"]]) >= 3, timeout=400,
                  what="three micro-batches with rows", query=first)
         first.stop()
-        # Spark re-runs its latest planned micro-batch if its commit-log entry is missing (stop()
-        # may also have interrupted that entry's write): remove it, so that batch runs again.
-        replayed = max(int(p.name) for p in (spark_checkpoint / "offsets").glob("[0-9]*"))
-        (spark_checkpoint / "commits" / str(replayed)).unlink(missing_ok=True)
-        (spark_checkpoint / "commits" / f".{replayed}.crc").unlink(missing_ok=True)  # else its rename fails
-        done = DeltaTable(str(job_dir / INPUT_TABLE)).transaction_version(app_id)
-        assert done is not None and done >= replayed, f"micro-batch {replayed} should have reached the job"
+        # Simulate a crash after the sink committed micro-batch N but before Spark's commit log
+        # recorded it: Spark re-runs its latest planned batch when its commit entry is missing.
+        # (stop() may have interrupted a later batch before it reached the job: forget that one.)
+        replayed = DeltaTable(str(job_dir / INPUT_TABLE)).transaction_version(app_id)
+        assert replayed is not None, "no micro-batch reached the job"
+        for log in ("offsets", "commits"):
+            for entry in (spark_checkpoint / log).glob("[0-9]*"):
+                if int(entry.name) > replayed or (log == "commits" and int(entry.name) == replayed):
+                    entry.unlink()
+                    (entry.parent / f".{entry.name}.crc").unlink(missing_ok=True)  # else a new entry's rename fails
         written = input_rows(job_dir)
 
         second = start_query(spark_checkpoint)
