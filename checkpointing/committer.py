@@ -32,6 +32,8 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
+from .app_transactions import commit_files, is_committed
+
 from flinklike_spark.errors import CheckpointStorageError, CorruptCheckpointError
 
 from .layout import (
@@ -305,7 +307,7 @@ class CheckpointCommitter:
         txn_version = dt.transaction_version(app_id)
         wanted = {f.path for f in files}
         app_version = checkpoint_id
-        if txn_version is not None and txn_version >= checkpoint_id:
+        if is_committed(dt, app_id, checkpoint_id):
             present = self._paths_in(dt, job_id, checkpoint_id) & wanted
             if present == wanted:
                 return dt.version(), True
@@ -338,15 +340,12 @@ class CheckpointCommitter:
             for f in files
         ]
         try:
-            dt.create_write_transaction(
+            commit_files(
+                dt,
                 actions,
-                mode="append",
-                schema=dt.schema(),
-                partition_by=list(STATE_PARTITION_COLUMNS),
-                commit_properties=CommitProperties(
-                    app_transactions=[Transaction(app_id, app_version)],
-                    custom_metadata={"flinklike.checkpoint": f"{job_id}/{checkpoint_id}"},
-                ),
+                {app_id: app_version},
+                partition_by=STATE_PARTITION_COLUMNS,
+                custom_metadata={"flinklike.checkpoint": f"{job_id}/{checkpoint_id}"},
             )
             dt.update_incremental()
         except (DeltaError, OSError) as exc:

@@ -43,8 +43,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
-from deltalake.transaction import AddAction, CommitProperties, Transaction
+from deltalake.transaction import AddAction
 
+from checkpointing.app_transactions import commit_files, is_committed
 from checkpointing.layout import delta_uri, resolve_storage
 from flinklike_spark.connector_api import (
     Committer,
@@ -312,8 +313,7 @@ class DeltaCommitter(Committer):
         table = self._table.open_or_create(committables[0].schema)
         due, versions = [], {}
         for committable in committables:
-            done = table.transaction_version(committable.app_id)
-            if done is not None and done >= committable.version:
+            if is_committed(table, committable.app_id, committable.version):
                 continue  # committed before a failure or by an earlier attempt
             due.append(committable)
             versions[committable.app_id] = max(versions.get(committable.app_id, -1), committable.version)
@@ -335,16 +335,7 @@ class DeltaCommitter(Committer):
             for committable in due
             for staged in committable.files
         ]
-        table.create_write_transaction(
-            actions,
-            mode="append",
-            schema=table.schema(),
-            partition_by=[],
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(app_id, version) for app_id, version in sorted(versions.items())],
-                custom_metadata={"flinklike.sink": ",".join(sorted(versions))},
-            ),
-        )
+        commit_files(table, actions, versions, custom_metadata={"flinklike.sink": ",".join(sorted(versions))})
         _log.info(
             "committed %d files (%d rows) to %s for %s",
             len(actions),

@@ -32,6 +32,7 @@ __all__ = [
     "NetworkOptions",
     "PipelineOptions",
     "TaskManagerMode",
+    "fold_key_case",
     "parse_duration",
     "parse_memory_size",
 ]
@@ -400,6 +401,20 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "(that output is written again: at-least-once)."),
     )
 }  # fmt: skip
+
+
+_KEYS_BY_LOWER_CASE = {key.lower(): key for key in OPTIONS}
+
+
+def fold_key_case(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with every key that matches a configuration key case-insensitively spelled as that key.
+
+    Spark lower-cases data source option keys (``taskmanager.numberOfTaskSlots``
+    arrives as ``taskmanager.numberoftaskslots``); this restores Flink's
+    spelling. Other keys are returned unchanged, so :class:`Configuration`
+    still rejects them by name.
+    """
+    return {_KEYS_BY_LOWER_CASE.get(key.lower(), key): value for key, value in values.items()}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

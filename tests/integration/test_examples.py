@@ -39,3 +39,17 @@ def test_windowed_clicks_example():
     out = run_example("windowed_clicks.py")
     assert "matches the plain-Python computation" in out
     assert "late firings" in out and "clicks to the side output" in out
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+def test_fraud_detection_example_through_spark(tmp_path):
+    """The README's main command: the engine job read by Spark (readStream) and written to Delta by Spark."""
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    env.pop("PYSPARK_PYTHON", None)  # the example's session() sets it, as on a fresh machine
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "fraud_detection.py"), str(tmp_path)],
+        capture_output=True, text=True, timeout=850, env=env, cwd=ROOT,
+    )
+    assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout}\n{done.stderr[-5000:]}"
+    assert "exactly once and as expected: True" in done.stdout, done.stdout

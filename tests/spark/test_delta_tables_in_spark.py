@@ -10,22 +10,13 @@ from __future__ import annotations
 import pytest
 
 from connectors import DeltaSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from flinklike_spark import StreamExecutionEnvironment
+from tests.spark.pipelines import Count
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 
 NUM_KEYS = 6
 RECORDS_PER_KEY = 500
-
-
-class Count(KeyedProcessFunction):
-    def open(self, runtime_context):
-        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
-
-    def process_element(self, value, ctx):
-        count = (self.count.value() or 0) + 1
-        self.count.update(count)
-        yield {"key": value["key"], "seq": value["seq"], "count": count}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,84 @@
+"""Idempotent Delta appends: add files in one transaction that records an app transaction.
+
+Delta's ``txn`` action stores, per application id, the highest version an
+application committed. A writer that commits unit ``n`` of its output with
+app transaction ``(app_id, n)`` and skips any unit ``n <= txn version`` never
+commits a unit twice, however often a commit is retried. Spark's idempotent
+``foreachBatch`` writes (``txnAppId``/``txnVersion``) use the same action, so
+tables written here tell a Spark user what was committed.
+
+Used by the checkpoint committer, DeltaSink and the Spark bridge
+(``connectors.spark_bridge``, ``flinklike_spark.spark``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+__all__ = ["DataFile", "commit_files", "is_committed"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DataFile:
+    """A Parquet file inside a table directory that no table version names yet.
+
+    Attributes:
+        path: relative to the table root, as the Delta ``add`` action names it.
+        size: bytes.
+        num_records: rows in the file.
+        modification_time: epoch milliseconds.
+        partition_values: partition column -> value as text (Delta stores them in the log, not the file).
+    """
+
+    path: str
+    size: int
+    num_records: int
+    modification_time: int = dataclasses.field(default_factory=lambda: int(time.time() * 1000))
+    partition_values: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+
+    def add_action(self) -> AddAction:
+        return AddAction(
+            path=self.path,
+            size=self.size,
+            partition_values=dict(self.partition_values),
+            modification_time=self.modification_time,
+            data_change=True,
+            stats=f'{{"numRecords":{self.num_records}}}',
+        )
+
+
+def is_committed(table: DeltaTable, app_id: str, version: int) -> bool:
+    """Whether ``table`` records app transaction ``app_id`` at ``version`` or later."""
+    done = table.transaction_version(app_id)
+    return done is not None and done >= version
+
+
+def commit_files(
+    table: DeltaTable,
+    actions: Sequence[AddAction],
+    app_versions: Mapping[str, int],
+    *,
+    partition_by: Sequence[str] = (),
+    custom_metadata: Mapping[str, str] | None = None,
+) -> None:
+    """Append ``actions`` to ``table`` in one transaction recording every ``(app_id, version)``.
+
+    The caller checks :func:`is_committed` first (on the same table snapshot)
+    and leaves out what is done; Delta's conflict detection rejects the commit
+    (``CommitFailedError``) if another writer committed the same app id meanwhile.
+    """
+    table.create_write_transaction(
+        list(actions),
+        mode="append",
+        schema=table.schema(),
+        partition_by=list(partition_by),
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(app_id, version) for app_id, version in sorted(app_versions.items())],
+            custom_metadata=dict(custom_metadata) if custom_metadata else None,
+        ),
+    )

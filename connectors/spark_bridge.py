@@ -1,0 +1,445 @@
+"""The engine side of the Spark bridge: the job's ``output`` and ``input`` Delta tables.
+
+A job that Spark reads (``spark.readStream.format("flinklike")``) or feeds
+(``df.writeStream.format("flinklike")``) keeps two Delta tables beside its
+checkpoint tables, under ``execution.checkpointing.dir``::
+
+    <dir>/output/   the job's rows for Spark, partitioned by ``checkpoint_id``
+    <dir>/input/    rows Spark wrote for the job, one table version per Spark micro-batch
+
+:class:`SparkOutputSink` is a two-phase-commit sink: it stages Parquet files
+and, when checkpoint ``n`` completes, commits them as partition
+``checkpoint_id = n`` with app transaction ``(OUTPUT_APP_ID, n)``. The app
+transaction's version is therefore the newest checkpoint whose output is
+visible: that is the offset a Spark query reads up to, and a commit retried
+after a restore is skipped. Partition values live in the Delta log, not in the
+files, so a file's rows need not know their checkpoint when they are written.
+
+:class:`SparkInputSource` tails the ``input`` table: it reads the files that
+each table version added, in version order, and its split position
+``(version, file, row)`` is checkpointed like any source offset, so a restored
+job continues exactly after the last row it had read. Spark's stream writer
+commits each micro-batch with app transaction ``(f"spark/{query}", batch_id)``,
+so a micro-batch Spark replays after a restart adds no version.
+
+Nothing here imports pyspark: the engine runs without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from checkpointing.app_transactions import DataFile, commit_files, is_committed
+from checkpointing.layout import delta_uri, resolve_storage
+from flinklike_spark.config import parse_duration
+from flinklike_spark.connector_api import (
+    END_OF_INPUT,
+    Boundedness,
+    Committer,
+    PrecommittingSinkWriter,
+    ReadResult,
+    SinkWriterContext,
+    Source,
+    SourceReader,
+    SourceReaderContext,
+    SourceSplit,
+    TwoPhaseCommittingSink,
+)
+from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
+
+__all__ = [
+    "CHECKPOINT_COLUMN",
+    "INPUT_TABLE",
+    "OUTPUT_APP_ID",
+    "OUTPUT_TABLE",
+    "BridgeTable",
+    "SparkInputSource",
+    "SparkInputSplit",
+    "SparkOutputSink",
+    "conform_batch",
+    "output_offset",
+    "stage_batches",
+]
+
+_log = logging.getLogger(__name__)
+
+OUTPUT_TABLE = "output"
+INPUT_TABLE = "input"
+CHECKPOINT_COLUMN = "checkpoint_id"
+#: The output sink runs with parallelism 1, so one app id covers the whole output.
+OUTPUT_APP_ID = "flinklike/spark-output"
+_ATTEMPTS = 8  # commits that lose a race (the Spark reader's retention deletes concurrently)
+
+
+class BridgeTable:
+    """A Delta table of the bridge: its deltalake URI and the fsspec filesystem for its files."""
+
+    def __init__(self, path: str, storage_options: Mapping[str, str] | None = None) -> None:
+        self.path = path
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.fs, self.root = resolve_storage(path, self.storage_options)
+        self.uri = delta_uri(self.fs, self.root)
+
+    def open(self, version: int | None = None) -> DeltaTable | None:
+        try:
+            return DeltaTable(self.uri, version=version, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
+
+    def create(self, schema: pa.Schema, partition_by: list[str] | None = None) -> DeltaTable:
+        """Open the table, creating it with ``schema`` if missing (safe when writers race)."""
+        table = self.open()
+        if table is None:
+            self.fs.makedirs(self.root, exist_ok=True)
+            try:
+                DeltaTable.create(
+                    self.uri, schema, mode="ignore", partition_by=partition_by, storage_options=self.storage_options
+                )
+            except DeltaError:
+                pass  # another writer created it first
+            table = DeltaTable(self.uri, storage_options=self.storage_options)
+        return table
+
+    def commit_once(
+        self,
+        schema: pa.Schema,
+        files: list[DataFile],
+        app_id: str,
+        version: int,
+        *,
+        partition_by: list[str] | None = None,
+    ) -> bool:
+        """Commit ``files`` with app transaction ``(app_id, version)`` unless it is there; True if committed now.
+
+        Retries commits that lose a race against another writer (each retry
+        re-reads the table, so a concurrent commit of the same version is seen).
+
+        Raises:
+            SinkCommitError: the table cannot be written, or a staged file is missing.
+        """
+        try:
+            for attempt in range(_ATTEMPTS):
+                table = self.create(schema, partition_by)
+                if is_committed(table, app_id, version):
+                    return False
+                for f in files:
+                    if not self.fs.exists(f"{self.root}/{f.path}"):
+                        raise FileNotFoundError(f"staged file {f.path} of {app_id} version {version} is missing")
+                try:
+                    commit_files(
+                        table,
+                        [f.add_action() for f in files],
+                        {app_id: version},
+                        partition_by=partition_by or (),
+                        custom_metadata={"flinklike.app": f"{app_id}@{version}"},
+                    )
+                    return True
+                except CommitFailedError:
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
+        except (DeltaError, OSError) as exc:
+            raise SinkCommitError(
+                f"cannot commit {len(files)} files of {app_id} version {version} to Delta table "
+                f"{self.uri!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        raise AssertionError("unreachable")
+
+
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, what: str) -> pa.RecordBatch:
+    """``batch`` with exactly ``schema``'s columns (cast where needed).
+
+    Raises:
+        SchemaMismatchError: naming the missing, extra or uncastable fields and ``what`` the rows are.
+    """
+    if batch.schema.equals(schema):
+        return batch
+    if set(batch.schema.names) != set(schema.names):
+        missing = [n for n in schema.names if n not in batch.schema.names]
+        extra = [n for n in batch.schema.names if n not in schema.names]
+        raise SchemaMismatchError(
+            f"{what}: rows have fields {batch.schema.names} but the declared schema has {schema.names} "
+            f"(missing {missing}, unexpected {extra}); change the rows or the declared schema "
+            f"(output_type= of the stream, or .schema(...) on the Spark reader)"
+        )
+    batch = batch.select(schema.names)
+    try:
+        return batch.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SchemaMismatchError(
+            f"{what}: rows [{batch.schema.to_string(show_schema_metadata=False)}] do not fit the declared "
+            f"schema [{schema.to_string(show_schema_metadata=False)}]: {exc}"
+        ) from exc
+
+
+def stage_batches(table: BridgeTable, batches, schema: pa.Schema | None, *, what: str) -> DataFile | None:
+    """Write ``batches`` into one new Parquet file in ``table``'s directory (not yet committed).
+
+    Args:
+        schema: conform every batch to it; None takes the first batch's schema.
+
+    Returns:
+        The staged file, or None when there were no rows.
+    """
+    relative = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
+    full = f"{table.root}/{relative}"
+    writer = stream = None
+    rows = 0
+    try:
+        for batch in batches:
+            if isinstance(batch, pa.Table):
+                batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
+            if batch is None or batch.num_rows == 0:
+                continue
+            schema = schema or batch.schema
+            batch = conform_batch(batch, schema, what=what)
+            if writer is None:
+                table.fs.makedirs(table.root, exist_ok=True)
+                stream = table.fs.open(full, "wb")
+                writer = pq.ParquetWriter(stream, schema, compression="zstd")
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+            stream.close()
+    if writer is None:
+        return None
+    return DataFile(path=relative, size=table.fs.size(full), num_records=rows)
+
+
+def output_offset(table: DeltaTable | None) -> int:
+    """The newest checkpoint id whose output is committed in the ``output`` table (-1: none)."""
+    if table is None:
+        return -1
+    version = table.transaction_version(OUTPUT_APP_ID)
+    return -1 if version is None else version
+
+
+# -- engine -> Spark ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _OutputCommittable:
+    checkpoint_id: int
+    file: DataFile
+
+
+class SparkOutputSink(TwoPhaseCommittingSink):
+    """Commits a stream's rows per completed checkpoint into the bridge's ``output`` table.
+
+    Args:
+        path: the ``output`` table (``<execution.checkpointing.dir>/output``).
+        schema: the declared schema of the rows (what Spark reads); rows are cast to it.
+
+    Must run with parallelism 1 (the runner sets it): one writer keeps one app
+    transaction whose version is the Spark offset. Rows written before the
+    barrier of checkpoint ``n`` become partition ``checkpoint_id = n`` when
+    ``n`` completes; a bounded job's last rows get the next id after the
+    newest committed one.
+    """
+
+    def __init__(self, path: str, schema: pa.Schema, *, storage_options: Mapping[str, str] | None = None) -> None:
+        if CHECKPOINT_COLUMN in schema.names:
+            raise ConfigurationError(
+                f"the stream read by Spark has a field {CHECKPOINT_COLUMN!r}, which the bridge's output table "
+                f"uses as its partition column; rename the field"
+            )
+        self.path = path
+        self.schema = schema
+        self.storage_options = dict(storage_options) if storage_options else None
+
+    def __repr__(self) -> str:
+        return f"SparkOutputSink({self.path!r})"
+
+    def table_schema(self) -> pa.Schema:
+        return self.schema.append(pa.field(CHECKPOINT_COLUMN, pa.int64()))
+
+    def create_writer(self, context: SinkWriterContext) -> _OutputWriter:
+        if context.parallelism != 1:
+            raise ConfigurationError(f"SparkOutputSink must run with parallelism 1, got {context.parallelism}")
+        return _OutputWriter(self)
+
+    def create_committer(self) -> _OutputCommitter:
+        return _OutputCommitter(self)
+
+
+class _OutputWriter(PrecommittingSinkWriter):
+    """Buffers rows between barriers and stages them as one Parquet file per checkpoint."""
+
+    def __init__(self, sink: SparkOutputSink) -> None:
+        self._sink = sink
+        self._table = BridgeTable(sink.path, sink.storage_options)
+        self._pending: list[pa.RecordBatch] = []
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            self._pending.append(conform_batch(batch, self._sink.schema, what="the stream read by Spark"))
+
+    def prepare_commit(self, checkpoint_id: int) -> list[_OutputCommittable]:
+        batches, self._pending = self._pending, []
+        staged = stage_batches(self._table, batches, self._sink.schema, what="the stream read by Spark")
+        return [] if staged is None else [_OutputCommittable(checkpoint_id=checkpoint_id, file=staged)]
+
+
+class _OutputCommitter(Committer):
+    def __init__(self, sink: SparkOutputSink) -> None:
+        self._sink = sink
+        self._table = BridgeTable(sink.path, sink.storage_options)
+
+    def commit(self, committables: list[_OutputCommittable]) -> None:
+        for committable in committables:
+            checkpoint_id = committable.checkpoint_id
+            if checkpoint_id == END_OF_INPUT:
+                # The end of a bounded job: Spark offsets must stay small ordered ints.
+                checkpoint_id = output_offset(self._table.open()) + 1
+            file = dataclasses.replace(committable.file, partition_values={CHECKPOINT_COLUMN: str(checkpoint_id)})
+            if self._table.commit_once(
+                self._sink.table_schema(), [file], OUTPUT_APP_ID, checkpoint_id, partition_by=[CHECKPOINT_COLUMN]
+            ):
+                _log.info("committed %d rows of checkpoint %d for Spark", file.num_records, checkpoint_id)
+
+
+# -- Spark -> engine ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SparkInputSplit(SourceSplit):
+    """The ``input`` table, read up to a position.
+
+    Attributes:
+        version: the table version being read (its added files, sorted by path).
+        file_index: the next file of that version to read.
+        row: rows of that file already returned.
+    """
+
+    version: int = 0
+    file_index: int = 0
+    row: int = 0
+
+
+class SparkInputSource(Source):
+    """Tails the bridge's ``input`` table, which ``df.writeStream.format("flinklike")`` appends to.
+
+    Args:
+        path: the ``input`` table (``<execution.checkpointing.dir>/input``); it may not exist yet.
+        schema: the rows' schema (what the Spark query writes); files are cast to it.
+        poll_interval: how often to look for a new table version when idle.
+
+    Unbounded. One split, read by subtask 0; other subtasks stay idle.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        schema: pa.Schema,
+        *,
+        poll_interval: timedelta | str = timedelta(milliseconds=200),
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
+        if not isinstance(schema, pa.Schema):
+            raise ConfigurationError(f"SparkInputSource needs a pyarrow.Schema, got {schema!r}")
+        self.path = os.fspath(path)
+        self.schema = schema
+        self.poll_interval = parse_duration(poll_interval, key="poll_interval")
+        self.storage_options = dict(storage_options) if storage_options else None
+
+    def __repr__(self) -> str:
+        return f"SparkInputSource({self.path!r})"
+
+    @property
+    def boundedness(self) -> Boundedness:
+        return Boundedness.CONTINUOUS_UNBOUNDED
+
+    def output_schema(self) -> pa.Schema:
+        return self.schema
+
+    def create_splits(self, parallelism: int) -> list[SparkInputSplit]:
+        return [SparkInputSplit(split_id="spark-input")]
+
+    def create_reader(self, context: SourceReaderContext) -> _InputReader:
+        return _InputReader(self)
+
+
+class _InputReader(SourceReader):
+    def __init__(self, source: SparkInputSource) -> None:
+        self._source = source
+        self._table = BridgeTable(source.path, source.storage_options)
+        self._split: SparkInputSplit | None = None
+        self._files: list[str] | None = None  # files added by the version being read
+        self._current: pa.Table | None = None  # the file being read
+        self._next_poll = 0.0
+
+    def add_splits(self, splits: list[SourceSplit]) -> None:
+        for split in splits:
+            if not isinstance(split, SparkInputSplit):
+                raise ConfigurationError(f"SparkInputSource cannot read split {split!r}")
+            self._split = split
+
+    def poll_next(self, max_rows: int) -> ReadResult:
+        idle = ReadResult(wait_seconds=self._source.poll_interval.total_seconds())
+        if self._split is None:
+            return idle
+        if self._current is None and not self._open_next_file():
+            return idle
+        split = self._split
+        batch = self._current.slice(split.row, max_rows)
+        row = split.row + batch.num_rows
+        if row >= self._current.num_rows:
+            self._current = None
+            self._split = dataclasses.replace(split, file_index=split.file_index + 1, row=0)
+        else:
+            self._split = dataclasses.replace(split, row=row)
+        if batch.num_rows == 0:
+            return ReadResult()
+        rows = batch.combine_chunks().to_batches()[0]
+        return ReadResult(batch=conform_batch(rows, self._source.schema, what=f"Spark input table {self._table.uri!r}"))
+
+    def _open_next_file(self) -> bool:
+        """Load the next file to read into ``_current``; False when nothing new is committed."""
+        while True:
+            split = self._split
+            if self._files is None:
+                now = time.monotonic()
+                if now < self._next_poll:
+                    return False
+                self._next_poll = now + self._source.poll_interval.total_seconds()
+                self._files = self._added_files(split.version)
+                if self._files is None:
+                    return False
+            if split.file_index < len(self._files):
+                uri = self._files[split.file_index]
+                with self._table.fs.open(uri, "rb") as stream:
+                    self._current = pq.read_table(stream)
+                return True
+            # This version is done: move to the next one.
+            self._split = dataclasses.replace(split, version=split.version + 1, file_index=0, row=0)
+            self._files = None
+            self._next_poll = 0.0
+
+    def _added_files(self, version: int) -> list[str] | None:
+        """Files added by ``version`` (sorted), or None if the table has no such version yet."""
+        latest = self._table.open()
+        if latest is None or latest.version() < version:
+            return None
+        now = set(latest.file_uris()) if latest.version() == version else set(self._table.open(version).file_uris())
+        before = set() if version == 0 else set(self._table.open(version - 1).file_uris())
+        return sorted(now - before)
+
+    def snapshot_state(self, checkpoint_id: int) -> list[SparkInputSplit]:
+        return [] if self._split is None else [self._split]
+
+    def close(self) -> None:
+        self._current = None

@@ -1,0 +1,125 @@
+"""Looking inside a job's checkpoints with Spark SQL (``spark.read.format("delta")``).
+
+The checkpoint tables (DESIGN.md section 5) are plain Delta tables; these
+helpers return DataFrames over them for the questions users ask: the
+checkpoint history, the keyed state per key at a checkpoint, the in-flight
+data per channel, and the state table as of an older checkpoint (Delta time
+travel to the version that checkpoint committed). Only retained checkpoints
+have files; older ones were vacuumed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from checkpointing.layout import CHANNEL_STATE, CHECKPOINTS, OPERATOR_STATE
+from flinklike_spark.errors import CheckpointNotFoundError
+from flinklike_spark.spark.job_runner import JobRecord, read_record
+
+__all__ = ["channel_state", "checkpoint_history", "job_record", "keyed_state", "operator_state_as_of"]
+
+
+def _table(spark: SparkSession, directory: str | os.PathLike[str], table: str, version: int | None = None):
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(f"{os.fspath(directory).rstrip('/')}/{table}")
+
+
+def checkpoint_history(spark: SparkSession, directory: str | os.PathLike[str]) -> DataFrame:
+    """One row per completed checkpoint or savepoint, oldest first (Flink's checkpoint history)."""
+    return (
+        _table(spark, directory, CHECKPOINTS)
+        .select("job_id", "checkpoint_id", "kind", "mode", "trigger_time", "completion_time", "duration_ms",
+                "max_alignment_ms", "state_bytes", "channel_state_bytes", "operator_state_version")
+        .orderBy("completion_time", "checkpoint_id")
+    )  # fmt: skip
+
+
+def _latest(spark: SparkSession, directory, job_id: str | None, checkpoint_id: int | None):
+    """The checkpoints row asked for (latest by default)."""
+    history = checkpoint_history(spark, directory)
+    if job_id is not None:
+        history = history.where(F.col("job_id") == job_id)
+    if checkpoint_id is not None:
+        history = history.where(F.col("checkpoint_id") == checkpoint_id)
+    rows = history.orderBy(F.col("completion_time").desc(), F.col("checkpoint_id").desc()).limit(1).collect()
+    if not rows:
+        raise CheckpointNotFoundError(
+            f"no completed checkpoint {'' if checkpoint_id is None else checkpoint_id} "
+            f"{'' if job_id is None else 'of job ' + job_id} in {os.fspath(directory)!r}",
+            url=os.fspath(directory),
+        )
+    return rows[0]
+
+
+def keyed_state(
+    spark: SparkSession,
+    directory: str | os.PathLike[str],
+    operator_uid: str,
+    state_name: str | None = None,
+    *,
+    checkpoint_id: int | None = None,
+    job_id: str | None = None,
+) -> DataFrame:
+    """State per key of ``operator_uid`` at a checkpoint (the latest one by default).
+
+    Columns: ``state_name``, ``key`` (``key_repr``), ``value`` (``value_repr``),
+    ``key_group``, ``subtask``, plus ``job_id``/``checkpoint_id``.
+    """
+    cp = _latest(spark, directory, job_id, checkpoint_id)
+    df = _table(spark, directory, OPERATOR_STATE).where(
+        (F.col("job_id") == cp.job_id) & (F.col("checkpoint_id") == cp.checkpoint_id)
+        & (F.col("operator_uid") == operator_uid) & (F.col("key_group") >= 0)
+    )  # fmt: skip
+    if state_name is not None:
+        df = df.where(F.col("state_name") == state_name)
+    return df.select(
+        "job_id", "checkpoint_id", "state_name", F.col("key_repr").alias("key"), F.col("value_repr").alias("value"),
+        "key_group", "subtask",
+    ).orderBy("state_name", "key")
+
+
+def channel_state(
+    spark: SparkSession,
+    directory: str | os.PathLike[str],
+    *,
+    checkpoint_id: int | None = None,
+    job_id: str | None = None,
+) -> DataFrame:
+    """In-flight data per channel persisted by an (unaligned) checkpoint (the latest by default).
+
+    One row per (operator_uid, subtask, direction, gate, channel): ``buffers`` and ``rows``.
+    """
+    cp = _latest(spark, directory, job_id, checkpoint_id)
+    return (
+        _table(spark, directory, CHANNEL_STATE)
+        .where((F.col("job_id") == cp.job_id) & (F.col("checkpoint_id") == cp.checkpoint_id))
+        .groupBy("job_id", "checkpoint_id", "operator_uid", "subtask", "direction", "gate", "channel")
+        .agg(F.count("*").alias("buffers"), F.sum("rows").alias("rows"))
+        .orderBy("operator_uid", "subtask", "direction", "gate", "channel")
+    )
+
+
+def operator_state_as_of(
+    spark: SparkSession, directory: str | os.PathLike[str], checkpoint_id: int, *, job_id: str | None = None
+) -> DataFrame:
+    """The ``operator_state`` table as it was when ``checkpoint_id`` committed (Delta time travel).
+
+    Rows of checkpoints completed after it are absent; the checkpoint's own
+    rows are readable while it is retained.
+    """
+    cp = _latest(spark, directory, job_id, checkpoint_id)
+    if cp.operator_state_version is None:
+        raise CheckpointNotFoundError(
+            f"checkpoint {checkpoint_id} of job {cp.job_id} wrote no operator state", url=os.fspath(directory)
+        )
+    return _table(spark, directory, OPERATOR_STATE, version=cp.operator_state_version)
+
+
+def job_record(directory: str | os.PathLike[str]) -> JobRecord | None:
+    """The record of the engine job behind a ``readStream`` query (pid, job id, state, error)."""
+    return read_record(os.fspath(directory))

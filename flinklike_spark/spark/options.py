@@ -1,0 +1,143 @@
+"""Spark data source options, parsed once into typed objects at the edge.
+
+Spark lower-cases option keys and passes every value as a string. Options of
+the bridge itself (``pipeline``, ``maxCheckpointsPerTrigger``, ``queryId``,
+``path``) are matched case-insensitively; every other key must be a Flink
+configuration key (case folded with :func:`flinklike_spark.config.fold_key_case`)
+and is validated by :class:`~flinklike_spark.config.Configuration`, whose
+error names the valid keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from flinklike_spark.config import Configuration, fold_key_case
+from flinklike_spark.errors import ConfigurationError
+
+__all__ = ["ReadOptions", "WriteOptions"]
+
+_DIR_KEY = "execution.checkpointing.dir"
+#: Without checkpoints nothing is ever committed for Spark; Flink's default is "disabled".
+DEFAULT_CHECKPOINT_INTERVAL = "1 s"
+# Options Spark itself adds to a source's or sink's options (not the user's).
+_SPARK_OWNED = frozenset({"checkpointlocation", "queryname"})
+
+
+def _split(options: Mapping[str, str], own: frozenset[str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """(bridge options by lower-case key, Flink configuration keys) from raw Spark options."""
+    bridge, flink = {}, {}
+    for key, value in options.items():
+        lower = key.lower()
+        if lower in own:
+            bridge[lower] = value
+        elif lower not in _SPARK_OWNED:
+            flink[key] = value
+    return bridge, fold_key_case(flink)
+
+
+def _directory(bridge: Mapping[str, str], flink: dict[str, Any], what: str) -> str:
+    path, configured = bridge.get("path"), flink.get(_DIR_KEY)
+    if path and configured and os.path.abspath(path) != os.path.abspath(configured):
+        raise ConfigurationError(
+            f"{what}: load()/save() path {path!r} and option {_DIR_KEY}={configured!r} differ; give one of them"
+        )
+    directory = path or configured
+    if not directory:
+        raise ConfigurationError(
+            f"{what}: no job directory; set option {_DIR_KEY!r} (or pass it as the path) to the directory that "
+            f"holds the job's checkpoints and its input/output tables"
+        )
+    return str(directory)
+
+
+def _config(flink: dict[str, Any], directory: str, what: str) -> tuple[dict[str, Any], Configuration]:
+    values = {"execution.checkpointing.interval": DEFAULT_CHECKPOINT_INTERVAL} | flink | {_DIR_KEY: directory}
+    try:
+        return values, Configuration(values)
+    except ConfigurationError as exc:
+        raise ConfigurationError(
+            f"{what}: {exc} (the bridge's own options: {', '.join(sorted(_READ_OWN | _WRITE_OWN))})"
+        ) from None
+
+
+_READ_OWN = frozenset({"pipeline", "maxcheckpointspertrigger", "path"})
+_WRITE_OWN = frozenset({"queryid", "path"})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReadOptions:
+    """Options of ``spark.readStream.format("flinklike")``.
+
+    Attributes:
+        pipeline: ``module:function`` building the job.
+        directory: ``execution.checkpointing.dir`` (checkpoints, ``output`` table, runner record).
+        config: the job's Flink configuration (checkpoint interval 1 s unless set).
+        flink_options: the same as given (strings, Flink's key spelling), to hand to the runner.
+        max_checkpoints_per_trigger: admission control: at most this many
+            checkpoints' output per micro-batch (None: everything committed).
+    """
+
+    pipeline: str
+    directory: str
+    config: Configuration
+    flink_options: Mapping[str, Any]
+    max_checkpoints_per_trigger: int | None
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> ReadOptions:
+        what = 'spark.readStream.format("flinklike")'
+        bridge, flink = _split(options, _READ_OWN)
+        pipeline = bridge.get("pipeline")
+        if not pipeline:
+            raise ConfigurationError(
+                f"{what}: option 'pipeline' is required: 'module:function' building the job on a "
+                f"StreamExecutionEnvironment and returning the DataStream whose rows go to Spark"
+            )
+        directory = _directory(bridge, flink, what)
+        limit = bridge.get("maxcheckpointspertrigger")
+        if limit is not None:
+            try:
+                limit = int(limit)
+            except ValueError:
+                limit = 0
+            if limit < 1:
+                raise ConfigurationError(
+                    f"{what}: maxCheckpointsPerTrigger must be a positive integer, got {bridge['maxcheckpointspertrigger']!r}"
+                )
+        flink_options, config = _config(flink, directory, what)
+        return ReadOptions(
+            pipeline=pipeline, directory=directory, config=config, flink_options=flink_options,
+            max_checkpoints_per_trigger=limit,
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WriteOptions:
+    """Options of ``df.writeStream.format("flinklike")``.
+
+    Attributes:
+        directory: the job's directory; micro-batches go to its ``input`` table.
+        query_id: names the writing query in the app transaction ``spark/<query_id>``;
+            give each query that feeds the same job its own (default ``default``),
+            and a new one when a query starts over with a new checkpointLocation
+            (its batch ids start again at 0).
+    """
+
+    directory: str
+    query_id: str
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> WriteOptions:
+        what = 'df.writeStream.format("flinklike")'
+        bridge, flink = _split(options, _WRITE_OWN)
+        directory = _directory(bridge, flink, what)
+        flink.pop(_DIR_KEY, None)
+        if flink:
+            raise ConfigurationError(
+                f"{what}: unknown options {sorted(flink)}; valid: {_DIR_KEY}, {', '.join(sorted(_WRITE_OWN))}"
+            )
+        return WriteOptions(directory=directory, query_id=bridge.get("queryid") or "default")

@@ -1,0 +1,166 @@
+"""A SparkSession with Delta Lake and the ``flinklike`` data source, checked before Spark starts.
+
+:func:`session` is the one call a user needs; :func:`register` adds the data
+source to a session the user built (e.g. under ``spark-submit``). Both fail
+early with :class:`SparkSetupError` naming what to fix: a missing Java, a
+``PYSPARK_PYTHON`` that cannot import the project, a Delta jar Spark cannot
+resolve.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flinklike_spark.errors import FlinklikeError
+
+__all__ = ["DELTA_SPARK_PACKAGE", "SparkSetupError", "check_python", "register", "session"]
+
+#: The newest delta-spark jar built for Spark 4.2 on Maven Central. The delta-spark
+#: 4.4.1 wheel asks for a 4.4.1 jar that Maven Central does not serve (2026-11-23).
+DELTA_SPARK_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+_PROBE = "import flinklike_spark, connectors, checkpointing, pyarrow, deltalake"
+
+
+class SparkSetupError(FlinklikeError, RuntimeError):
+    """Spark cannot run the bridge in this environment; the message says what to install or set."""
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    candidates = [str(Path(home) / "bin" / "java")] if home else []
+    candidates.append(shutil.which("java") or "")
+    for java in candidates:
+        if java and os.access(java, os.X_OK):
+            return java
+    raise SparkSetupError(
+        "Spark needs Java 17 and none was found (no java on PATH"
+        + (f", nor {home}/bin/java from JAVA_HOME" if home else ", JAVA_HOME unset")
+        + "); install a JDK or JRE 17 (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+    )
+
+
+def _worker_pythonpath() -> str:
+    """PYTHONPATH for Spark's Python workers: this project and the running script's directory first."""
+    entries = [_PROJECT_ROOT]
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    if script:
+        entries.append(str(Path(script).resolve().parent))
+    entries += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
+def check_python(python: str) -> None:
+    """Raise SparkSetupError unless ``python`` imports the project and its dependencies.
+
+    Spark's Python workers run ``PYSPARK_PYTHON`` (else ``python3`` from PATH);
+    without the project there, ``load()`` fails deep in a worker.
+    """
+    try:
+        done = subprocess.run(
+            [python, "-c", _PROBE],
+            capture_output=True, text=True, timeout=60,
+            env=os.environ | {"PYTHONPATH": _worker_pythonpath()},
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SparkSetupError(
+            f"PYSPARK_PYTHON={python!r} cannot be run ({exc}); set it to this interpreter ({sys.executable})"
+        ) from exc
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        raise SparkSetupError(
+            f"PYSPARK_PYTHON={python!r} cannot import the project ({last}); Spark's Python workers run it. "
+            f"Set PYSPARK_PYTHON to an interpreter with flinklike-spark installed (this one: {sys.executable}) "
+            f"or install it there: {python} -m pip install 'flinklike-spark[spark]'"
+        )
+
+
+def session(
+    app_name: str = "flinklike",
+    *,
+    master: str | None = "local[2]",
+    config: Mapping[str, Any] | None = None,
+    delta_package: str = DELTA_SPARK_PACKAGE,
+):
+    """Build (or get) a SparkSession with Delta Lake and the ``flinklike`` data source.
+
+    Sets ``PYSPARK_PYTHON`` to this interpreter unless it is set (then checks it
+    imports the project), and puts this project and the running script's
+    directory on the workers' ``PYTHONPATH``, so ``pipeline`` modules next to
+    the script import in Spark's workers. Under ``spark-submit`` the JVM
+    already runs: the session it configured (``--master``, ``--packages``,
+    ``--py-files``) is used and only the data source is registered.
+
+    Args:
+        master: Spark master; None keeps what ``spark-submit`` chose.
+        config: extra Spark configuration.
+        delta_package: Maven coordinates of delta-spark (resolved by Spark from Maven Central).
+
+    Raises:
+        SparkSetupError: no Java, an unusable ``PYSPARK_PYTHON``, or Delta cannot be resolved.
+    """
+    from pyspark.sql import SparkSession
+
+    existing = SparkSession.getActiveSession()
+    if existing is not None:
+        return register(existing)
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Launched by spark-submit: its JVM already runs with the master, packages and
+        # Python it was given (--master, --packages, spark.pyspark.python); only register.
+        return register(SparkSession.builder.appName(app_name).getOrCreate())
+    _java()
+    python = os.environ.get("PYSPARK_PYTHON")
+    if python:
+        check_python(python)
+    else:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = _worker_pythonpath()
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    settings = {
+        "spark.jars.packages": delta_package,
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    if master is not None and master.startswith("local"):
+        # Spark's defaults (200 shuffle partitions, 50 for Delta log replay) are for clusters;
+        # on a laptop each partition is a task of its own and dominates a micro-batch.
+        settings |= {"spark.sql.shuffle.partitions": "2", "spark.databricks.delta.snapshotPartitions": "2"}
+    settings |= dict(config or {})
+    for key, value in settings.items():
+        builder = builder.config(key, str(value))
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - pyspark raises several types for a JVM that did not start
+        raise SparkSetupError(
+            f"Spark did not start with package {delta_package!r} ({type(exc).__name__}: {str(exc)[:300]}). "
+            f"If the package cannot be resolved: Spark downloads it from Maven Central into ~/.ivy2 on first use, "
+            f"so check network access, or point spark.jars.repositories at a mirror, or pass delta_package= with "
+            f"coordinates that exist (io.delta:delta-spark_<spark>_<scala>:<version>)"
+        ) from exc
+    return register(spark)
+
+
+def register(spark):
+    """Register the ``flinklike`` data source with ``spark`` and return ``spark``.
+
+    Raises:
+        SparkSetupError: the session's Python workers cannot import the project.
+    """
+    from flinklike_spark.spark.source import FlinklikeDataSource
+
+    python = spark.sparkContext.pythonExec or os.environ.get("PYSPARK_PYTHON") or "python3"
+    if os.path.realpath(shutil.which(python) or python) != os.path.realpath(sys.executable):
+        check_python(python)
+    spark.dataSource.register(FlinklikeDataSource)
+    return spark

@@ -1,0 +1,57 @@
+"""Pipelines the Spark tests read through ``readStream.format("flinklike")`` (option ``pipeline``).
+
+They must be importable by Spark's Python workers and the engine's runner, so
+they live in a module (``tests.spark.pipelines:<function>``), not in a test.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from connectors import SequenceSource
+from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+
+__all__ = ["COUNTED", "NUM_KEYS", "Count", "bad_rows", "keyed_count", "no_schema", "not_a_stream"]
+
+NUM_KEYS = 4
+COUNTED = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("count", pa.int64())])
+
+
+class Count(KeyedProcessFunction):
+    """A running count per key (keyed state), emitted with every row."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        yield {"key": value["key"], "seq": value["seq"], "count": count}
+
+
+def keyed_count(env: StreamExecutionEnvironment):
+    """An unbounded keyed count: every (key, seq) once, seq 0, 1, 2, ... per key."""
+    return (
+        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=None, rows_per_second=400), name="seq")
+        .uid("seq")
+        .key_by("key")
+        .process(Count(), output_type=COUNTED)
+        .uid("counter")
+    )
+
+
+def no_schema(env: StreamExecutionEnvironment):
+    """Rows without a declared schema (Spark needs .schema(...))."""
+    return env.from_source(SequenceSource(num_keys=2, records_per_key=10), name="seq").map(lambda r: r)
+
+
+def not_a_stream(env: StreamExecutionEnvironment):
+    return "not a stream"
+
+
+def bad_rows(env: StreamExecutionEnvironment):
+    """Declares an int ``count`` but emits text in it."""
+    return (
+        env.from_source(SequenceSource(num_keys=2, records_per_key=None, rows_per_second=100), name="seq")
+        .map(lambda r: {"key": r["key"], "seq": r["seq"], "count": "many"}, output_type=COUNTED)
+    )
