@@ -14,13 +14,19 @@ Used by the checkpoint committer, DeltaSink and the Spark bridge
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
-__all__ = ["DataFile", "commit_files", "is_committed"]
+__all__ = ["DataFile", "commit_files", "is_committed", "retry_lost_races"]
+
+T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -82,3 +88,21 @@ def commit_files(
             custom_metadata=dict(custom_metadata) if custom_metadata else None,
         ),
     )
+
+
+def retry_lost_races(attempt: Callable[[], T], *, attempts: int, table_uri: str) -> T:
+    """``attempt()``, called again (after a short, growing pause) while it loses a commit race.
+
+    ``attempt`` must re-read the table each time, so that a retry sees what the
+    winner committed (with :func:`is_committed`, a unit the winner committed is
+    then skipped). The last ``CommitFailedError`` propagates after ``attempts`` tries.
+    """
+    for number in range(1, attempts + 1):
+        try:
+            return attempt()
+        except CommitFailedError:
+            if number == attempts:
+                raise
+            _log.info("commit to %s lost a race; retrying on the latest version", table_uri)
+            time.sleep(0.05 * number)
+    raise AssertionError("unreachable")

@@ -42,10 +42,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction
 
-from checkpointing.app_transactions import commit_files, is_committed
+from checkpointing.app_transactions import commit_files, is_committed, retry_lost_races
 from checkpointing.layout import delta_uri, resolve_storage
 from flinklike_spark.connector_api import (
     Committer,
@@ -293,15 +293,7 @@ class DeltaCommitter(Committer):
         if not committables:
             return
         try:
-            for attempt in range(_ATTEMPTS):
-                try:
-                    self._commit(committables)
-                    return
-                except CommitFailedError:
-                    if attempt == _ATTEMPTS - 1:
-                        raise
-                    _log.info("commit to %s lost a race; retrying on the latest version", self._table.uri)
-                    time.sleep(0.05 * (attempt + 1))
+            retry_lost_races(lambda: self._commit(committables), attempts=_ATTEMPTS, table_uri=self._table.uri)
         except (DeltaError, OSError) as exc:
             raise SinkCommitError(
                 f"cannot commit {sum(len(c.files) for c in committables)} files to Delta table "

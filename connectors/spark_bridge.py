@@ -34,14 +34,13 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from checkpointing.app_transactions import DataFile, commit_files, is_committed
+from checkpointing.app_transactions import DataFile, commit_files, is_committed, retry_lost_races
 from checkpointing.layout import delta_uri, resolve_storage
 from flinklike_spark.config import parse_duration
 from flinklike_spark.connector_api import (
@@ -129,33 +128,30 @@ class BridgeTable:
         Raises:
             SinkCommitError: the table cannot be written, or a staged file is missing.
         """
+
+        def attempt() -> bool:
+            table = self.create(schema, partition_by)
+            if is_committed(table, app_id, version):
+                return False
+            for f in files:
+                if not self.fs.exists(f"{self.root}/{f.path}"):
+                    raise FileNotFoundError(f"staged file {f.path} of {app_id} version {version} is missing")
+            commit_files(
+                table,
+                [f.add_action() for f in files],
+                {app_id: version},
+                partition_by=partition_by or (),
+                custom_metadata={"flinklike.app": f"{app_id}@{version}"},
+            )
+            return True
+
         try:
-            for attempt in range(_ATTEMPTS):
-                table = self.create(schema, partition_by)
-                if is_committed(table, app_id, version):
-                    return False
-                for f in files:
-                    if not self.fs.exists(f"{self.root}/{f.path}"):
-                        raise FileNotFoundError(f"staged file {f.path} of {app_id} version {version} is missing")
-                try:
-                    commit_files(
-                        table,
-                        [f.add_action() for f in files],
-                        {app_id: version},
-                        partition_by=partition_by or (),
-                        custom_metadata={"flinklike.app": f"{app_id}@{version}"},
-                    )
-                    return True
-                except CommitFailedError:
-                    if attempt == _ATTEMPTS - 1:
-                        raise
-                    time.sleep(0.05 * (attempt + 1))
+            return retry_lost_races(attempt, attempts=_ATTEMPTS, table_uri=self.uri)
         except (DeltaError, OSError) as exc:
             raise SinkCommitError(
                 f"cannot commit {len(files)} files of {app_id} version {version} to Delta table "
                 f"{self.uri!r}: {type(exc).__name__}: {exc}"
             ) from exc
-        raise AssertionError("unreachable")
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, what: str) -> pa.RecordBatch:
