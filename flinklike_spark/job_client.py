@@ -73,6 +73,7 @@ class JobClient:
         cancel: Callable[[], None],
         metrics: Callable[[], dict[str, dict[str, float]]],
         trigger_savepoint: Callable[[], concurrent.futures.Future],
+        stop_with_savepoint: Callable[[], concurrent.futures.Future],
         on_done: Callable[[], None] | None = None,
         exception_history: Callable[[], tuple[Any, ...]] = tuple,
         attempts: Callable[[], dict[str, int]] = dict,
@@ -82,6 +83,7 @@ class JobClient:
         self._exception_history = exception_history
         self._attempts = attempts
         self._trigger_savepoint = trigger_savepoint
+        self._stop_with_savepoint = stop_with_savepoint
         self.job_id = job_id
         self._result = result
         self._status = status
@@ -128,43 +130,53 @@ class JobClient:
                 keeps running; the savepoint may still complete, or be aborted
                 after ``execution.checkpointing.timeout``).
         """
+        return self._savepoint(
+            self._trigger_savepoint,
+            "a savepoint",
+            timeout,
+            "the job keeps running (the savepoint may still complete, or is aborted after "
+            "execution.checkpointing.timeout)",
+        )
+
+    def stop_with_savepoint(self, timeout: float | None = 600.0):
+        """Take a savepoint and stop the job right after it (Flink's stop-with-savepoint).
+
+        No checkpoint is taken after the savepoint, so no sink commits output
+        beyond it and resuming from the savepoint is exactly once. Returns the
+        savepoint's info; ``wait`` then raises JobCancelledError. If the
+        savepoint fails, the job keeps running.
+
+        Raises:
+            JobClientTimeoutError: the savepoint did not complete within
+                ``timeout`` seconds; the job stops when it completes (or keeps
+                running if it fails).
+            and what :meth:`trigger_savepoint` raises.
+        """
+        return self._savepoint(
+            self._stop_with_savepoint,
+            "stop-with-savepoint",
+            timeout,
+            "the job stops when its savepoint completes, or keeps running if the savepoint fails",
+        )
+
+    def _savepoint(
+        self, trigger: Callable[[], concurrent.futures.Future], what: str, timeout: float | None, after_timeout: str
+    ):
         with self._lock:
             status = self._status()
             if status.is_globally_terminal:
                 raise JobNotRunningError(
-                    f"cannot take a savepoint of job {self.job_id}: it is already {status.name}",
+                    f"cannot take {what} of job {self.job_id}: it is already {status.name}",
                     job_id=self.job_id,
                     status=status.name,
                 )
-            future = self._trigger_savepoint()
+            future = trigger()
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
             raise JobClientTimeoutError(
-                f"the savepoint of job {self.job_id} did not complete within {timeout} s; the job keeps running "
-                f"(the savepoint may still complete, or is aborted after execution.checkpointing.timeout)"
+                f"{what} of job {self.job_id} did not complete within {timeout} s; {after_timeout}"
             ) from None
-
-    def stop_with_savepoint(self, timeout: float | None = 600.0):
-        """Take a savepoint, then cancel the job; returns the savepoint's info.
-
-        Raises:
-            JobClientTimeoutError: the savepoint did not complete within
-                ``timeout`` seconds; the job was not stopped.
-            and what :meth:`trigger_savepoint` raises.
-        """
-        try:
-            info = self.trigger_savepoint(timeout)
-        except JobClientTimeoutError:
-            raise JobClientTimeoutError(
-                f"stop-with-savepoint of job {self.job_id}: the savepoint did not complete within {timeout} s; "
-                f"the job was not stopped and keeps running"
-            ) from None
-        try:
-            self.cancel()
-        except JobNotRunningError:
-            pass  # it ended on its own right after the savepoint: stopped either way
-        return info
 
     def task_metrics(self) -> dict[str, dict[str, float]]:
         """Latest per-task counters (records in/out, backpressured and idle seconds)."""

@@ -209,6 +209,7 @@ class MiniCluster:
             status=lambda: job.status,
             cancel=job.cancel,
             trigger_savepoint=job.trigger_savepoint,
+            stop_with_savepoint=lambda: job.trigger_savepoint(stop=True),
             metrics=lambda: self.resource_manager.task_metrics(),
             exception_history=lambda: job.failover.handler.exception_history,
             restarts=lambda: job.failover.handler.number_of_restarts,

@@ -139,6 +139,7 @@ class CheckpointCoordinator:
         self._consecutive_failures = 0
         self._periodic = None
         self._stopped = False
+        self._suspended = False  # stop-with-savepoint: no periodic checkpoint after the savepoint
         self._storage_ops = 0  # storage operations whose callback has not yet run on the main thread
         self._drained: concurrent.futures.Future[None] | None = None  # set by stop()
         self.completed: list[CompletedCheckpointInfo] = []
@@ -250,8 +251,18 @@ class CheckpointCoordinator:
             ids.append(pending.checkpoint_id)
         return max(ids, default=None)
 
+    def suspend_periodic(self) -> None:
+        """Trigger no periodic checkpoint until :meth:`resume_periodic` (stop-with-savepoint)."""
+        self._suspended = True
+
+    def resume_periodic(self) -> None:
+        self._suspended = False
+
     def _periodic_trigger(self) -> None:
         if self._stopped:
+            return
+        if self._suspended:
+            self._periodic = self._main.schedule(self._options.interval, self._periodic_trigger)
             return
         try:
             if (

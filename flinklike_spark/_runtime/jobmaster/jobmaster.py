@@ -475,9 +475,26 @@ class JobMaster:
             return future
         return self._rm.call_async(slot.resource_id, method, payload)
 
-    def trigger_savepoint(self) -> concurrent.futures.Future[CompletedCheckpointInfo]:
-        """Take an (always aligned) savepoint; the future yields where it is."""
+    def trigger_savepoint(self, *, stop: bool = False) -> concurrent.futures.Future[CompletedCheckpointInfo]:
+        """Take an (always aligned) savepoint; the future yields where it is.
+
+        With ``stop`` (Flink's stop-with-savepoint) no checkpoint is triggered
+        after the savepoint, and the job is cancelled on the main thread as
+        soon as the savepoint completed: no checkpoint newer than the savepoint
+        can commit sink output, so restoring the savepoint stays exact. If the
+        savepoint fails, periodic checkpoints resume and the job keeps running.
+        """
         result: concurrent.futures.Future[CompletedCheckpointInfo] = concurrent.futures.Future()
+
+        def done(inner: concurrent.futures.Future[CompletedCheckpointInfo]) -> None:  # main thread
+            if inner.exception() is not None:
+                if stop and self.checkpoints is not None:
+                    self.checkpoints.resume_periodic()
+                result.set_exception(inner.exception())
+                return
+            if stop:
+                self.scheduler.cancel()
+            result.set_result(inner.result())
 
         def trigger() -> None:
             if self.checkpoints is None:
@@ -485,10 +502,10 @@ class JobMaster:
                     ConfigurationError("savepoints need execution.checkpointing.dir (the checkpoint directory)")
                 )
                 return
-            inner = self.checkpoints.trigger("savepoint")
-            inner.add_done_callback(
-                lambda f: result.set_exception(f.exception()) if f.exception() else result.set_result(f.result())
-            )
+            if stop:
+                self.checkpoints.suspend_periodic()
+            # the coordinator completes its futures on the main thread, so ``done`` runs there
+            self.checkpoints.trigger("savepoint").add_done_callback(done)
 
         self._main.execute(trigger)
         return result

@@ -33,6 +33,7 @@ def test_each_failure_is_printed_once_with_the_restart_count():
         cancel=lambda: None,
         metrics=lambda: {"t": {"records_in": 10.0, "records_out": 10.0, "uptime_seconds": 1.0}},
         trigger_savepoint=concurrent.futures.Future,
+        stop_with_savepoint=concurrent.futures.Future,
         exception_history=lambda: tuple(history),
     )
     stream = io.StringIO()
