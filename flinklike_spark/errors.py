@@ -463,3 +463,10 @@ class NoResourceAvailableError(SlotAllocationError):
 
 
 setattr(NoResourceAvailableError, _NON_RECOVERABLE, True)
+
+# A record that does not fit its stream's schema, or a function returning the wrong
+# type, is a bug in the program: a restart replays the same input into the same code
+# and fails again, so with a restart strategy (the default under checkpointing) the
+# job would restart forever instead of telling the user. These fail the job at once.
+setattr(SchemaMismatchError, _NON_RECOVERABLE, True)
+setattr(FunctionResultError, _NON_RECOVERABLE, True)

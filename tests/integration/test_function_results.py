@@ -78,3 +78,24 @@ def test_wrong_return_type_names_operator_and_contract(case):
     message = str(info.value)
     assert "FunctionResultError: " + expected in message, message
     assert "has no attribute 'keys'" not in message
+
+
+@pytest.mark.parametrize("error", ["FunctionResultError", "SchemaMismatchError"])
+def test_program_errors_fail_at_once_under_a_restart_strategy(tmp_path, error):
+    """Under checkpointing the default restart strategy restarts failed tasks; a program error
+    would fail again on the replayed input, so it fails the job without a restart."""
+    env = StreamExecutionEnvironment.get_execution_environment({
+        "flinklike.local.taskmanager-mode": "thread",
+        "execution.checkpointing.interval": "100ms",
+        "execution.checkpointing.dir": str(tmp_path / "ck"),
+    })
+    stream = env.from_source(SequenceSource(num_keys=2, records_per_key=3), name="seq")
+    if error == "FunctionResultError":
+        stream = stream.map(lambda r: 5)
+    else:
+        stream = stream.map(lambda r: {**r, "extra": 1} if r["seq"] == 2 else r)  # schema fixed by the first rows
+    stream.sink_to(CollectSink("out"))
+    client = env.execute_async(error)
+    with pytest.raises(JobExecutionError, match=error):
+        client.wait(30)
+    assert client.num_restarts == 0
