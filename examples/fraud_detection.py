@@ -16,7 +16,10 @@ Run with plain Python (local Spark, engine TaskExecutors as local processes)::
 or with spark-submit, shipping the package and this file to the executors::
 
     zip -qr /tmp/flinklike.zip flinklike_spark connectors checkpointing
-    spark-submit --master 'local[2]' --packages io.delta:delta-spark_4.2_2.13:4.4.0 \\
+    PYTHONPATH=$PWD/examples spark-submit --master 'local[2]' \\
+        --packages io.delta:delta-spark_4.2_2.13:4.4.0 \\
+        --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \\
+        --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \\
         --conf spark.pyspark.python=$(which python3) \\
         --py-files /tmp/flinklike.zip,examples/fraud_detection.py examples/fraud_detection.py [WORK_DIR]
 """
