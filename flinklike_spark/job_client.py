@@ -78,7 +78,9 @@ class JobClient:
         exception_history: Callable[[], tuple[Any, ...]] = tuple,
         attempts: Callable[[], dict[str, int]] = dict,
         restarts: Callable[[], int] | None = None,
+        pending_checkpoints: Callable[[], list[str]] = list,
     ) -> None:
+        self._pending_checkpoints = pending_checkpoints
         self._restarts = restarts
         self._exception_history = exception_history
         self._attempts = attempts
@@ -174,8 +176,9 @@ class JobClient:
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
+            pending = "; ".join(self._pending_checkpoints()) or "no checkpoint is pending"
             raise JobClientTimeoutError(
-                f"{what} of job {self.job_id} did not complete within {timeout} s; {after_timeout}"
+                f"{what} of job {self.job_id} did not complete within {timeout} s ({pending}); {after_timeout}"
             ) from None
 
     def task_metrics(self) -> dict[str, dict[str, float]]:

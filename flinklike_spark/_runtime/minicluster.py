@@ -214,6 +214,7 @@ class MiniCluster:
             exception_history=lambda: job.failover.handler.exception_history,
             restarts=lambda: job.failover.handler.number_of_restarts,
             attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
+            pending_checkpoints=job.describe_pending_checkpoints,
             on_done=self.close if owns_cluster else None,
         )
 

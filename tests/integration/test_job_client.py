@@ -65,20 +65,42 @@ def test_cancelling_a_cancelled_job_again_is_a_no_op(tmp_path):
         client.trigger_savepoint(timeout=30)
 
 
-def test_stop_with_savepoint_timeout_says_what_timed_out(tmp_path):
-    client = environment(tmp_path, records_per_key=10**9, rows_per_second=100).execute_async("endless")
+class BlockUntilFlag:
+    """A map that holds its task thread after the first record until ``flag`` exists."""
+
+    def __init__(self, flag):
+        self.flag = str(flag)
+
+    def __call__(self, row):
+        while not os.path.exists(self.flag):
+            time.sleep(0.01)
+        return row
+
+
+def test_stop_with_savepoint_timeout_says_what_timed_out_and_what_it_waits_for(tmp_path):
+    flag = tmp_path / "release"
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {"flinklike.local.taskmanager-mode": "thread", "execution.checkpointing.dir": str(tmp_path / "ck")}
+    )
+    source = SequenceSource(num_keys=2, records_per_key=10**9, rows_per_second=100)
+    env.from_source(source, name="seq").key_by("key").map(BlockUntilFlag(flag)).uid("blocked").sink_to(CollectSink("out"))
+    client = env.execute_async("blocked")
     try:
         wait_for_status(client, "RUNNING")
         with pytest.raises(JobClientTimeoutError) as info:
-            client.stop_with_savepoint(timeout=0.001)
-        assert str(info.value) == (
-            f"stop-with-savepoint of job {client.job_id} did not complete within 0.001 s; "
-            f"the job stops when its savepoint completes, or keeps running if the savepoint fails"
+            client.stop_with_savepoint(timeout=1)
+        message = str(info.value)
+        assert message.startswith(f"stop-with-savepoint of job {client.job_id} did not complete within 1 s (savepoint ")
+        # The blocked map (chained with the sink) has not acknowledged; the sources have.
+        assert "waits for acknowledgements from ['blocked-0#0/" in message, message
+        assert message.endswith(
+            "; the job stops when its savepoint completes, or keeps running if the savepoint fails"
         )
         assert isinstance(info.value, TimeoutError)
     finally:
-        # As in Flink, the client's timeout does not abort the operation: the savepoint
-        # completes and the job stops (cancel() is a no-op once it is CANCELED).
+        # As in Flink, the client's timeout does not abort the operation: once the task
+        # goes on, the savepoint completes and the job stops.
+        flag.touch()
         with pytest.raises(JobCancelledError):
             client.wait(60)
 

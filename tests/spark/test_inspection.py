@@ -73,7 +73,8 @@ def test_keyed_state_per_key_matches_the_engines_reader(spark, job):
             )
         }
         assert {r.key: r.value for r in rows} == engine
-        assert engine, f"checkpoint {checkpoint.checkpoint_id} should hold counts"
+    # The first checkpoint may come before any record reached the counter; the last cannot.
+    assert engine, f"checkpoint {completed[-1].checkpoint_id} should hold counts"
 
 
 def test_channel_state_per_channel_matches_the_engines_reader(spark, job):

@@ -251,6 +251,20 @@ class CheckpointCoordinator:
             ids.append(pending.checkpoint_id)
         return max(ids, default=None)
 
+    def describe_pending(self) -> list[str]:
+        """What each pending checkpoint waits for, oldest first (for timeouts the user sees)."""
+        now = time.monotonic()
+        described = []
+        for pending in self._pending.values():
+            age = now - pending.started
+            if pending.committing:
+                waits = "its commit to the checkpoint storage"
+            else:
+                missing = sorted(str(ExecutionAttemptID.from_full_id(e)) for e in pending.waiting)
+                waits = f"acknowledgements from {missing}"
+            described.append(f"{pending.kind} {pending.checkpoint_id} waits for {waits} after {age:.1f} s")
+        return described
+
     def suspend_periodic(self) -> None:
         """Trigger no periodic checkpoint until :meth:`resume_periodic` (stop-with-savepoint)."""
         self._suspended = True

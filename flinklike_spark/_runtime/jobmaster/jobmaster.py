@@ -510,6 +510,25 @@ class JobMaster:
         self._main.execute(trigger)
         return result
 
+    def describe_pending_checkpoints(self, timeout: float = 2.0) -> list[str]:
+        """What the pending checkpoints and savepoints wait for (any thread; for error messages).
+
+        Asks the main thread; if it does not answer within ``timeout`` seconds,
+        that is what is reported (a busy main thread delays every checkpoint).
+        """
+        answer: concurrent.futures.Future[list[str]] = concurrent.futures.Future()
+
+        def describe() -> None:
+            answer.set_result(self.checkpoints.describe_pending() if self.checkpoints is not None else [])
+
+        try:
+            self._main.execute(describe)
+            return answer.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return [f"the JobMaster's main thread did not answer within {timeout} s"]
+        except RuntimeError:  # the main thread is shut down: the job is over
+            return []
+
     def receive_checkpoint_report(self, message: Any) -> None:
         """An acknowledgement or decline from a task (any thread)."""
 

@@ -535,9 +535,24 @@ class SubtaskCheckpointCoordinator:
         )
 
     def _discard(self, checkpoint_id: int) -> None:
+        """Stop the asynchronous part of ``checkpoint_id`` (task thread): nothing is acknowledged.
+
+        Its writer may be waiting on the I/O pool for the channel state, which
+        an aborted checkpoint never completes: that wait ends now, so the pool
+        thread (shared by every task of the TaskExecutor) is free for the next
+        checkpoint instead of being held until ``channel_state_timeout``.
+        """
         runnable = self._running.pop(checkpoint_id, None)
         if runnable is not None:
             runnable.discard()
+        channel_state = self._channel_done.get(checkpoint_id)
+        if channel_state is not None and not channel_state.done():
+            channel_state.set_exception(
+                CheckpointDeclinedError(
+                    f"checkpoint {checkpoint_id} was discarded", checkpoint_id=checkpoint_id,
+                    reason=CheckpointDeclineReason.CHECKPOINT_ABORTED,
+                )  # fmt: skip
+            )
 
     # -- notifications and shutdown (task thread) -----------------------------------------------
 

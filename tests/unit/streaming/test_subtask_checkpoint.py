@@ -1,0 +1,140 @@
+"""SubtaskCheckpointCoordinator: an aborted unaligned checkpoint frees its I/O thread at once.
+
+The asynchronous part of an unaligned checkpoint waits on the I/O pool for
+the task's channel state, which completes when the last barrier arrives. When
+the checkpoint is aborted instead (subsumed by a newer barrier, declined, or
+aborted by the coordinator) that wait must end too: the pool is shared by all
+tasks of a TaskExecutor, and a writer left waiting out
+``execution.checkpointing.timeout`` (10 minutes by default) holds a thread that
+later checkpoints and savepoints queue behind. Found as a stop-with-savepoint
+that did not complete within 60 s under load.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import time
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from flinklike_spark._runtime.network.events import (
+    AlignmentType,
+    BufferOrEvent,
+    CheckpointBarrier,
+    CheckpointOptions,
+    CheckpointType,
+)
+from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
+from flinklike_spark._runtime.streaming.subtask_checkpoint import (
+    CheckpointAck,
+    CheckpointDecline,
+    SubtaskCheckpointCoordinator,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+UNALIGNED = CheckpointOptions(alignment=AlignmentType.UNALIGNED)
+SAVEPOINT = CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED)
+
+
+class TwoChannelGate:
+    """An input gate of two channels that records what the barrier handler asks of it."""
+
+    num_channels = 2
+
+    def __init__(self) -> None:
+        self.blocked: set[int] = set()
+
+    def block_channel(self, index: int) -> None:
+        self.blocked.add(index)
+
+    def resume_channel(self, index: int) -> None:
+        self.blocked.discard(index)
+
+    def is_channel_finished(self, index: int) -> bool:
+        return False
+
+
+@pytest.fixture
+def subtask(tmp_path):
+    reports: queue.Queue = queue.Queue()
+    io = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # one thread: a stuck writer blocks the next
+    coordinator = SubtaskCheckpointCoordinator(
+        task_name="counter (1/1)",
+        job_id="job",
+        execution_id="execution",
+        subtask_index=0,
+        channel_state_uid="counter",
+        chain=SimpleNamespace(network_outputs=[], operators=[]),
+        gates=[TwoChannelGate()],
+        storage=str(tmp_path),
+        mode=BarrierHandlerMode.ALTERNATING,
+        register_timer=lambda delay, fn: None,
+        report=reports.put,
+        executor=io,
+        channel_state_timeout=600.0,  # the default checkpoint timeout
+    )
+    yield coordinator, reports
+    coordinator.close()
+    io.shutdown(wait=False, cancel_futures=True)
+
+
+def barrier(checkpoint_id: int, options: CheckpointOptions) -> BufferOrEvent:
+    return BufferOrEvent(event=CheckpointBarrier(checkpoint_id, int(time.time() * 1000), options))
+
+
+def next_report(reports: queue.Queue, within: float = 10.0):
+    try:
+        return reports.get(timeout=within)
+    except queue.Empty:
+        raise AssertionError(f"no acknowledgement or decline within {within} s") from None
+
+
+def test_savepoint_is_acknowledged_after_it_subsumed_an_unaligned_checkpoint(subtask):
+    coordinator, reports = subtask
+    coordinator.on_barrier(0, 0, barrier(1, UNALIGNED))  # unaligned: snapshot now, channel 1 recorded
+    coordinator.on_barrier(0, 0, barrier(2, SAVEPOINT))  # channel 0 is ahead: checkpoint 1 is subsumed
+    coordinator.on_barrier(0, 1, barrier(1, UNALIGNED))  # obsolete
+    coordinator.on_barrier(0, 1, barrier(2, SAVEPOINT))  # savepoint aligned: snapshot
+    first = next_report(reports)
+    assert isinstance(first, CheckpointDecline) and first.checkpoint_id == 1
+    assert first.reason.name == "SUBSUMED"
+    second = next_report(reports)
+    assert isinstance(second, CheckpointAck) and second.checkpoint_id == 2
+
+
+def test_checkpoint_is_acknowledged_after_the_coordinator_aborted_an_unaligned_one(subtask):
+    coordinator, reports = subtask
+    coordinator.on_barrier(0, 0, barrier(1, UNALIGNED))
+    coordinator.notify_checkpoint_aborted(1)  # e.g. another task declined it; its last barrier never comes
+    coordinator.on_barrier(0, 0, barrier(2, UNALIGNED))
+    coordinator.on_barrier(0, 1, barrier(2, UNALIGNED))
+    report = next_report(reports)
+    if isinstance(report, CheckpointDecline):  # the barrier handler still had 1 pending: subsumed by 2
+        assert report.checkpoint_id == 1 and report.reason.name == "SUBSUMED", report
+        report = next_report(reports)
+    assert isinstance(report, CheckpointAck) and report.checkpoint_id == 2, report
+
+
+def test_channel_state_wait_still_bounds_a_checkpoint_whose_barrier_never_comes(tmp_path):
+    """Without an abort, the writer waits for the channel state up to its timeout, then declines."""
+    reports: queue.Queue = queue.Queue()
+    io = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    coordinator = SubtaskCheckpointCoordinator(
+        task_name="counter (1/1)", job_id="job", execution_id="execution", subtask_index=0,
+        channel_state_uid="counter", chain=SimpleNamespace(network_outputs=[], operators=[]),
+        gates=[TwoChannelGate()], storage=str(tmp_path), mode=BarrierHandlerMode.ALTERNATING,
+        register_timer=lambda delay, fn: None, report=reports.put, executor=io,
+        channel_state_timeout=timedelta(milliseconds=200).total_seconds(),
+    )  # fmt: skip
+    try:
+        coordinator.on_barrier(0, 0, barrier(1, UNALIGNED))
+        report = next_report(reports)
+        assert isinstance(report, CheckpointDecline) and report.checkpoint_id == 1
+        assert report.reason.name == "IO_FAILURE"
+    finally:
+        coordinator.close()
+        io.shutdown(wait=False, cancel_futures=True)
