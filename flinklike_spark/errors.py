@@ -165,7 +165,7 @@ class RemoteTaskError(FlinklikeError):
     def __reduce__(self):
         return (
             _rebuild_remote_task_error,
-            (str(self), self.task_name, self.exception_type, self.remote_traceback),
+            (super().__str__(), self.task_name, self.exception_type, self.remote_traceback),
         )
 
     def __str__(self) -> str:
