@@ -73,6 +73,8 @@ def _co_operator(first: DataStream, second: DataStream, name: str, function: Any
         inputs=inputs,
         output_schema=output_type,
         timestamp_strategy=first._timestamps() or second._timestamps(),
+        # keyed: the key every input row carries; what restores check and redistribute state by
+        key_field=KEY if keyed else None,
     )
     return DataStream(env, [(t, None)])
 

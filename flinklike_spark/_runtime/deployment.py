@@ -63,10 +63,15 @@ class CheckpointDeployment:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RestoreGate:
-    """Input gate ``i`` of a restored task reads output ``output_index`` of vertex ``producer_vertex_id``."""
+    """Input gate ``i`` of a restored task reads output ``output_index`` of vertex ``producer_vertex_id``.
+
+    ``partitioner`` routes that edge's records: it decides which of the old
+    subtasks' in-flight records the restored task replays.
+    """
 
     producer_vertex_id: str
     output_index: int
+    partitioner: PartitionerSpec
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

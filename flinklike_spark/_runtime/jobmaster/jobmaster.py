@@ -73,6 +73,7 @@ from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadEx
 from flinklike_spark._runtime.jobmaster.recovery import (
     check_committed_sink_output,
     check_compatible,
+    check_in_flight_data,
     check_max_parallelism,
     resolve_recovery_path,
 )
@@ -292,6 +293,7 @@ class RpcTaskDeployer:
                     RestoreGate(
                         producer_vertex_id=gate.producer_job_vertex_id,
                         output_index=gate.channels[0].partition_id.output_index,
+                        partitioner=job_vertex.inputs[gate.input_index].partitioner,
                     )
                     for gate in gate_specs
                 ),
@@ -372,6 +374,7 @@ class JobMaster:
             base, checkpoint = resolve_recovery_path(options.recovery_path)
             check_compatible(job_graph, checkpoint)
             check_max_parallelism(job_graph, checkpoint)
+            check_in_flight_data(job_graph, checkpoint)
             lineage_id = check_committed_sink_output(
                 job_graph, base, checkpoint, accept_duplicates=options.accept_duplicate_sink_output
             )

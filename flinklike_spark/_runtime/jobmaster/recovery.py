@@ -14,7 +14,7 @@ it does not exist (never completed, or removed by retention) or is damaged,
 the job fails with an error naming it and the completed checkpoints there.
 
 Before any task runs, the restore is also checked against the job
-(:func:`check_compatible`, :func:`check_max_parallelism`) and against what
+(:func:`check_compatible`, :func:`check_max_parallelism`, :func:`check_in_flight_data`) and against what
 its exactly-once sinks already committed (:func:`check_committed_sink_output`).
 """
 
@@ -44,6 +44,7 @@ __all__ = [
     "ACCEPT_DUPLICATES_KEY",
     "check_committed_sink_output",
     "check_compatible",
+    "check_in_flight_data",
     "check_max_parallelism",
     "resolve_recovery_path",
 ]
@@ -157,6 +158,33 @@ def check_max_parallelism(job_graph: JobGraph, checkpoint: CompletedCheckpoint) 
             f"to another number of key groups. Set pipeline.max-parallelism: {old} (parallelism can change up "
             f"to it), or start without execution.state-recovery.path"
         )
+
+
+def check_in_flight_data(job_graph: JobGraph, checkpoint: CompletedCheckpoint) -> None:
+    """The in-flight data of an unaligned ``checkpoint`` must map onto ``job_graph``'s channels.
+
+    Channel state is stored per task (the vertex of chained operators) and
+    per input gate / output partition index. If the tasks are chained
+    differently (a changed parallelism changes which operators chain) or
+    edges were added or removed, those indexes name other edges: replayed
+    records would reach the wrong operator. Checkpoints without in-flight
+    data (aligned ones, savepoints) and older ones that did not record their
+    topology are not checked.
+
+    Raises:
+        IncompatibleCheckpointError: naming the checkpoint, its in-flight bytes and the ways out.
+    """
+    recorded = checkpoint.job_graph_fingerprint
+    if checkpoint.channel_state_bytes == 0 or not recorded or recorded == job_graph.fingerprint():
+        return
+    raise IncompatibleCheckpointError(
+        f"cannot restore checkpoint {checkpoint.checkpoint_id} of job {checkpoint.job_id}: it holds "
+        f"{checkpoint.channel_state_bytes} bytes of in-flight data (an unaligned checkpoint) recorded per task and "
+        f"channel of a job whose tasks were chained or connected differently (operators chain only at equal "
+        f"parallelism, so changing one operator's parallelism can change the tasks); that data cannot be "
+        f"mapped onto the new job's channels. Restore a savepoint or an aligned checkpoint (no in-flight "
+        f"data), or keep the job's operators and their parallelism relations as they were"
+    )
 
 
 def check_committed_sink_output(

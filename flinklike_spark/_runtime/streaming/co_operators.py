@@ -210,9 +210,12 @@ class _TwoInput:
         super().initialize_state(restored)  # type: ignore[misc]
         if restored is None:
             return
+        # Every old subtask holds its own copy; take that of old subtask i % old parallelism, whose
+        # in-flight broadcast records (an unaligned checkpoint's channel state) this subtask replays.
         mine = [e for e in restored.operator if e.state_name.startswith(_BROADCAST_PREFIX)]
         if mine:
-            source = min(e.subtask for e in mine)
+            old = restored.parallelism
+            source = self.context.subtask_index % old if old else min(e.subtask for e in mine)
             for entry in mine:
                 if entry.subtask == source:
                     name = entry.state_name[len(_BROADCAST_PREFIX) :]

@@ -136,11 +136,13 @@ class RestoredState:
         checkpoint_id: the checkpoint restored from.
         keyed: keyed rows of this subtask's key-group range (from any old subtask).
         operator: non-keyed rows of *every* old subtask; the operator picks its share.
+        parallelism: the operator's parallelism when the checkpoint was taken (0: unknown).
     """
 
     checkpoint_id: int
     keyed: tuple[RestoredEntry, ...] = ()
     operator: tuple[RestoredEntry, ...] = ()
+    parallelism: int = 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -10,13 +10,18 @@ State is redistributed the way Flink does when the parallelism changed:
   task replays, before any new input, (1) the input channel state its vertex
   recorded and then (2) the output channel state its producers recorded for
   the edge (buffers their priority barriers overtook, which had not reached
-  it yet). Keyed consumers keep the records of their key groups; others take
-  old subtask / old subpartition ``i`` when ``i % parallelism`` is their index.
+  it yet). Which old records a subtask takes follows each input's partitioner
+  (see :func:`_share_of`): its key groups for a keyed input, one old
+  subtask's copy for a broadcast input, old subtask / subpartition ``i`` when
+  ``i % parallelism`` is its index otherwise.
   Producers therefore never re-send their output state, and every record is
   replayed exactly once, in per-channel order, at any parallelism.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +29,7 @@ import pyarrow as pa
 from checkpointing import read_channel_state, read_operator_state
 from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
+from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, key_group_for, key_group_range
 from flinklike_spark._runtime.streaming.operators import RestoredEntry, RestoredState
 
@@ -58,46 +64,67 @@ def load_restored_state(tdd: TaskDeploymentDescriptor) -> tuple[dict[str, Restor
         operator = read_operator_state(restore.storage, restore.job_id, restore.checkpoint_id, spec.uid, keyed=False)
         if keyed.num_rows or operator.num_rows:
             restored[spec.uid] = RestoredState(
-                checkpoint_id=restore.checkpoint_id, keyed=_entries(keyed), operator=_entries(operator)
+                checkpoint_id=restore.checkpoint_id,
+                keyed=_entries(keyed),
+                operator=_entries(operator),
+                parallelism=restore.parallelism.get(tdd.vertex_id, 0),
             )
     return restored, _in_flight(tdd, key_groups)
 
 
 def _in_flight(tdd: TaskDeploymentDescriptor, key_groups: range) -> list[pa.RecordBatch]:
     restore = tdd.restore
-    head = tdd.operators[0]
-    keep = _keyed_filter(head, tdd.max_parallelism, key_groups) if _is_keyed(head) else None
-    replay: list[pa.RecordBatch] = []
+    old_consumers = restore.parallelism.get(tdd.vertex_id, 0)
     inputs, outputs = [], []
     for gate_index, gate in enumerate(restore.gates):
-        for old in range(restore.parallelism.get(tdd.vertex_id, 0)):
-            for buffer in _read(restore, tdd.vertex_id, old, "input"):
-                if buffer.gate == gate_index and (keep is not None or old % tdd.parallelism == tdd.subtask_index):
-                    inputs.append(buffer.batch)
+        share = _share_of(gate.partitioner, tdd, old_consumers, key_groups)
+        for old in range(old_consumers):
+            if share.takes(old):
+                inputs += [(share, b.batch) for b in _read(restore, tdd.vertex_id, old, "input") if b.gate == gate_index]
         for old in range(restore.parallelism.get(gate.producer_vertex_id, 0)):
             for buffer in _read(restore, gate.producer_vertex_id, old, "output"):
                 # ``channel`` of an output buffer is the old consumer subtask it was meant for.
-                if buffer.gate == gate.output_index and (
-                    keep is not None or buffer.channel % tdd.parallelism == tdd.subtask_index
-                ):
-                    outputs.append(buffer.batch)
-    for batch in inputs + outputs:
-        if keep is not None:
-            batch = keep(batch)
+                if buffer.gate == gate.output_index and share.takes(buffer.channel):
+                    outputs.append((share, buffer.batch))
+    replay: list[pa.RecordBatch] = []
+    for share, batch in inputs + outputs:
+        if share.keep is not None:
+            batch = share.keep(batch)
         if batch.num_rows:
             replay.append(batch)
     return replay
+
+
+@dataclasses.dataclass(frozen=True)
+class _Share:
+    """Which old consumer subtasks' in-flight records of one input a restored subtask replays."""
+
+    takes: Callable[[int], bool]
+    keep: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
+
+
+def _share_of(partitioner: PartitionerSpec, tdd: TaskDeploymentDescriptor, old_consumers: int, key_groups: range):
+    """The records this subtask would have received had the new parallelism been in place.
+
+    * HASH: from every old subtask, the records of this subtask's key groups;
+    * BROADCAST: every old subtask holds its own copy; this subtask replays
+      the copy of old subtask ``i % old parallelism``, the one whose broadcast
+      state it restores (their positions in the broadcast input may differ);
+    * FORWARD / REBALANCE: old subtask (or channel) ``j`` when ``j % parallelism`` is this subtask.
+    """
+    if partitioner.kind is PartitionerKind.HASH:
+        return _Share(lambda old: True, _keyed_filter(partitioner, tdd.max_parallelism, key_groups))
+    if partitioner.kind is PartitionerKind.BROADCAST:
+        copy = tdd.subtask_index % old_consumers if old_consumers else 0
+        return _Share(lambda old: old == copy)
+    return _Share(lambda old: old % tdd.parallelism == tdd.subtask_index)
 
 
 def _read(restore, uid: str, subtask: int, direction: str):
     return read_channel_state(restore.storage, restore.job_id, restore.checkpoint_id, uid, subtask, direction)
 
 
-def _is_keyed(spec) -> bool:
-    return spec.key_field is not None or spec.key_selector is not None
-
-
-def _keyed_filter(spec, max_parallelism: int, key_groups: range):
+def _keyed_filter(spec: PartitionerSpec, max_parallelism: int, key_groups: range):
     def keep(batch: pa.RecordBatch) -> pa.RecordBatch:
         if spec.key_field is not None:
             groups = assign_key_groups(batch.column(spec.key_field), max_parallelism)
