@@ -13,9 +13,9 @@ that did not complete within 60 s under load.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import queue
 import time
-from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -58,10 +58,11 @@ class TwoChannelGate:
         return False
 
 
-@pytest.fixture
-def subtask(tmp_path):
+@contextlib.contextmanager
+def subtask_of_two_channels(tmp_path, *, channel_state_timeout: float):
+    """A stateless two-channel subtask whose checkpoint I/O pool has one thread (a stuck writer blocks the next)."""
     reports: queue.Queue = queue.Queue()
-    io = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # one thread: a stuck writer blocks the next
+    io = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     coordinator = SubtaskCheckpointCoordinator(
         task_name="counter (1/1)",
         job_id="job",
@@ -75,11 +76,19 @@ def subtask(tmp_path):
         register_timer=lambda delay, fn: None,
         report=reports.put,
         executor=io,
-        channel_state_timeout=600.0,  # the default checkpoint timeout
+        channel_state_timeout=channel_state_timeout,
     )
-    yield coordinator, reports
-    coordinator.close()
-    io.shutdown(wait=False, cancel_futures=True)
+    try:
+        yield coordinator, reports
+    finally:
+        coordinator.close()
+        io.shutdown(wait=False, cancel_futures=True)
+
+
+@pytest.fixture
+def subtask(tmp_path):
+    with subtask_of_two_channels(tmp_path, channel_state_timeout=600.0) as subtask:  # the default checkpoint timeout
+        yield subtask
 
 
 def barrier(checkpoint_id: int, options: CheckpointOptions) -> BufferOrEvent:
@@ -121,20 +130,8 @@ def test_checkpoint_is_acknowledged_after_the_coordinator_aborted_an_unaligned_o
 
 def test_channel_state_wait_still_bounds_a_checkpoint_whose_barrier_never_comes(tmp_path):
     """Without an abort, the writer waits for the channel state up to its timeout, then declines."""
-    reports: queue.Queue = queue.Queue()
-    io = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    coordinator = SubtaskCheckpointCoordinator(
-        task_name="counter (1/1)", job_id="job", execution_id="execution", subtask_index=0,
-        channel_state_uid="counter", chain=SimpleNamespace(network_outputs=[], operators=[]),
-        gates=[TwoChannelGate()], storage=str(tmp_path), mode=BarrierHandlerMode.ALTERNATING,
-        register_timer=lambda delay, fn: None, report=reports.put, executor=io,
-        channel_state_timeout=timedelta(milliseconds=200).total_seconds(),
-    )  # fmt: skip
-    try:
+    with subtask_of_two_channels(tmp_path, channel_state_timeout=0.2) as (coordinator, reports):
         coordinator.on_barrier(0, 0, barrier(1, UNALIGNED))
         report = next_report(reports)
         assert isinstance(report, CheckpointDecline) and report.checkpoint_id == 1
         assert report.reason.name == "IO_FAILURE"
-    finally:
-        coordinator.close()
-        io.shutdown(wait=False, cancel_futures=True)
