@@ -66,7 +66,14 @@ def test_slow_sink_backpressures_source_and_memory_stays_bounded():
         job_graph = env.get_job_graph("backpressure")
         source_vertex = next(v.id for v in job_graph if v.is_source)
         client = cluster.submit_job(job_graph)
-        time.sleep(1.0)  # let both TaskExecutors import and start their tasks
+        # The baseline is taken once both sources emit: by then every task imported its modules and
+        # began processing, so what grows afterwards is buffered data (a fixed delay was too short
+        # on a loaded machine, and the imports counted as growth).
+        deadline = time.monotonic() + 60
+        while sum(1 for task, m in client.task_metrics().items()
+                  if task.startswith(source_vertex) and m.get("records_out", 0) > 0) < 2:  # fmt: skip
+            assert time.monotonic() < deadline, "the sources emitted nothing within 60 s"
+            time.sleep(0.05)
         baseline = {p.pid: p.memory_info().rss for p in processes}
         peak = dict(baseline)
         stop = threading.Event()

@@ -178,14 +178,22 @@ class WatermarkValve:
 
 
 class TaskMetrics:
-    """Counters the task thread updates and the TaskExecutor reads (racy reads are fine)."""
+    """Counters the task thread updates and the TaskExecutor reads (racy reads are fine).
 
-    def __init__(self) -> None:
+    ``records_out`` counts what the chain emits: the rows its network outputs
+    and its sinks took (``count_out`` adds them up when asked).
+    """
+
+    def __init__(self, count_out: Callable[[], int] = lambda: 0) -> None:
         self.records_in = 0
-        self.records_out = 0
+        self._count_out = count_out
         self.backpressured_seconds = 0.0
         self.idle_seconds = 0.0
         self.started = time.monotonic()
+
+    @property
+    def records_out(self) -> int:
+        return self._count_out()
 
     def snapshot(self) -> dict[str, float]:
         return {
@@ -243,7 +251,8 @@ class StreamTask:
         self.chain = chain
         self.gates = list(input_gates)
         self.mailbox = Mailbox()
-        self.metrics = TaskMetrics()
+        counters = [*chain.network_outputs, *(op for op in chain.operators if hasattr(op, "records_out"))]
+        self.metrics = TaskMetrics(count_out=lambda: sum(c.records_out for c in counters))
         self._buffer_timeout = buffer_timeout
         self._source_batch_rows = source_batch_rows
         self._clock = clock
