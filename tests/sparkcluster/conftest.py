@@ -108,13 +108,13 @@ def wait_until(predicate, what: str, timeout: float) -> None:
 class Driver:
     """A Spark driver subprocess speaking ``cluster_jobs.py``'s JSON-lines protocol."""
 
-    def __init__(self, command: list[str], log: Path) -> None:
+    def __init__(self, command: list[str], log: Path) -> None:  # runs in log's directory (spark-warehouse)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(Path(__file__).parent)]),
                    PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)  # fmt: skip
         self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.log_path = log
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=ROOT,
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=log.parent,
             start_new_session=True,
         )  # fmt: skip
         self._events: queue.Queue = queue.Queue()

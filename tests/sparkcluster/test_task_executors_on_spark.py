@@ -67,7 +67,7 @@ def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(
 ):
     records_per_key = 2_500
     args = driver_args(tmp_path, session_conf(spark_cluster, project_zip), records_per_key=records_per_key,
-                       rate=2_000)  # fmt: skip
+                       rate=2_000, report_checkpointed=True)  # fmt: skip
     driver = start_driver([sys.executable, JOBS, "keyed-delta", json.dumps(args)])
     driver.expect("checkpointed", timeout=180)
 
