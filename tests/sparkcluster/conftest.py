@@ -25,27 +25,18 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import psutil
 import pytest
 
-from standalone import StandaloneCluster, executor_processes
-
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("flinklike_spark", "connectors", "checkpointing")
+from standalone import ROOT, StandaloneCluster, executor_processes, write_project_zip
 
 
 @pytest.fixture(scope="session")
 def project_zip(tmp_path_factory) -> Path:
     """The project's packages as one zip, as ``--py-files`` ships them."""
-    path = tmp_path_factory.mktemp("pyfiles") / "flinklike.zip"
-    with zipfile.ZipFile(path, "w") as archive:
-        for package in PACKAGES:
-            for source in sorted((ROOT / package).rglob("*.py")):
-                archive.write(source, source.relative_to(ROOT))
-    return path
+    return write_project_zip(tmp_path_factory.mktemp("pyfiles") / "flinklike.zip")
 
 
 @pytest.fixture(scope="session")

@@ -16,14 +16,29 @@ import signal
 import socket
 import subprocess
 import time
+import zipfile
 from pathlib import Path
 
 import psutil
 import pyspark
 
-__all__ = ["StandaloneCluster", "executor_processes", "free_port"]
+__all__ = ["SPARK_HOME", "StandaloneCluster", "executor_processes", "free_port", "write_project_zip"]
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("flinklike_spark", "connectors", "checkpointing")
+
+
+def write_project_zip(path: Path) -> Path:
+    """Zip this checkout's packages into ``path``, as ``--py-files`` ships them; return ``path``.
+
+    Built from the checkout, so executors run the code under test rather than an installed copy.
+    """
+    with zipfile.ZipFile(path, "w") as archive:
+        for package in PACKAGES:
+            for source in sorted((ROOT / package).rglob("*.py")):
+                archive.write(source, source.relative_to(ROOT))
+    return path
 
 
 def free_port() -> int:
