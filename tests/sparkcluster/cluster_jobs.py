@@ -1,20 +1,27 @@
-"""The Spark driver program of the cluster tests: ``python cluster_jobs.py SCENARIO ARGS_JSON``.
+"""The Spark driver program of the cluster tests.
 
-It runs in a process of its own (directly, or under ``spark-submit``), because
-a process holds one SparkContext and the ``tests/spark`` suite's local session
-may already live in the pytest process. It reports progress as JSON lines on
-stdout (``{"event": ...}``) and reads commands from stdin, so the test can
-kill an executor, cancel, or kill this driver at the right moment.
+``python cluster_jobs.py serve SPARK_CONF_JSON`` builds one session on the
+test cluster and then runs the scenarios the test sends on stdin, one JSON
+line ``{"scenario": ..., "args": {...}}`` each, so the tests share one Spark
+session (20-60 s to start on this machine). ``cluster_jobs.py SCENARIO
+ARGS_JSON`` runs one scenario in the session spark-submit configured.
+
+The driver runs in a process of its own because a process holds one
+SparkContext (the ``tests/spark`` suite's local session may live in the
+pytest process) and because one test kills it. It reports progress as JSON
+lines on stdout (``{"event": ..., "t": seconds since start}``) and reads
+commands from stdin, so the test can kill an executor, cancel, or kill this
+driver at the right moment.
 
 Scenarios:
     keyed-delta: the keyed job with unaligned checkpoints and a DeltaSink, run
         to the end; with ``report_checkpointed`` it reports ``checkpointed``
         after two completed checkpoints.
+    missing-package: ``execute`` while the executors' Python cannot import the
+        project (``python_without_project``); reports the error.
     cancel-then-orphan: an unbounded job cancelled on the ``cancel`` command,
         a Spark job on the freed executors, then a second unbounded job that
         runs until the test kills this driver.
-        With ``python_without_project`` it first runs a job whose executors'
-        Python cannot import the project and reports the error.
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ from checkpointing import list_completed_checkpoints
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
 
 NUM_KEYS = 8
+STARTED = time.monotonic()
 
 
 def report(event: str, **fields) -> None:
-    print(json.dumps({"event": event, **fields}), flush=True)
+    """One event line for the test, with ``t``: seconds since this driver started."""
+    print(json.dumps({"event": event, "t": round(time.monotonic() - STARTED, 1), **fields}), flush=True)
 
 
 class SlowPassThrough(KeyedProcessFunction):
@@ -104,8 +113,6 @@ def keyed_delta(spark, args: dict) -> None:
 
 
 def cancel_then_orphan(spark, args: dict) -> None:
-    if args.get("python_without_project"):
-        missing_package(spark, args)
     env = keyed_delta_job(args, records_per_key=None, rate=2000)
     client = env.execute_async("cancel me")
     wait_for_checkpoints(client, args["checkpoints"], 1)
@@ -143,20 +150,33 @@ def missing_package(spark, args: dict) -> None:
         sc.pythonExec = python
 
 
-SCENARIOS = {"keyed-delta": keyed_delta, "cancel-then-orphan": cancel_then_orphan}
+SCENARIOS = {"keyed-delta": keyed_delta, "missing-package": missing_package, "cancel-then-orphan": cancel_then_orphan}
+
+
+def serve(spark) -> None:
+    for line in sys.stdin:
+        command = json.loads(line)
+        try:
+            SCENARIOS[command["scenario"]](spark, command["args"])
+        except Exception as exc:  # noqa: BLE001 - reported; the next test may still use the session
+            report("error", scenario=command["scenario"], message=f"{type(exc).__name__}: {exc}"[:3000])
+        else:
+            report("done", scenario=command["scenario"])
 
 
 def main() -> None:
-    scenario, args = sys.argv[1], json.loads(sys.argv[2])
     from flinklike_spark.spark import session
 
-    # Under spark-submit the session is the one spark-submit configured; otherwise the
-    # test passes the standalone cluster's settings.
-    spark = session("flinklike-cluster-tests", master=None, config=args.get("spark_conf"))
+    mode, argument = sys.argv[1], json.loads(sys.argv[2])
+    # Under spark-submit the session is the one spark-submit configured (spark_conf None).
+    spark = session("flinklike-cluster-tests", master=None, config=argument.get("spark_conf"))
     spark.sparkContext.setLogLevel("WARN")
     report("session", master=spark.sparkContext.master)
     try:
-        SCENARIOS[scenario](spark, args)
+        if mode == "serve":
+            serve(spark)
+        else:
+            SCENARIOS[mode](spark, argument)
     finally:
         spark.stop()
 

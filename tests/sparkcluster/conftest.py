@@ -134,7 +134,12 @@ class Driver:
                     f"); stdout: {self.output[-5:]}; stderr tail:\n{self.log_path.read_text(errors='replace')[-4000:]}"
                 )
             if message.get("event") == event:
+                print(f"driver event {message}")  # shown with -s or on failure: where the time goes
                 return message
+
+    def run(self, scenario: str, args: dict) -> None:
+        """Start ``scenario`` in a ``serve`` driver."""
+        self.send(json.dumps({"scenario": scenario, "args": args}))
 
     def send(self, line: str) -> None:
         self.process.stdin.write(line.encode() + b"\n")
@@ -152,6 +157,21 @@ class Driver:
     def stop(self) -> None:
         self.kill()
         self._log.close()
+
+
+@pytest.fixture(scope="module")
+def session_driver(spark_cluster, project_zip, tmp_path_factory):
+    """One ``cluster_jobs.py serve`` driver with a session on the cluster, shared by a module's tests
+    (each sends a scenario); the project ships as ``spark.submit.pyFiles``."""
+    conf = spark_cluster.spark_conf() | {"spark.submit.pyFiles": str(project_zip)}
+    log = tmp_path_factory.mktemp("driver") / "driver.log"
+    driver = Driver([sys.executable, str(Path(__file__).with_name("cluster_jobs.py")), "serve",
+                     json.dumps({"spark_conf": conf})], log)  # fmt: skip
+    try:
+        driver.expect("session", timeout=240)
+        yield driver
+    finally:
+        driver.stop()
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """TaskExecutors on the executors of a real Spark standalone cluster (``execution.target: spark``).
 
-Each test runs a Spark driver in a subprocess (see conftest.py) against the
-session's two-executor cluster.
+The tests share one Spark driver subprocess (``session_driver``, see
+conftest.py) on the session's two-executor cluster, in this file's order: the
+last one kills that driver. The spark-submit test runs a driver of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from conftest import still_serving, task_executor_workers, wait_until
 from standalone import SPARK_HOME, executor_processes
 
 from flinklike_spark.spark import DELTA_SPARK_PACKAGE
+from flinklike_spark._runtime.cluster.endpoint import REGISTRATION_TIMEOUT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -25,13 +27,8 @@ JOBS = str(Path(__file__).with_name("cluster_jobs.py"))
 NUM_KEYS = 8  # cluster_jobs.NUM_KEYS
 
 
-def driver_args(tmp_path: Path, spark_conf: dict | None, **extra) -> dict:
-    return {"checkpoints": str(tmp_path / "checkpoints"), "table": str(tmp_path / "out"), "spark_conf": spark_conf,
-            **extra}  # fmt: skip
-
-
-def session_conf(cluster, project_zip: Path) -> dict:
-    return cluster.spark_conf() | {"spark.submit.pyFiles": str(project_zip)}
+def job_args(tmp_path: Path, **extra) -> dict:
+    return {"checkpoints": str(tmp_path / "checkpoints"), "table": str(tmp_path / "out"), **extra}
 
 
 def rows_in_commit_order(table: Path) -> list[dict]:
@@ -61,59 +58,61 @@ def assert_exactly_once_in_order(table: Path, records_per_key: int) -> None:
             )
 
 
-@pytest.mark.timeout(420)
-def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(
-    spark_cluster, project_zip, start_driver, tmp_path
-):
-    records_per_key = 2_500
-    args = driver_args(tmp_path, session_conf(spark_cluster, project_zip), records_per_key=records_per_key,
-                       rate=2_000, report_checkpointed=True)  # fmt: skip
-    driver = start_driver([sys.executable, JOBS, "keyed-delta", json.dumps(args)])
-    driver.expect("checkpointed", timeout=180)
-
+def assert_one_task_executor_per_executor() -> dict[int, set[int]]:
+    """The TaskExecutors (pid -> ports) after checking there is one in each of the 2 executors."""
     workers = task_executor_workers()
-    executors = executor_processes()
-    assert len(workers) == 2, f"expected a TaskExecutor in each of the 2 executors, found workers {workers}"
-    assert len(executors) == 2
-    victim = executors[0]
-    victim.send_signal(signal.SIGKILL)
+    hosts = {pid: executor.pid for executor in executor_processes() for pid in
+             (w.pid for daemon in executor.children() for w in daemon.children())}  # fmt: skip
+    assert len(workers) == 2, f"expected a TaskExecutor in each of the 2 executors, found {workers}"
+    assert len({hosts[pid] for pid in workers}) == 2, f"both TaskExecutors in one executor: {workers}"
+    return workers
 
-    finished = driver.expect("finished", timeout=300)
+
+@pytest.mark.timeout(360)
+def test_executors_without_the_project_fail_execute_promptly_naming_the_fix(session_driver, tmp_path):
+    no_project = tmp_path / "python-without-site-packages"
+    no_project.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    no_project.chmod(0o755)
+    session_driver.run("missing-package", job_args(tmp_path, python_without_project=str(no_project)))
+    missing = session_driver.expect("missing-package", timeout=300)
+    assert missing["error"] == "FlinklikeError", missing
+    assert "cannot be imported on the Spark executor" in missing["message"]
+    assert "--py-files" in missing["message"] and "PYSPARK_PYTHON" in missing["message"]
+    # Not the registration timeout: the launcher's own failure, as soon as Spark gave up on the stage.
+    assert missing["seconds"] < REGISTRATION_TIMEOUT, missing
+    session_driver.expect("done", timeout=30)
+
+
+@pytest.mark.timeout(420)
+def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(session_driver, tmp_path):
+    records_per_key = 2_500
+    args = job_args(tmp_path, records_per_key=records_per_key, rate=2_000, report_checkpointed=True)
+    session_driver.run("keyed-delta", args)
+    session_driver.expect("checkpointed", timeout=240)
+
+    assert_one_task_executor_per_executor()
+    executor_processes()[0].send_signal(signal.SIGKILL)
+
+    finished = session_driver.expect("finished", timeout=300)
     assert finished["restarts"] >= 1, "the job did not notice the lost executor"
-    assert driver.wait(60) == 0
+    session_driver.expect("done", timeout=30)
     assert_exactly_once_in_order(Path(args["table"]), records_per_key)
 
 
 @pytest.mark.timeout(420)
-def test_cancelling_or_killing_the_driver_leaves_no_task_executor_on_the_executors(
-    spark_cluster, project_zip, start_driver, tmp_path
-):
-    no_project = tmp_path / "python-without-site-packages"
-    no_project.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
-    no_project.chmod(0o755)
-    args = driver_args(tmp_path, session_conf(spark_cluster, project_zip), python_without_project=str(no_project))
-    driver = start_driver([sys.executable, JOBS, "cancel-then-orphan", json.dumps(args)])
-
-    # Executors whose Python lacks the project (here: its dependencies): a prompt, clear failure.
-    missing = driver.expect("missing-package", timeout=240)
-    assert missing["error"] == "FlinklikeError", missing
-    assert "cannot be imported on the Spark executor" in missing["message"]
-    assert "--py-files" in missing["message"] and "PYSPARK_PYTHON" in missing["message"]
-    assert missing["seconds"] < 60, f"the failure took {missing['seconds']} s"
-
-    driver.expect("running", timeout=240)
-    workers = task_executor_workers()
-    assert len(workers) == 2, f"expected a TaskExecutor in each of the 2 executors, found workers {workers}"
-    driver.send("cancel")
-    driver.expect("cancelled", timeout=120)
+def test_cancelling_or_killing_the_driver_leaves_no_task_executor_on_the_executors(session_driver, tmp_path):
+    session_driver.run("cancel-then-orphan", job_args(tmp_path))
+    session_driver.expect("running", timeout=240)
+    workers = assert_one_task_executor_per_executor()
+    session_driver.send("cancel")
+    session_driver.expect("cancelled", timeout=120)
     wait_until(lambda: not still_serving(workers), "the TaskExecutors of the cancelled job to stop", 30)
-    driver.expect("executors-free", timeout=60)
+    session_driver.expect("executors-free", timeout=60)
 
-    driver.expect("running", timeout=240)
-    workers = task_executor_workers()
-    assert len(workers) == 2, f"expected a TaskExecutor in each of the 2 executors, found workers {workers}"
-    driver.kill()
-    # heartbeat.timeout is 8 s in cluster_jobs.py; the executors may also be stopped by the worker.
+    session_driver.expect("running", timeout=240)
+    workers = assert_one_task_executor_per_executor()
+    session_driver.kill()  # the last test of the shared driver; it frees the cluster's cores
+    # heartbeat.timeout is 8 s in cluster_jobs.py; the worker may also stop the executors first.
     wait_until(lambda: not still_serving(workers), "the TaskExecutors of the killed driver to stop", 60)
     wait_until(lambda: not task_executor_workers(), "no TaskExecutor on any executor", 30)
 
@@ -121,7 +120,7 @@ def test_cancelling_or_killing_the_driver_leaves_no_task_executor_on_the_executo
 @pytest.mark.timeout(420)
 def test_the_same_job_submitted_with_spark_submit(spark_cluster, project_zip, start_driver, tmp_path):
     records_per_key = 1_000
-    args = driver_args(tmp_path, None, records_per_key=records_per_key, seconds_per_record=0)
+    args = job_args(tmp_path, records_per_key=records_per_key, seconds_per_record=0)
     conf = spark_cluster.spark_conf()
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", conf.pop("spark.master"),
                "--py-files", str(project_zip), "--packages", DELTA_SPARK_PACKAGE,
@@ -131,7 +130,7 @@ def test_the_same_job_submitted_with_spark_submit(spark_cluster, project_zip, st
         command += ["--conf", f"{key}={value}"]
     command += [JOBS, "keyed-delta", json.dumps(args)]
     driver = start_driver(command)
-    session = driver.expect("session", timeout=180)
+    session = driver.expect("session", timeout=240)
     assert session["master"] == spark_cluster.master_url
     driver.expect("finished", timeout=240)
     assert driver.wait(60) == 0
