@@ -112,7 +112,7 @@ class _Stage:
     resource_ids: tuple[str, ...]
     thread: threading.Thread | None = None
     ended: str | None = None  # why the stage is over (None while it runs)
-    lost: set[str] = dataclasses.field(default_factory=set)  # declared lost by the ResourceManager
+    lost: dict[str, str] = dataclasses.field(default_factory=dict)  # declared lost by the ResourceManager: why
 
 
 class SparkTaskExecutorLauncher:
@@ -203,9 +203,14 @@ class SparkTaskExecutorLauncher:
     # -- the endpoint's questions ---------------------------------------------------------------
 
     def exit_reason(self, resource_id: str) -> str | None:
+        """Gone when its stage ended, or when it was declared lost: its task may still run until the
+        TaskExecutor notices that its heartbeats are refused, but it will never serve again, so it is
+        replaced now rather than after its stage-mates end."""
         with self._lock:
             stage = self._stages.get(resource_id)
-            ended = None if stage is None else stage.ended
+            if stage is None:
+                return None
+            ended = stage.ended or stage.lost.get(resource_id)
         if ended is None:
             return None
         return f"TaskExecutor {resource_id} on Spark is gone: {ended} (Spark job group {stage.group})"
@@ -224,14 +229,15 @@ class SparkTaskExecutorLauncher:
 
     def kill(self, resource_id: str, reason: str) -> None:
         """A TaskExecutor declared lost: its heartbeats are refused from now on, so it closes itself
-        within ``heartbeat.timeout`` and its task returns. One task of a barrier stage cannot be
-        cancelled alone; if every TaskExecutor of the stage is lost, the stage is cancelled."""
+        within ``heartbeat.timeout`` and its task returns; :meth:`exit_reason` reports it gone at once,
+        so that it is replaced. One task of a barrier stage cannot be cancelled alone; if every
+        TaskExecutor of the stage is lost, the stage is cancelled."""
         with self._lock:
             stage = self._stages.get(resource_id)
             if stage is None or stage.ended is not None:
                 return
-            stage.lost.add(resource_id)
-            cancel = stage.lost >= set(stage.resource_ids)
+            stage.lost[resource_id] = f"declared lost ({reason})"
+            cancel = set(stage.lost) >= set(stage.resource_ids)
         log.warning("TaskExecutor %s on Spark declared lost (%s)%s", resource_id, reason,
                     "; cancelling its Spark stage" if cancel else "")  # fmt: skip
         if cancel:

@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from standalone import ROOT, StandaloneCluster, executor_processes, write_project_zip
+from standalone import ROOT, StandaloneCluster, write_project_zip
 
 
 @pytest.fixture(scope="session")
@@ -45,19 +45,18 @@ def spark_cluster(tmp_path_factory):
     try:
         yield cluster
     finally:
-        cluster.stop()
-    left = cluster.descendants() + executor_processes()
-    assert not left, f"processes of the Spark cluster left running: {[p.pid for p in left]}"
+        left = cluster.stop()
+    assert not left, f"processes of the Spark cluster left running: {[(p.pid, p.name()) for p in left]}"
 
 
-def task_executor_workers() -> dict[int, set[int]]:
+def task_executor_workers(cluster: StandaloneCluster) -> dict[int, set[int]]:
     """Python workers of Spark executors that serve a port: the TaskExecutors (pid -> ports).
 
     A TaskExecutor runs in a Python worker forked by an executor's
     ``pyspark.daemon``; it is the only kind of worker that listens on a port.
     """
     found: dict[int, set[int]] = {}
-    for executor in executor_processes():
+    for executor in cluster.executor_processes():
         try:
             workers = [w for daemon in executor.children() for w in daemon.children()]
         except psutil.NoSuchProcess:

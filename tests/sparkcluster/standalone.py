@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pyspark
 
-__all__ = ["SPARK_HOME", "StandaloneCluster", "executor_processes", "free_port", "write_project_zip"]
+__all__ = ["SPARK_HOME", "StandaloneCluster", "free_port", "write_project_zip"]
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,16 +45,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def executor_processes() -> list[psutil.Process]:
-    """The executor JVMs (``CoarseGrainedExecutorBackend``) running on this machine."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = process.info["cmdline"] or []
-        if any("CoarseGrainedExecutorBackend" in part for part in cmdline):
-            found.append(process)
-    return found
 
 
 class StandaloneCluster:
@@ -132,9 +122,23 @@ class StandaloneCluster:
                 pass
         return [p for p in found if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
-    def stop(self) -> None:
-        """Kill the worker (with its executors and their Python workers) and the master. Idempotent."""
-        victims = self.descendants()
+    def executor_processes(self) -> list[psutil.Process]:
+        """This cluster's executor JVMs (``CoarseGrainedExecutorBackend``), not other users' ones."""
+        found = []
+        for process in self.descendants():
+            try:
+                if any("CoarseGrainedExecutorBackend" in part for part in process.cmdline()):
+                    found.append(process)
+            except psutil.NoSuchProcess:
+                pass
+        return found
+
+    def stop(self) -> list[psutil.Process]:
+        """Kill the worker (with its executors and their Python workers) and the master. Idempotent.
+
+        Returns the processes of the cluster still running afterwards (none, unless something escaped).
+        """
+        victims = self.descendants() + [psutil.Process(p.pid) for p in self._processes if p.poll() is None]
         for process in reversed(self._processes):
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -149,6 +153,7 @@ class StandaloneCluster:
             log.close()
         self._processes.clear()
         self._logs.clear()
+        return [p for p in victims if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 if __name__ == "__main__":  # manual experiments: start, print the master URL, stop on Enter

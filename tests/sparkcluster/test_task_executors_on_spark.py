@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import still_serving, task_executor_workers, wait_until
-from standalone import SPARK_HOME, executor_processes
+from standalone import SPARK_HOME
 
 from flinklike_spark.spark import DELTA_SPARK_PACKAGE
 from flinklike_spark._runtime.cluster.endpoint import REGISTRATION_TIMEOUT
@@ -58,10 +58,10 @@ def assert_exactly_once_in_order(table: Path, records_per_key: int) -> None:
             )
 
 
-def assert_one_task_executor_per_executor() -> dict[int, set[int]]:
+def assert_one_task_executor_per_executor(cluster) -> dict[int, set[int]]:
     """The TaskExecutors (pid -> ports) after checking there is one in each of the 2 executors."""
-    workers = task_executor_workers()
-    hosts = {pid: executor.pid for executor in executor_processes() for pid in
+    workers = task_executor_workers(cluster)
+    hosts = {pid: executor.pid for executor in cluster.executor_processes() for pid in
              (w.pid for daemon in executor.children() for w in daemon.children())}  # fmt: skip
     assert len(workers) == 2, f"expected a TaskExecutor in each of the 2 executors, found {workers}"
     assert len({hosts[pid] for pid in workers}) == 2, f"both TaskExecutors in one executor: {workers}"
@@ -84,14 +84,16 @@ def test_executors_without_the_project_fail_execute_promptly_naming_the_fix(sess
 
 
 @pytest.mark.timeout(420)
-def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(session_driver, tmp_path):
+def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(
+    spark_cluster, session_driver, tmp_path
+):
     records_per_key = 2_500
     args = job_args(tmp_path, records_per_key=records_per_key, rate=2_000, report_checkpointed=True)
     session_driver.run("keyed-delta", args)
     session_driver.expect("checkpointed", timeout=240)
 
-    assert_one_task_executor_per_executor()
-    executor_processes()[0].send_signal(signal.SIGKILL)
+    assert_one_task_executor_per_executor(spark_cluster)
+    spark_cluster.executor_processes()[0].send_signal(signal.SIGKILL)
 
     finished = session_driver.expect("finished", timeout=300)
     assert finished["restarts"] >= 1, "the job did not notice the lost executor"
@@ -100,21 +102,23 @@ def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(
 
 
 @pytest.mark.timeout(420)
-def test_cancelling_or_killing_the_driver_leaves_no_task_executor_on_the_executors(session_driver, tmp_path):
+def test_cancelling_or_killing_the_driver_leaves_no_task_executor_on_the_executors(
+    spark_cluster, session_driver, tmp_path
+):
     session_driver.run("cancel-then-orphan", job_args(tmp_path))
     session_driver.expect("running", timeout=240)
-    workers = assert_one_task_executor_per_executor()
+    workers = assert_one_task_executor_per_executor(spark_cluster)
     session_driver.send("cancel")
     session_driver.expect("cancelled", timeout=120)
     wait_until(lambda: not still_serving(workers), "the TaskExecutors of the cancelled job to stop", 30)
     session_driver.expect("executors-free", timeout=60)
 
     session_driver.expect("running", timeout=240)
-    workers = assert_one_task_executor_per_executor()
+    workers = assert_one_task_executor_per_executor(spark_cluster)
     session_driver.kill()  # the last test of the shared driver; it frees the cluster's cores
     # heartbeat.timeout is 8 s in cluster_jobs.py; the worker may also stop the executors first.
     wait_until(lambda: not still_serving(workers), "the TaskExecutors of the killed driver to stop", 60)
-    wait_until(lambda: not task_executor_workers(), "no TaskExecutor on any executor", 30)
+    wait_until(lambda: not task_executor_workers(spark_cluster), "no TaskExecutor on any executor", 30)
 
 
 @pytest.mark.timeout(420)
