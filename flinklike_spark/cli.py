@@ -55,6 +55,7 @@ from checkpointing.layout import (
     CheckpointLayout,
     check_job_id,
 )
+from flinklike_spark.config import ExecutionTarget
 from flinklike_spark.datastream import StreamExecutionEnvironment
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.job_client import JobClient
@@ -167,9 +168,12 @@ def _run_command(options: argparse.Namespace) -> int:
 
     if not options.no_progress:
         StreamExecutionEnvironment.context_job_listeners.append(on_submit)
+    if options.execution_target is not None:
+        StreamExecutionEnvironment.context_configuration["execution.target"] = options.execution_target
     try:
         _run_target(options.target, options.args)
     finally:
+        StreamExecutionEnvironment.context_configuration.pop("execution.target", None)
         for reporter in reporters:
             reporter.stop()
         if not options.no_progress:
@@ -321,8 +325,13 @@ def _positive_seconds(value: str) -> float:
 
 
 def _add_run_parser(commands) -> None:
-    run = commands.add_parser("run", help="run a pipeline on the embedded local cluster")
+    run = commands.add_parser("run", help="run a pipeline (on the embedded local cluster, or on Spark executors)")
     run.add_argument("target", help="a script FILE.py or package.module:function")
+    run.add_argument(
+        "--target", "-t", dest="execution_target", choices=[t.value for t in ExecutionTarget], default=None,
+        help="where jobs run (execution.target): local (embedded cluster, the default) or spark (TaskExecutors "
+        "on the executors of the program's SparkSession, JobMaster in this driver)",
+    )
     run.add_argument("--no-progress", action="store_true", help="do not show live progress")
     run.add_argument(
         "--progress-interval", type=_positive_seconds, default=None, metavar="SECONDS",

@@ -29,6 +29,7 @@ __all__ = [
     "ClusterOptions",
     "ConfigOption",
     "Configuration",
+    "ExecutionTarget",
     "NetworkOptions",
     "PipelineOptions",
     "TaskManagerMode",
@@ -43,6 +44,13 @@ T = TypeVar("T")
 class CheckpointingMode(Enum):
     EXACTLY_ONCE = "exactly_once"
     AT_LEAST_ONCE = "at_least_once"
+
+
+class ExecutionTarget(Enum):
+    """Where ``execute()`` runs a job (Flink's ``execution.target``)."""
+
+    LOCAL = "local"  # an embedded cluster in this process and its children (the default)
+    SPARK = "spark"  # JobMaster in this Spark driver, TaskExecutors on the session's Spark executors
 
 
 class TaskManagerMode(Enum):
@@ -332,6 +340,14 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "Longest time a partially filled output buffer waits before it is sent (0: at once).", _ZERO),
         _opt("execution.runtime-mode", "streaming", _choice_parser("streaming"),
              "Only STREAMING is supported; bounded sources finish the job."),
+        _opt("execution.target", ExecutionTarget.LOCAL, _enum_parser(ExecutionTarget),
+             "local: an embedded cluster on this machine; spark: TaskExecutors on the Spark executors of the "
+             "active SparkSession, the JobMaster in its driver."),
+        _opt("jobmanager.rpc.address", None, _parse_optional_str,
+             "Interface the JobMaster's RPC binds and advertises; unset: 127.0.0.1 (local), "
+             "spark.driver.host (spark)."),
+        _opt("taskmanager.host", None, _parse_optional_str,
+             "Interface TaskExecutors bind and advertise; unset: 127.0.0.1 (local), the executor's host (spark)."),
         _opt("taskmanager.numberOfTaskSlots", 1, _parse_int, "Slots per TaskExecutor.",
              1, _UPPER_BOUND_MAX_PARALLELISM),
         _opt("local.number-taskmanager", 1, _parse_int,
@@ -428,6 +444,9 @@ class PipelineOptions:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClusterOptions:
+    target: ExecutionTarget
+    jobmanager_address: str | None
+    task_manager_host: str | None
     number_of_task_managers: int
     slots_per_task_manager: int
     task_manager_mode: TaskManagerMode
@@ -570,6 +589,9 @@ class Configuration(Mapping[str, Any]):
         return self._view(
             "cluster",
             lambda: ClusterOptions(
+                target=g("execution.target"),
+                jobmanager_address=g("jobmanager.rpc.address"),
+                task_manager_host=g("taskmanager.host"),
                 number_of_task_managers=g("local.number-taskmanager"),
                 slots_per_task_manager=g("taskmanager.numberOfTaskSlots"),
                 task_manager_mode=g("flinklike.local.taskmanager-mode"),

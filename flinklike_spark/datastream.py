@@ -57,9 +57,13 @@ class StreamExecutionEnvironment:
     Attributes:
         context_job_listeners: callables invoked with every JobClient this process
             submits (Flink's context environment: the CLI uses it to show progress).
+        context_configuration: configuration values of the context (``flinklike run
+            --target spark`` puts ``execution.target`` here); applied at ``execute``
+            to every key the program did not set itself.
     """
 
     context_job_listeners: list[Callable[[Any], None]] = []
+    context_configuration: dict[str, Any] = {}
 
     def __init__(self, config: Configuration | Mapping[str, Any] | None = None) -> None:
         self._config = config if isinstance(config, Configuration) else Configuration(config or {})
@@ -176,13 +180,28 @@ class StreamExecutionEnvironment:
         return _JobGraphBuilder(self).build(job_name or self._config.pipeline.name or "flinklike job")
 
     def execute_async(self, job_name: str | None = None):
-        """Start the job on a new local MiniCluster and return its JobClient."""
-        from flinklike_spark._runtime.minicluster import MiniCluster
+        """Start the job on a new cluster chosen by ``execution.target`` and return its JobClient.
+
+        ``local`` (default): an embedded cluster on this machine. ``spark``: the
+        JobMaster runs here, in the Spark driver, and TaskExecutors run on the
+        executors of the active SparkSession (see
+        :mod:`flinklike_spark.spark.task_executor_launcher`).
+        """
+        from flinklike_spark.config import ExecutionTarget
 
         job_graph = self.get_job_graph(job_name)
         # As in PyFlink, the next execute() runs only what is defined after this one.
         self._executed_upto = len(self._transformations)
-        cluster = MiniCluster(self._local_cluster_config(job_graph))
+        context = {k: v for k, v in self.context_configuration.items() if k not in self._config}
+        config = self._config.with_values(context)
+        if config.cluster.target is ExecutionTarget.SPARK:
+            from flinklike_spark.spark.task_executor_launcher import spark_cluster
+
+            cluster = spark_cluster(_spark_cluster_config(config, job_graph))
+        else:
+            from flinklike_spark._runtime.minicluster import MiniCluster
+
+            cluster = MiniCluster(_local_cluster_config(config, job_graph))
         _close_at_exit(cluster)
         try:  # also on Ctrl-C while the cluster starts: no TaskExecutor is left behind
             cluster.start()
@@ -193,16 +212,6 @@ class StreamExecutionEnvironment:
         for listener in list(StreamExecutionEnvironment.context_job_listeners):
             listener(client)
         return client
-
-    def _local_cluster_config(self, job_graph: JobGraph) -> Configuration:
-        """Like Flink's local environment: without ``taskmanager.numberOfTaskSlots`` the
-        embedded cluster gets just enough slots for the job's highest parallelism."""
-        config = self._config
-        if "taskmanager.numberOfTaskSlots" in config:
-            return config
-        needed = max(v.parallelism for v in job_graph)
-        task_managers = config.cluster.number_of_task_managers
-        return config.with_values({"taskmanager.numberOfTaskSlots": -(-needed // task_managers)})
 
     def _pending_transformations(self) -> list[_Transformation]:
         """The transformations of the next job: those defined since the last ``execute`` plus, as in
@@ -224,6 +233,26 @@ class StreamExecutionEnvironment:
             JobExecutionError: the job failed; ``__cause__`` is the root failure.
         """
         return self.execute_async(job_name).wait()
+
+
+def _local_cluster_config(config: Configuration, job_graph: JobGraph) -> Configuration:
+    """Like Flink's local environment: without ``taskmanager.numberOfTaskSlots`` the
+    embedded cluster gets just enough slots for the job's highest parallelism."""
+    if "taskmanager.numberOfTaskSlots" in config:
+        return config
+    needed = max(v.parallelism for v in job_graph)
+    task_managers = config.cluster.number_of_task_managers
+    return config.with_values({"taskmanager.numberOfTaskSlots": -(-needed // task_managers)})
+
+
+def _spark_cluster_config(config: Configuration, job_graph: JobGraph) -> Configuration:
+    """Like Flink on an active resource manager (YARN, Kubernetes): as many TaskExecutors of
+    ``taskmanager.numberOfTaskSlots`` slots as the job's highest parallelism needs (the
+    ResourceManager's cluster size); each is one Spark task, so it occupies one task slot of an
+    executor."""
+    needed = max(v.parallelism for v in job_graph)
+    slots = config.cluster.slots_per_task_manager
+    return config.with_values({"local.number-taskmanager": -(-needed // slots)})
 
 
 def _close_at_exit(cluster: Any) -> None:

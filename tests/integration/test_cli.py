@@ -96,3 +96,27 @@ def test_run_rejects_a_progress_interval_that_is_not_positive(tmp_path, interval
     assert "--progress-interval" in done.stderr
     assert f"expected a number of seconds > 0, got {interval!r}" in done.stderr
     assert "must not run" not in done.stderr
+
+
+TARGETED = textwrap.dedent(
+    """
+    from connectors import CollectSink, SequenceSource
+    from flinklike_spark import StreamExecutionEnvironment
+
+    print("context", StreamExecutionEnvironment.context_configuration)
+    env = StreamExecutionEnvironment.get_execution_environment({"execution.target": "local"})
+    env.from_source(SequenceSource(num_keys=2, records_per_key=3), name="tiny").sink_to(CollectSink("out"))
+    print("rows", len(CollectSink.rows(env.execute("local anyway"))))
+    """
+)
+
+
+def test_run_target_sets_execution_target_unless_the_program_sets_it(tmp_path):
+    script = tmp_path / "targeted.py"
+    script.write_text(TARGETED)
+    done = run_cli("run", "--no-progress", "--target", "spark", str(script))
+    assert done.returncode == 0, done.stderr
+    assert "context {'execution.target': 'spark'}" in done.stdout
+    assert "rows 6" in done.stdout  # the program's own execution.target (local) wins: no Spark was started
+    bad = run_cli("run", "--target", "yarn", str(script))
+    assert bad.returncode == 2 and "invalid choice: 'yarn' (choose from 'local', 'spark')" in bad.stderr, bad.stderr

@@ -1,7 +1,9 @@
 """``python -m flinklike_spark._runtime.taskexecutor.process_main``: a TaskExecutor process.
 
-The parent writes a cloudpickled bootstrap dict to our stdin (resource id,
-configuration, cluster secret, JobMaster address, log level, sys.path) and
+The parent writes a length-prefixed, cloudpickled
+:class:`~flinklike_spark._runtime.cluster.launcher.TaskExecutorBootstrap` to
+our stdin (resource id, configuration, cluster secret, JobMaster address,
+host, log level, sys.path) and
 keeps the pipe open: EOF on stdin means the parent died, and we exit, so no
 TaskExecutor outlives its cluster. The secret never appears on a command line.
 
@@ -28,25 +30,19 @@ def _exit_when_parent_dies(stream) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import cloudpickle
+    from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 
     stdin = sys.stdin.buffer
     length = int.from_bytes(stdin.read(8), "big")
-    bootstrap = cloudpickle.loads(stdin.read(length))
-    for entry in reversed(bootstrap["sys_path"]):
+    bootstrap = TaskExecutorBootstrap.from_bytes(stdin.read(length))
+    for entry in reversed(bootstrap.sys_path):
         if entry not in sys.path:
             sys.path.insert(0, entry)
     threading.Thread(target=_exit_when_parent_dies, args=(stdin,), name="parent-watch", daemon=True).start()
 
     from flinklike_spark._runtime.taskexecutor.task_executor import run_task_executor_process
 
-    run_task_executor_process(
-        bootstrap["resource_id"],
-        bootstrap["config"],
-        bootstrap["secret"],
-        bootstrap["jobmaster_address"],
-        bootstrap["log_level"],
-    )
+    run_task_executor_process(bootstrap)
 
 
 if __name__ == "__main__":

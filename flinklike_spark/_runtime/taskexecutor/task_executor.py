@@ -3,8 +3,13 @@
 It runs one FlightNode serving control RPC (from the JobMaster) and data
 streams (to remote consumers), owns the TaskSlotTable, and reports task state
 changes and heartbeats to the JobMaster. The same code runs in a spawned
-MiniCluster child and (later) inside a Spark executor's Python worker: it
-imports no pyspark.
+local child, in a thread of the client, and inside a Spark executor's Python
+worker (``flinklike_spark.spark.task_executor_launcher``): it imports no pyspark.
+
+A TaskExecutor that cannot reach its JobMaster for ``heartbeat.timeout``, or
+whose heartbeats are refused that long (it was declared lost), closes itself,
+so nothing keeps running where the JobMaster's process died (a killed Spark
+driver leaves no TaskExecutor on the executors).
 
 RPC handlers (called by the JobMaster): ``request_slot``, ``submit_task``,
 ``cancel_task``, ``free_slot``, ``release_job``, ``task_metrics``,
@@ -22,7 +27,7 @@ import threading
 import time
 
 from flinklike_spark.config import Configuration
-from flinklike_spark.errors import BrokenChannelError, SlotAllocationError
+from flinklike_spark.errors import NetworkError, SlotAllocationError
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
@@ -31,7 +36,7 @@ from flinklike_spark._runtime.taskexecutor.slot_table import TaskSlotTable
 from flinklike_spark._runtime.taskexecutor.task import Task
 from flinklike_spark._runtime.taskexecutor.timer_service import TimerService
 
-__all__ = ["TaskExecutor", "TaskExecutorRegistration", "run_task_executor_process"]
+__all__ = ["TaskExecutor", "TaskExecutorRegistration", "run_task_executor", "run_task_executor_process"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +78,18 @@ class TaskExecutor:
         self._checkpoint_io = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="checkpoint-io")
         self._closed = threading.Event()
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="tm-heartbeat", daemon=True)
+
+    @classmethod
+    def from_bootstrap(cls, bootstrap) -> TaskExecutor:
+        """A TaskExecutor for a :class:`~flinklike_spark._runtime.cluster.launcher.TaskExecutorBootstrap`
+        (bound to ``bootstrap.host``, or 127.0.0.1)."""
+        return cls(
+            resource_id=bootstrap.resource_id,
+            config=bootstrap.config,
+            secret=bootstrap.secret,
+            jobmaster_address=bootstrap.jobmaster_address,
+            host=bootstrap.host or "127.0.0.1",
+        )
 
     @property
     def address(self) -> str:
@@ -239,32 +256,46 @@ class TaskExecutor:
         last_ok = time.monotonic()
         while not self._closed.wait(interval):
             try:
-                self._jobmaster.call(
+                known = self._jobmaster.call(
                     "heartbeat",
                     (self.resource_id, self.slot_table.create_slot_report(self.resource_id)),
                     timeout=max(1.0, interval),
                 )
-                last_ok = time.monotonic()
-            except BrokenChannelError:
-                if time.monotonic() - last_ok > timeout:
-                    log.error("JobMaster unreachable for %.0f s; TaskExecutor %s shuts down", timeout, self.resource_id)
-                    self.close()
-                    return
+                if known is not False:
+                    last_ok = time.monotonic()
+                why = "refused the heartbeats (declared this TaskExecutor lost)"
+            except NetworkError:
+                why = "unreachable"
             except Exception:  # noqa: BLE001
                 log.debug("heartbeat failed", exc_info=True)
+                continue
+            if time.monotonic() - last_ok > timeout:
+                log.error("JobMaster %s for %.0f s; TaskExecutor %s shuts down", why, timeout, self.resource_id)
+                self.close()
+                return
 
 
-def run_task_executor_process(
-    resource_id: str, config: Configuration, secret: bytes, jobmaster_address: str, log_level: int
-) -> None:
-    """Entry point of a spawned TaskExecutor process: run until told to shut down."""
-    logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [{resource_id}] %(name)s: %(message)s")
-    executor = TaskExecutor(
-        resource_id=resource_id, config=config, secret=secret, jobmaster_address=jobmaster_address
+def run_task_executor(bootstrap) -> TaskExecutor:
+    """Start a TaskExecutor from its bootstrap and block until it closed (shutdown RPC, or its
+    JobMaster gone for ``heartbeat.timeout``); return it. Used where the caller's process lives on
+    afterwards (a Spark Python worker)."""
+    executor = TaskExecutor.from_bootstrap(bootstrap)
+    try:
+        executor.start()
+        executor.wait_closed()
+    finally:
+        executor.close()
+    return executor
+
+
+def run_task_executor_process(bootstrap) -> None:
+    """Entry point of a spawned TaskExecutor process: run until told to shut down, then exit."""
+    logging.basicConfig(
+        level=bootstrap.log_level, format=f"%(asctime)s %(levelname)s [{bootstrap.resource_id}] %(name)s: %(message)s"
     )
+    executor = TaskExecutor.from_bootstrap(bootstrap)
     executor.start()
     executor.wait_closed()
     # Give the shutdown thread a moment to finish releasing resources.
     time.sleep(0.1)
     os._exit(0)
-

@@ -17,7 +17,7 @@ def test_a_slot_held_for_an_unknown_allocation_is_freed_by_the_next_heartbeat():
          "taskmanager.slot.timeout": "5 min"}  # only the heartbeat may free it
     )
     with MiniCluster(config) as cluster:
-        [executor] = cluster._thread_executors.values()
+        [executor] = cluster.launcher.executors.values()
         # as if the JobMaster's free_slot RPC had been lost
         assert executor.slot_table.allocate_slot(0, "some-job", "some-job/orphan")
         report = executor.slot_table.create_slot_report(executor.resource_id)

@@ -1,0 +1,252 @@
+"""The JobMaster's side of a cluster: RPC node, ResourceManager, job routing, loss handling.
+
+A :class:`ClusterEndpoint` runs in the client (or the Spark driver): one
+authenticated Flight node that TaskExecutors register and report to, the
+:class:`~flinklike_spark._runtime.jobmaster.resource_manager.ResourceManager`
+and the JobMasters of submitted jobs. Where TaskExecutors run is its
+:class:`~flinklike_spark._runtime.cluster.launcher.TaskExecutorLauncher`'s
+business.
+
+Loss handling: a monitor thread asks the launcher every 0.2 s whether a
+TaskExecutor is gone (its process exited, its Spark task ended); such a
+TaskExecutor is reported lost to the running jobs (failover restarts the
+affected regions) and the launcher is asked for replacements, all lost ones
+of one pass in one :meth:`~TaskExecutorLauncher.launch` (on Spark: one barrier
+stage). A TaskExecutor the ResourceManager declares lost by heartbeat timeout
+is killed through the launcher: like a worker that Flink's ResourceManager
+released, a frozen TaskExecutor must not come back and write for a job that
+moved on; once gone it is replaced the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import uuid
+
+from flinklike_spark.config import Configuration
+from flinklike_spark.errors import FlinklikeError
+from flinklike_spark.job_client import JobClient
+from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap, TaskExecutorLauncher
+from flinklike_spark._runtime.graph.job_graph import JobGraph
+from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
+from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor
+from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
+from flinklike_spark._runtime.rpc import FlightNode, generate_secret
+from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutorRegistration
+
+__all__ = ["ClusterEndpoint", "REGISTRATION_TIMEOUT"]
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_TIMEOUT = 120.0
+"""Seconds ``start`` waits for the first TaskExecutors to register."""
+
+
+class ClusterEndpoint:
+    """A cluster's JobMaster side. Use as a context manager or call ``start``/``close``.
+
+    Args:
+        config: the cluster's configuration; ``local.number-taskmanager``
+            TaskExecutors of ``taskmanager.numberOfTaskSlots`` slots are started.
+        launcher: starts the TaskExecutors.
+        rpc_host: the interface the endpoint's Flight node binds and advertises
+            (``jobmanager.rpc.address``); TaskExecutors must reach it.
+        resource_id_prefix: prefix of the TaskExecutors' resource ids.
+    """
+
+    def __init__(
+        self,
+        config: Configuration,
+        launcher: TaskExecutorLauncher,
+        *,
+        rpc_host: str = "127.0.0.1",
+        resource_id_prefix: str = "taskmanager",
+    ) -> None:
+        self.config = config
+        self.launcher = launcher
+        self._prefix = resource_id_prefix
+        self._secret = generate_secret()
+        self._main = MainThreadExecutor(name="jobmaster-main")
+        self._node = FlightNode(self._secret, host=rpc_host)
+        self.resource_manager = ResourceManager(
+            self.config, self._secret, self._main, liveness_probe=launcher.exit_reason
+        )
+        self._launched: list[str] = []  # guarded by _launch_lock
+        self._jobs: dict[str, JobMaster] = {}
+        self._closed = threading.Event()
+        self._launch_lock = threading.Lock()  # close() never misses a replacement started meanwhile
+        self._monitor = threading.Thread(target=self._monitor_task_executors, name="cluster-monitor", daemon=True)
+
+    def __enter__(self) -> ClusterEndpoint:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def address(self) -> str:
+        """The endpoint's Flight address (known after ``start``)."""
+        return self._node.address
+
+    def start(self) -> None:
+        """Start RPC, launch the TaskExecutors and wait until they registered.
+
+        Raises:
+            FlinklikeError: the launcher reported that TaskExecutors cannot start, or
+                they did not all register within :data:`REGISTRATION_TIMEOUT` (the
+                cluster is closed then).
+        """
+        node = self._node
+        node.register_handler("register_task_executor", self._on_register)
+        node.register_handler("heartbeat", self._on_heartbeat)
+        node.register_handler("update_task_execution_state", self._on_task_state)
+        node.register_handler("checkpoint_report", self._on_checkpoint_report)
+        node.start()
+        count = self.config.cluster.number_of_task_managers
+        try:
+            self._launch([f"{self._prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(count)])
+            self._monitor.start()
+            self.resource_manager.add_job_listener(self)  # kills what it declares lost
+            self.resource_manager.start_heartbeat_checks()
+            self._wait_for_registrations(count)
+        except BaseException:
+            self.close()
+            raise
+        log.info("cluster up: %d TaskExecutors on %s, JobMaster RPC at %s", count, self.launcher.description,
+                 node.address)  # fmt: skip
+
+    def _wait_for_registrations(self, count: int) -> None:
+        deadline = time.monotonic() + REGISTRATION_TIMEOUT
+        while not self.resource_manager.wait_for_task_executors(count, timeout=0.25):
+            failure = self.launcher.launch_failure()
+            if failure is not None:
+                raise FlinklikeError(f"TaskExecutors on {self.launcher.description} cannot start: {failure}")
+            if time.monotonic() > deadline:
+                exited = self.launcher.exited()
+                raise FlinklikeError(
+                    f"only {self.resource_manager.num_registered()} of {count} TaskExecutors on "
+                    f"{self.launcher.description} registered within {REGISTRATION_TIMEOUT:.0f} s; "
+                    f"exited processes and codes: {exited or 'none'}"
+                )
+
+    def _bootstrap(self, resource_id: str) -> TaskExecutorBootstrap:
+        return TaskExecutorBootstrap(
+            resource_id=resource_id,
+            config=self.config,
+            secret=self._secret,
+            jobmaster_address=self._node.address,
+            host=self.config.cluster.task_manager_host,
+            log_level=logging.getLogger().getEffectiveLevel() or logging.WARNING,
+            sys_path=tuple(p for p in sys.path if p),
+        )
+
+    def _launch(self, resource_ids: list[str]) -> None:
+        with self._launch_lock:
+            if self._closed.is_set():
+                return
+            self._launched += resource_ids
+            self.launcher.launch([self._bootstrap(rid) for rid in resource_ids])
+
+    def _monitor_task_executors(self) -> None:
+        reported: set[str] = set()
+        while not self._closed.wait(0.2):
+            with self._launch_lock:
+                candidates = [rid for rid in self._launched if rid not in reported]
+            lost = {}
+            for resource_id in candidates:
+                reason = self.launcher.exit_reason(resource_id)
+                if reason is not None:
+                    lost[resource_id] = reason
+            if not lost:
+                continue
+            reported.update(lost)
+            for resource_id, reason in lost.items():
+                self.resource_manager.task_executor_lost(resource_id, reason)
+            self._replace(sorted(lost))
+
+    def _replace(self, lost: list[str]) -> None:
+        """Start new TaskExecutors for ones that are gone (monitor thread)."""
+        if self._closed.is_set():
+            return
+        with self._launch_lock:
+            self._launched = [rid for rid in self._launched if rid not in lost]
+        for resource_id in lost:
+            self.launcher.forget(resource_id)
+        replacements = [f"{self._prefix}-{uuid.uuid4().hex[:6]}" for _ in lost]
+        log.warning("TaskExecutors %s are gone; starting %s in their place on %s", lost, replacements,
+                    self.launcher.description)  # fmt: skip
+        try:
+            self._launch(replacements)
+        except Exception:  # noqa: BLE001 - jobs then fail on slot.request.timeout, naming the shortage
+            log.exception("could not start replacement TaskExecutors for %s", lost)
+
+    def task_executor_lost(self, resource_id: str, reason: str) -> None:
+        """Loss listener (main thread): stop a TaskExecutor declared lost, so that it is replaced."""
+        self.launcher.kill(resource_id, reason)
+
+    # -- RPC handlers (Flight threads): post to the main thread ------------------------------
+
+    def _on_register(self, registration: TaskExecutorRegistration) -> bool:
+        self.resource_manager.register(registration)
+        return True
+
+    def _on_heartbeat(self, payload) -> bool:
+        resource_id, slot_report = payload
+        return self.resource_manager.heartbeat(resource_id, slot_report)
+
+    def _on_task_state(self, state) -> bool:
+        job = self._jobs.get(state.job_id)
+        if job is None:
+            return False
+        job.update_task_execution_state(state)
+        return True
+
+    def _on_checkpoint_report(self, message) -> bool:
+        job = self._jobs.get(message.job_id)
+        if job is None:
+            return False
+        job.receive_checkpoint_report(message)
+        return True
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
+        """Start ``job_graph``; with ``owns_cluster`` the cluster closes when the job ends."""
+        job = JobMaster(job_graph, self.config, self.resource_manager, self._main)
+        self._jobs[job_graph.job_id] = job
+        self.resource_manager.add_job_listener(job)
+        job.start()
+        return JobClient(
+            job_id=job_graph.job_id,
+            result=job.result,
+            status=lambda: job.status,
+            cancel=job.cancel,
+            trigger_savepoint=job.trigger_savepoint,
+            stop_with_savepoint=lambda: job.trigger_savepoint(stop=True),
+            metrics=lambda: self.resource_manager.task_metrics(),
+            exception_history=lambda: job.failover.handler.exception_history,
+            restarts=lambda: job.failover.handler.number_of_restarts,
+            attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
+            pending_checkpoints=job.describe_pending_checkpoints,
+            on_done=self.close if owns_cluster else None,
+        )
+
+    def close(self) -> None:
+        """Cancel running jobs, stop every TaskExecutor, stop RPC. Idempotent."""
+        with self._launch_lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+        for job in self._jobs.values():
+            job.cancel()
+        for job in self._jobs.values():
+            job.wait_terminal(timeout=10.0)
+        acknowledged = self.resource_manager.shutdown_task_executors()
+        self.launcher.close(acknowledged, timeout=10.0)
+        self.resource_manager.close()
+        self._node.shutdown()
+        self._main.shutdown()

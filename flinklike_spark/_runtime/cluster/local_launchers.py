@@ -1,0 +1,154 @@
+"""TaskExecutors on this machine: child processes (the default) or threads of the client.
+
+:class:`ProcessLauncher` starts ``python -m
+flinklike_spark._runtime.taskexecutor.process_main`` with ``subprocess``
+(spawn semantics: nothing is forked and the user's ``__main__`` is never
+re-imported) and writes the bootstrap to the child's stdin, so the secret
+never appears on a command line; the pipe stays open and its EOF tells the
+child that the client died. :class:`ThreadLauncher` runs TaskExecutors as
+threads of this process (``flinklike.local.taskmanager-mode: thread``: for
+``memory://`` file systems and debugging).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+
+from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
+from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutor
+
+__all__ = ["LOCAL_HOST", "ProcessLauncher", "ThreadLauncher"]
+
+log = logging.getLogger(__name__)
+
+LOCAL_HOST = "127.0.0.1"
+"""Where local TaskExecutors bind unless ``taskmanager.host`` says otherwise."""
+
+
+class ProcessLauncher:
+    """One child process per TaskExecutor. ``pids`` maps resource ids to live children's pids."""
+
+    description = "local processes"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._processes: dict[str, subprocess.Popen] = {}
+
+    @property
+    def pids(self) -> dict[str, int]:
+        with self._lock:
+            return {rid: p.pid for rid, p in self._processes.items()}
+
+    def launch(self, bootstraps: Sequence[TaskExecutorBootstrap]) -> None:
+        for bootstrap in bootstraps:
+            self._spawn(bootstrap.with_host(LOCAL_HOST))
+
+    def _spawn(self, bootstrap: TaskExecutorBootstrap) -> None:
+        data = bootstrap.to_bytes()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(bootstrap.sys_path)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flinklike_spark._runtime.taskexecutor.process_main"], stdin=subprocess.PIPE, env=env
+        )
+        process.stdin.write(len(data).to_bytes(8, "big") + data)
+        process.stdin.flush()  # keep stdin open: its EOF tells the child that we died
+        with self._lock:
+            self._processes[bootstrap.resource_id] = process
+
+    def exit_reason(self, resource_id: str) -> str | None:
+        with self._lock:
+            process = self._processes.get(resource_id)
+        if process is None or process.poll() is None:
+            return None
+        return f"TaskExecutor process {process.pid} exited with code {process.returncode}"
+
+    def launch_failure(self) -> str | None:
+        return None
+
+    def exited(self) -> dict[str, int | None]:
+        """Exit codes of the children that exited (for error messages)."""
+        with self._lock:
+            return {rid: p.returncode for rid, p in self._processes.items() if p.poll() is not None}
+
+    def kill(self, resource_id: str, reason: str) -> None:
+        with self._lock:
+            process = self._processes.get(resource_id)
+        if process is not None and process.poll() is None:
+            log.warning("killing unresponsive TaskExecutor %s (pid %d): %s", resource_id, process.pid, reason)
+            process.kill()
+
+    def forget(self, resource_id: str) -> None:
+        """Drop an exited child (after a replacement was started), closing its stdin pipe."""
+        with self._lock:
+            process = self._processes.pop(resource_id, None)
+        if process is not None and process.stdin is not None:
+            process.stdin.close()
+
+    def close(self, acknowledged: Iterable[str], timeout: float) -> None:
+        acknowledged = set(acknowledged)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            processes = dict(self._processes)
+        for resource_id, process in processes.items():
+            if resource_id not in acknowledged and process.poll() is None:
+                process.kill()  # lost or unresponsive (e.g. frozen): waiting for it would only delay the client
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5.0)
+            if process.stdin is not None:
+                process.stdin.close()
+
+
+class ThreadLauncher:
+    """TaskExecutors as objects in this process; ``executors`` maps resource ids to them."""
+
+    description = "threads of the client"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.executors: dict[str, TaskExecutor] = {}
+
+    def launch(self, bootstraps: Sequence[TaskExecutorBootstrap]) -> None:
+        for bootstrap in bootstraps:
+            executor = TaskExecutor.from_bootstrap(bootstrap.with_host(LOCAL_HOST))
+            with self._lock:
+                self.executors[bootstrap.resource_id] = executor
+            executor.start()
+
+    def exit_reason(self, resource_id: str) -> str | None:
+        with self._lock:
+            executor = self.executors.get(resource_id)
+        if executor is not None and executor.wait_closed(0):
+            return f"TaskExecutor thread {resource_id} closed"
+        return None
+
+    def launch_failure(self) -> str | None:
+        return None
+
+    def exited(self) -> dict[str, int | None]:
+        return {}
+
+    def kill(self, resource_id: str, reason: str) -> None:
+        with self._lock:
+            executor = self.executors.get(resource_id)
+        if executor is not None:
+            log.warning("closing unresponsive TaskExecutor %s: %s", resource_id, reason)
+            threading.Thread(target=executor.close, name="tm-kill", daemon=True).start()
+
+    def forget(self, resource_id: str) -> None:
+        with self._lock:
+            self.executors.pop(resource_id, None)
+
+    def close(self, acknowledged: Iterable[str], timeout: float) -> None:
+        with self._lock:
+            executors = list(self.executors.values())
+        for executor in executors:
+            executor.close()

@@ -1,0 +1,290 @@
+"""``execution.target: spark``: TaskExecutors as long-lived tasks on the executors of a Spark cluster.
+
+The JobMaster (a :class:`~flinklike_spark._runtime.cluster.endpoint.ClusterEndpoint`)
+runs in the Spark driver, the user's process with the SparkSession. The
+TaskExecutors of one launch run as the tasks of ONE barrier stage
+(``sc.parallelize(range(n), n).barrier().mapPartitions(...)``), so they come
+up together, one per Spark task slot; each binds the host of the executor it
+landed on (``BarrierTaskContext.getTaskInfos()``, unless ``taskmanager.host``
+is set), registers with the JobMaster over the authenticated Flight RPC and
+exchanges data with the others over the engine's own network. The stage runs
+from a driver thread under a Spark job group of its own, so it can be
+cancelled (``sc.cancelJobGroup``).
+
+Lifetime: a TaskExecutor's task returns when the TaskExecutor closes: at the
+cluster's shutdown RPC (job finished or cancelled), which frees the Spark
+executors, or on its own when the JobMaster has been unreachable for
+``heartbeat.timeout`` (a killed driver leaves nothing running). Closing the
+launcher cancels the job group of any stage still running after the grace
+period.
+
+Executor loss: Spark aborts a barrier ResultStage that lost a task and never
+retries it, and it kills the stage's surviving tasks (measured, see
+docs/architecture.md). Every TaskExecutor of an aborted stage is therefore
+reported gone (:meth:`exit_reason`); the endpoint reports them lost (failover
+restarts the affected regions) and launches replacements, which this
+launcher submits as a new barrier stage once the cluster has task slots for
+them.
+
+Security: the bootstrap, with the cluster's RPC secret, travels inside the
+task closure, like any closure data. Protect it on an untrusted network with
+Spark's own settings: ``spark.authenticate`` (only authenticated processes
+join the application) and ``spark.network.crypto.enabled`` (RPC, including
+task closures, encrypted). The engine's own Flight traffic is authenticated
+but not encrypted.
+
+Shipping code: the executors' Python workers must import ``flinklike_spark``
+(and ``connectors``/``checkpointing``): install the package where
+``PYSPARK_PYTHON`` runs, or ship it with ``--py-files``/``spark.submit.pyFiles``
+(a zip of the packages) or an archive (``--archives`` with a packed
+environment). Without it a TaskExecutor task fails at once with
+:class:`TaskExecutorLaunchError` naming these fixes, and ``execute`` fails
+with that message instead of waiting for registrations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+
+from flinklike_spark.config import Configuration
+from flinklike_spark.errors import FlinklikeError
+from flinklike_spark._runtime.cluster.endpoint import ClusterEndpoint
+from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
+
+__all__ = ["SparkTaskExecutorLauncher", "TaskExecutorLaunchError", "spark_cluster"]
+
+log = logging.getLogger(__name__)
+
+_NOT_IMPORTABLE = "flinklike_spark cannot be imported on the Spark executor"
+_SHIP_HELP = (
+    "Executors must be able to import the project: install flinklike-spark where PYSPARK_PYTHON runs on every "
+    "executor, or ship it with spark-submit --py-files flinklike.zip (or spark.submit.pyFiles / "
+    "SparkContext.addPyFile) or --archives with a packed environment; see README 'TaskExecutors on Spark executors'"
+)
+_SLOT_WAIT = 60.0  # seconds a launch waits for free task slots before it submits anyway
+
+
+class TaskExecutorLaunchError(FlinklikeError, RuntimeError):
+    """TaskExecutors cannot start on the Spark executors (e.g. the project is missing there)."""
+
+
+def _task_executor_partition(payloads: list[bytes], not_importable: str, ship_help: str):
+    """The barrier task that runs one TaskExecutor (partition ``i`` runs ``payloads[i]``).
+
+    A nested function: cloudpickle ships it by value, so unpickling it on an
+    executor needs no ``flinklike_spark``, and a missing package is reported
+    by the task with the fix instead of as an unpickling error.
+    """
+
+    def run(_rows):
+        import os
+        import sys
+
+        from pyspark import BarrierTaskContext
+
+        context = BarrierTaskContext.get()
+        index = context.partitionId()
+        host = context.getTaskInfos()[index].address.rsplit(":", 1)[0]
+        try:
+            from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
+            from flinklike_spark._runtime.taskexecutor.task_executor import run_task_executor
+        except ImportError as exc:
+            raise RuntimeError(
+                f"{not_importable} {host} (Python {sys.executable}, pid {os.getpid()}): {exc}. {ship_help}"
+            ) from None
+        bootstrap = TaskExecutorBootstrap.from_bytes(payloads[index]).with_host(host)
+        run_task_executor(bootstrap)
+        yield bootstrap.resource_id
+
+    return run
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class _Stage:
+    """One barrier stage of TaskExecutors and how it ended."""
+
+    group: str
+    resource_ids: tuple[str, ...]
+    thread: threading.Thread | None = None
+    ended: str | None = None  # why the stage is over (None while it runs)
+    lost: dict[str, str] = dataclasses.field(default_factory=dict)  # declared lost by the ResourceManager: why
+
+
+class SparkTaskExecutorLauncher:
+    """Starts TaskExecutors as barrier stages on the executors of ``spark``'s cluster.
+
+    Args:
+        spark: the driver's SparkSession.
+        slot_wait: seconds a launch waits for enough free task slots before submitting anyway
+            (Spark itself re-checks a barrier stage's slots only every 15 s).
+    """
+
+    description = "Spark executors"
+
+    def __init__(self, spark, *, slot_wait: float = _SLOT_WAIT) -> None:
+        self._sc = spark.sparkContext
+        self._slot_wait = slot_wait
+        self._lock = threading.Lock()
+        self._stages: dict[str, _Stage] = {}  # resource id -> its stage
+        self._failure: str | None = None
+        self._closed = threading.Event()
+
+    # -- launching ------------------------------------------------------------------------------
+
+    def launch(self, bootstraps: Sequence[TaskExecutorBootstrap]) -> None:
+        if not bootstraps:
+            return
+        stage = _Stage(group=f"flinklike-taskexecutors-{uuid.uuid4().hex[:8]}",
+                       resource_ids=tuple(b.resource_id for b in bootstraps))  # fmt: skip
+        payloads = [b.to_bytes() for b in bootstraps]
+        stage.thread = threading.Thread(
+            target=self._run_stage, args=(stage, payloads), name=f"spark-{stage.group}", daemon=True
+        )
+        with self._lock:
+            for resource_id in stage.resource_ids:
+                self._stages[resource_id] = stage
+        stage.thread.start()
+
+    def _task_slots(self) -> int | None:
+        """Task slots of the registered executors, or None where Spark runs tasks in the driver (local)."""
+        if self._sc.master.startswith("local"):
+            return None
+        conf = self._sc.getConf()
+        per_executor = int(conf.get("spark.executor.cores", "1")) // max(1, int(conf.get("spark.task.cpus", "1")))
+        executors = len(self._sc._jsc.sc().statusTracker().getExecutorInfos()) - 1  # minus the driver
+        return executors * per_executor
+
+    def _running_task_executors(self, excluding: _Stage) -> int:
+        with self._lock:
+            stages = {id(s): s for s in self._stages.values() if s is not excluding and s.ended is None}
+        return sum(len(s.resource_ids) for s in stages.values())
+
+    def _wait_for_slots(self, stage: _Stage) -> None:
+        """Wait until the cluster has a free task slot for every TaskExecutor of ``stage``: a barrier
+        stage submitted with too few slots is only re-checked by Spark every 15 s."""
+        deadline = time.monotonic() + self._slot_wait
+        while not self._closed.is_set() and time.monotonic() < deadline:
+            slots = self._task_slots()
+            if slots is None or slots - self._running_task_executors(stage) >= len(stage.resource_ids):
+                return
+            time.sleep(0.2)
+
+    def _run_stage(self, stage: _Stage, payloads: list[bytes]) -> None:
+        """Driver thread: run the barrier stage until its TaskExecutors return or Spark aborts it."""
+        outcome = "its Spark tasks returned"
+        try:
+            self._wait_for_slots(stage)
+            if self._closed.is_set():
+                outcome = "the launcher closed before it started"
+                return
+            sc = self._sc
+            sc.setJobGroup(stage.group, f"flinklike TaskExecutors {', '.join(stage.resource_ids)}",
+                           interruptOnCancel=True)  # fmt: skip
+            n = len(payloads)
+            run = _task_executor_partition(payloads, _NOT_IMPORTABLE, _SHIP_HELP)
+            sc.parallelize(range(n), n).barrier().mapPartitions(run).collect()
+        except Exception as exc:  # noqa: BLE001 - the outcome is reported through exit_reason
+            text = str(exc)
+            outcome = f"its Spark stage failed: {_summary(text)}"
+            if _NOT_IMPORTABLE in text:
+                with self._lock:
+                    self._failure = _summary(text[text.index(_NOT_IMPORTABLE):])
+            if not self._closed.is_set():
+                log.warning("Spark stage %s of TaskExecutors %s ended: %s", stage.group, stage.resource_ids, outcome)
+        finally:
+            with self._lock:
+                stage.ended = outcome
+
+    # -- the endpoint's questions ---------------------------------------------------------------
+
+    def exit_reason(self, resource_id: str) -> str | None:
+        """Gone when its stage ended, or when it was declared lost: its task may still run until the
+        TaskExecutor notices that its heartbeats are refused, but it will never serve again, so it is
+        replaced now rather than after its stage-mates end."""
+        with self._lock:
+            stage = self._stages.get(resource_id)
+            if stage is None:
+                return None
+            ended = stage.ended or stage.lost.get(resource_id)
+        if ended is None:
+            return None
+        return f"TaskExecutor {resource_id} on Spark is gone: {ended} (Spark job group {stage.group})"
+
+    def launch_failure(self) -> str | None:
+        with self._lock:
+            return self._failure
+
+    def exited(self) -> dict[str, int | None]:
+        with self._lock:
+            return {rid: None for rid, stage in self._stages.items() if stage.ended is not None}
+
+    def forget(self, resource_id: str) -> None:
+        with self._lock:
+            self._stages.pop(resource_id, None)
+
+    def kill(self, resource_id: str, reason: str) -> None:
+        """A TaskExecutor declared lost: its heartbeats are refused from now on, so it closes itself
+        within ``heartbeat.timeout`` and its task returns; :meth:`exit_reason` reports it gone at once,
+        so that it is replaced. One task of a barrier stage cannot be cancelled alone; if every
+        TaskExecutor of the stage is lost, the stage is cancelled."""
+        with self._lock:
+            stage = self._stages.get(resource_id)
+            if stage is None or stage.ended is not None:
+                return
+            stage.lost[resource_id] = f"declared lost ({reason})"
+            cancel = set(stage.lost) >= set(stage.resource_ids)
+        log.warning("TaskExecutor %s on Spark declared lost (%s)%s", resource_id, reason,
+                    "; cancelling its Spark stage" if cancel else "")  # fmt: skip
+        if cancel:
+            self._cancel(stage)
+
+    def _cancel(self, stage: _Stage) -> None:
+        try:
+            self._sc.cancelJobGroup(stage.group)
+        except Exception:  # noqa: BLE001 - the SparkContext may be stopping; its executors go with it
+            log.debug("cancelling Spark job group %s failed", stage.group, exc_info=True)
+
+    def close(self, acknowledged: Iterable[str], timeout: float) -> None:
+        """Wait up to ``timeout`` for the stages to return (TaskExecutors told to shut down), then
+        cancel the job groups of stages still running and wait for them to end."""
+        self._closed.set()
+        with self._lock:
+            stages = list({id(s): s for s in self._stages.values()}.values())
+        deadline = time.monotonic() + timeout
+        for stage in stages:
+            if stage.thread is not None:
+                stage.thread.join(max(0.0, deadline - time.monotonic()))
+        for stage in stages:
+            if stage.thread is not None and stage.thread.is_alive():
+                log.warning("Spark stage %s still runs after %.0f s; cancelling it", stage.group, timeout)
+                self._cancel(stage)
+                stage.thread.join(30.0)
+
+
+def _summary(text: str) -> str:
+    """The first meaningful lines of a Spark error (its JVM stack trace is noise here)."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("at ")]
+    return " ".join(lines[:3])[:1000]
+
+
+def spark_cluster(config: Configuration, spark=None) -> ClusterEndpoint:
+    """A cluster whose JobMaster runs here, in the Spark driver, and whose TaskExecutors run on
+    ``spark``'s executors (default: the active session, else :func:`flinklike_spark.spark.session`).
+
+    ``jobmanager.rpc.address`` defaults to ``spark.driver.host``, which executors reach.
+    """
+    from pyspark.sql import SparkSession
+
+    from flinklike_spark.spark.spark_session import session
+
+    if spark is None:
+        spark = SparkSession.getActiveSession() or session()
+    host = config.cluster.jobmanager_address or spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
+    return ClusterEndpoint(
+        config, SparkTaskExecutorLauncher(spark), rpc_host=host, resource_id_prefix="spark-taskmanager"
+    )

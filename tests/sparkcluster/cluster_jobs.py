@@ -1,0 +1,185 @@
+"""The Spark driver program of the cluster tests.
+
+``python cluster_jobs.py serve SPARK_CONF_JSON`` builds one session on the
+test cluster and then runs the scenarios the test sends on stdin, one JSON
+line ``{"scenario": ..., "args": {...}}`` each, so the tests share one Spark
+session (20-60 s to start on this machine). ``cluster_jobs.py SCENARIO
+ARGS_JSON`` runs one scenario in the session spark-submit configured.
+
+The driver runs in a process of its own because a process holds one
+SparkContext (the ``tests/spark`` suite's local session may live in the
+pytest process) and because one test kills it. It reports progress as JSON
+lines on stdout (``{"event": ..., "t": seconds since start}``) and reads
+commands from stdin, so the test can kill an executor, cancel, or kill this
+driver at the right moment.
+
+Scenarios:
+    keyed-delta: the keyed job with unaligned checkpoints and a DeltaSink, run
+        to the end; with ``report_checkpointed`` it reports ``checkpointed``
+        after two completed checkpoints.
+    missing-package: ``execute`` while the executors' Python cannot import the
+        project (``python_without_project``); reports the error.
+    cancel-then-orphan: an unbounded job cancelled on the ``cancel`` command,
+        a Spark job on the freed executors, then a second unbounded job that
+        runs until the test kills this driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from connectors import DeltaSink, SequenceSource
+from checkpointing import list_completed_checkpoints
+from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
+
+NUM_KEYS = 8
+STARTED = time.monotonic()
+
+
+def report(event: str, **fields) -> None:
+    """One event line for the test, with ``t``: seconds since this driver started."""
+    print(json.dumps({"event": event, "t": round(time.monotonic() - STARTED, 1), **fields}), flush=True)
+
+
+class SlowPassThrough(KeyedProcessFunction):
+    """Keeps records in flight (backpressure), so unaligned checkpoints carry channel state."""
+
+    def __init__(self, seconds_per_record: float) -> None:
+        self.seconds_per_record = seconds_per_record
+
+    def process_element(self, value, ctx):
+        if self.seconds_per_record:
+            time.sleep(self.seconds_per_record)
+        yield value
+
+
+def spark_config(args: dict) -> dict:
+    """The engine's configuration: TaskExecutors on Spark, checkpoints, quick loss detection."""
+    return {
+        "execution.target": "spark",
+        "parallelism.default": 2,
+        "execution.checkpointing.interval": "300ms",
+        "execution.checkpointing.unaligned.enabled": True,
+        "execution.checkpointing.dir": args["checkpoints"],
+        "taskmanager.memory.segment-size": "2kb",
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 5,
+        "restart-strategy.fixed-delay.delay": "1 s",
+        "heartbeat.interval": "1 s",
+        "heartbeat.timeout": "8 s",
+    }
+
+
+def keyed_delta_job(args: dict, *, records_per_key: int | None, rate: float | None) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment(spark_config(args))
+    (
+        env.from_source(
+            SequenceSource(num_keys=NUM_KEYS, records_per_key=records_per_key, rows_per_second=rate, batch_size=256),
+            name="seq",
+        )
+        .uid("seq")
+        .key_by("key")
+        .process(SlowPassThrough(args.get("seconds_per_record", 0.0002)))
+        .uid("slow")
+        .sink_to(DeltaSink(args["table"]))
+        .uid("delta")
+    )
+    return env
+
+
+def wait_for_checkpoints(client, directory: str, count: int, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(list_completed_checkpoints(directory, client.job_id)) < count:
+        if client.done():
+            client.wait(0)  # raises the job's failure
+            raise AssertionError("the job finished before it was checkpointed")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {count} checkpoints completed within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def keyed_delta(spark, args: dict) -> None:
+    env = keyed_delta_job(args, records_per_key=args["records_per_key"], rate=args.get("rate"))
+    client = env.execute_async("keyed delta on spark")
+    report("submitted", job_id=client.job_id, driver_pid=os.getpid())
+    if args.get("report_checkpointed"):
+        wait_for_checkpoints(client, args["checkpoints"], 2)
+        report("checkpointed")
+    result = client.wait(600)
+    report("finished", restarts=client.num_restarts, job_id=result.job_id)
+
+
+def cancel_then_orphan(spark, args: dict) -> None:
+    env = keyed_delta_job(args, records_per_key=None, rate=2000)
+    client = env.execute_async("cancel me")
+    wait_for_checkpoints(client, args["checkpoints"], 1)
+    report("running", job_id=client.job_id)
+    assert sys.stdin.readline().strip() == "cancel"
+    client.cancel()
+    try:
+        client.wait(120)
+    except Exception as exc:  # noqa: BLE001 - JobCancelledError expected
+        report("cancelled", error=type(exc).__name__)
+    started = time.monotonic()
+    count = spark.sparkContext.parallelize(range(4), 2).count()  # the executors are free again
+    report("executors-free", count=count, seconds=round(time.monotonic() - started, 2))
+    env = keyed_delta_job(args | {"checkpoints": args["checkpoints"] + "-2"}, records_per_key=None, rate=2000)
+    client = env.execute_async("orphan me")
+    wait_for_checkpoints(client, args["checkpoints"] + "-2", 1)
+    report("running", job_id=client.job_id)
+    time.sleep(600)  # until the test kills this driver
+
+
+def missing_package(spark, args: dict) -> None:
+    """``execute`` while the executors' Python cannot import the project; then restore it."""
+    sc = spark.sparkContext
+    python, sc.pythonExec = sc.pythonExec, args["python_without_project"]  # used by jobs submitted from now on
+    env = keyed_delta_job(args | {"checkpoints": args["checkpoints"] + "-missing"}, records_per_key=10, rate=None)
+    started = time.monotonic()
+    try:
+        env.execute("no package on the executors")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        report("missing-package", error=type(exc).__name__, message=str(exc)[:2000],
+               seconds=round(time.monotonic() - started, 1))  # fmt: skip
+    else:
+        report("missing-package", error=None)
+    finally:
+        sc.pythonExec = python
+
+
+SCENARIOS = {"keyed-delta": keyed_delta, "missing-package": missing_package, "cancel-then-orphan": cancel_then_orphan}
+
+
+def serve(spark) -> None:
+    for line in sys.stdin:
+        command = json.loads(line)
+        try:
+            SCENARIOS[command["scenario"]](spark, command["args"])
+        except Exception as exc:  # noqa: BLE001 - reported; the next test may still use the session
+            report("error", scenario=command["scenario"], message=f"{type(exc).__name__}: {exc}"[:3000])
+        else:
+            report("done", scenario=command["scenario"])
+
+
+def main() -> None:
+    from flinklike_spark.spark import session
+
+    mode, argument = sys.argv[1], json.loads(sys.argv[2])
+    # Under spark-submit the session is the one spark-submit configured (spark_conf None).
+    spark = session("flinklike-cluster-tests", master=None, config=argument.get("spark_conf"))
+    spark.sparkContext.setLogLevel("WARN")
+    report("session", master=spark.sparkContext.master)
+    try:
+        if mode == "serve":
+            serve(spark)
+        else:
+            SCENARIOS[mode](spark, argument)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""TaskExecutors on the executors of a real Spark standalone cluster (``execution.target: spark``).
+
+The tests share one Spark driver subprocess (``session_driver``, see
+conftest.py) on the session's two-executor cluster, in this file's order: the
+last one kills that driver. The spark-submit test runs a driver of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import still_serving, task_executor_workers, wait_until
+from standalone import SPARK_HOME
+
+from flinklike_spark.spark import DELTA_SPARK_PACKAGE
+from flinklike_spark._runtime.cluster.endpoint import REGISTRATION_TIMEOUT
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+JOBS = str(Path(__file__).with_name("cluster_jobs.py"))
+NUM_KEYS = 8  # cluster_jobs.NUM_KEYS
+
+
+def job_args(tmp_path: Path, **extra) -> dict:
+    return {"checkpoints": str(tmp_path / "checkpoints"), "table": str(tmp_path / "out"), **extra}
+
+
+def rows_in_commit_order(table: Path) -> list[dict]:
+    rows = []
+    for log in sorted((table / "_delta_log").glob("*.json")):
+        for line in log.read_text().splitlines():
+            action = json.loads(line)
+            assert "remove" not in action, f"an append-only sink removed a file: {action}"
+            if "add" in action:
+                rows += pq.read_table(table / action["add"]["path"]).to_pylist()
+    return rows
+
+
+def assert_exactly_once_in_order(table: Path, records_per_key: int) -> None:
+    """Per key: every seq 0..records_per_key-1, none lost, none duplicated, in order."""
+    per_key: dict[int, list[int]] = {}
+    for row in rows_in_commit_order(table):
+        per_key.setdefault(row["key"], []).append(row["seq"])
+    assert sorted(per_key) == list(range(NUM_KEYS))
+    for key, seqs in sorted(per_key.items()):
+        if seqs != list(range(records_per_key)):
+            duplicated = len(seqs) - len(set(seqs))
+            missing = sorted(set(range(records_per_key)) - set(seqs))[:5]
+            raise AssertionError(
+                f"key {key}: {len(seqs)} rows, {duplicated} duplicated, first missing {missing}, "
+                f"in order: {seqs == sorted(seqs)}"
+            )
+
+
+def assert_one_task_executor_per_executor(cluster) -> dict[int, set[int]]:
+    """The TaskExecutors (pid -> ports) after checking there is one in each of the 2 executors."""
+    workers = task_executor_workers(cluster)
+    hosts = {pid: executor.pid for executor in cluster.executor_processes() for pid in
+             (w.pid for daemon in executor.children() for w in daemon.children())}  # fmt: skip
+    assert len(workers) == 2, f"expected a TaskExecutor in each of the 2 executors, found {workers}"
+    assert len({hosts[pid] for pid in workers}) == 2, f"both TaskExecutors in one executor: {workers}"
+    return workers
+
+
+@pytest.mark.timeout(360)
+def test_executors_without_the_project_fail_execute_promptly_naming_the_fix(session_driver, tmp_path):
+    no_project = tmp_path / "python-without-site-packages"
+    no_project.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    no_project.chmod(0o755)
+    session_driver.run("missing-package", job_args(tmp_path, python_without_project=str(no_project)))
+    missing = session_driver.expect("missing-package", timeout=300)
+    assert missing["error"] == "FlinklikeError", missing
+    assert "cannot be imported on the Spark executor" in missing["message"]
+    assert "--py-files" in missing["message"] and "PYSPARK_PYTHON" in missing["message"]
+    # Not the registration timeout: the launcher's own failure, as soon as Spark gave up on the stage.
+    assert missing["seconds"] < REGISTRATION_TIMEOUT, missing
+    session_driver.expect("done", timeout=30)
+
+
+@pytest.mark.timeout(420)
+def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(
+    spark_cluster, session_driver, tmp_path
+):
+    records_per_key = 2_500
+    args = job_args(tmp_path, records_per_key=records_per_key, rate=2_000, report_checkpointed=True)
+    session_driver.run("keyed-delta", args)
+    session_driver.expect("checkpointed", timeout=240)
+
+    assert_one_task_executor_per_executor(spark_cluster)
+    spark_cluster.executor_processes()[0].send_signal(signal.SIGKILL)
+
+    finished = session_driver.expect("finished", timeout=300)
+    assert finished["restarts"] >= 1, "the job did not notice the lost executor"
+    session_driver.expect("done", timeout=30)
+    assert_exactly_once_in_order(Path(args["table"]), records_per_key)
+
+
+@pytest.mark.timeout(420)
+def test_cancelling_or_killing_the_driver_leaves_no_task_executor_on_the_executors(
+    spark_cluster, session_driver, tmp_path
+):
+    session_driver.run("cancel-then-orphan", job_args(tmp_path))
+    session_driver.expect("running", timeout=240)
+    workers = assert_one_task_executor_per_executor(spark_cluster)
+    session_driver.send("cancel")
+    session_driver.expect("cancelled", timeout=120)
+    wait_until(lambda: not still_serving(workers), "the TaskExecutors of the cancelled job to stop", 30)
+    session_driver.expect("executors-free", timeout=60)
+
+    session_driver.expect("running", timeout=240)
+    workers = assert_one_task_executor_per_executor(spark_cluster)
+    session_driver.kill()  # the last test of the shared driver; it frees the cluster's cores
+    # heartbeat.timeout is 8 s in cluster_jobs.py; the worker may also stop the executors first.
+    wait_until(lambda: not still_serving(workers), "the TaskExecutors of the killed driver to stop", 60)
+    wait_until(lambda: not task_executor_workers(spark_cluster), "no TaskExecutor on any executor", 30)
+
+
+@pytest.mark.timeout(420)
+def test_the_same_job_submitted_with_spark_submit(spark_cluster, project_zip, start_driver, tmp_path):
+    records_per_key = 1_000
+    args = job_args(tmp_path, records_per_key=records_per_key, seconds_per_record=0)
+    conf = spark_cluster.spark_conf()
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", conf.pop("spark.master"),
+               "--py-files", str(project_zip), "--packages", DELTA_SPARK_PACKAGE,
+               "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
+               "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog"]  # fmt: skip
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    command += [JOBS, "keyed-delta", json.dumps(args)]
+    driver = start_driver(command)
+    session = driver.expect("session", timeout=240)
+    assert session["master"] == spark_cluster.master_url
+    driver.expect("finished", timeout=240)
+    assert driver.wait(60) == 0
+    assert_exactly_once_in_order(Path(args["table"]), records_per_key)
