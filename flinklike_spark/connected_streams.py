@@ -62,7 +62,6 @@ def _co_operator(first: DataStream, second: DataStream, name: str, function: Any
     output_type = to_arrow_schema(output_type)
     descriptor = CoOperatorDescriptor(
         function=function,
-        timestamp_strategies=(first._timestamps(), second._timestamps()),
         broadcast_descriptors=broadcast_descriptors,
     )
     inputs = [(t, first_spec) for t, _ in first._inputs] + [(t, second_spec) for t, _ in second._inputs]

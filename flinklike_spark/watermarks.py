@@ -78,14 +78,15 @@ class WatermarkStrategy:
 
 
 class WatermarkGenerator:
-    """Tracks the max timestamp seen by one source subtask and derives watermarks."""
+    """Assigns event timestamps to one subtask's records and derives watermarks from them.
+
+    :meth:`assign` gives a batch's timestamps (they travel with the records as a
+    reserved column, see ``_runtime/streaming/record_timestamps.py``) and tracks the
+    maximum; :meth:`current_watermark` is ``max - out_of_orderness - 1``.
+    """
 
     def __init__(self, strategy: WatermarkStrategy) -> None:
-        assigner = strategy.timestamp_assigner
-        if isinstance(assigner, TimestampAssigner):
-            extract = assigner.extract_timestamp
-            assigner = lambda row: extract(row, MIN_WATERMARK)  # noqa: E731 - picklable enough: built in the TE
-        self._assigner = assigner
+        self._assigner = strategy.timestamp_assigner
         self._delay_ms = int(strategy.out_of_orderness.total_seconds() * 1000)
         self._max_ts = MIN_WATERMARK + self._delay_ms + 1
 
@@ -93,25 +94,49 @@ class WatermarkGenerator:
     def enabled(self) -> bool:
         return self._assigner is not None
 
-    def on_batch(self, batch: pa.RecordBatch) -> None:
-        if self._assigner is None or batch.num_rows == 0:
-            return
-        if isinstance(self._assigner, str):
-            column = batch.column(batch.schema.get_field_index(self._assigner))
+    def assign(self, batch: pa.RecordBatch, previous: list | None = None) -> pa.Array | list | None:
+        """The event timestamps (epoch ms) of ``batch``'s records, which has no timestamp column.
+
+        ``previous`` are the records' timestamps so far (a TimestampAssigner's
+        ``record_timestamp``; ``MIN_WATERMARK`` where a record had none).
+        None if the strategy has no assigner.
+        """
+        assigner = self._assigner
+        if assigner is None:
+            return None
+        if batch.num_rows == 0:
+            return []
+        if isinstance(assigner, str):
+            index = batch.schema.get_field_index(assigner)
+            if index < 0:
+                raise KeyError(
+                    f"timestamp assigner {assigner!r}: the stream has no field {assigner!r}; "
+                    f"its fields are {batch.schema.names}"
+                )
+            column = batch.column(index)
             if pa.types.is_timestamp(column.type):
                 column = column.cast(pa.timestamp("ms")).cast(pa.int64())
+            elif not pa.types.is_int64(column.type):
+                column = column.cast(pa.int64())
             batch_max = pc.max(column).as_py()
+            timestamps: pa.Array | list = column
         else:
-            batch_max = max(self._assigner(row) for row in batch.to_pylist())
+            from flinklike_spark._runtime.streaming.record_timestamps import epoch_millis
+
+            rows = batch.to_pylist()
+            if isinstance(assigner, TimestampAssigner):
+                extract = assigner.extract_timestamp
+                before = previous or [None] * len(rows)
+                timestamps = [
+                    epoch_millis(extract(row, MIN_WATERMARK if ts is None else ts))
+                    for row, ts in zip(rows, before, strict=True)
+                ]
+            else:
+                timestamps = [epoch_millis(assigner(row)) for row in rows]
+            batch_max = max((t for t in timestamps if t is not None), default=None)
         if batch_max is not None and batch_max > self._max_ts:
             self._max_ts = batch_max
+        return timestamps
 
     def current_watermark(self) -> int:
         return self._max_ts - self._delay_ms - 1
-
-    def timestamp_of(self, row: dict) -> int | None:
-        if self._assigner is None:
-            return None
-        if isinstance(self._assigner, str):
-            return row.get(self._assigner)
-        return self._assigner(row)

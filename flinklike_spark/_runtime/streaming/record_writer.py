@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from flinklike_spark._runtime.network.events import Watermark
 from flinklike_spark._runtime.streaming.operators import Output
+from flinklike_spark._runtime.streaming.record_timestamps import Timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.rows import RowsConverter
 
 __all__ = ["BroadcastingOutput", "ChainingOutput", "RecordWriterOutput"]
@@ -45,9 +46,9 @@ class RecordWriterOutput(Output):
         self._oldest_pending: float | None = None
         self.records_out = 0
 
-    def emit_rows(self, rows: list[dict]) -> None:
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         if rows:
-            self.emit_batch(self._converter.to_batch(rows))
+            self.emit_batch(with_timestamps(self._converter.to_batch(rows), timestamps))
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         rows = batch.num_rows
@@ -133,9 +134,9 @@ class ChainingOutput(Output):
     def __init__(self, operator) -> None:
         self._operator = operator
 
-    def emit_rows(self, rows: list[dict]) -> None:
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         if rows:
-            self._operator.process_rows(rows)
+            self._operator.process_rows(rows, timestamps)
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
@@ -151,11 +152,11 @@ class BroadcastingOutput(Output):
     def __init__(self, outputs: list[Output]) -> None:
         self._outputs = outputs
 
-    def emit_rows(self, rows: list[dict]) -> None:
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         for output in self._outputs:
             # Downstream operators may keep the row dicts; each output gets its own copies
             # only when there is more than one consumer that could mutate them.
-            output.emit_rows(rows if len(self._outputs) == 1 else [dict(r) for r in rows])
+            output.emit_rows(rows if len(self._outputs) == 1 else [dict(r) for r in rows], timestamps)
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         for output in self._outputs:
@@ -167,7 +168,7 @@ class BroadcastingOutput(Output):
 
 
 class _DiscardingOutput(Output):
-    def emit_rows(self, rows: list[dict]) -> None:
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         pass
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:

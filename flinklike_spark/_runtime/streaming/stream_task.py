@@ -134,8 +134,8 @@ class _WatermarksToSideOutputs(Output):
         self._main = main
         self._all = [main, *sides]
 
-    def emit_rows(self, rows: list[dict]) -> None:
-        self._main.emit_rows(rows)
+    def emit_rows(self, rows: list[dict], timestamps=None) -> None:
+        self._main.emit_rows(rows, timestamps)
 
     def emit_batch(self, batch) -> None:
         self._main.emit_batch(batch)

@@ -1,9 +1,10 @@
 """``assign_timestamps_and_watermarks`` on a stream: Flink's ``TimestampsAndWatermarksOperator``.
 
-Downstream operators read event timestamps with the new strategy's assigner;
-this operator derives watermarks from the rows passing through (after every
-batch, when the watermark advanced) and, as in Flink, swallows the watermarks
-of its input except the final ``MAX_WATERMARK`` that ends a bounded input.
+The operator replaces each record's event timestamp with the new strategy's
+(a ``TimestampAssigner`` gets the previous one as ``record_timestamp``),
+derives watermarks from the rows passing through (after every batch, when
+the watermark advanced) and, as in Flink, swallows the watermarks of its
+input except the final ``MAX_WATERMARK`` that ends a bounded input.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pyarrow as pa
 
 from flinklike_spark.watermarks import MIN_WATERMARK
 from flinklike_spark._runtime.streaming.operators import MAX_WATERMARK, OperatorSpec, StreamOperator
+from flinklike_spark._runtime.streaming.record_timestamps import split_timestamps, with_timestamps
 
 __all__ = ["TimestampsAndWatermarksOperator"]
 
@@ -25,8 +27,8 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self._last = MIN_WATERMARK
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
-        self.output.emit_batch(batch)
-        self._generator.on_batch(batch)
+        batch, previous = split_timestamps(batch)
+        self.output.emit_batch(with_timestamps(batch, self._generator.assign(batch, previous)))
         watermark = self._generator.current_watermark()
         if watermark > self._last:
             self._last = watermark

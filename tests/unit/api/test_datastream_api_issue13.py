@@ -43,7 +43,7 @@ class ListOutput(Output):
     def __init__(self) -> None:
         self.rows: list = []
 
-    def emit_rows(self, rows):
+    def emit_rows(self, rows, timestamps=None):
         self.rows.extend(rows)
 
     def emit_batch(self, batch):
@@ -207,9 +207,10 @@ def test_timestamp_assigner_objects():
     generator = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=1)).with_timestamp_assigner(
         FromField()
     ).create_generator()
-    generator.on_batch(pa.RecordBatch.from_pylist([{"t": 5}, {"t": 3}]))
+    assert generator.assign(pa.RecordBatch.from_pylist([{"t": 5}, {"t": 3}])) == [5000, 3000]
     assert generator.current_watermark() == 5000 - 1000 - 1
-    assert generator.timestamp_of({"t": 2}) == 2000
+    assert generator.assign(pa.RecordBatch.from_pylist([{"t": 2}])) == [2000]
+    assert generator.current_watermark() == 5000 - 1000 - 1
 
 
 def read_all(source, parallelism, max_rows=3):
