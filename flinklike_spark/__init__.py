@@ -55,6 +55,7 @@ from flinklike_spark.functions import (
 )
 from flinklike_spark.job_client import JobClient, JobExecutionResult
 from flinklike_spark.output_tag import OutputTag
+from flinklike_spark.row import Row, RowKind
 from flinklike_spark.state import (
     ListState,
     ListStateDescriptor,
@@ -65,6 +66,7 @@ from flinklike_spark.state import (
     ValueState,
     ValueStateDescriptor,
 )
+from flinklike_spark.typeinfo import TypeInformation, Types
 from flinklike_spark.watermarks import TimestampAssigner, WatermarkStrategy
 from flinklike_spark.window import Time
 
@@ -100,9 +102,9 @@ __all__ = [
     "MapFunction",
     "MapState",
     "MapStateDescriptor",
+    "NonRecoverableError",
     "OutputTag",
     "ProcessAllWindowFunction",
-    "NonRecoverableError",
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReadResult",
@@ -110,6 +112,8 @@ __all__ = [
     "ReducingState",
     "ReducingStateDescriptor",
     "RemoteTaskError",
+    "Row",
+    "RowKind",
     "RuntimeContext",
     "RuntimeExecutionMode",
     "SchemaMismatchError",
@@ -126,6 +130,8 @@ __all__ = [
     "TimeDomain",
     "TimerService",
     "TimestampAssigner",
+    "TypeInformation",
+    "Types",
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",

@@ -12,16 +12,33 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import datetime
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["TimestampAssigner", "TimestampAssignerLike", "WatermarkGenerator", "WatermarkStrategy"]
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.row import records_of
+
+__all__ = ["TimestampAssigner", "TimestampAssignerLike", "WatermarkGenerator", "WatermarkStrategy", "epoch_millis"]
 
 MIN_WATERMARK = -(2**63)
 
+
+def epoch_millis(value: Any) -> int | None:
+    """An event timestamp as epoch ms: ints as they are, datetimes (naive = UTC, as Arrow stores them)."""
+    if value is None or type(value) is int:
+        return value
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    raise ConfigurationError(f"an event timestamp must be epoch milliseconds or a datetime, got {value!r}")
 
 
 class TimestampAssigner(abc.ABC):
@@ -121,9 +138,7 @@ class WatermarkGenerator:
             batch_max = pc.max(column).as_py()
             timestamps: pa.Array | list = column
         else:
-            from flinklike_spark._runtime.streaming.record_timestamps import epoch_millis
-
-            rows = batch.to_pylist()
+            rows = records_of(batch)
             if isinstance(assigner, TimestampAssigner):
                 extract = assigner.extract_timestamp
                 before = previous or [None] * len(rows)

@@ -36,6 +36,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.errors import FunctionResultError
+from flinklike_spark.row import Row
 from flinklike_spark.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -62,7 +63,7 @@ from flinklike_spark._runtime.streaming.record_timestamps import (
     strip_timestamps,
     with_timestamps,
 )
-from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 
@@ -235,7 +236,7 @@ class StreamOperator:
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         batch, timestamps = split_timestamps(batch)
-        self.process_rows(batch.to_pylist(), timestamps)
+        self.process_rows(records_of(batch), timestamps)
 
     def process_watermark(self, timestamp: int) -> None:
         self.output.emit_watermark(timestamp)
@@ -304,16 +305,20 @@ def _extend(out: list, produced: Any, operator: StreamOperator, method: str) -> 
 
 
 def _check_rows(rows: list, operator: StreamOperator, method: str) -> list[dict]:
-    """``rows`` unchanged if every one is a dict; else FunctionResultError naming the operator."""
+    """``rows`` unchanged if every one is a record (a dict, Row or tuple, or any value on a stream
+    declared with a basic type); else FunctionResultError naming the operator."""
     for row in rows:
-        if type(row) is not dict and not isinstance(row, dict):
+        if type(row) is not dict and not isinstance(row, (dict, tuple, Row)):
+            if declared_kind(operator.spec.output_schema) == RecordKind.VALUE:
+                return rows
             if method == "map":
                 hint = "; to drop rows use filter() or flat_map()" if row is None else ""
                 what = f"returned {type(row).__name__} {_short(row)}; it must return a row{hint}"
             else:
                 what = f"produced {type(row).__name__} {_short(row)} as a row"
             raise FunctionResultError(
-                f"{method}() of {_describe(operator)} {what}; rows are dicts of field name -> value"
+                f"{method}() of {_describe(operator)} {what}; rows are dicts of field name -> value, Rows or "
+                f"tuples (plain values need a declared basic output_type, e.g. Types.STRING())"
             )
     return rows
 

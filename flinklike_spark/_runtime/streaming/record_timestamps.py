@@ -18,12 +18,10 @@ Sinks write the batch without the column.
 
 from __future__ import annotations
 
-import datetime
-from typing import Any
-
 import pyarrow as pa
 
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.watermarks import epoch_millis
 
 __all__ = [
     "TIMESTAMP_COLUMN",
@@ -41,19 +39,6 @@ TIMESTAMP_COLUMN = "__flinklike_timestamp"
 Timestamps = list | None
 
 _TIMESTAMP_FIELD = pa.field(TIMESTAMP_COLUMN, pa.int64())
-
-
-def epoch_millis(value: Any) -> int | None:
-    """An event timestamp as epoch ms: ints as they are, datetimes (naive = UTC, as Arrow stores them)."""
-    if value is None or type(value) is int:
-        return value
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=datetime.timezone.utc)
-        return int(value.timestamp() * 1000)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(value)
-    raise ConfigurationError(f"an event timestamp must be epoch milliseconds or a datetime, got {value!r}")
 
 
 def split_timestamps(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, Timestamps]:
