@@ -20,6 +20,7 @@ from flinklike_spark.connector_api import (
     SourceSplit,
 )
 from flinklike_spark.datastream import DataStream, DataStreamSink, KeyedStream, StreamExecutionEnvironment
+from flinklike_spark.duration import Duration
 from flinklike_spark.errors import (
     ConfigurationError,
     FlinklikeError,
@@ -86,6 +87,7 @@ __all__ = [
     "ConfigurationError",
     "DataStream",
     "DataStreamSink",
+    "Duration",
     "FilterFunction",
     "FlatMapFunction",
     "FlinklikeError",

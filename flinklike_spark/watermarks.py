@@ -63,15 +63,20 @@ class WatermarkStrategy:
     Attributes:
         out_of_orderness: how late a record may be relative to the max seen.
         timestamp_assigner: column name or ``row -> epoch ms``; None = no event time.
-        monotonous: ``for_monotonous_timestamps`` (out_of_orderness 0).
+        idle_timeout: ``with_idleness``: after this long without records a source subtask is idle.
     """
 
     out_of_orderness: timedelta = timedelta(0)
     timestamp_assigner: TimestampAssignerLike | None = None
+    idle_timeout: timedelta | None = None
 
     def __post_init__(self) -> None:
         if self.out_of_orderness < timedelta(0):
             raise ValueError(f"out_of_orderness must not be negative, got {self.out_of_orderness}")
+        if self.idle_timeout is not None and (
+            not isinstance(self.idle_timeout, timedelta) or self.idle_timeout <= timedelta(0)
+        ):
+            raise ValueError(f"idle timeout must be a positive datetime.timedelta/Duration, got {self.idle_timeout!r}")
 
     @staticmethod
     def for_bounded_out_of_orderness(max_out_of_orderness: timedelta) -> WatermarkStrategy:
@@ -89,6 +94,12 @@ class WatermarkStrategy:
 
     def with_timestamp_assigner(self, assigner: TimestampAssignerLike) -> WatermarkStrategy:
         return dataclasses.replace(self, timestamp_assigner=assigner)
+
+    def with_idleness(self, idle_timeout: timedelta) -> WatermarkStrategy:
+        """A source subtask that reads no record for ``idle_timeout`` (processing time) is marked idle:
+        downstream leaves it out of the combined watermark until it reads records again (Flink's
+        ``WatermarkStatus``). Applies where the strategy is a source's."""
+        return dataclasses.replace(self, idle_timeout=idle_timeout)
 
     def create_generator(self) -> WatermarkGenerator:
         return WatermarkGenerator(self)

@@ -111,6 +111,9 @@ class Output(abc.ABC):
     @abc.abstractmethod
     def emit_watermark(self, timestamp: int) -> None: ...
 
+    def emit_watermark_status(self, idle: bool) -> None:  # noqa: B027 - outputs without consumers drop it
+        """Flink's WatermarkStatus: the stream is idle (True) or active again (False)."""
+
 
 @dataclasses.dataclass(kw_only=True)
 class OperatorSnapshot:
@@ -240,6 +243,10 @@ class StreamOperator:
 
     def process_watermark(self, timestamp: int) -> None:
         self.output.emit_watermark(timestamp)
+
+    def process_watermark_status(self, idle: bool) -> None:
+        """The input became idle or active again (Flink's WatermarkStatus); forwarded, as in Flink."""
+        self.output.emit_watermark_status(idle)
 
     def next_processing_timer(self) -> int | None:
         """Epoch ms of this operator's next processing-time timer, if any."""
@@ -697,6 +704,13 @@ class SourceOperator(StreamOperator):
         self._watermarks = strategy.create_generator()
         self._last_watermark = MIN_WATERMARK
         self.records_out = 0
+        # with_idleness: Flink's WatermarksWithIdleness marks the output idle after this long
+        # (processing time) without records, and active again with the next record.
+        self._idle_timeout_ms = (
+            int(strategy.idle_timeout.total_seconds() * 1000) if strategy.idle_timeout is not None else None
+        )
+        self._last_activity_ms: int | None = None
+        self._idle = False
 
     def open(self) -> None:
         ctx = self.context
@@ -731,6 +745,8 @@ class SourceOperator(StreamOperator):
         """Read once; emit what was read (and a watermark if it advanced)."""
         result = self.reader.poll_next(max_rows)
         batch = result.batch
+        if self._idle_timeout_ms is not None:
+            self._track_idleness(batch is not None and batch.num_rows > 0)
         if batch is not None and batch.num_rows:
             self.records_out += batch.num_rows
             if not self._watermarks.enabled:
@@ -743,8 +759,21 @@ class SourceOperator(StreamOperator):
                     self.output.emit_watermark(watermark)
         return result
 
+    def _track_idleness(self, has_records: bool) -> None:
+        now = self.context.clock_ms()
+        if has_records or self._last_activity_ms is None:
+            self._last_activity_ms = now
+            if self._idle and has_records:
+                self._idle = False
+                self.output.emit_watermark_status(False)
+        elif not self._idle and now - self._last_activity_ms >= self._idle_timeout_ms:
+            self._idle = True
+            self.output.emit_watermark_status(True)
+
     def finish(self) -> None:
         # Flink: a bounded source ends with MAX_WATERMARK, firing all event-time timers downstream.
+        if self._idle:
+            self.output.emit_watermark_status(False)
         self.output.emit_watermark(MAX_WATERMARK)
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.network.events import Watermark
+from flinklike_spark._runtime.network.events import Watermark, WatermarkStatus
 from flinklike_spark._runtime.streaming.operators import Output
 from flinklike_spark._runtime.streaming.record_timestamps import Timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.rows import RowsConverter
@@ -122,6 +122,10 @@ class RecordWriterOutput(Output):
         self.flush()
         self.partition.broadcast_event(Watermark(timestamp))
 
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.flush()
+        self.partition.broadcast_event(WatermarkStatus(idle))
+
     def finish(self) -> None:
         """Flush and end every subpartition (EndOfPartition)."""
         self.flush()
@@ -145,6 +149,9 @@ class ChainingOutput(Output):
     def emit_watermark(self, timestamp: int) -> None:
         self._operator.process_watermark(timestamp)
 
+    def emit_watermark_status(self, idle: bool) -> None:
+        self._operator.process_watermark_status(idle)
+
 
 class BroadcastingOutput(Output):
     """Fans one operator's output out to several outputs (chained and network)."""
@@ -165,6 +172,10 @@ class BroadcastingOutput(Output):
     def emit_watermark(self, timestamp: int) -> None:
         for output in self._outputs:
             output.emit_watermark(timestamp)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        for output in self._outputs:
+            output.emit_watermark_status(idle)
 
 
 class _DiscardingOutput(Output):
