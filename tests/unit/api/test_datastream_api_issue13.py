@@ -132,6 +132,9 @@ def test_checkpoint_config_and_runtime_mode_are_views_over_the_keys():
     e.set_runtime_mode(RuntimeExecutionMode.STREAMING)
     with pytest.raises(ConfigurationError, match="BATCH is not supported"):
         e.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    with pytest.raises(ConfigurationError, match="BATCH is not supported; valid values: streaming, automatic"):
+        env(**{"execution.runtime-mode": "batch"})
+    assert env(**{"execution.runtime-mode": "automatic"}).config.get("execution.runtime-mode") == "streaming"
 
 
 def make_keyed(kind, function, *, key_field="user", restored=None):
