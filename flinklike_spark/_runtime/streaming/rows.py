@@ -26,6 +26,9 @@ from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, Row, declared_kind,
 
 __all__ = ["RECORD_KIND_KEY", "RecordKind", "RowsConverter", "declared_kind", "records_of"]
 
+_POSITIONAL = (RecordKind.TUPLE, RecordKind.POSITIONAL_ROW)
+
+
 def _kind_of(record: Any) -> str | None:
     if type(record) is dict or isinstance(record, dict):
         return RecordKind.DICT
@@ -47,7 +50,7 @@ def _encode(record: Any, kind: str) -> dict:
 class RowsConverter:
     """Turns lists of row dicts into RecordBatches of one fixed schema."""
 
-    __slots__ = ("_declared_kind", "_field_set", "_names", "schema", "stream_name")
+    __slots__ = ("_declared", "_declared_kind", "_field_set", "_names", "schema", "stream_name")
 
     def __init__(self, schema: pa.Schema | None, *, stream_name: str) -> None:
         self.stream_name = stream_name
@@ -55,6 +58,7 @@ class RowsConverter:
         self._names: list[str] = []
         self._field_set: frozenset[str] = frozenset()
         self._declared_kind = declared_kind(schema)
+        self._declared = schema is not None
         if schema is not None:
             self._fix(schema)
 
@@ -88,8 +92,23 @@ class RowsConverter:
                     f"stream {self.stream_name!r}: record {_short(record)} is not a {kind} like the batch's first "
                     f"record {_short(first)}; a stream's records are all dicts, all Rows or all tuples"
                 )
-        batch = self._dicts_to_batch([_encode(record, kind) for record in rows])
+        if kind in (RecordKind.TUPLE, RecordKind.POSITIONAL_ROW) and self._declared:
+            # As in PyFlink, positional records take the declared type's field names and kind: tuples
+            # on a stream declared Types.ROW_NAMED([...]) are Rows with those names downstream.
+            kind = self._declared_kind if self._declared_kind in _POSITIONAL else RecordKind.NAMED_ROW
+            dicts = [self._by_position(record) for record in rows]
+        else:
+            dicts = [_encode(record, kind) for record in rows]
+        batch = self._dicts_to_batch(dicts)
         return batch.replace_schema_metadata({RECORD_KIND_KEY: kind.encode()})
+
+    def _by_position(self, record: Any) -> dict:
+        if len(record) != len(self._names):
+            raise SchemaMismatchError(
+                f"stream {self.stream_name!r}: record {_short(record)} has {len(record)} fields, the stream's "
+                f"schema [{_schema_text(self.schema)}] has {len(self._names)}"
+            )
+        return dict(zip(self._names, record))
 
     def _dicts_to_batch(self, rows: list[dict]) -> pa.RecordBatch:
         if self.schema is None:

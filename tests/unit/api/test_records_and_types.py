@@ -66,6 +66,16 @@ def test_records_round_trip_through_arrow_batches_as_their_kind(records, schema,
     assert records_of(received) == records
 
 
+def test_positional_records_take_the_declared_names_and_kind_as_in_pyflink():
+    named = RowsConverter(to_arrow_schema(Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])),
+                          stream_name="s")  # fmt: skip
+    assert records_of(named.to_batch([(1, "a"), (2, "b")])) == [Row("id", "name")(1, "a"), Row("id", "name")(2, "b")]
+    rows = RowsConverter(to_arrow_schema(Types.ROW([Types.INT(), Types.STRING()])), stream_name="s")
+    assert records_of(rows.to_batch([(1, "a")])) == [Row(1, "a")]
+    with pytest.raises(SchemaMismatchError, match=r"record \(1, 'a', 3\) has 3 fields"):
+        rows.to_batch([(1, "a", 3)])
+
+
 def test_mixed_or_plain_records_are_refused_naming_the_record():
     with pytest.raises(SchemaMismatchError, match=r"record \{'a': 1\} is not a tuple"):
         RowsConverter(None, stream_name="s").to_batch([(1,), {"a": 1}])
