@@ -56,6 +56,7 @@ from flinklike_spark.state import (
 )
 from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkStrategy
 from flinklike_spark._runtime.network.partitioner import key_group_for
+from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.streaming.record_timestamps import (
     Timestamps,
@@ -704,13 +705,8 @@ class SourceOperator(StreamOperator):
         self._watermarks = strategy.create_generator()
         self._last_watermark = MIN_WATERMARK
         self.records_out = 0
-        # with_idleness: Flink's WatermarksWithIdleness marks the output idle after this long
-        # (processing time) without records, and active again with the next record.
-        self._idle_timeout_ms = (
-            int(strategy.idle_timeout.total_seconds() * 1000) if strategy.idle_timeout is not None else None
-        )
-        self._last_activity_ms: int | None = None
-        self._idle = False
+        self._idle_timeout = strategy.idle_timeout
+        self._idleness: IdlenessTracker | None = None  # with_idleness, created in open()
 
     def open(self) -> None:
         ctx = self.context
@@ -721,6 +717,10 @@ class SourceOperator(StreamOperator):
         )
         self.reader.add_splits(self.splits)
         self.reader.open()
+        if self._idle_timeout is not None:
+            self._idleness = IdlenessTracker(
+                self._idle_timeout, self.output.emit_watermark_status, now_ms=self.context.clock_ms()
+            )
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         """Take this subtask's share of the restored splits (all of them, sorted by id, round-robin)."""
@@ -745,8 +745,11 @@ class SourceOperator(StreamOperator):
         """Read once; emit what was read (and a watermark if it advanced)."""
         result = self.reader.poll_next(max_rows)
         batch = result.batch
-        if self._idle_timeout_ms is not None:
-            self._track_idleness(batch is not None and batch.num_rows > 0)
+        if self._idleness is not None:
+            if batch is not None and batch.num_rows:
+                self._idleness.on_records(self.context.clock_ms())
+            else:
+                self._idleness.check(self.context.clock_ms())
         if batch is not None and batch.num_rows:
             self.records_out += batch.num_rows
             if not self._watermarks.enabled:
@@ -759,21 +762,10 @@ class SourceOperator(StreamOperator):
                     self.output.emit_watermark(watermark)
         return result
 
-    def _track_idleness(self, has_records: bool) -> None:
-        now = self.context.clock_ms()
-        if has_records or self._last_activity_ms is None:
-            self._last_activity_ms = now
-            if self._idle and has_records:
-                self._idle = False
-                self.output.emit_watermark_status(False)
-        elif not self._idle and now - self._last_activity_ms >= self._idle_timeout_ms:
-            self._idle = True
-            self.output.emit_watermark_status(True)
-
     def finish(self) -> None:
         # Flink: a bounded source ends with MAX_WATERMARK, firing all event-time timers downstream.
-        if self._idle:
-            self.output.emit_watermark_status(False)
+        if self._idleness is not None:
+            self._idleness.end()
         self.output.emit_watermark(MAX_WATERMARK)
 
     def close(self) -> None:

@@ -52,3 +52,50 @@ def test_watermark_status_events_round_trip_and_bad_codes_are_named():
         assert decode_event(encode_event(status)) == status
     with pytest.raises(EventDecodingError, match="status code 7"):
         decode_event(encode_event(WatermarkStatus.IDLE)[:-1] + b"\x07")
+
+
+class StatusOutput:
+    def __init__(self):
+        self.events = []
+
+    def emit_rows(self, rows, timestamps=None):
+        self.events.append(("rows", len(rows)))
+
+    def emit_batch(self, batch):
+        self.events.append(("rows", batch.num_rows))
+
+    def emit_watermark(self, timestamp):
+        self.events.append(("watermark", timestamp))
+
+    def emit_watermark_status(self, idle):
+        self.events.append(("idle" if idle else "active",))
+
+
+def test_assign_timestamps_and_watermarks_with_idleness_marks_its_output_idle_on_the_clock():
+    import pyarrow as pa
+
+    from flinklike_spark import Duration, WatermarkStrategy
+    from flinklike_spark._runtime.streaming.operators import OperatorContext, OperatorSpec
+
+    now = [1_000]
+    strategy = WatermarkStrategy().with_timestamp_assigner("t").with_idleness(Duration.of_millis(500))
+    op = OperatorSpec(uid="wm", name="wm", kind="timestamps_watermarks", function=strategy).create()
+    out = StatusOutput()
+    op.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0,
+                             clock_ms=lambda: now[0]), out)  # fmt: skip
+    op.open()
+    op.process_batch(pa.RecordBatch.from_pylist([{"t": 5}]))
+    assert op.next_processing_timer() == 1_500
+    now[0] = 1_499
+    op.on_processing_time(now[0])
+    assert ("idle",) not in out.events
+    now[0] = 1_500
+    op.on_processing_time(now[0])
+    assert out.events[-1] == ("idle",) and op.next_processing_timer() is None
+    now[0] = 2_000
+    op.process_batch(pa.RecordBatch.from_pylist([{"t": 9}]))
+    assert out.events[-3:] == [("active",), ("rows", 1), ("watermark", 8)]
+    now[0] = 3_000
+    op.on_processing_time(now[0])
+    op.process_watermark(2**63 - 1)  # the end: active again first, so the final watermark counts
+    assert out.events[-3:] == [("idle",), ("active",), ("watermark", 2**63 - 1)]
