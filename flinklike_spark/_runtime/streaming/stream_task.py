@@ -211,9 +211,15 @@ class WatermarkValve:
             return None, False
         return None, None
 
-    def channel_finished(self, channel: int) -> int | None:
+    def channel_finished(self, channel: int) -> tuple[int | None, bool | None]:
+        """A channel ended; return (advanced watermark, changed output status): when the channels
+        left open are all idle, the output becomes idle (at their highest watermark)."""
         self._finished[channel] = True
-        return self._advance()
+        still_open = [c for c in range(len(self._finished)) if self._open(c)]
+        if still_open and not self.idle and all(self._idle[c] for c in still_open):
+            self.idle = True
+            return self._advance_to_max(), True
+        return self._advance(), None
 
     def _advance_to_max(self) -> int | None:
         """All open channels are idle: the highest of their watermarks becomes the combined one."""
@@ -518,9 +524,11 @@ class StreamTask:
             self._open_channels -= 1
             if checkpoints is not None:
                 checkpoints.on_end_of_partition(gate_index, channel_index)
-            advanced = self._valve.channel_finished(channel)
+            advanced, status = self._valve.channel_finished(channel)
             if advanced is not None:
                 self.chain.head.process_watermark(advanced)
+            if status is not None:
+                self.chain.head.process_watermark_status(status)
             if self._open_channels == 0:
                 self._end_of_input = True
         elif checkpoints is None:

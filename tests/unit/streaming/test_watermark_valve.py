@@ -42,9 +42,18 @@ def test_an_idle_channel_that_finished_does_not_count():
     valve = WatermarkValve(2)
     valve.input_watermark(0, 10)
     valve.input_status(1, True)
-    assert valve.channel_finished(1) is None
+    assert valve.channel_finished(1) == (None, None)
     assert valve.input_status(1, False) == (None, None)
     assert valve.input_watermark(0, 20) == 20
+
+
+def test_when_the_channels_left_open_are_all_idle_the_output_is_idle():
+    valve = WatermarkValve(2)
+    valve.input_watermark(0, 10)
+    valve.input_watermark(1, 30)
+    valve.input_status(1, True)
+    assert valve.channel_finished(0) == (30, True)
+    assert valve.idle
 
 
 def test_watermark_status_events_round_trip_and_bad_codes_are_named():
