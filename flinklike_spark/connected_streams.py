@@ -95,8 +95,9 @@ class ConnectedStreams:
     def keyed(self) -> bool:
         return self._key1 is not None
 
-    def key_by(self, key_selector1: Any, key_selector2: Any) -> ConnectedStreams:
-        """Key both inputs (field names or key selectors producing keys of the same type)."""
+    def key_by(self, key_selector1: Any, key_selector2: Any, key_type: Any = None) -> ConnectedStreams:
+        """Key both inputs (field names or key selectors producing keys of the same type); ``key_type``
+        (PyFlink's key TypeInformation) is accepted and not needed."""
         connected = ConnectedStreams(self._first, self._second)
         connected._key1, connected._key2 = key_selector1, key_selector2
         return connected

@@ -132,12 +132,24 @@ class StreamExecutionEnvironment:
         source: Source,
         watermark_strategy: WatermarkStrategy | None = None,
         source_name: str | None = None,
+        type_info: Any = None,
         *,
         name: str | None = None,
     ) -> DataStream:
-        """A stream reading ``source``; ``watermark_strategy`` gives event time."""
+        """A stream reading ``source``; ``watermark_strategy`` gives event time.
+
+        ``type_info`` (PyFlink's) may restate the source's schema; one that differs is an error."""
         if not isinstance(source, Source):
             raise TypeError(f"from_source expects a flinklike_spark Source, got {type(source).__name__}")
+        if type_info is not None:
+            from flinklike_spark.typeinfo import to_arrow_schema
+
+            declared = to_arrow_schema(type_info)
+            if not declared.remove_metadata().equals(source.output_schema().remove_metadata()):
+                raise ConfigurationError(
+                    f"from_source: type_info {declared} differs from the schema of {type(source).__name__}, "
+                    f"{source.output_schema()}; leave type_info out (the source declares its schema)"
+                )
         display = name or source_name or type(source).__name__
         t = self._add(
             kind="source",
@@ -319,8 +331,11 @@ class DataStream:
             raise TypeError(f"process expects a ProcessFunction, got {type(func).__name__}")
         return self._then("process", "Process", func, output_type)
 
-    def key_by(self, key: str | Callable[[dict], Any]) -> KeyedStream:
-        """Partition by key: a field name (vectorized) or a key-selector function."""
+    def key_by(self, key: str | Callable[[dict], Any], key_type: Any = None) -> KeyedStream:
+        """Partition by key: a field name (vectorized) or a key-selector function.
+
+        ``key_type`` (PyFlink's key TypeInformation) is accepted and not needed: keys are
+        Python values, hashed by value."""
         max_parallelism = self._env.config.pipeline.max_parallelism
         if isinstance(key, str):
             schema = self._schema()

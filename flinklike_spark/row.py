@@ -15,6 +15,7 @@ into the records its producer emitted (the encoding side is
 from __future__ import annotations
 
 import enum
+import pickle
 from typing import Any
 
 import pyarrow as pa
@@ -164,6 +165,7 @@ class RecordKind:
     POSITIONAL_ROW = "positional-row"
     TUPLE = "tuple"
     VALUE = "value"
+    PICKLED = "pickled"  # Types.PICKLED_BYTE_ARRAY(): any picklable object, one binary column f0
 
 
 def declared_kind(schema: pa.Schema | None) -> str | None:
@@ -184,6 +186,8 @@ def records_of(batch: pa.RecordBatch) -> list[Any]:
     kind = kind.decode()
     if kind == RecordKind.VALUE:
         return columns[0]
+    if kind == RecordKind.PICKLED:
+        return [pickle.loads(value) for value in columns[0]]
     rows = list(zip(*columns)) if columns else [()] * batch.num_rows
     if kind == RecordKind.TUPLE:
         return rows

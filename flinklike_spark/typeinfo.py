@@ -7,9 +7,9 @@ A stream here has an Arrow schema: ``Types.ROW_NAMED(names, types)`` becomes
 (``Types.STRING()``, ``Types.LONG()``, ...) makes a stream of plain values in
 one column ``f0``. The basic types map to their Arrow equivalents
 (``Types.LONG()`` -> ``int64``, ``Types.SQL_TIMESTAMP()`` -> ``timestamp[ms]``,
-...); lists, maps and nested rows are supported. ``PICKLED_BYTE_ARRAY`` (any
-Python object) has no Arrow type and is refused with a message saying what to
-use instead.
+...); lists, maps and nested rows are supported. ``PICKLED_BYTE_ARRAY`` makes
+a stream of any picklable objects (pickled into one binary column ``f0``); as a
+field of a row it has no Arrow type and is refused.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ class Types:
 
     @staticmethod
     def PICKLED_BYTE_ARRAY() -> TypeInformation:  # noqa: N802
-        return TypeInformation("PICKLED_BYTE_ARRAY")
+        """Any picklable Python object, as a stream's type (not as a field of a row)."""
+        return TypeInformation("PICKLED_BYTE_ARRAY", None, None, "pickled")
 
     @staticmethod
     def ROW_NAMED(field_names: list[str], field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
@@ -119,6 +120,8 @@ def to_arrow_schema(output_type: Any) -> pa.Schema | None:
     if output_type is None or isinstance(output_type, pa.Schema):
         return output_type
     if isinstance(output_type, TypeInformation):
+        if output_type.record_kind == "pickled":
+            return pa.schema([("f0", pa.binary())], metadata={_RECORD_KIND_KEY: "pickled"})
         arrow = output_type.to_arrow()
         if output_type.field_names is not None:
             return pa.schema(list(arrow))

@@ -210,3 +210,8 @@ def test_pyflink_intro_example_with_rows_from_a_typed_collection():
                                                                                  [Types.INT(), Types.STRING()]))
     assert sorted(named.map(lambda r: Row(id=r.id * 10, info=r.info.upper())).execute_and_collect("named"),
                   key=lambda r: r.id) == [Row(id=10, info="AAA"), Row(id=20, info="BB")]  # fmt: skip
+
+    e = env()
+    sets = e.from_collection([{1, 2}, {3}, {4, 5}], type_info=Types.PICKLED_BYTE_ARRAY())
+    grouped = sets.map(frozenset, output_type=Types.PICKLED_BYTE_ARRAY()).key_by(len, key_type=Types.INT())
+    assert sorted(grouped.execute_and_collect("pickled"), key=min) == [{1, 2}, {3}, {4, 5}]

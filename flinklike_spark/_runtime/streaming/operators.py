@@ -317,7 +317,7 @@ def _check_rows(rows: list, operator: StreamOperator, method: str) -> list[dict]
     declared with a basic type); else FunctionResultError naming the operator."""
     for row in rows:
         if type(row) is not dict and not isinstance(row, (dict, tuple, Row)):
-            if declared_kind(operator.spec.output_schema) == RecordKind.VALUE:
+            if declared_kind(operator.spec.output_schema) in (RecordKind.VALUE, RecordKind.PICKLED):
                 return rows
             if method == "map":
                 hint = "; to drop rows use filter() or flat_map()" if row is None else ""
@@ -326,7 +326,8 @@ def _check_rows(rows: list, operator: StreamOperator, method: str) -> list[dict]
                 what = f"produced {type(row).__name__} {_short(row)} as a row"
             raise FunctionResultError(
                 f"{method}() of {_describe(operator)} {what}; rows are dicts of field name -> value, Rows or "
-                f"tuples (plain values need a declared basic output_type, e.g. Types.STRING())"
+                f"tuples (plain values need a declared output_type, e.g. Types.STRING() or "
+                f"Types.PICKLED_BYTE_ARRAY())"
             )
     return rows
 

@@ -17,6 +17,7 @@ emitted (:func:`records_of`).
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pyarrow as pa
@@ -76,6 +77,9 @@ class RowsConverter:
                 that does not fit its field's type, or records of different kinds.
         """
         first = rows[0]
+        if self._declared_kind == RecordKind.PICKLED:
+            batch = self._dicts_to_batch([{"f0": pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL)} for r in rows])
+            return batch.replace_schema_metadata({RECORD_KIND_KEY: RecordKind.PICKLED.encode()})
         if type(first) is dict:
             return self._dicts_to_batch(rows)
         kind = _kind_of(first)

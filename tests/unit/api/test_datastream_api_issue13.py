@@ -255,4 +255,6 @@ def test_types_row_named_is_the_declared_arrow_schema():
     assert mapped._transformation.output_schema == pa.schema([("user", pa.string()), ("n", pa.int64())])
     assert to_arrow_schema(Types.TUPLE([Types.STRING(), Types.INT()])).names == ["f0", "f1"]
     with pytest.raises(ConfigurationError, match="no Arrow equivalent"):
-        Types.ROW_NAMED(["x"], [Types.PICKLED_BYTE_ARRAY()])
+        Types.ROW_NAMED(["x"], [Types.PICKLED_BYTE_ARRAY()])  # only a whole stream's type
+    with pytest.raises(ConfigurationError, match="differs from the schema"):
+        e.from_source(SequenceSource(num_keys=2, records_per_key=3), type_info=Types.ROW_NAMED(["x"], [Types.LONG()]))

@@ -53,6 +53,7 @@ def test_row_follows_pyflink_semantics():
         ([(1, "x"), (2, "y")], to_arrow_schema(Types.TUPLE([Types.INT(), Types.STRING()])), b"tuple"),
         ([(1, "x"), (2, "y")], None, b"tuple"),
         (["x", "y"], to_arrow_schema(Types.STRING()), b"value"),
+        ([{"a": {1, 2}}, "x", (3, [4])], to_arrow_schema(Types.PICKLED_BYTE_ARRAY()), b"pickled"),
     ],
 )
 def test_records_round_trip_through_arrow_batches_as_their_kind(records, schema, kind):
