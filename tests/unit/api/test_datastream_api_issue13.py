@@ -108,9 +108,17 @@ def test_only_pipelines_defined_after_the_last_execute_are_translated():
 def test_two_collect_sinks_with_one_name_are_rejected():
     e = env()
     source(e).sink_to(CollectSink("x"))
-    source(e).sink_to(CollectSink("x"))
+    source(e).add_sink(CollectSink("x"))  # PyFlink's add_sink is sink_to
     with pytest.raises(ConfigurationError, match="two sinks named 'x'"):
         e.get_job_graph("t")
+
+
+def test_add_sink_is_sink_to():
+    e = env()
+    source(e).add_sink(CollectSink("y")).name("out")
+    assert [v.name for v in e.get_job_graph("t")] == ["Source: seq -> out"]
+    with pytest.raises(TypeError, match="expects a flinklike_spark Sink"):
+        source(e).add_sink(lambda row: None)
 
 
 def test_checkpoint_config_and_runtime_mode_are_views_over_the_keys():
