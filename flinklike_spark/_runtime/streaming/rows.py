@@ -49,7 +49,7 @@ def _encode(record: Any, kind: str) -> dict:
 
 
 class RowsConverter:
-    """Turns lists of row dicts into RecordBatches of one fixed schema."""
+    """Turns lists of records (dicts, Rows, tuples, values) into RecordBatches of one fixed schema."""
 
     __slots__ = ("_declared", "_declared_kind", "_field_set", "_names", "schema", "stream_name")
 
