@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
 import threading
 import uuid
 import weakref
@@ -460,9 +461,13 @@ class DataStream:
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
         directory = CollectIterator.make_directory()
-        checkpointing = self._env.config.get("execution.checkpointing.interval") is not None
-        self.sink_to(collect_sink_for(directory, checkpointing=checkpointing)).name("Collect Sink")
-        iterator = CollectIterator(self._env.execute_async(job_name), directory)
+        try:
+            checkpointing = self._env.config.get("execution.checkpointing.interval") is not None
+            self.sink_to(collect_sink_for(directory, checkpointing=checkpointing)).name("Collect Sink")
+            iterator = CollectIterator(self._env.execute_async(job_name), directory)
+        except BaseException:  # the job did not start: nothing will read or remove the directory
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
         if limit is None:
             return iterator
         with iterator:

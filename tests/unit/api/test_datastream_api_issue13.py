@@ -113,6 +113,16 @@ def test_two_collect_sinks_with_one_name_are_rejected():
         e.get_job_graph("t")
 
 
+def test_execute_and_collect_of_a_job_that_cannot_start_leaves_no_result_directory(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    e = env(**{"execution.checkpointing.interval": "1 s"})  # no checkpoint directory: refused at submission
+    with pytest.raises(ConfigurationError, match="execution.checkpointing.dir is not"):
+        source(e).execute_and_collect("refused")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_add_sink_is_sink_to():
     e = env()
     source(e).add_sink(CollectSink("y")).name("out")
