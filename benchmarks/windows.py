@@ -33,6 +33,7 @@ from flinklike_spark import Configuration, StreamExecutionEnvironment, Watermark
 from flinklike_spark.functions import AggregateFunction
 from flinklike_spark.window import Time, TumblingEventTimeWindows
 from flinklike_spark._runtime.streaming.operators import OperatorContext, OperatorSpec, Output
+from flinklike_spark._runtime.streaming.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 
 from throughput import NUM_KEYS, CountingSink, CountPerKey, run_timed
@@ -112,7 +113,7 @@ def measure(build, records: int, window_ms: int, parallelism: int) -> float:
 
 
 class _Discard(Output):
-    def emit_rows(self, rows):
+    def emit_rows(self, rows, timestamps=None):
         pass
 
     def emit_batch(self, batch):
@@ -128,8 +129,10 @@ def operator_only(records: int, window_ms: int) -> dict[str, float]:
     keys = np.tile(np.arange(NUM_KEYS, dtype=np.int64), per_key)
     seqs = np.repeat(np.arange(per_key, dtype=np.int64), NUM_KEYS)
     whole = pa.RecordBatch.from_arrays([pa.array(keys), pa.array(seqs)], names=["key", "seq"])
-    batches = [whole.slice(i, 4096) for i in range(0, whole.num_rows, 4096)]
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner("seq")
+    # the batches as the source emits them: with the event timestamps in their reserved column
+    stamped = with_timestamps(whole, strategy.create_generator().assign(whole))
+    batches = [stamped.slice(i, 4096) for i in range(0, whole.num_rows, 4096)]
     assigner = TumblingEventTimeWindows.of(Time.milliseconds(window_ms))
     trigger = assigner.get_default_trigger(None)
     operators = {

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from flinklike_spark.connector_api import Sink, SinkWriter, SinkWriterContext
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.row import records_of
 
 __all__ = ["CollectSink", "CollectWriter"]
 
@@ -115,8 +116,9 @@ class CollectSink(Sink):
 
     @_SinkOrClassMethod
     def rows(self_or_cls, job_result: Any, *, name: str | None = None) -> list[dict]:
-        """All collected rows as dicts (see :meth:`batches` for the lookup and errors)."""
-        return [row for batch in self_or_cls.batches(job_result, name=name) for row in batch.to_pylist()]
+        """All collected records, as the job emitted them: dicts, Rows, tuples or values (see
+        :meth:`batches` for the lookup and errors)."""
+        return [row for batch in self_or_cls.batches(job_result, name=name) for row in records_of(batch)]
 
     @_SinkOrClassMethod
     def table(self_or_cls, job_result: Any, *, name: str | None = None) -> pa.Table:

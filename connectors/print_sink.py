@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from flinklike_spark.connector_api import Sink, SinkWriter, SinkWriterContext
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.row import records_of
 
 __all__ = ["PrintSink", "PrintWriter"]
 
@@ -63,5 +64,5 @@ class PrintWriter(SinkWriter):
             return
         prefix = self.line_prefix
         stream = self._stream()
-        stream.write("".join(f"{prefix}{row}\n" for row in batch.to_pylist()))
+        stream.write("".join(f"{prefix}{row}\n" for row in records_of(batch)))  # as emitted: dicts, Rows, tuples
         stream.flush()

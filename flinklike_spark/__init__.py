@@ -20,6 +20,7 @@ from flinklike_spark.connector_api import (
     SourceSplit,
 )
 from flinklike_spark.datastream import DataStream, DataStreamSink, KeyedStream, StreamExecutionEnvironment
+from flinklike_spark.duration import Duration
 from flinklike_spark.errors import (
     ConfigurationError,
     FlinklikeError,
@@ -55,6 +56,7 @@ from flinklike_spark.functions import (
 )
 from flinklike_spark.job_client import JobClient, JobExecutionResult
 from flinklike_spark.output_tag import OutputTag
+from flinklike_spark.row import Row, RowKind
 from flinklike_spark.state import (
     ListState,
     ListStateDescriptor,
@@ -65,6 +67,7 @@ from flinklike_spark.state import (
     ValueState,
     ValueStateDescriptor,
 )
+from flinklike_spark.typeinfo import TypeInformation, Types
 from flinklike_spark.watermarks import TimestampAssigner, WatermarkStrategy
 from flinklike_spark.window import Time
 
@@ -84,6 +87,7 @@ __all__ = [
     "ConfigurationError",
     "DataStream",
     "DataStreamSink",
+    "Duration",
     "FilterFunction",
     "FlatMapFunction",
     "FlinklikeError",
@@ -100,9 +104,9 @@ __all__ = [
     "MapFunction",
     "MapState",
     "MapStateDescriptor",
+    "NonRecoverableError",
     "OutputTag",
     "ProcessAllWindowFunction",
-    "NonRecoverableError",
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReadResult",
@@ -110,6 +114,8 @@ __all__ = [
     "ReducingState",
     "ReducingStateDescriptor",
     "RemoteTaskError",
+    "Row",
+    "RowKind",
     "RuntimeContext",
     "RuntimeExecutionMode",
     "SchemaMismatchError",
@@ -126,6 +132,8 @@ __all__ = [
     "TimeDomain",
     "TimerService",
     "TimestampAssigner",
+    "TypeInformation",
+    "Types",
     "ValueState",
     "ValueStateDescriptor",
     "WatermarkStrategy",

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 
 from flinklike_spark.connector_api import ReadResult, Source, SourceReader, SourceReaderContext, SourceSplit
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark._runtime.streaming.rows import RowsConverter
 
 __all__ = ["CollectionReader", "CollectionSource", "CollectionSplit"]
 
@@ -28,21 +30,25 @@ class CollectionSplit(SourceSplit):
 
 
 class CollectionSource(Source):
-    """Rows (dicts) from a Python collection.
+    """Records from a Python collection: dicts, PyFlink ``Row``s or tuples (or plain values when
+    ``schema`` is a basic type's, e.g. ``Types.STRING()``).
 
     Args:
-        rows: the rows; all must have the same fields.
-        schema: their Arrow schema (None: inferred from the rows).
-        batch_size: rows per poll (None: as many as the task asks for).
+        rows: the records; all of one kind, with the same fields.
+        schema: their Arrow schema (None: inferred from the records).
+        batch_size: records per poll (None: as many as the task asks for).
     """
 
-    def __init__(self, rows: Iterable[dict], *, schema: pa.Schema | None = None, batch_size: int | None = None) -> None:
-        self.rows = [dict(row) for row in rows]
+    def __init__(self, rows: Iterable[Any], *, schema: pa.Schema | None = None, batch_size: int | None = None) -> None:
+        self.rows = [dict(row) if type(row) is dict else row for row in rows]
         if not self.rows and schema is None:
             raise ConfigurationError("from_collection of no rows needs a schema (type_info)")
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ConfigurationError(f"batch_size must be a positive int or None, got {batch_size!r}")
-        self.schema = schema if schema is not None else pa.RecordBatch.from_pylist(self.rows).schema
+        if self.rows:
+            # Converting them all now checks the records and fixes the schema (with their kind).
+            schema = RowsConverter(schema, stream_name="Collection Source").to_batch(self.rows).schema
+        self.schema = schema
         self.batch_size = batch_size
 
     def __repr__(self) -> str:
@@ -63,6 +69,7 @@ class CollectionReader(SourceReader):
         self._source = source
         self._splits: list[CollectionSplit] = []
         self._next = 0
+        self._converter: RowsConverter | None = None
 
     def add_splits(self, splits: list[SourceSplit]) -> None:
         for split in splits:
@@ -78,7 +85,9 @@ class CollectionReader(SourceReader):
         size = min(max_rows, self._source.batch_size or max_rows)
         piece = rows[self._next : self._next + size]
         self._next += len(piece)
-        return ReadResult(batch=pa.RecordBatch.from_pylist(piece, schema=self._source.schema))
+        if self._converter is None:
+            self._converter = RowsConverter(self._source.schema, stream_name="Collection Source")
+        return ReadResult(batch=self._converter.to_batch(piece))
 
     def snapshot_state(self, checkpoint_id: int) -> list[CollectionSplit]:
         return [dataclasses.replace(split, next_row=self._next) for split in self._splits]

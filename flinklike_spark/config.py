@@ -193,6 +193,18 @@ def _choice_parser(*choices: str) -> Callable[..., str]:
     return parse
 
 
+def _parse_runtime_mode(value: object, *, key: str) -> str:
+    """Flink's ``execution.runtime-mode``: STREAMING, or AUTOMATIC (which is STREAMING here); BATCH is refused
+    with the reason, since bounded jobs run in streaming mode with the same results."""
+    text = str(value).strip().lower()
+    if text == "batch":
+        raise ConfigurationError(
+            f"{key}: BATCH is not supported; valid values: streaming, automatic. Bounded jobs run in STREAMING "
+            f"mode and give the same results (event-time timers fire on the final watermark)"
+        )
+    return "streaming" if text == "automatic" else _choice_parser("streaming", "automatic")(value, key=key)
+
+
 def _parse_float(value: object, *, key: str) -> float:
     if isinstance(value, bool):
         raise ConfigurationError(f"{key}: expected a number, got {value!r}")
@@ -338,8 +350,8 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "How often sources emit watermarks.", _ZERO),
         _opt("execution.buffer-timeout.interval", timedelta(milliseconds=100), _duration,
              "Longest time a partially filled output buffer waits before it is sent (0: at once).", _ZERO),
-        _opt("execution.runtime-mode", "streaming", _choice_parser("streaming"),
-             "Only STREAMING is supported; bounded sources finish the job."),
+        _opt("execution.runtime-mode", "streaming", _parse_runtime_mode,
+             "STREAMING (AUTOMATIC means STREAMING); bounded sources finish the job."),
         _opt("execution.target", ExecutionTarget.LOCAL, _enum_parser(ExecutionTarget),
              "local: an embedded cluster on this machine; spark: TaskExecutors on the Spark executors of the "
              "active SparkSession, the JobMaster in its driver."),

@@ -62,7 +62,6 @@ def _co_operator(first: DataStream, second: DataStream, name: str, function: Any
     output_type = to_arrow_schema(output_type)
     descriptor = CoOperatorDescriptor(
         function=function,
-        timestamp_strategies=(first._timestamps(), second._timestamps()),
         broadcast_descriptors=broadcast_descriptors,
     )
     inputs = [(t, first_spec) for t, _ in first._inputs] + [(t, second_spec) for t, _ in second._inputs]
@@ -98,8 +97,9 @@ class ConnectedStreams:
     def keyed(self) -> bool:
         return self._key1 is not None
 
-    def key_by(self, key_selector1: Any, key_selector2: Any) -> ConnectedStreams:
-        """Key both inputs (field names or key selectors producing keys of the same type)."""
+    def key_by(self, key_selector1: Any, key_selector2: Any, key_type: Any = None) -> ConnectedStreams:
+        """Key both inputs (field names or key selectors producing keys of the same type); ``key_type``
+        (PyFlink's key TypeInformation) is accepted and not needed."""
         connected = ConnectedStreams(self._first, self._second)
         connected._key1, connected._key2 = key_selector1, key_selector2
         return connected

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
 import threading
 import uuid
 import weakref
@@ -136,12 +137,24 @@ class StreamExecutionEnvironment:
         source: Source,
         watermark_strategy: WatermarkStrategy | None = None,
         source_name: str | None = None,
+        type_info: Any = None,
         *,
         name: str | None = None,
     ) -> DataStream:
-        """A stream reading ``source``; ``watermark_strategy`` gives event time."""
+        """A stream reading ``source``; ``watermark_strategy`` gives event time.
+
+        ``type_info`` (PyFlink's) may restate the source's schema; one that differs is an error."""
         if not isinstance(source, Source):
             raise TypeError(f"from_source expects a flinklike_spark Source, got {type(source).__name__}")
+        if type_info is not None:
+            from flinklike_spark.typeinfo import to_arrow_schema
+
+            declared = to_arrow_schema(type_info)
+            if not declared.remove_metadata().equals(source.output_schema().remove_metadata()):
+                raise ConfigurationError(
+                    f"from_source: type_info {declared} differs from the schema of {type(source).__name__}, "
+                    f"{source.output_schema()}; leave type_info out (the source declares its schema)"
+                )
         display = name or source_name or type(source).__name__
         t = self._add(
             kind="source",
@@ -348,8 +361,11 @@ class DataStream:
             raise TypeError(f"process expects a ProcessFunction, got {type(func).__name__}")
         return self._then("process", "Process", func, output_type)
 
-    def key_by(self, key: str | Callable[[dict], Any]) -> KeyedStream:
-        """Partition by key: a field name (vectorized) or a key-selector function."""
+    def key_by(self, key: str | Callable[[dict], Any], key_type: Any = None) -> KeyedStream:
+        """Partition by key: a field name (vectorized) or a key-selector function.
+
+        ``key_type`` (PyFlink's key TypeInformation) is accepted and not needed: keys are
+        Python values, hashed by value."""
         max_parallelism = self._env.config.pipeline.max_parallelism
         if isinstance(key, str):
             schema = self._schema()
@@ -462,20 +478,29 @@ class DataStream:
 
     def execute_and_collect(self, job_name: str | None = None, limit: int | None = None):
         """Run the job (this stream and every pipeline defined since the last ``execute``) and return
-        this stream's rows: an iterator (with ``close()``), or a list of at most ``limit`` rows.
+        this stream's records as PyFlink does: an iterator that yields them while the job runs (also an
+        unbounded one) and cancels the job when closed, or, with ``limit``, a list of at most ``limit``
+        records, after which the job is cancelled if it still runs.
 
-        The rows come back when the job ends, so the job must be bounded.
+        With checkpointing enabled, records are delivered when the checkpoint after them completes
+        (so a restarted job delivers none twice); see ``connectors/collect_stream.py``.
         """
-        from connectors.collect import CollectSink
+        from connectors.collect_stream import CollectIterator, collect_sink_for
 
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
-        sink = CollectSink(f"execute_and_collect-{uuid.uuid4().hex[:8]}")
-        self.sink_to(sink)
-        rows = sink.rows(self._env.execute(job_name))
-        if limit is not None:
-            return rows[:limit]
-        return _RowIterator(rows)
+        directory = CollectIterator.make_directory()
+        try:
+            checkpointing = self._env.config.get("execution.checkpointing.interval") is not None
+            self.sink_to(collect_sink_for(directory, checkpointing=checkpointing)).name("Collect Sink")
+            iterator = CollectIterator(self._env.execute_async(job_name), directory)
+        except BaseException:  # the job did not start: nothing will read or remove the directory
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        if limit is None:
+            return iterator
+        with iterator:
+            return list(itertools.islice(iterator, limit))
 
     def sink_to(self, sink: Sink) -> DataStreamSink:
         if not isinstance(sink, Sink):
@@ -588,28 +613,6 @@ class KeyedStream(DataStream):
         if slide:
             return self.window(CountSlidingWindowAssigner.of(size, slide))
         return self.window(CountTumblingWindowAssigner.of(size))
-
-
-class _RowIterator:
-    """The iterator ``execute_and_collect`` returns (PyFlink's CloseableIterator)."""
-
-    def __init__(self, rows: list) -> None:
-        self._rows = iter(rows)
-
-    def __iter__(self) -> _RowIterator:
-        return self
-
-    def __next__(self) -> Any:
-        return next(self._rows)
-
-    def close(self) -> None:
-        self._rows = iter(())
-
-    def __enter__(self) -> _RowIterator:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _whole_stream_key(row: Any) -> int:

@@ -1,13 +1,15 @@
-"""PyFlink's ``Types`` as declared stream schemas: ``output_type=Types.ROW_NAMED([...], [...])``.
+"""PyFlink's ``Types`` as declared stream schemas: ``output_type=`` / ``type_info=``.
 
-A stream here has an Arrow schema and rows are dicts, so only *named* row
-types describe a stream: ``Types.ROW_NAMED(names, types)`` becomes
-``pyarrow.schema([(name, arrow type), ...])``. The basic types map to their
-Arrow equivalents (``Types.LONG()`` -> ``int64``, ``Types.STRING()`` ->
-``string``, ``Types.SQL_TIMESTAMP()`` -> ``timestamp[ms]``, ...); lists,
-maps and nested named rows are supported. ``Types.ROW([...])`` without names,
-``TUPLE`` and ``PICKLED_BYTE_ARRAY`` cannot name fields and are refused with
-a message saying what to use instead.
+A stream here has an Arrow schema: ``Types.ROW_NAMED(names, types)`` becomes
+``pyarrow.schema([(name, arrow type), ...])`` (records are dicts or named
+``Row``s); ``Types.ROW([...])`` and ``Types.TUPLE([...])`` become columns
+``f0``, ``f1``, ... (records are positional ``Row``s or tuples); a basic type
+(``Types.STRING()``, ``Types.LONG()``, ...) makes a stream of plain values in
+one column ``f0``. The basic types map to their Arrow equivalents
+(``Types.LONG()`` -> ``int64``, ``Types.SQL_TIMESTAMP()`` -> ``timestamp[ms]``,
+...); lists, maps and nested rows are supported. ``PICKLED_BYTE_ARRAY`` makes
+a stream of any picklable objects (pickled into one binary column ``f0``); as a
+field of a row it has no Arrow type and is refused.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.row import RECORD_KIND_KEY as _RECORD_KIND_KEY
 
 __all__ = ["TypeInformation", "Types", "to_arrow_schema"]
 
@@ -29,6 +32,8 @@ class TypeInformation:
     name: str
     arrow_type: Any = None
     field_names: tuple[str, ...] | None = None
+    #: the kind of records of a stream of this type (``rows.RecordKind``); None: dicts or named Rows
+    record_kind: str | None = None
 
     def to_arrow(self) -> pa.DataType:
         if self.arrow_type is None:
@@ -64,7 +69,8 @@ class Types:
 
     @staticmethod
     def PICKLED_BYTE_ARRAY() -> TypeInformation:  # noqa: N802
-        return TypeInformation("PICKLED_BYTE_ARRAY")
+        """Any picklable Python object, as a stream's type (not as a field of a row)."""
+        return TypeInformation("PICKLED_BYTE_ARRAY", None, None, "pickled")
 
     @staticmethod
     def ROW_NAMED(field_names: list[str], field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
@@ -77,11 +83,11 @@ class Types:
 
     @staticmethod
     def ROW(field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
-        return TypeInformation("ROW")  # no names: cannot describe dict rows
+        return TypeInformation("ROW", _positional(field_types), None, "positional-row")
 
     @staticmethod
     def TUPLE(field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
-        return TypeInformation("TUPLE")
+        return TypeInformation("TUPLE", _positional(field_types), None, "tuple")
 
     @staticmethod
     def BASIC_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
@@ -100,15 +106,31 @@ class Types:
         return TypeInformation("MAP", pa.map_(key_type_info.to_arrow(), value_type_info.to_arrow()))
 
 
+def _positional(field_types: list[TypeInformation]) -> pa.DataType:
+    """Flink's tuple and unnamed row fields are named ``f0``, ``f1``, ..."""
+    return pa.struct([(f"f{i}", t.to_arrow()) for i, t in enumerate(field_types)])
+
+
 def to_arrow_schema(output_type: Any) -> pa.Schema | None:
-    """``output_type=`` as a stream schema: a ``pyarrow.Schema`` as is, ``Types.ROW_NAMED`` converted."""
+    """``output_type=`` as a stream schema: a ``pyarrow.Schema`` as is, ``Types.*`` converted.
+
+    The schema of ``Types.ROW`` / ``TUPLE`` / a basic type names the kind of
+    its records in its metadata (``rows.RECORD_KIND_KEY``).
+    """
     if output_type is None or isinstance(output_type, pa.Schema):
         return output_type
     if isinstance(output_type, TypeInformation):
-        if output_type.field_names is None:
-            raise ConfigurationError(
-                f"output_type=Types.{output_type.name}(...) cannot describe a stream of dict rows: "
-                f"use Types.ROW_NAMED([...names], [...types]) or a pyarrow.schema"
-            )
-        return pa.schema(list(output_type.arrow_type))
-    raise ConfigurationError(f"output_type must be a pyarrow.Schema or Types.ROW_NAMED(...), got {output_type!r}")
+        if output_type.record_kind == "pickled":
+            return pa.schema([("f0", pa.binary())], metadata={_RECORD_KIND_KEY: "pickled"})
+        arrow = output_type.to_arrow()
+        if output_type.field_names is not None:
+            return pa.schema(list(arrow))
+        if output_type.record_kind is not None:
+            return pa.schema(list(arrow), metadata={_RECORD_KIND_KEY: output_type.record_kind})
+        if pa.types.is_struct(arrow):  # pragma: no cover - every struct type is named or positional
+            raise ConfigurationError(f"Types.{output_type.name} cannot describe a stream")
+        return pa.schema([("f0", arrow)], metadata={_RECORD_KIND_KEY: "value"})
+    raise ConfigurationError(
+        f"output_type must be a pyarrow.Schema or a Types.* type information, got {output_type!r}"
+    )
+

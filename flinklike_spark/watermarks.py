@@ -12,16 +12,33 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import datetime
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["TimestampAssigner", "TimestampAssignerLike", "WatermarkGenerator", "WatermarkStrategy"]
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.row import records_of
+
+__all__ = ["TimestampAssigner", "TimestampAssignerLike", "WatermarkGenerator", "WatermarkStrategy", "epoch_millis"]
 
 MIN_WATERMARK = -(2**63)
 
+
+def epoch_millis(value: Any) -> int | None:
+    """An event timestamp as epoch ms: ints as they are, datetimes (naive = UTC, as Arrow stores them)."""
+    if value is None or type(value) is int:
+        return value
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    raise ConfigurationError(f"an event timestamp must be epoch milliseconds or a datetime, got {value!r}")
 
 
 class TimestampAssigner(abc.ABC):
@@ -46,15 +63,20 @@ class WatermarkStrategy:
     Attributes:
         out_of_orderness: how late a record may be relative to the max seen.
         timestamp_assigner: column name or ``row -> epoch ms``; None = no event time.
-        monotonous: ``for_monotonous_timestamps`` (out_of_orderness 0).
+        idle_timeout: ``with_idleness``: after this long without records a source subtask is idle.
     """
 
     out_of_orderness: timedelta = timedelta(0)
     timestamp_assigner: TimestampAssignerLike | None = None
+    idle_timeout: timedelta | None = None
 
     def __post_init__(self) -> None:
         if self.out_of_orderness < timedelta(0):
             raise ValueError(f"out_of_orderness must not be negative, got {self.out_of_orderness}")
+        if self.idle_timeout is not None and (
+            not isinstance(self.idle_timeout, timedelta) or self.idle_timeout <= timedelta(0)
+        ):
+            raise ValueError(f"idle timeout must be a positive datetime.timedelta/Duration, got {self.idle_timeout!r}")
 
     @staticmethod
     def for_bounded_out_of_orderness(max_out_of_orderness: timedelta) -> WatermarkStrategy:
@@ -73,19 +95,26 @@ class WatermarkStrategy:
     def with_timestamp_assigner(self, assigner: TimestampAssignerLike) -> WatermarkStrategy:
         return dataclasses.replace(self, timestamp_assigner=assigner)
 
+    def with_idleness(self, idle_timeout: timedelta) -> WatermarkStrategy:
+        """A source subtask that reads no record for ``idle_timeout`` (processing time) is marked idle:
+        downstream leaves it out of the combined watermark until it reads records again (Flink's
+        ``WatermarkStatus``). Applies where the strategy is a source's."""
+        return dataclasses.replace(self, idle_timeout=idle_timeout)
+
     def create_generator(self) -> WatermarkGenerator:
         return WatermarkGenerator(self)
 
 
 class WatermarkGenerator:
-    """Tracks the max timestamp seen by one source subtask and derives watermarks."""
+    """Assigns event timestamps to one subtask's records and derives watermarks from them.
+
+    :meth:`assign` gives a batch's timestamps (they travel with the records as a
+    reserved column, see ``_runtime/streaming/record_timestamps.py``) and tracks the
+    maximum; :meth:`current_watermark` is ``max - out_of_orderness - 1``.
+    """
 
     def __init__(self, strategy: WatermarkStrategy) -> None:
-        assigner = strategy.timestamp_assigner
-        if isinstance(assigner, TimestampAssigner):
-            extract = assigner.extract_timestamp
-            assigner = lambda row: extract(row, MIN_WATERMARK)  # noqa: E731 - picklable enough: built in the TE
-        self._assigner = assigner
+        self._assigner = strategy.timestamp_assigner
         self._delay_ms = int(strategy.out_of_orderness.total_seconds() * 1000)
         self._max_ts = MIN_WATERMARK + self._delay_ms + 1
 
@@ -93,25 +122,47 @@ class WatermarkGenerator:
     def enabled(self) -> bool:
         return self._assigner is not None
 
-    def on_batch(self, batch: pa.RecordBatch) -> None:
-        if self._assigner is None or batch.num_rows == 0:
-            return
-        if isinstance(self._assigner, str):
-            column = batch.column(batch.schema.get_field_index(self._assigner))
+    def assign(self, batch: pa.RecordBatch, previous: list | None = None) -> pa.Array | list | None:
+        """The event timestamps (epoch ms) of ``batch``'s records, which has no timestamp column.
+
+        ``previous`` are the records' timestamps so far (a TimestampAssigner's
+        ``record_timestamp``; ``MIN_WATERMARK`` where a record had none).
+        None if the strategy has no assigner.
+        """
+        assigner = self._assigner
+        if assigner is None:
+            return None
+        if batch.num_rows == 0:
+            return []
+        if isinstance(assigner, str):
+            index = batch.schema.get_field_index(assigner)
+            if index < 0:
+                raise KeyError(
+                    f"timestamp assigner {assigner!r}: the stream has no field {assigner!r}; "
+                    f"its fields are {batch.schema.names}"
+                )
+            column = batch.column(index)
             if pa.types.is_timestamp(column.type):
                 column = column.cast(pa.timestamp("ms")).cast(pa.int64())
+            elif not pa.types.is_int64(column.type):
+                column = column.cast(pa.int64())
             batch_max = pc.max(column).as_py()
+            timestamps: pa.Array | list = column
         else:
-            batch_max = max(self._assigner(row) for row in batch.to_pylist())
+            rows = records_of(batch)
+            if isinstance(assigner, TimestampAssigner):
+                extract = assigner.extract_timestamp
+                before = previous or [None] * len(rows)
+                timestamps = [
+                    epoch_millis(extract(row, MIN_WATERMARK if ts is None else ts))
+                    for row, ts in zip(rows, before, strict=True)
+                ]
+            else:
+                timestamps = [epoch_millis(assigner(row)) for row in rows]
+            batch_max = max((t for t in timestamps if t is not None), default=None)
         if batch_max is not None and batch_max > self._max_ts:
             self._max_ts = batch_max
+        return timestamps
 
     def current_watermark(self) -> int:
         return self._max_ts - self._delay_ms - 1
-
-    def timestamp_of(self, row: dict) -> int | None:
-        if self._assigner is None:
-            return None
-        if isinstance(self._assigner, str):
-            return row.get(self._assigner)
-        return self._assigner(row)

@@ -20,6 +20,7 @@ Wire format (all integers little-endian)::
     cancel        q checkpoint_id
     watermark     q timestamp_ms
     end           (empty)
+    status        B idle (1) or active (0)
 
 :func:`decode_event` rejects unknown versions, tags, enum codes, truncated and
 trailing bytes with :class:`~flinklike_spark.errors.EventDecodingError`.
@@ -51,6 +52,7 @@ __all__ = [
     "EventAnnouncement",
     "RuntimeEvent",
     "Watermark",
+    "WatermarkStatus",
     "decode_event",
     "encode_event",
 ]
@@ -206,11 +208,28 @@ Watermark.MAX_WATERMARK = Watermark(2**63 - 1)
 
 
 @dataclasses.dataclass(frozen=True)
+class WatermarkStatus:
+    """Flink's ``WatermarkStatus``: the channel's producer is idle (no data, no watermarks for a while,
+    so downstream leaves it out of its combined watermark) or active again."""
+
+    idle: bool
+
+    IDLE: ClassVar[WatermarkStatus]
+    ACTIVE: ClassVar[WatermarkStatus]
+
+
+WatermarkStatus.IDLE = WatermarkStatus(True)
+WatermarkStatus.ACTIVE = WatermarkStatus(False)
+
+
+@dataclasses.dataclass(frozen=True)
 class EndOfPartition:
     """The producer finished: no buffer or event follows on this channel."""
 
 
-RuntimeEvent = Union[CheckpointBarrier, EventAnnouncement, CancelCheckpointMarker, Watermark, EndOfPartition]
+RuntimeEvent = Union[
+    CheckpointBarrier, EventAnnouncement, CancelCheckpointMarker, Watermark, WatermarkStatus, EndOfPartition
+]
 """Any event that can travel in a channel."""
 
 
@@ -251,11 +270,13 @@ class _Tag(IntEnum):
     CANCEL = 3
     WATERMARK = 4
     END_OF_PARTITION = 5
+    WATERMARK_STATUS = 6
 
 
 _HEADER = struct.Struct("<BB")
 _BARRIER = struct.Struct("<qqBBq")
 _LONG = struct.Struct("<q")
+_BYTE = struct.Struct("<B")
 
 # Stable wire codes: never reorder, only append.
 _TYPE_CODES = {CheckpointType.CHECKPOINT: 0, CheckpointType.SAVEPOINT: 1}
@@ -316,9 +337,11 @@ def encode_event(event: RuntimeEvent) -> bytes:
         return _HEADER.pack(ENCODING_VERSION, _Tag.WATERMARK) + _pack_long("timestamp_ms", event.timestamp_ms)
     if isinstance(event, EndOfPartition):
         return _HEADER.pack(ENCODING_VERSION, _Tag.END_OF_PARTITION)
+    if isinstance(event, WatermarkStatus):
+        return _HEADER.pack(ENCODING_VERSION, _Tag.WATERMARK_STATUS) + _BYTE.pack(1 if event.idle else 0)
     raise TypeError(
         f"cannot encode {type(event).__name__}: expected one of CheckpointBarrier, EventAnnouncement, "
-        "CancelCheckpointMarker, Watermark, EndOfPartition"
+        "CancelCheckpointMarker, Watermark, WatermarkStatus, EndOfPartition"
     )
 
 
@@ -387,6 +410,12 @@ def decode_event(data: bytes | bytearray | memoryview) -> RuntimeEvent:
     if tag == _Tag.END_OF_PARTITION:
         _expect_length(payload, 0, "end-of-partition")
         return EndOfPartition()
+    if tag == _Tag.WATERMARK_STATUS:
+        _expect_length(payload, _BYTE.size, "watermark-status")
+        (code,) = _BYTE.unpack(payload)
+        if code not in (0, 1):
+            raise EventDecodingError(f"malformed watermark-status event: status code {code} (valid 0, 1)")
+        return WatermarkStatus(code == 1)
     raise EventDecodingError(
         f"unknown event tag {tag}; valid tags are "
         + ", ".join(f"{t.value} ({t.name})" for t in _Tag)

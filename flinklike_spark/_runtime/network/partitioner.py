@@ -49,6 +49,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
+from flinklike_spark._runtime.streaming.record_timestamps import strip_timestamps
+from flinklike_spark._runtime.streaming.rows import records_of
 from flinklike_spark.errors import SchemaMismatchError
 
 __all__ = [
@@ -431,7 +433,7 @@ class _KeySelectorHashSelector(ChannelSelector):
             return [(0, batch)]
         selector, maxp, n = self.key_selector, self.max_parallelism, self.num_channels
         channels = np.fromiter(
-            (stable_hash_scalar(selector(row)) % maxp * n // maxp for row in batch.to_pylist()),
+            (stable_hash_scalar(selector(row)) % maxp * n // maxp for row in records_of(strip_timestamps(batch))),
             dtype=np.int64,
             count=batch.num_rows,
         )

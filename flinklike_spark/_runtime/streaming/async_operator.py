@@ -9,8 +9,9 @@ results when no input arrives. At most ``capacity`` requests are in flight: a
 full queue blocks the task thread until one completes (backpressure, as in
 Flink). A watermark, the end of input and a checkpoint's synchronous part see
 the queue as it is: the watermark and ``finish`` wait for the requests before
-them, the checkpoint stores the input rows of every request not yet emitted
-(operator state ``async_in_flight``), and a restore sends them again.
+them, the checkpoint stores the input rows (with their event timestamps) of
+every request not yet emitted (operator state ``async_in_flight``), and a
+restore sends them again. Results keep their input's event timestamp.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from flinklike_spark._runtime.streaming.operators import (
     _call_open,
     _RuntimeContext,
 )
+from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 
 __all__ = ["AsyncOperatorDescriptor", "AsyncWaitOperator"]
 
@@ -55,8 +57,9 @@ class AsyncWaitOperator(StreamOperator):
         self.timeout = d.timeout_ms / 1000
         self.capacity = d.capacity
         self.ordered = d.ordered
-        self._queue: collections.deque[tuple[dict, concurrent.futures.Future]] = collections.deque()
-        self._restored: list[dict] = []
+        #: (input row, its event timestamp, the request) in arrival order
+        self._queue: collections.deque[tuple[dict, int | None, concurrent.futures.Future]] = collections.deque()
+        self._restored: list[tuple[dict, int | None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -76,13 +79,13 @@ class AsyncWaitOperator(StreamOperator):
         _call_open(self.function, _RuntimeContext(self.context, None, self.name))
         restored, self._restored = self._restored, []
         if restored:
-            self.process_rows(restored)
+            self.process_rows([row for row, _ in restored], [timestamp for _, timestamp in restored])
 
     def close(self) -> None:
         try:
             _call_close(self.function)
         finally:
-            for _, future in self._queue:
+            for _, _, future in self._queue:
                 future.cancel()
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
@@ -107,30 +110,36 @@ class AsyncWaitOperator(StreamOperator):
     def _drain(self, *, block_until: int | None = None) -> None:
         """Emit what is complete; with ``block_until``, first wait until at most that many are in flight."""
         out: list = []
+        out_ts: list = []
+
+        def take(row: dict, timestamp: int | None, future: concurrent.futures.Future) -> None:
+            results = self._results(row, future)
+            out.extend(results)
+            out_ts.extend([timestamp] * len(results))
+
         queue = self._queue
         while True:
             if self.ordered:
-                while queue and queue[0][1].done():
-                    row, future = queue.popleft()
-                    out.extend(self._results(row, future))
+                while queue and queue[0][2].done():
+                    take(*queue.popleft())
             else:
-                done = [entry for entry in queue if entry[1].done()]
+                done = [entry for entry in queue if entry[2].done()]
                 for entry in done:
                     queue.remove(entry)
-                    out.extend(self._results(*entry))
+                    take(*entry)
             if block_until is None or len(queue) <= block_until:
                 break
-            waiting = [queue[0][1]] if self.ordered else [f for _, f in queue]
+            waiting = [queue[0][2]] if self.ordered else [f for _, _, f in queue]
             concurrent.futures.wait(waiting, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(out, out_ts)
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         loop = self._loop
-        for row in rows:
+        for row, timestamp in zip(rows, timestamps or [None] * len(rows), strict=True):
             if len(self._queue) >= self.capacity:
                 self._drain(block_until=self.capacity - 1)
-            self._queue.append((row, asyncio.run_coroutine_threadsafe(self._invoke(row), loop)))
+            self._queue.append((row, timestamp, asyncio.run_coroutine_threadsafe(self._invoke(row), loop)))
         self._drain()
 
     def process_watermark(self, timestamp: int) -> None:
@@ -148,5 +157,5 @@ class AsyncWaitOperator(StreamOperator):
         self._drain(block_until=0)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        rows = [(index, dict(row)) for index, (row, _) in enumerate(self._queue)]
+        rows = [(index, (dict(row), timestamp)) for index, (row, timestamp, _) in enumerate(self._queue)]
         return OperatorSnapshot(operator=[(_IN_FLIGHT, "operator", rows)] if rows else [])

@@ -32,16 +32,16 @@ from flinklike_spark.functions import (
     KeyedCoProcessFunction,
 )
 from flinklike_spark.state import MapStateDescriptor
-from flinklike_spark.watermarks import WatermarkStrategy
 from flinklike_spark._runtime.streaming.operators import (
     KeyedProcessOperator,
     OperatorSnapshot,
     OperatorSpec,
     ProcessOperator,
     RestoredState,
-    _extend,
+    _extend_stamped,
     _ProcessContext,
 )
+from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 
 __all__ = [
     "BroadcastState",
@@ -79,7 +79,6 @@ class CoOperatorDescriptor:
     """The ``function`` of a co-operator spec: the user function and what each side needs."""
 
     function: Any
-    timestamp_strategies: tuple[WatermarkStrategy | None, WatermarkStrategy | None] = (None, None)
     broadcast_descriptors: tuple[MapStateDescriptor, ...] = ()
 
 
@@ -173,28 +172,28 @@ class _TwoInput:
     def _init_two_input(self, spec: OperatorSpec) -> None:
         descriptor: CoOperatorDescriptor = spec.function
         self.function = descriptor.function
-        self._side_timestamps = [s.create_generator() if s is not None else None for s in descriptor.timestamp_strategies]
         self._calls = _dispatch(descriptor.function)
         self.broadcast_states: dict[str, dict] = {d.name: {} for d in descriptor.broadcast_descriptors}
         self._ctx = _CoContext(self)
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         first, second, with_context, methods = self._calls
         ctx = self._ctx
         backend = self.backend
         out: list = []
-        for row in rows:
+        out_ts: list = []
+        for row, timestamp in zip(rows, timestamps or [None] * len(rows), strict=True):
             side = row[SIDE]
             value = pickle.loads(row[RECORD])
             if backend is not None:
                 backend.current_key = row[KEY]
-            self.timestamps = self._side_timestamps[side]
-            ctx.row = value
+            ctx.current_timestamp = timestamp  # carried through the side wrapper from its input
             ctx.broadcast_side = side == 1
             call = second if side else first
-            _extend(out, call(value, ctx) if with_context else call(value), self, methods[side])
-        ctx.row = None
-        self._emit(out, "process_element")
+            produced = call(value, ctx) if with_context else call(value)
+            _extend_stamped(out, out_ts, produced, timestamp, self, methods[side])
+        ctx.current_timestamp = None
+        self._emit(out, out_ts, "process_element")
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot | None:
         snapshot = super().snapshot_state(checkpoint_id)  # type: ignore[misc]

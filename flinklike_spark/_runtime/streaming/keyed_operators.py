@@ -5,7 +5,8 @@ function's ``runtime_context.get_state(...)`` is state of the current record's
 key. ``reduce`` (and the field aggregations ``sum``/``min``/``max``/``min_by``/
 ``max_by`` built on it) keeps one value per key and emits the updated value for
 every record (Flink's rolling ``StreamGroupedReduceOperator``). State is
-checkpointed and rescaled by key group like every keyed state.
+checkpointed and rescaled by key group like every keyed state. Output rows
+keep the event timestamp of the record they came from.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from flinklike_spark._runtime.streaming.operators import (
     _RuntimeContext,
     _UserFunctionOperator,
 )
+from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 
 __all__ = [
     "FieldAggregation",
@@ -77,35 +79,40 @@ class KeyedMapOperator(_KeyedFunctionOperator):
     method = "map"
     function_type = MapFunction
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         call = self.call
-        self.output.emit_rows([call(row) for row in self._keys(rows)])
+        self.output.emit_rows([call(row) for row in self._keys(rows)], timestamps)
 
 
 class KeyedFlatMapOperator(_KeyedFunctionOperator):
     method = "flat_map"
     function_type = FlatMapFunction
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         call = self.call
         out: list[dict] = []
-        for row in self._keys(rows):
+        out_ts: list = []
+        for row, timestamp in zip(self._keys(rows), timestamps or [None] * len(rows), strict=True):
             produced = call(row)
             if produced is not None:
+                before = len(out)
                 out.extend(produced)
+                out_ts.extend([timestamp] * (len(out) - before))
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(out, out_ts)
 
 
 class KeyedFilterOperator(_KeyedFunctionOperator):
     method = "filter"
     function_type = FilterFunction
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         call = self.call
-        out = [row for row in self._keys(rows) if call(row)]
+        keep = [bool(call(row)) for row in self._keys(rows)]
+        out = [row for row, kept in zip(rows, keep) if kept]
         if out:
-            self.output.emit_rows(out)
+            out_ts = None if timestamps is None else [t for t, kept in zip(timestamps, keep) if kept]
+            self.output.emit_rows(out, out_ts)
 
 
 class KeyedReduceOperator(_KeyedFunctionOperator):
@@ -118,7 +125,7 @@ class KeyedReduceOperator(_KeyedFunctionOperator):
         super().open()
         self.state = self.backend.get_state(ValueStateDescriptor(_REDUCE_STATE), ValueStateDescriptor)
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         call, state = self.call, self.state
         out: list[dict] = []
         for row in self._keys(rows):
@@ -127,7 +134,7 @@ class KeyedReduceOperator(_KeyedFunctionOperator):
             state.update(result)
             out.append(result)
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(out, timestamps)
 
 
 _AGGREGATIONS = ("sum", "min", "max", "min_by", "max_by")

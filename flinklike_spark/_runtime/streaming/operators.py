@@ -36,6 +36,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.errors import FunctionResultError
+from flinklike_spark.row import Row
 from flinklike_spark.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -53,10 +54,17 @@ from flinklike_spark.state import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkGenerator, WatermarkStrategy
+from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkStrategy
 from flinklike_spark._runtime.network.partitioner import key_group_for
+from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
-from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark._runtime.streaming.record_timestamps import (
+    Timestamps,
+    split_timestamps,
+    strip_timestamps,
+    with_timestamps,
+)
+from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 
@@ -88,16 +96,24 @@ _COMMITTABLES = "pending_committables"
 
 
 class Output(abc.ABC):
-    """Where an operator emits. Implementations: chaining, network, fan-out."""
+    """Where an operator emits. Implementations: chaining, network, fan-out.
+
+    ``emit_rows`` takes the rows' event timestamps as a parallel list (None:
+    no row has one); ``emit_batch`` takes them in the batch's reserved
+    timestamp column (see ``record_timestamps``).
+    """
 
     @abc.abstractmethod
-    def emit_rows(self, rows: list[dict]) -> None: ...
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None: ...
 
     @abc.abstractmethod
     def emit_batch(self, batch: pa.RecordBatch) -> None: ...
 
     @abc.abstractmethod
     def emit_watermark(self, timestamp: int) -> None: ...
+
+    def emit_watermark_status(self, idle: bool) -> None:  # noqa: B027 - outputs without consumers drop it
+        """Flink's WatermarkStatus: the stream is idle (True) or active again (False)."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -196,7 +212,10 @@ class StreamOperator:
     """Base operator: forwards watermarks, converts between rows and batches.
 
     Subclasses override ``process_rows`` (per-record) or ``process_batch``
-    (vectorized); the other one converts and delegates.
+    (vectorized); the other one converts and delegates. ``process_rows`` gets
+    the rows' event timestamps as a parallel list (None: no row has one), a
+    batch has them in its reserved timestamp column; an operator gives its
+    output the timestamps Flink would (see ``record_timestamps``).
     """
 
     vectorized = False
@@ -218,14 +237,19 @@ class StreamOperator:
     def open(self) -> None:
         """Prepare for records (user functions' ``open`` runs here)."""
 
-    def process_rows(self, rows: list[dict]) -> None:
-        self.process_batch(self._converter.to_batch(rows))
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
+        self.process_batch(with_timestamps(self._converter.to_batch(rows), timestamps))
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
-        self.process_rows(batch.to_pylist())
+        batch, timestamps = split_timestamps(batch)
+        self.process_rows(records_of(batch), timestamps)
 
     def process_watermark(self, timestamp: int) -> None:
         self.output.emit_watermark(timestamp)
+
+    def process_watermark_status(self, idle: bool) -> None:
+        """The input became idle or active again (Flink's WatermarkStatus); forwarded, as in Flink."""
+        self.output.emit_watermark_status(idle)
 
     def next_processing_timer(self) -> int | None:
         """Epoch ms of this operator's next processing-time timer, if any."""
@@ -265,6 +289,16 @@ def _describe(operator: StreamOperator) -> str:
     return f"operator {operator.name!r} (uid {operator.uid!r})"
 
 
+def _extend_stamped(
+    out: list, out_ts: list, produced: Any, timestamp: int | None, operator: StreamOperator, method: str
+) -> None:
+    """``_extend``, and one ``timestamp`` in ``out_ts`` per row appended to ``out``."""
+    before = len(out)
+    _extend(out, produced, operator, method)
+    if len(out) > before:
+        out_ts.extend([timestamp] * (len(out) - before))
+
+
 def _extend(out: list, produced: Any, operator: StreamOperator, method: str) -> None:
     """Append what ``method`` (flat_map, process_element, on_timer) produced: None or an
     iterable of rows. A dict or string is a mistake (``return row`` instead of ``yield
@@ -281,16 +315,21 @@ def _extend(out: list, produced: Any, operator: StreamOperator, method: str) -> 
 
 
 def _check_rows(rows: list, operator: StreamOperator, method: str) -> list[dict]:
-    """``rows`` unchanged if every one is a dict; else FunctionResultError naming the operator."""
+    """``rows`` unchanged if every one is a record (a dict, Row or tuple, or any value on a stream
+    declared with a basic type); else FunctionResultError naming the operator."""
     for row in rows:
-        if type(row) is not dict and not isinstance(row, dict):
+        if type(row) is not dict and not isinstance(row, (dict, tuple, Row)):
+            if declared_kind(operator.spec.output_schema) in (RecordKind.VALUE, RecordKind.PICKLED):
+                return rows
             if method == "map":
                 hint = "; to drop rows use filter() or flat_map()" if row is None else ""
                 what = f"returned {type(row).__name__} {_short(row)}; it must return a row{hint}"
             else:
                 what = f"produced {type(row).__name__} {_short(row)} as a row"
             raise FunctionResultError(
-                f"{method}() of {_describe(operator)} {what}; rows are dicts of field name -> value"
+                f"{method}() of {_describe(operator)} {what}; rows are dicts of field name -> value, Rows or "
+                f"tuples (plain values need a declared output_type, e.g. Types.STRING() or "
+                f"Types.PICKLED_BYTE_ARRAY())"
             )
     return rows
 
@@ -323,40 +362,57 @@ class _UserFunctionOperator(StreamOperator):
 
 
 class MapOperator(_UserFunctionOperator):
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         fn = self.function.map if isinstance(self.function, MapFunction) else self.function
-        self.output.emit_rows(_check_rows([fn(row) for row in rows], self, "map"))
+        self.output.emit_rows(_check_rows([fn(row) for row in rows], self, "map"), timestamps)
 
 
 class FlatMapOperator(_UserFunctionOperator):
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         fn = self.function.flat_map if isinstance(self.function, FlatMapFunction) else self.function
         out: list[dict] = []
-        for row in rows:
-            _extend(out, fn(row), self, "flat_map")
+        if timestamps is None:
+            for row in rows:
+                _extend(out, fn(row), self, "flat_map")
+            out_ts = None
+        else:
+            out_ts: list = []
+            for row, timestamp in zip(rows, timestamps, strict=True):
+                _extend_stamped(out, out_ts, fn(row), timestamp, self, "flat_map")
         if out:
-            self.output.emit_rows(_check_rows(out, self, "flat_map"))
+            self.output.emit_rows(_check_rows(out, self, "flat_map"), out_ts)
 
 
 class FilterOperator(_UserFunctionOperator):
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         fn = self.function.filter if isinstance(self.function, FilterFunction) else self.function
-        out = [row for row in rows if fn(row)]
+        keep = [fn(row) for row in rows]
+        out = [row for row, kept in zip(rows, keep) if kept]
         if out:
-            self.output.emit_rows(out)
+            out_ts = None if timestamps is None else [t for t, kept in zip(timestamps, keep) if kept]
+            self.output.emit_rows(out, out_ts)
 
 
 class MapBatchesOperator(_UserFunctionOperator):
+    """A vectorized map. The function sees the batch without its timestamp column; a result with
+    as many rows keeps the input's timestamps (row i the timestamp of input row i), another has none."""
+
     vectorized = True
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
+        batch, timestamps = split_timestamps(batch)
         result = self.function(batch)
         if isinstance(result, pa.Table):
+            keep = timestamps is not None and result.num_rows == batch.num_rows
+            offset = 0
             for piece in result.to_batches():
-                self.output.emit_batch(piece)
+                stamps = timestamps[offset : offset + piece.num_rows] if keep else None
+                offset += piece.num_rows
+                self.output.emit_batch(with_timestamps(piece, stamps))
         elif isinstance(result, pa.RecordBatch):
             if result.num_rows:
-                self.output.emit_batch(result)
+                keep = timestamps is not None and result.num_rows == batch.num_rows
+                self.output.emit_batch(with_timestamps(result, timestamps if keep else None))
         elif result is not None:
             raise TypeError(
                 f"map_batches function of {self.name!r} must return a pyarrow.RecordBatch or Table, "
@@ -369,15 +425,12 @@ class _ProcessContext(KeyedProcessFunction.OnTimerContext, ProcessFunction.Conte
 
     def __init__(self, operator: ProcessOperator) -> None:
         self._op = operator
-        self.row: dict | None = None
-        self.timer_timestamp: int | None = None
+        #: the event timestamp of the element or timer being processed (Flink's StreamRecord timestamp)
+        self.current_timestamp: int | None = None
         self.domain = TimeDomain.EVENT_TIME
 
     def timestamp(self) -> int | None:
-        if self.timer_timestamp is not None:
-            return self.timer_timestamp
-        generator = self._op.timestamps
-        return generator.timestamp_of(self.row) if generator is not None and self.row is not None else None
+        return self.current_timestamp
 
     def timer_service(self) -> TimerService:
         return self
@@ -386,7 +439,7 @@ class _ProcessContext(KeyedProcessFunction.OnTimerContext, ProcessFunction.Conte
         return self._op.backend.current_key if self._op.backend is not None else None
 
     def output(self, output_tag: Any, value: Any) -> None:
-        self._op.side.collect(output_tag, value)
+        self._op.side.collect(output_tag, value, self.current_timestamp)
 
     def time_domain(self) -> TimeDomain:
         return self.domain
@@ -423,32 +476,30 @@ class ProcessOperator(_UserFunctionOperator):
         self.backend: HeapKeyedStateBackend | None = None
         self.timers: KeyedTimers | None = None
         self.watermark = MIN_WATERMARK
-        self.timestamps: WatermarkGenerator | None = (
-            spec.timestamp_strategy.create_generator() if spec.timestamp_strategy is not None else None
-        )
         self._ctx = _ProcessContext(self)
         self.side = SideOutputCollector(self)
 
     def open(self) -> None:
         _call_open(self.function, _RuntimeContext(self.context, self.backend, self.name))
 
-    def _emit(self, out: list, method: str) -> None:
-        """Emit ``out`` and the side outputs (``ctx.output`` or yielded ``(OutputTag, value)`` pairs);
-        a main-output row that is not a dict fails naming ``method``."""
-        out = self.side.route(out)
+    def _emit(self, out: list, out_ts: list, method: str) -> None:
+        """Emit ``out`` (with timestamps ``out_ts``) and the side outputs (``ctx.output`` or yielded
+        ``(OutputTag, value)`` pairs); a main-output row that is not a dict fails naming ``method``."""
+        out, out_ts = self.side.route(out, out_ts)
         if out:
-            self.output.emit_rows(_check_rows(out, self, method))
+            self.output.emit_rows(_check_rows(out, self, method), out_ts)
         self.side.flush()
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         fn = self.function.process_element
         ctx = self._ctx
         out: list[dict] = []
-        for row in rows:
-            ctx.row = row
-            _extend(out, fn(row, ctx), self, "process_element")
-        ctx.row = None
-        self._emit(out, "process_element")
+        out_ts: list = []
+        for row, timestamp in zip(rows, timestamps or [None] * len(rows), strict=True):
+            ctx.current_timestamp = timestamp
+            _extend_stamped(out, out_ts, fn(row, ctx), timestamp, self, "process_element")
+        ctx.current_timestamp = None
+        self._emit(out, out_ts, "process_element")
 
     def process_watermark(self, timestamp: int) -> None:
         self.watermark = timestamp
@@ -487,41 +538,38 @@ class KeyedProcessOperator(ProcessOperator):
                 keyed.append((name, "timer", entries))
         return OperatorSnapshot(keyed=keyed)
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         fn = self.function.process_element
         ctx = self._ctx
         backend = self.backend
         out: list[dict] = []
-        key_field = self.key_field
-        if key_field is not None:
-            for row in rows:
-                backend.current_key = row[key_field]
-                ctx.row = row
-                _extend(out, fn(row, ctx), self, "process_element")
-        else:
-            selector = self.key_selector
-            for row in rows:
-                backend.current_key = selector(row)
-                ctx.row = row
-                _extend(out, fn(row, ctx), self, "process_element")
-        ctx.row = None
-        self._emit(out, "process_element")
+        out_ts: list = []
+        key_field, selector = self.key_field, self.key_selector
+        for row, timestamp in zip(rows, timestamps or [None] * len(rows), strict=True):
+            backend.current_key = row[key_field] if key_field is not None else selector(row)
+            ctx.current_timestamp = timestamp
+            _extend_stamped(out, out_ts, fn(row, ctx), timestamp, self, "process_element")
+        ctx.current_timestamp = None
+        self._emit(out, out_ts, "process_element")
 
-    def _fire(self, timestamp: int, key: Any, domain: TimeDomain, out: list[dict]) -> None:
+    def _fire(self, timestamp: int, key: Any, domain: TimeDomain, out: list[dict], out_ts: list) -> None:
         self.backend.current_key = key
         ctx = self._ctx
-        ctx.timer_timestamp = timestamp
+        ctx.current_timestamp = timestamp
         ctx.domain = domain
+        # Flink: an event-time timer's output has the timer's timestamp, a processing-time one's none.
+        stamp = timestamp if domain is TimeDomain.EVENT_TIME else None
         try:
-            _extend(out, self.function.on_timer(timestamp, ctx), self, "on_timer")
+            _extend_stamped(out, out_ts, self.function.on_timer(timestamp, ctx), stamp, self, "on_timer")
         finally:
-            ctx.timer_timestamp = None
+            ctx.current_timestamp = None
 
     def process_watermark(self, timestamp: int) -> None:
         self.watermark = timestamp
         out: list[dict] = []
-        self.timers.advance_watermark(timestamp, lambda ts, key, domain: self._fire(ts, key, domain, out))
-        self._emit(out, "on_timer")
+        out_ts: list = []
+        self.timers.advance_watermark(timestamp, lambda ts, key, domain: self._fire(ts, key, domain, out, out_ts))
+        self._emit(out, out_ts, "on_timer")
         self.output.emit_watermark(timestamp)
 
     def next_processing_timer(self) -> int | None:
@@ -529,8 +577,11 @@ class KeyedProcessOperator(ProcessOperator):
 
     def on_processing_time(self, now_ms: int) -> None:
         out: list[dict] = []
-        self.timers.advance_processing_time(now_ms, lambda ts, key, domain: self._fire(ts, key, domain, out))
-        self._emit(out, "on_timer")
+        out_ts: list = []
+        self.timers.advance_processing_time(
+            now_ms, lambda ts, key, domain: self._fire(ts, key, domain, out, out_ts)
+        )
+        self._emit(out, out_ts, "on_timer")
 
 
 def transactional_id_prefix(lineage_id: str, sink_uid: str) -> str:
@@ -594,7 +645,7 @@ class SinkOperator(StreamOperator):
                 self._commit_up_to(max(self._pending))
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
-        self.writer.write(batch)
+        self.writer.write(strip_timestamps(batch))
 
     def process_watermark(self, timestamp: int) -> None:
         pass
@@ -657,6 +708,8 @@ class SourceOperator(StreamOperator):
         self._watermarks = strategy.create_generator()
         self._last_watermark = MIN_WATERMARK
         self.records_out = 0
+        self._idle_timeout = strategy.idle_timeout
+        self._idleness: IdlenessTracker | None = None  # with_idleness, created in open()
 
     def open(self) -> None:
         ctx = self.context
@@ -667,6 +720,10 @@ class SourceOperator(StreamOperator):
         )
         self.reader.add_splits(self.splits)
         self.reader.open()
+        if self._idle_timeout is not None:
+            self._idleness = IdlenessTracker(
+                self._idle_timeout, self.output.emit_watermark_status, now_ms=self.context.clock_ms()
+            )
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         """Take this subtask's share of the restored splits (all of them, sorted by id, round-robin)."""
@@ -691,11 +748,17 @@ class SourceOperator(StreamOperator):
         """Read once; emit what was read (and a watermark if it advanced)."""
         result = self.reader.poll_next(max_rows)
         batch = result.batch
+        if self._idleness is not None:
+            if batch is not None and batch.num_rows:
+                self._idleness.on_records(self.context.clock_ms())
+            else:
+                self._idleness.check(self.context.clock_ms())
         if batch is not None and batch.num_rows:
             self.records_out += batch.num_rows
-            self.output.emit_batch(batch)
-            if self._watermarks.enabled:
-                self._watermarks.on_batch(batch)
+            if not self._watermarks.enabled:
+                self.output.emit_batch(batch)
+            else:
+                self.output.emit_batch(with_timestamps(batch, self._watermarks.assign(batch)))
                 watermark = self._watermarks.current_watermark()
                 if watermark > self._last_watermark:
                     self._last_watermark = watermark
@@ -704,6 +767,8 @@ class SourceOperator(StreamOperator):
 
     def finish(self) -> None:
         # Flink: a bounded source ends with MAX_WATERMARK, firing all event-time timers downstream.
+        if self._idleness is not None:
+            self._idleness.end()
         self.output.emit_watermark(MAX_WATERMARK)
 
     def close(self) -> None:
@@ -722,8 +787,8 @@ class SideOutputOperator(StreamOperator):
     def process_batch(self, batch: pa.RecordBatch) -> None:
         self.output.emit_batch(batch)
 
-    def process_rows(self, rows: list[dict]) -> None:
-        self.output.emit_rows(rows)
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
+        self.output.emit_rows(rows, timestamps)
 
 
 #: Operator kinds implemented in their own modules ("module:Class"), imported on first use.

@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.network.events import Watermark
+from flinklike_spark._runtime.network.events import Watermark, WatermarkStatus
 from flinklike_spark._runtime.streaming.operators import Output
+from flinklike_spark._runtime.streaming.record_timestamps import Timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.rows import RowsConverter
 
 __all__ = ["BroadcastingOutput", "ChainingOutput", "RecordWriterOutput"]
@@ -45,9 +46,9 @@ class RecordWriterOutput(Output):
         self._oldest_pending: float | None = None
         self.records_out = 0
 
-    def emit_rows(self, rows: list[dict]) -> None:
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         if rows:
-            self.emit_batch(self._converter.to_batch(rows))
+            self.emit_batch(with_timestamps(self._converter.to_batch(rows), timestamps))
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         rows = batch.num_rows
@@ -121,6 +122,10 @@ class RecordWriterOutput(Output):
         self.flush()
         self.partition.broadcast_event(Watermark(timestamp))
 
+    def emit_watermark_status(self, idle: bool) -> None:
+        self.flush()
+        self.partition.broadcast_event(WatermarkStatus(idle))
+
     def finish(self) -> None:
         """Flush and end every subpartition (EndOfPartition)."""
         self.flush()
@@ -133,9 +138,9 @@ class ChainingOutput(Output):
     def __init__(self, operator) -> None:
         self._operator = operator
 
-    def emit_rows(self, rows: list[dict]) -> None:
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         if rows:
-            self._operator.process_rows(rows)
+            self._operator.process_rows(rows, timestamps)
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
@@ -144,6 +149,9 @@ class ChainingOutput(Output):
     def emit_watermark(self, timestamp: int) -> None:
         self._operator.process_watermark(timestamp)
 
+    def emit_watermark_status(self, idle: bool) -> None:
+        self._operator.process_watermark_status(idle)
+
 
 class BroadcastingOutput(Output):
     """Fans one operator's output out to several outputs (chained and network)."""
@@ -151,11 +159,11 @@ class BroadcastingOutput(Output):
     def __init__(self, outputs: list[Output]) -> None:
         self._outputs = outputs
 
-    def emit_rows(self, rows: list[dict]) -> None:
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         for output in self._outputs:
             # Downstream operators may keep the row dicts; each output gets its own copies
             # only when there is more than one consumer that could mutate them.
-            output.emit_rows(rows if len(self._outputs) == 1 else [dict(r) for r in rows])
+            output.emit_rows(rows if len(self._outputs) == 1 else [dict(r) for r in rows], timestamps)
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         for output in self._outputs:
@@ -165,9 +173,13 @@ class BroadcastingOutput(Output):
         for output in self._outputs:
             output.emit_watermark(timestamp)
 
+    def emit_watermark_status(self, idle: bool) -> None:
+        for output in self._outputs:
+            output.emit_watermark_status(idle)
+
 
 class _DiscardingOutput(Output):
-    def emit_rows(self, rows: list[dict]) -> None:
+    def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         pass
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:

@@ -1,9 +1,12 @@
 """``assign_timestamps_and_watermarks`` on a stream: Flink's ``TimestampsAndWatermarksOperator``.
 
-Downstream operators read event timestamps with the new strategy's assigner;
-this operator derives watermarks from the rows passing through (after every
-batch, when the watermark advanced) and, as in Flink, swallows the watermarks
-of its input except the final ``MAX_WATERMARK`` that ends a bounded input.
+The operator replaces each record's event timestamp with the new strategy's
+(a ``TimestampAssigner`` gets the previous one as ``record_timestamp``),
+derives watermarks from the rows passing through (after every batch, when
+the watermark advanced) and, as in Flink, swallows the watermarks of its
+input except the final ``MAX_WATERMARK`` that ends a bounded input. With
+``with_idleness`` its output is marked idle after the timeout without records
+(checked on a processing-time wake-up) and active again with the next record.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from flinklike_spark.watermarks import MIN_WATERMARK
+from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
 from flinklike_spark._runtime.streaming.operators import MAX_WATERMARK, OperatorSpec, StreamOperator
+from flinklike_spark._runtime.streaming.record_timestamps import split_timestamps, with_timestamps
 
 __all__ = ["TimestampsAndWatermarksOperator"]
 
@@ -23,10 +28,29 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         super().__init__(spec)
         self._generator = spec.function.create_generator()
         self._last = MIN_WATERMARK
+        self._idleness: IdlenessTracker | None = None
+
+    def open(self) -> None:
+        timeout = self.spec.function.idle_timeout
+        if timeout is not None:
+            self._idleness = IdlenessTracker(timeout, self.output.emit_watermark_status, now_ms=self.context.clock_ms())
+
+    def next_processing_timer(self) -> int | None:
+        return self._idleness.next_check_ms() if self._idleness is not None else None
+
+    def on_processing_time(self, now_ms: int) -> None:
+        if self._idleness is not None:
+            self._idleness.check(now_ms)
+
+    def finish(self) -> None:
+        if self._idleness is not None:
+            self._idleness.end()
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
-        self.output.emit_batch(batch)
-        self._generator.on_batch(batch)
+        if self._idleness is not None:
+            self._idleness.on_records(self.context.clock_ms())
+        batch, previous = split_timestamps(batch)
+        self.output.emit_batch(with_timestamps(batch, self._generator.assign(batch, previous)))
         watermark = self._generator.current_watermark()
         if watermark > self._last:
             self._last = watermark
@@ -34,4 +58,6 @@ class TimestampsAndWatermarksOperator(StreamOperator):
 
     def process_watermark(self, timestamp: int) -> None:
         if timestamp == MAX_WATERMARK:
+            if self._idleness is not None:
+                self._idleness.end()  # an idle channel's watermark would be ignored downstream
             self.output.emit_watermark(timestamp)

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import datetime
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -61,7 +60,7 @@ from flinklike_spark.state import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkGenerator
+from flinklike_spark.watermarks import MIN_WATERMARK
 from flinklike_spark.window import (
     MAX_TIMESTAMP,
     EventTimeTrigger,
@@ -82,6 +81,7 @@ from flinklike_spark._runtime.streaming.operators import (
     _call_open,
     _RuntimeContext,
 )
+from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 
@@ -92,17 +92,6 @@ _MERGING_SET = "_window/merging-window-set"
 _SCOPED_PREFIX = "_window/scoped/"
 _EVENT_TIMERS = "_window/event_time_timers"
 _PROCESSING_TIMERS = "_window/processing_time_timers"
-
-
-def _epoch_millis(value: Any) -> int:
-    """Epoch ms of a timestamp column's value (a naive datetime is UTC, as Arrow stores it)."""
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=datetime.timezone.utc)
-        return int(value.timestamp() * 1000)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(value)
-    raise ConfigurationError(f"an event timestamp must be epoch milliseconds or a datetime, got {value!r}")
 
 
 class PaneKind:
@@ -313,7 +302,7 @@ class _WindowContext(ProcessWindowFunction.Context):
         return self._global_store
 
     def output(self, output_tag: OutputTag, value: Any) -> None:
-        self._op.side.collect(output_tag, value)
+        self._op.side.collect(output_tag, value, self.current_window.max_timestamp())
 
 
 class _AssignerContext(WindowAssigner.WindowAssignerContext):
@@ -349,9 +338,6 @@ class WindowOperator(StreamOperator):
         self.merging = isinstance(d.assigner, MergingWindowAssigner)
         self.key_field = spec.key_field
         self.key_selector = spec.key_selector
-        self.timestamps: WatermarkGenerator | None = (
-            spec.timestamp_strategy.create_generator() if spec.timestamp_strategy is not None else None
-        )
         self.watermark = MIN_WATERMARK
         self.panes = _Panes()
         self.merging_sets: dict[Any, set] = {}
@@ -362,8 +348,7 @@ class WindowOperator(StreamOperator):
         # existing pane whose end the watermark has not reached only updates the contents (the
         # trigger would re-register the timer it already has): process_rows does that inline.
         self._fast_tumbling = type(d.trigger) is EventTimeTrigger and type(d.assigner) is TumblingEventTimeWindows
-        assigner_column = spec.timestamp_strategy.timestamp_assigner if spec.timestamp_strategy else None
-        self._timestamp_field = assigner_column if isinstance(assigner_column, str) else None
+        self._out_ts: list[int] = []  # timestamps of the rows in the ``out`` list being built
         self._windows: dict[int, TimeWindow] = {}  # start -> window, so a pane's window is built once
         self._add = self._make_adder()
         self._merge_contents = self._make_merger()
@@ -432,12 +417,6 @@ class WindowOperator(StreamOperator):
 
     # -- elements -----------------------------------------------------------------------------
 
-    def _timestamp(self, row: dict) -> int | None:
-        if self.timestamps is None:
-            return None
-        timestamp = self.timestamps.timestamp_of(row)
-        return timestamp if type(timestamp) is int or timestamp is None else _epoch_millis(timestamp)
-
     def _cleanup_time(self, window: Any) -> int:
         max_timestamp = window.max_timestamp()
         if not self.event_time:
@@ -461,19 +440,20 @@ class WindowOperator(StreamOperator):
             queue = self.timers.event_time if self.event_time else self.timers.processing_time
             queue.delete(cleanup, (key, window))
 
-    def process_rows(self, rows: list[dict]) -> None:
+    def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
+        if timestamps is None:
+            timestamps = [None] * len(rows)
         if self._fast_tumbling:
-            self._process_tumbling(rows)
+            self._process_tumbling(rows, timestamps)
             return
         out: list[Any] = []
         key_field, selector = self.key_field, self.key_selector
         panes, add = self.panes, self._add
         assign, actx = self.assigner.assign_windows, self._assigner_ctx
         global_state = self.global_state
-        for row in rows:
+        for row, timestamp in zip(rows, timestamps, strict=True):
             key = row[key_field] if key_field is not None else selector(row)
             global_state.current_key = key
-            timestamp = self._timestamp(row)
             windows = assign(row, timestamp, actx)
             if self.merging:
                 taken = self._process_merging(key, row, timestamp, windows, out)
@@ -487,13 +467,13 @@ class WindowOperator(StreamOperator):
                     panes.set(key, window, add(panes.get(key, window), row))
                     self._on_element(key, window, row, timestamp, out)
             if not taken and self.event_time and timestamp + self.lateness <= self.watermark:
-                self._late(row)
+                self._late(row, timestamp)
         self._flush(out)
 
-    def _process_tumbling(self, rows: list[dict]) -> None:
+    def _process_tumbling(self, rows: list[dict], timestamps: list) -> None:
         """``process_rows`` for TumblingEventTimeWindows with EventTimeTrigger (the common case)."""
         out: list[Any] = []
-        key_field, selector, ts_field = self.key_field, self.key_selector, self._timestamp_field
+        key_field, selector = self.key_field, self.key_selector
         by_key, windows, add = self.panes.by_key, self._windows, self._add
         size, offset = self.assigner.size, self.assigner.offset
         d = self.descriptor
@@ -503,11 +483,8 @@ class WindowOperator(StreamOperator):
         elif d.pane_kind == PaneKind.AGGREGATE:
             agg_add = d.aggregate_function.add
         global_state = self.global_state
-        for row in rows:
+        for row, timestamp in zip(rows, timestamps, strict=True):
             key = row[key_field] if key_field is not None else selector(row)
-            timestamp = row[ts_field] if ts_field is not None else self._timestamp(row)
-            if type(timestamp) is not int and timestamp is not None:
-                timestamp = _epoch_millis(timestamp)  # a timestamp column arrives as datetime
             if timestamp is None:
                 self.assigner.assign_windows(row, None, None)  # raises, naming the missing timestamp
             start = timestamp - (timestamp - offset) % size
@@ -529,7 +506,7 @@ class WindowOperator(StreamOperator):
                     continue
             if self._cleanup_time(window) <= watermark:  # the window is late: so is the element
                 if timestamp + self.lateness <= watermark:
-                    self._late(row)
+                    self._late(row, timestamp)
                 continue
             self.panes.set(key, window, add(None if key_panes is None else key_panes.get(window), row))
             self._on_element(key, window, row, timestamp, out)
@@ -549,10 +526,10 @@ class WindowOperator(StreamOperator):
             self.panes.pop(key, window)
         self._register_cleanup_timer(key, window)
 
-    def _late(self, row: dict) -> None:
+    def _late(self, row: dict, timestamp: int) -> None:
         tag = self.descriptor.late_data_tag
         if tag is not None:
-            self.side.collect(tag, row)
+            self.side.collect(tag, row, timestamp)
         else:
             self.num_late_records_dropped += 1
 
@@ -625,10 +602,14 @@ class WindowOperator(StreamOperator):
     # -- firing ------------------------------------------------------------------------------
 
     def _emit(self, key: Any, window: Any, contents: Any, out: list) -> None:
+        """Run the window function on the pane; its results go to ``out`` with the timestamp
+        ``window.max_timestamp()`` (Flink's ``setAbsoluteTimestamp(window.maxTimestamp())``)."""
         elements = self._elements(contents)
         wf = self.descriptor.window_function
+        stamp = window.max_timestamp()
         if wf is None:
             out.extend(elements)
+            self._out_ts.extend([stamp] * len(elements))
             return
         if isinstance(wf, (ProcessWindowFunction, ProcessAllWindowFunction)):
             ctx = self._window_ctx
@@ -644,7 +625,7 @@ class WindowOperator(StreamOperator):
         else:  # a plain callable (key, window, elements) -> iterable
             produced = wf(key, window, elements)
         if produced is not None:
-            self.side.split_into(produced, out)
+            self.side.split_into(produced, out, self._out_ts, stamp)
 
     def _on_timer(self, timestamp: int, namespace: tuple[Any, Any], event_time: bool, out: list) -> None:
         key, window = namespace
@@ -699,8 +680,9 @@ class WindowOperator(StreamOperator):
         self._flush(out)
 
     def _flush(self, out: list) -> None:
+        out_ts, self._out_ts = self._out_ts, []
         if out:
-            self.output.emit_rows(out)
+            self.output.emit_rows(out, out_ts)
         self.side.flush()
 
     # -- checkpoints --------------------------------------------------------------------------

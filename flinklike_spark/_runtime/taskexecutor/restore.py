@@ -30,6 +30,8 @@ from checkpointing import read_channel_state, read_operator_state
 from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
+from flinklike_spark._runtime.streaming.record_timestamps import strip_timestamps
+from flinklike_spark._runtime.streaming.rows import records_of
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, key_group_for, key_group_range
 from flinklike_spark._runtime.streaming.operators import RestoredEntry, RestoredState
 
@@ -130,7 +132,9 @@ def _keyed_filter(spec: PartitionerSpec, max_parallelism: int, key_groups: range
             groups = assign_key_groups(batch.column(spec.key_field), max_parallelism)
         else:
             groups = np.array(
-                [key_group_for(spec.key_selector(row), max_parallelism) for row in batch.to_pylist()], dtype=np.int32
+                [key_group_for(spec.key_selector(record), max_parallelism)
+                 for record in records_of(strip_timestamps(batch))],  # as the partitioner sees them
+                dtype=np.int32,
             )
         mask = (groups >= key_groups.start) & (groups < key_groups.stop)
         return batch.filter(pa.array(mask)) if not mask.all() else batch

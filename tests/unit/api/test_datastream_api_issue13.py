@@ -43,7 +43,7 @@ class ListOutput(Output):
     def __init__(self) -> None:
         self.rows: list = []
 
-    def emit_rows(self, rows):
+    def emit_rows(self, rows, timestamps=None):
         self.rows.extend(rows)
 
     def emit_batch(self, batch):
@@ -108,9 +108,27 @@ def test_only_pipelines_defined_after_the_last_execute_are_translated():
 def test_two_collect_sinks_with_one_name_are_rejected():
     e = env()
     source(e).sink_to(CollectSink("x"))
-    source(e).sink_to(CollectSink("x"))
+    source(e).add_sink(CollectSink("x"))  # PyFlink's add_sink is sink_to
     with pytest.raises(ConfigurationError, match="two sinks named 'x'"):
         e.get_job_graph("t")
+
+
+def test_execute_and_collect_of_a_job_that_cannot_start_leaves_no_result_directory(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    e = env(**{"execution.checkpointing.interval": "1 s"})  # no checkpoint directory: refused at submission
+    with pytest.raises(ConfigurationError, match="execution.checkpointing.dir is not"):
+        source(e).execute_and_collect("refused")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_add_sink_is_sink_to():
+    e = env()
+    source(e).add_sink(CollectSink("y")).name("out")
+    assert [v.name for v in e.get_job_graph("t")] == ["Source: seq -> out"]
+    with pytest.raises(TypeError, match="expects a flinklike_spark Sink"):
+        source(e).add_sink(lambda row: None)
 
 
 def test_checkpoint_config_and_runtime_mode_are_views_over_the_keys():
@@ -132,6 +150,9 @@ def test_checkpoint_config_and_runtime_mode_are_views_over_the_keys():
     e.set_runtime_mode(RuntimeExecutionMode.STREAMING)
     with pytest.raises(ConfigurationError, match="BATCH is not supported"):
         e.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    with pytest.raises(ConfigurationError, match="BATCH is not supported; valid values: streaming, automatic"):
+        env(**{"execution.runtime-mode": "batch"})
+    assert env(**{"execution.runtime-mode": "automatic"}).config.get("execution.runtime-mode") == "streaming"
 
 
 def make_keyed(kind, function, *, key_field="user", restored=None):
@@ -207,9 +228,10 @@ def test_timestamp_assigner_objects():
     generator = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=1)).with_timestamp_assigner(
         FromField()
     ).create_generator()
-    generator.on_batch(pa.RecordBatch.from_pylist([{"t": 5}, {"t": 3}]))
+    assert generator.assign(pa.RecordBatch.from_pylist([{"t": 5}, {"t": 3}])) == [5000, 3000]
     assert generator.current_watermark() == 5000 - 1000 - 1
-    assert generator.timestamp_of({"t": 2}) == 2000
+    assert generator.assign(pa.RecordBatch.from_pylist([{"t": 2}])) == [2000]
+    assert generator.current_watermark() == 5000 - 1000 - 1
 
 
 def read_all(source, parallelism, max_rows=3):
@@ -249,7 +271,8 @@ def test_types_row_named_is_the_declared_arrow_schema():
     mapped = source(e).map(lambda r: {"user": str(r["key"]), "n": r["seq"]},
                            output_type=Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.LONG()]))  # fmt: skip
     assert mapped._transformation.output_schema == pa.schema([("user", pa.string()), ("n", pa.int64())])
-    with pytest.raises(ConfigurationError, match="ROW_NAMED"):
-        source(e).map(lambda r: r, output_type=Types.ROW([Types.LONG()]))
+    assert to_arrow_schema(Types.TUPLE([Types.STRING(), Types.INT()])).names == ["f0", "f1"]
     with pytest.raises(ConfigurationError, match="no Arrow equivalent"):
-        Types.ROW_NAMED(["x"], [Types.PICKLED_BYTE_ARRAY()])
+        Types.ROW_NAMED(["x"], [Types.PICKLED_BYTE_ARRAY()])  # only a whole stream's type
+    with pytest.raises(ConfigurationError, match="differs from the schema"):
+        e.from_source(SequenceSource(num_keys=2, records_per_key=3), type_info=Types.ROW_NAMED(["x"], [Types.LONG()]))

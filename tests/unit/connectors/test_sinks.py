@@ -51,6 +51,17 @@ def test_print_sink_stderr_and_pickles(capsys):
     assert captured.out == ""
 
 
+def test_print_sink_prints_records_as_emitted(capsys):
+    from flinklike_spark import Row, Types
+    from flinklike_spark.typeinfo import to_arrow_schema
+    from flinklike_spark._runtime.streaming.rows import RowsConverter
+
+    tuples = RowsConverter(to_arrow_schema(Types.TUPLE([Types.STRING(), Types.INT()])), stream_name="s")
+    rows = RowsConverter(None, stream_name="r")
+    run_writer(PrintSink(), [tuples.to_batch([("a", 1)]), rows.to_batch([Row(word="b", n=2)])])
+    assert capsys.readouterr().out == "('a', 1)\nRow(n=2, word='b')\n"
+
+
 def test_print_sink_bad_arguments():
     with pytest.raises(ConfigurationError, match=r"stream must be one of \['stderr', 'stdout'\], got 'file'"):
         PrintSink(stream="file")

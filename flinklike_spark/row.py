@@ -1,0 +1,199 @@
+"""PyFlink's ``Row`` (``pyflink.common.types.Row``) and ``RowKind``, as records of a stream.
+
+``Row(name="Alice", age=11)`` is a named row (PyFlink sorts keyword fields by
+name); ``Row("Alice", 11)`` a positional one; ``Person = Row("name", "age")``
+makes a row "class" whose call ``Person("Alice", 11)`` gives a named row.
+Fields are read as attributes (``row.name``), by name (``row["name"]``) or by
+position (``row[0]``). On the data plane a named row is the Arrow columns of
+its names, a positional one ``f0``, ``f1``, ...; consumers get ``Row`` objects
+back: a batch of records that are not dicts names their kind in its schema
+metadata (:data:`RECORD_KIND_KEY`), and :func:`records_of` turns a batch back
+into the records its producer emitted (the encoding side is
+``_runtime/streaming/rows.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+import pickle
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = ["RECORD_KIND_KEY", "RecordKind", "Row", "RowKind", "declared_kind", "records_of"]
+
+
+class RowKind(enum.Enum):
+    """The change a row stands for (PyFlink's ``RowKind``); DataStream rows are ``INSERT``."""
+
+    INSERT = 0
+    UPDATE_BEFORE = 1
+    UPDATE_AFTER = 2
+    DELETE = 3
+
+
+def _rebuild(fields: list[str] | None, values: tuple, row_kind: RowKind) -> Row:
+    row = Row(*values)
+    if fields is not None:
+        row.set_field_names(list(fields))
+    row.set_row_kind(row_kind)
+    return row
+
+
+class Row:
+    """A record of named or positional fields, with PyFlink's semantics (see the module docstring)."""
+
+    __slots__ = ("_fields", "_row_kind", "_values")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and kwargs:
+            raise ValueError("Row takes positional values or named values, not both")
+        fields = None
+        if kwargs:
+            fields = sorted(kwargs)
+            values = [kwargs[name] for name in fields]
+        else:
+            values = list(args)
+        object.__setattr__(self, "_fields", fields)
+        object.__setattr__(self, "_values", values)
+        object.__setattr__(self, "_row_kind", RowKind.INSERT)
+
+    # -- PyFlink's methods ------------------------------------------------------------------------
+
+    def as_dict(self, recursive: bool = False) -> dict[str, Any]:
+        """The fields as a dict (nested rows too with ``recursive``); a positional row has no names."""
+        if self._fields is None:
+            raise TypeError(f"cannot convert a Row without field names into a dict: {self!r}")
+        if not recursive:
+            return dict(zip(self._fields, self._values))
+
+        def convert(value: Any) -> Any:
+            if isinstance(value, Row):
+                return value.as_dict(True)
+            if isinstance(value, list):
+                return [convert(v) for v in value]
+            if isinstance(value, dict):
+                return {k: convert(v) for k, v in value.items()}
+            return value
+
+        return {name: convert(value) for name, value in zip(self._fields, self._values)}
+
+    def get_row_kind(self) -> RowKind:
+        return self._row_kind
+
+    def set_row_kind(self, row_kind: RowKind) -> None:
+        object.__setattr__(self, "_row_kind", row_kind)
+
+    def set_field_names(self, field_names: list[str]) -> None:
+        object.__setattr__(self, "_fields", list(field_names))
+
+    def get_field_names(self) -> list[str] | None:
+        return None if self._fields is None else list(self._fields)
+
+    def __call__(self, *args: Any) -> Row:
+        """``Row("name", "age")("Alice", 11)``: a row named by this row's values."""
+        if len(args) > len(self._values):
+            raise ValueError(f"{self!r} has {len(self._values)} fields, got {len(args)} values: {args!r}")
+        return _rebuild([str(v) for v in self._values], args, self._row_kind)
+
+    # -- access -----------------------------------------------------------------------------------
+
+    def _index(self, name: str) -> int:
+        if self._fields is None or name not in self._fields:
+            raise KeyError(f"Row has no field {name!r}; its fields are {self._fields}")
+        return self._fields.index(name)
+
+    def __getitem__(self, item: Any) -> Any:
+        if isinstance(item, (int, slice)):
+            return self._values[item]
+        return self._values[self._index(item)]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(key, (int, slice)):
+            self._values[key] = value
+        else:
+            self._values[self._index(key)] = value
+
+    def __getattr__(self, item: str) -> Any:
+        if item.startswith("_"):
+            raise AttributeError(item)
+        try:
+            return self._values[self._index(item)]
+        except KeyError:
+            raise AttributeError(f"Row has no field {item!r}; its fields are {self._fields}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"Row fields are set with row[{key!r}] = value, not as attributes")
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._values
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Row):
+            return NotImplemented
+        return (
+            self._fields == other._fields and self._row_kind == other._row_kind and self._values == other._values
+        )
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values))
+
+    def __reduce__(self):
+        return _rebuild, (self._fields, tuple(self._values), self._row_kind)
+
+    def __repr__(self) -> str:
+        if self._fields is not None:
+            return "Row(" + ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self._values)) + ")"
+        return "<Row(" + ", ".join(repr(v) for v in self._values) + ")>"
+
+
+#: Schema metadata key naming the kind of the records of a batch (absent: dicts).
+RECORD_KIND_KEY = b"flinklike.record"
+
+
+class RecordKind:
+    """The kinds of records (values of :data:`RECORD_KIND_KEY`)."""
+
+    DICT = "dict"
+    NAMED_ROW = "row"
+    POSITIONAL_ROW = "positional-row"
+    TUPLE = "tuple"
+    VALUE = "value"
+    PICKLED = "pickled"  # Types.PICKLED_BYTE_ARRAY(): any picklable object, one binary column f0
+
+
+def declared_kind(schema: pa.Schema | None) -> str | None:
+    """The record kind a declared schema names in its metadata (``Types.TUPLE``, ``Types.STRING()``...)."""
+    if schema is None or not schema.metadata:
+        return None
+    kind = schema.metadata.get(RECORD_KIND_KEY)
+    return kind.decode() if kind is not None else None
+
+
+def records_of(batch: pa.RecordBatch) -> list[Any]:
+    """The records of ``batch`` (without a timestamp column) as the producer emitted them."""
+    metadata = batch.schema.metadata
+    kind = metadata.get(RECORD_KIND_KEY) if metadata else None
+    if kind is None:
+        return batch.to_pylist()
+    columns = [column.to_pylist() for column in batch.columns]
+    kind = kind.decode()
+    if kind == RecordKind.VALUE:
+        return columns[0]
+    if kind == RecordKind.PICKLED:
+        return [pickle.loads(value) for value in columns[0]]
+    rows = list(zip(*columns)) if columns else [()] * batch.num_rows
+    if kind == RecordKind.TUPLE:
+        return rows
+    if kind == RecordKind.POSITIONAL_ROW:
+        return [Row(*values) for values in rows]
+    names = batch.schema.names
+    return [_rebuild(names, values, RowKind.INSERT) for values in rows]
+
+

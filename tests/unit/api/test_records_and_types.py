@@ -1,0 +1,107 @@
+"""PyFlink's Row, tuples and typed values as records; event timestamps in batches (issue 13 item 6)."""
+
+from __future__ import annotations
+
+import datetime
+import pickle
+
+import pyarrow as pa
+import pytest
+
+from flinklike_spark import Row, RowKind, Types, WatermarkStrategy
+from flinklike_spark.errors import SchemaMismatchError
+from flinklike_spark.row import RECORD_KIND_KEY, records_of
+from flinklike_spark.typeinfo import to_arrow_schema
+from flinklike_spark._runtime.streaming.record_timestamps import (
+    TIMESTAMP_COLUMN,
+    split_timestamps,
+    strip_timestamps,
+    with_timestamps,
+)
+from flinklike_spark._runtime.streaming.rows import RowsConverter
+
+
+def test_row_follows_pyflink_semantics():
+    row = Row(name="Alice", age=11)
+    assert row.get_field_names() == ["age", "name"]  # PyFlink sorts keyword fields
+    assert (row.name, row["age"], row[1], len(row), "Alice" in row) == ("Alice", 11, "Alice", 2, True)
+    assert row.as_dict() == {"age": 11, "name": "Alice"}
+    assert repr(row) == "Row(age=11, name='Alice')"
+    person = Row("name", "age")
+    alice = person("Alice", 11)
+    assert alice.get_field_names() == ["name", "age"] and alice.age == 11
+    assert pickle.loads(pickle.dumps(alice)) == alice and hash(alice) == hash(("Alice", 11))
+    assert Row("Alice", 11) != alice and Row("Alice", 11) == Row("Alice", 11)
+    nested = Row(key=1, value=Row(name="a", age=2))
+    assert nested.as_dict(True) == {"key": 1, "value": {"age": 2, "name": "a"}}
+    row["age"] = 12
+    assert row.age == 12 and row.get_row_kind() is RowKind.INSERT
+    with pytest.raises(AttributeError, match="no field 'missing'"):
+        _ = row.missing
+    with pytest.raises(ValueError, match="not both"):
+        Row(1, name="x")
+    with pytest.raises(TypeError, match="without field names"):
+        Row(1, 2).as_dict()
+
+
+@pytest.mark.parametrize(
+    ("records", "schema", "kind"),
+    [
+        ([{"a": 1, "b": "x"}, {"a": 2, "b": "y"}], None, None),
+        ([Row(a=1, b="x"), Row(a=2, b="y")], None, b"row"),
+        ([Row(1, "x"), Row(2, "y")], to_arrow_schema(Types.ROW([Types.LONG(), Types.STRING()])), b"positional-row"),
+        ([(1, "x"), (2, "y")], to_arrow_schema(Types.TUPLE([Types.INT(), Types.STRING()])), b"tuple"),
+        ([(1, "x"), (2, "y")], None, b"tuple"),
+        (["x", "y"], to_arrow_schema(Types.STRING()), b"value"),
+        ([{"a": {1, 2}}, "x", (3, [4])], to_arrow_schema(Types.PICKLED_BYTE_ARRAY()), b"pickled"),
+    ],
+)
+def test_records_round_trip_through_arrow_batches_as_their_kind(records, schema, kind):
+    batch = RowsConverter(schema, stream_name="s").to_batch(records)
+    assert (batch.schema.metadata or {}).get(RECORD_KIND_KEY) == kind
+    # The kind survives Arrow IPC (the network and channel state).
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    [received] = list(pa.ipc.open_stream(sink.getvalue()))
+    assert records_of(received) == records
+
+
+def test_positional_records_take_the_declared_names_and_kind_as_in_pyflink():
+    named = RowsConverter(to_arrow_schema(Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])),
+                          stream_name="s")  # fmt: skip
+    assert records_of(named.to_batch([(1, "a"), (2, "b")])) == [Row("id", "name")(1, "a"), Row("id", "name")(2, "b")]
+    rows = RowsConverter(to_arrow_schema(Types.ROW([Types.INT(), Types.STRING()])), stream_name="s")
+    assert records_of(rows.to_batch([(1, "a")])) == [Row(1, "a")]
+    with pytest.raises(SchemaMismatchError, match=r"record \(1, 'a', 3\) has 3 fields"):
+        rows.to_batch([(1, "a", 3)])
+
+
+def test_mixed_or_plain_records_are_refused_naming_the_record():
+    with pytest.raises(SchemaMismatchError, match=r"record \{'a': 1\} is not a tuple"):
+        RowsConverter(None, stream_name="s").to_batch([(1,), {"a": 1}])
+    with pytest.raises(SchemaMismatchError, match="dicts, Rows or tuples"):
+        RowsConverter(None, stream_name="s").to_batch(["plain"])  # no declared basic type
+
+
+def test_timestamps_travel_in_a_reserved_trailing_column():
+    batch = pa.RecordBatch.from_pylist([{"a": 1}, {"a": 2}])
+    assert with_timestamps(batch, [None, None]) is batch  # no timestamps: no column
+    stamped = with_timestamps(batch, [5, None])
+    assert stamped.schema.names == ["a", TIMESTAMP_COLUMN]
+    assert split_timestamps(stamped) == (batch, [5, None])
+    assert strip_timestamps(stamped).equals(batch) and split_timestamps(batch) == (batch, None)
+
+
+def test_source_assigner_reads_arrow_timestamp_columns_as_epoch_millis():
+    base = datetime.datetime(2026, 1, 1)  # naive: Arrow's timestamp[ms] without a zone (UTC)
+    epoch = int(base.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    batch = pa.RecordBatch.from_pylist(
+        [{"when": base + datetime.timedelta(milliseconds=ms)} for ms in (0, 999)],
+        schema=pa.schema([("when", pa.timestamp("ms"))]),
+    )
+    generator = WatermarkStrategy().with_timestamp_assigner("when").create_generator()
+    assert generator.assign(batch).to_pylist() == [epoch, epoch + 999]
+    assert generator.current_watermark() == epoch + 998
+    by_function = WatermarkStrategy().with_timestamp_assigner(lambda r: r["when"]).create_generator()
+    assert by_function.assign(batch) == [epoch, epoch + 999]
