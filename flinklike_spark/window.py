@@ -123,11 +123,15 @@ def _millis(value: Time | int, what: str) -> int:
 # -- windows --------------------------------------------------------------------------------
 
 
-class Window(abc.ABC):  # noqa: B024 - a marker base, as in PyFlink
-    """A finite group of elements; windows are compared by value and must be hashable."""
+class Window(abc.ABC):
+    """A finite group of elements; windows are compared by value and must be hashable.
 
-    def max_timestamp(self) -> int:  # pragma: no cover - overridden
-        raise NotImplementedError
+    The built-in windows are NamedTuples registered as virtual subclasses.
+    """
+
+    @abc.abstractmethod
+    def max_timestamp(self) -> int:
+        """The largest timestamp that still belongs to this window."""
 
 
 class TimeWindow(NamedTuple):
