@@ -35,7 +35,7 @@ import dataclasses
 import importlib.util
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol, Self, runtime_checkable
 from urllib.parse import urlsplit
 
 from flinklike_spark.errors import ConfigurationError
@@ -45,6 +45,7 @@ __all__ = [
     "S3Options",
     "StorageConfig",
     "StorageOptions",
+    "UsesStorage",
     "is_sensitive_key",
     "redact",
     "url_scheme",
@@ -296,6 +297,26 @@ class StorageConfig:
         if "azure_storage_endpoint" in lower:
             account = dataclasses.replace(account, endpoint=lower["azure_storage_endpoint"])
         return account
+
+
+@runtime_checkable
+class UsesStorage(Protocol):
+    """A source or sink that reads or writes storage URLs (DeltaSink, FileSource, the Spark bridge...).
+
+    When a job is submitted, the client calls :meth:`storage_urls` to check
+    that every URL's filesystem package is installed, then replaces the
+    connector in the job by ``with_storage(configuration.storage)``, so that the
+    copy shipped to the TaskExecutors reaches its URLs with the job's settings
+    (under any ``storage_options`` the connector was given explicitly).
+    """
+
+    def storage_urls(self) -> tuple[str, ...]:
+        """The URLs (or local paths) this connector reads or writes."""
+        ...
+
+    def with_storage(self, storage: StorageConfig) -> Self:
+        """A copy of this connector that applies ``storage`` to its URLs."""
+        ...
 
 
 def _s3_fsspec(s3: S3Options) -> dict[str, Any]:
