@@ -252,7 +252,11 @@ class StorageConfig:
         if backend is None:
             return
         package, extra = backend
-        if importlib.util.find_spec(package) is not None:
+        try:
+            found = importlib.util.find_spec(package) is not None
+        except (ImportError, ValueError):  # a broken install, or a module blocked from importing
+            found = False
+        if found:
             return
         fix = f'pip install "flinklike-spark[{extra}]"' if extra else f"pip install {package}"
         raise ConfigurationError(
