@@ -113,3 +113,36 @@ def assert_exactly_once_in_order(rows: list[dict], records_per_key: int = RECORD
             f"missing {sorted(set(range(records_per_key)) - set(got))[:10]}, "
             f"in order: {got == sorted(got)}"
         )
+
+
+class ExactCount(KeyedProcessFunction):
+    """Counts per key; raises on a lost, duplicated or reordered ``seq``; emits the count at the end."""
+
+    def open(self, runtime_context):
+        from flinklike_spark import ValueStateDescriptor
+
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        expected = self.count.value() or 0
+        if value["seq"] != expected:
+            raise AssertionError(f"key {value['key']}: got seq {value['seq']}, expected {expected}")
+        if expected == 0:
+            ctx.timer_service().register_event_time_timer(2**62)
+        self.count.update(expected + 1)
+
+    def on_timer(self, timestamp, ctx):
+        yield {"key": ctx.get_current_key(), "count": self.count.value()}
+
+
+def build_counting(config: dict, *, rows_per_second: int | None = None):
+    from connectors import CollectSink
+
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    source = SequenceSource(
+        num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, rows_per_second=rows_per_second, batch_size=20
+    )
+    env.from_source(source, name="seq").uid("seq").key_by("key").process(ExactCount()).uid("count").sink_to(
+        CollectSink("counts")
+    )
+    return env
