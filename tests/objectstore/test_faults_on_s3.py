@@ -40,7 +40,7 @@ def test_a_sigkilled_task_executor_recovers_exactly_once_and_retention_keeps_num
         "restart-strategy.fixed-delay.attempts": 3,
         "restart-strategy.fixed-delay.delay": "200 ms",
     }
-    client = build(config, table, seconds_per_record=0.001, rows_per_second=400).execute_async("killed")
+    client = build(config, table, seconds_per_record=0.001, rows_per_second=200).execute_async("killed")
     wait_for_checkpoints(client, layout, 2)
     task_executor_processes()[0].send_signal(signal.SIGKILL)
     client.wait(180)
