@@ -28,6 +28,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from flinklike_spark.errors import CheckpointStorageError, IncompatibleCheckpointError
+from flinklike_spark.storage import StorageConfig, StorageOptions, redact
 
 from .schemas import (
     CHANNEL_STATE_SCHEMA,
@@ -90,24 +91,41 @@ class CheckpointLayout:
         delta_storage_options: passed to deltalake (``storage_options``), e.g.
             ``{"AWS_REGION": ...}``.
         fsspec_options: passed to ``fsspec.core.url_to_fs`` for the Parquet files.
+        storage: the job's object-store settings (``s3.*``, ``fs.azure.account.*``);
+            the options derived from them for ``base_url`` lie under the two above.
 
     Instances are picklable (they travel to TaskExecutors) and cheap: the
-    filesystem is resolved on each call to :meth:`filesystem`.
+    filesystem is resolved on each call to :meth:`filesystem`. Their ``repr``
+    shows no secret.
     """
 
     base_url: str
     delta_storage_options: Mapping[str, str] | None = None
     fsspec_options: Mapping[str, Any] | None = None
+    storage: StorageConfig | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, (str, os.PathLike)) or not str(self.base_url):
             raise ValueError(f"base_url must be a non-empty URL or path, got {self.base_url!r}")
         object.__setattr__(self, "base_url", os.fspath(self.base_url))
 
+    def __repr__(self) -> str:
+        return (
+            f"CheckpointLayout(base_url={self.base_url!r}, "
+            f"delta_storage_options={redact(self.delta_storage_options or {})!r}, "
+            f"fsspec_options={redact(self.fsspec_options or {})!r}, storage={self.storage!r})"
+        )
+
+    def options(self) -> StorageOptions:
+        """The fsspec and deltalake options for this location (explicit ones over the job's storage config)."""
+        return (self.storage or StorageConfig()).options(
+            self.base_url, delta=self.delta_storage_options, fsspec=self.fsspec_options
+        )
+
     def filesystem(self) -> tuple[fsspec.AbstractFileSystem, str]:
         """Return ``(fs, root)``: the fsspec filesystem and the base path within it."""
         try:
-            return resolve_storage(self.base_url, self.fsspec_options)
+            return resolve_storage(self.base_url, self.options().fsspec)
         except (ValueError, ImportError, OSError) as exc:
             raise CheckpointStorageError(
                 f"cannot resolve checkpoint storage {self.base_url!r}: {exc}", url=self.base_url
@@ -154,7 +172,7 @@ class CheckpointLayout:
             IncompatibleCheckpointError: an existing table lacks columns of this format.
         """
         uri = self.table_uri(table)
-        options = dict(self.delta_storage_options) if self.delta_storage_options else None
+        options = dict(self.options().delta) or None
         schema, partition_by = _SCHEMAS[table]
         try:
             if create:
@@ -232,8 +250,8 @@ def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
     return "file" in protocol or "local" in protocol
 
 
-def as_layout(base: str | os.PathLike[str] | CheckpointLayout) -> CheckpointLayout:
-    """Accept a base URL / path or a layout; return a layout."""
+def as_layout(base: str | os.PathLike[str] | CheckpointLayout, storage: StorageConfig | None = None) -> CheckpointLayout:
+    """Accept a base URL / path or a layout; return a layout (a URL gets ``storage``'s settings)."""
     if isinstance(base, CheckpointLayout):
         return base
-    return CheckpointLayout(base_url=os.fspath(base))
+    return CheckpointLayout(base_url=os.fspath(base), storage=storage)

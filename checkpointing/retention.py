@@ -175,6 +175,8 @@ def _delete_orphans(
     removed: list[str] = []
     for table in STATE_TABLES:
         job_dir = f"{layout.table_path(table)}/job_id={job_id}"
+        # Object-store clients cache listings; vacuum has just deleted files behind this one's back.
+        fs.invalidate_cache(job_dir)
         try:
             partitions = fs.ls(job_dir, detail=False)
         except FileNotFoundError:
@@ -190,11 +192,18 @@ def _delete_orphans(
                 continue
             if cid >= oldest or cid in savepoints:
                 continue
-            for path in fs.ls(partition, detail=False):
+            try:
+                files = fs.ls(partition, detail=False)
+            except FileNotFoundError:
+                continue  # on an object store a "directory" is a key prefix: it went with its last file
+            for path in files:
                 relative = f"job_id={job_id}/{name}/{path.rstrip('/').rsplit('/', 1)[-1]}"
                 if relative not in committed:
                     fs.rm_file(path)
                     removed.append(f"{table}/{relative}")
-            if not fs.ls(partition, detail=False):
-                fs.rmdir(partition)
+            try:
+                if not fs.ls(partition, detail=False):
+                    fs.rmdir(partition)
+            except FileNotFoundError:
+                pass
     return removed

@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import os
@@ -54,6 +55,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
+from flinklike_spark.storage import StorageConfig
 
 __all__ = ["DeltaCommittable", "DeltaSink", "DeltaSinkWriter", "DeltaCommitter", "StagedFile"]
 
@@ -93,9 +95,12 @@ class DeltaCommittable:
 class _Table:
     """Where the table lives: the deltalake URI and the fsspec filesystem for staged files."""
 
-    def __init__(self, path: str, storage_options: Mapping[str, str] | None) -> None:
-        self.storage_options = dict(storage_options) if storage_options else None
-        self.fs, self.root = resolve_storage(path, self.storage_options)
+    def __init__(
+        self, path: str, storage_options: Mapping[str, str] | None, storage: StorageConfig | None = None
+    ) -> None:
+        options = (storage or StorageConfig()).options(path, delta=storage_options)
+        self.storage_options = dict(options.delta) or None
+        self.fs, self.root = resolve_storage(path, options.fsspec)
         self.uri = delta_uri(self.fs, self.root)
 
     def open(self) -> DeltaTable | None:
@@ -141,7 +146,9 @@ class DeltaSink(TwoPhaseCommittingSink):
 
     Args:
         path: local path or URL of the table (created on the first commit).
-        storage_options: passed to deltalake and fsspec (credentials, endpoints).
+        storage_options: deltalake ``storage_options`` (``AWS_ENDPOINT_URL``...); they
+            override what the job's configuration (``s3.*``, ``fs.azure.account.*``)
+            gives for ``path``, and their endpoint and credentials reach fsspec too.
         target_file_size: roll to a new Parquet file after this many bytes of
             Arrow data (files are also closed at every checkpoint).
 
@@ -165,18 +172,30 @@ class DeltaSink(TwoPhaseCommittingSink):
         self.path = path
         self.storage_options = dict(storage_options) if storage_options else None
         self.target_file_size = target_file_size
+        self.storage: StorageConfig | None = None  # the job's settings, bound when the job is submitted
 
     def __repr__(self) -> str:
         return f"DeltaSink({self.path!r})"
 
+    def storage_urls(self) -> tuple[str, ...]:
+        return (self.path,)
+
+    def with_storage(self, storage: StorageConfig) -> DeltaSink:
+        bound = copy.copy(self)
+        bound.storage = storage
+        return bound
+
+    def _table(self) -> _Table:
+        return _Table(self.path, self.storage_options, self.storage)
+
     def create_writer(self, context: SinkWriterContext) -> DeltaSinkWriter:
         prefix = context.transactional_id_prefix or f"flinklike/{context.job_id}/{context.operator_uid}"
         app_id = f"{prefix}/{context.subtask_index}"
-        return DeltaSinkWriter(_Table(self.path, self.storage_options), app_id, self.target_file_size)
+        return DeltaSinkWriter(self._table(), app_id, self.target_file_size)
 
     def committed_checkpoint(self, transactional_id_prefix: str, max_subtasks: int) -> int | None:
         """The highest app transaction version of ``<prefix>/<subtask>`` in the table, or None."""
-        table = _Table(self.path, self.storage_options)
+        table = self._table()
         try:
             dt = table.open()
             if dt is None:
@@ -189,7 +208,7 @@ class DeltaSink(TwoPhaseCommittingSink):
         return max((v for v in versions if v is not None), default=None)
 
     def create_committer(self) -> DeltaCommitter:
-        return DeltaCommitter(_Table(self.path, self.storage_options))
+        return DeltaCommitter(self._table())
 
 
 class DeltaSinkWriter(PrecommittingSinkWriter):

@@ -15,6 +15,7 @@ and renamed to its final name in ``finish()``.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ from flinklike_spark.errors import (
     MalformedRecordError,
     SchemaMismatchError,
 )
+from flinklike_spark.storage import StorageConfig
 
 __all__ = ["FileReader", "FileSink", "FileSource", "FileSplit", "FileWriter"]
 
@@ -103,6 +105,10 @@ def _parse_json_line(raw: bytes, path: str, line_number: int) -> dict | None:
     return value
 
 
+def _fsspec_options(storage: StorageConfig | None, url: str, explicit: dict[str, Any]) -> dict[str, Any]:
+    return dict((storage or StorageConfig()).options(url, fsspec=explicit).fsspec)
+
+
 def _display_path(fs: fsspec.AbstractFileSystem, path: str) -> str:
     return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
 
@@ -121,7 +127,8 @@ class FileSource(Source):
             that is null in all of them gets the null type, so pass a schema for
             sparse data. Fields missing in a record are null, extra ones ignored.
             Only valid with ``format="json"``.
-        storage_options: passed to fsspec (credentials, endpoints...).
+        storage_options: passed to fsspec (credentials, endpoints...), over what the
+            job's configuration (``s3.*``, ``fs.azure.account.*``) gives for the URL.
         batch_size: maximum rows per returned batch.
 
     Raises:
@@ -161,12 +168,24 @@ class FileSource(Source):
         self.patterns = patterns
         self.format = format
         self.storage_options = dict(storage_options or {})
+        self.storage: StorageConfig | None = None  # the job's settings, bound when the job is built
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.schema_inferred = schema is None and format == "json"
         self._schema = pa.schema([("line", pa.string())]) if format == "lines" else schema
 
     def __repr__(self) -> str:
         return f"FileSource({self.patterns!r}, format={self.format!r}, batch_size={self.batch_size})"
+
+    def storage_urls(self) -> tuple[str, ...]:
+        return tuple(self.patterns)
+
+    def with_storage(self, storage: StorageConfig) -> FileSource:
+        bound = copy.copy(self)
+        bound.storage = storage
+        return bound
+
+    def _url_to_fs(self, url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+        return fsspec.core.url_to_fs(url, **_fsspec_options(self.storage, url, self.storage_options))
 
     @property
     def boundedness(self) -> Boundedness:
@@ -181,7 +200,7 @@ class FileSource(Source):
         """Every file the patterns match, sorted; raises InputFilesNotFoundError for a pattern matching none."""
         found: set[str] = set()
         for pattern in self.patterns:
-            fs, root = fsspec.core.url_to_fs(pattern, **self.storage_options)
+            fs, root = self._url_to_fs(pattern)
             if any(c in root for c in _GLOB_CHARS):
                 matches = [p for p, info in fs.glob(root, detail=True).items() if info.get("type") == "file"]
             elif fs.isdir(root):
@@ -204,7 +223,7 @@ class FileSource(Source):
 
     def open_file(self, path: str) -> IO[bytes]:
         """Open ``path`` (a split's path) for binary reading with this source's storage options."""
-        fs, root = fsspec.core.url_to_fs(path, **self.storage_options)
+        fs, root = self._url_to_fs(path)
         return fs.open(root, "rb")
 
     def _infer_schema(self) -> pa.Schema:
@@ -410,7 +429,7 @@ class FileSink(Sink):
         format: ``"json"`` (one JSON object per line, ``.json``), ``"lines"``
             (the single column's values as text, one per line, ``.txt``; nulls
             become empty lines), or ``"parquet"`` (``.parquet``).
-        storage_options: passed to fsspec.
+        storage_options: passed to fsspec, over what the job's configuration gives for ``path``.
         max_rows_per_part: roll to a new part file once a part holds at least
             this many rows (checked after each batch, so a part may exceed it by
             less than one batch); None = one part per writer.
@@ -439,12 +458,21 @@ class FileSink(Sink):
         self.path = path
         self.format = format
         self.storage_options = dict(storage_options or {})
+        self.storage: StorageConfig | None = None  # the job's settings, bound when the job is built
         self.max_rows_per_part = (
             None if max_rows_per_part is None else _check_positive_int("max_rows_per_part", max_rows_per_part)
         )
 
     def __repr__(self) -> str:
         return f"FileSink({self.path!r}, format={self.format!r})"
+
+    def storage_urls(self) -> tuple[str, ...]:
+        return (self.path,)
+
+    def with_storage(self, storage: StorageConfig) -> FileSink:
+        bound = copy.copy(self)
+        bound.storage = storage
+        return bound
 
     def create_writer(self, context: SinkWriterContext) -> FileWriter:
         return FileWriter(self, context)
@@ -466,7 +494,10 @@ class FileWriter(SinkWriter):
         self.finished_parts: list[str] = []
 
     def open(self) -> None:
-        self._fs, self._root = fsspec.core.url_to_fs(self._sink.path, **self._sink.storage_options)
+        sink = self._sink
+        self._fs, self._root = fsspec.core.url_to_fs(
+            sink.path, **_fsspec_options(sink.storage, sink.path, sink.storage_options)
+        )
         self._fs.makedirs(self._root, exist_ok=True)
 
     def write(self, batch: pa.RecordBatch) -> None:

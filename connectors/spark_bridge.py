@@ -27,6 +27,7 @@ Nothing here imports pyspark: the engine runs without it.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import os
@@ -57,6 +58,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
+from flinklike_spark.storage import StorageConfig
 
 __all__ = [
     "CHECKPOINT_COLUMN",
@@ -83,12 +85,19 @@ _ATTEMPTS = 8  # commits that lose a race (the Spark reader's retention deletes 
 
 
 class BridgeTable:
-    """A Delta table of the bridge: its deltalake URI and the fsspec filesystem for its files."""
+    """A Delta table of the bridge: its deltalake URI and the fsspec filesystem for its files.
 
-    def __init__(self, path: str, storage_options: Mapping[str, str] | None = None) -> None:
+    ``storage`` (the job's ``s3.*`` / ``fs.azure.account.*`` settings) gives the
+    options for ``path``; explicit deltalake ``storage_options`` override them.
+    """
+
+    def __init__(
+        self, path: str, storage_options: Mapping[str, str] | None = None, storage: StorageConfig | None = None
+    ) -> None:
         self.path = path
-        self.storage_options = dict(storage_options) if storage_options else None
-        self.fs, self.root = resolve_storage(path, self.storage_options)
+        options = (storage or StorageConfig()).options(path, delta=storage_options)
+        self.storage_options = dict(options.delta) or None
+        self.fs, self.root = resolve_storage(path, options.fsspec)
         self.uri = delta_uri(self.fs, self.root)
 
     def open(self, version: int | None = None) -> DeltaTable | None:
@@ -256,9 +265,18 @@ class SparkOutputSink(TwoPhaseCommittingSink):
         self.path = path
         self.schema = schema
         self.storage_options = dict(storage_options) if storage_options else None
+        self.storage: StorageConfig | None = None  # the job's settings, bound when the job is submitted
 
     def __repr__(self) -> str:
         return f"SparkOutputSink({self.path!r})"
+
+    def storage_urls(self) -> tuple[str, ...]:
+        return (self.path,)
+
+    def with_storage(self, storage: StorageConfig) -> SparkOutputSink:
+        bound = copy.copy(self)
+        bound.storage = storage
+        return bound
 
     def table_schema(self) -> pa.Schema:
         return self.schema.append(pa.field(CHECKPOINT_COLUMN, pa.int64()))
@@ -277,7 +295,7 @@ class _OutputWriter(PrecommittingSinkWriter):
 
     def __init__(self, sink: SparkOutputSink) -> None:
         self._sink = sink
-        self._table = BridgeTable(sink.path, sink.storage_options)
+        self._table = BridgeTable(sink.path, sink.storage_options, sink.storage)
         self._pending: list[pa.RecordBatch] = []
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -293,7 +311,7 @@ class _OutputWriter(PrecommittingSinkWriter):
 class _OutputCommitter(Committer):
     def __init__(self, sink: SparkOutputSink) -> None:
         self._sink = sink
-        self._table = BridgeTable(sink.path, sink.storage_options)
+        self._table = BridgeTable(sink.path, sink.storage_options, sink.storage)
 
     def commit(self, committables: list[_OutputCommittable]) -> None:
         for committable in committables:
@@ -351,9 +369,18 @@ class SparkInputSource(Source):
         self.schema = schema
         self.poll_interval = parse_duration(poll_interval, key="poll_interval")
         self.storage_options = dict(storage_options) if storage_options else None
+        self.storage: StorageConfig | None = None  # the job's settings, bound when the job is submitted
 
     def __repr__(self) -> str:
         return f"SparkInputSource({self.path!r})"
+
+    def storage_urls(self) -> tuple[str, ...]:
+        return (self.path,)
+
+    def with_storage(self, storage: StorageConfig) -> SparkInputSource:
+        bound = copy.copy(self)
+        bound.storage = storage
+        return bound
 
     @property
     def boundedness(self) -> Boundedness:
@@ -372,7 +399,7 @@ class SparkInputSource(Source):
 class _InputReader(SourceReader):
     def __init__(self, source: SparkInputSource) -> None:
         self._source = source
-        self._table = BridgeTable(source.path, source.storage_options)
+        self._table = BridgeTable(source.path, source.storage_options, source.storage)
         self._split: SparkInputSplit | None = None
         self._files: list[str] | None = None  # files added by the version being read
         self._current: pa.Table | None = None  # the file being read

@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.storage import StorageConfig, redact
 
 __all__ = [
     "CheckpointingMode",
@@ -31,6 +32,7 @@ __all__ = [
     "Configuration",
     "ExecutionTarget",
     "NetworkOptions",
+    "PATTERN_OPTIONS",
     "PipelineOptions",
     "TaskManagerMode",
     "fold_key_case",
@@ -220,6 +222,13 @@ RESTART_STRATEGY_TYPES = ("none", "off", "disable", "fixed-delay", "fixeddelay",
 
 def _parse_optional_str(value: object, *, key: str) -> str | None:
     return None if value is None or str(value) == "" else str(value)
+
+
+def _parse_pattern_value(key: str, value: object) -> str:
+    if value is None or not isinstance(value, str) or not value:
+        # The value may be a secret: the message names the key only.
+        raise ConfigurationError(f"{key}: expected a non-empty string, got a {type(value).__name__}")
+    return value
 
 
 def _format_duration(value: timedelta) -> str:
@@ -427,8 +436,25 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.state-recovery.accept-duplicate-sink-output", False, _parse_bool,
              "Restore even when an exactly-once sink already committed output of a newer checkpoint "
              "(that output is written again: at-least-once)."),
+        # -- object storage (flinklike_spark/storage.py derives each client's options from these) --
+        _opt("s3.endpoint", None, _parse_optional_str, "S3 endpoint URL (MinIO, a local server); unset: AWS."),
+        _opt("s3.access-key", None, _parse_optional_str, "S3 access key; unset: the standard AWS credential chain."),
+        _opt("s3.secret-key", None, _parse_optional_str, "S3 secret key (never logged)."),
+        _opt("s3.session-token", None, _parse_optional_str, "S3 session token of temporary credentials."),
+        _opt("s3.region", None, _parse_optional_str, "S3 region, e.g. eu-west-1."),
+        _opt("s3.path.style.access", None, _parse_bool,
+             "Path-style requests (http://host/bucket/key), as MinIO and local servers need; "
+             "unset: the client's default.", optional=True),
     )
 }  # fmt: skip
+
+#: Keys with the account name inside them (Flink's and Hadoop's spelling), parsed by flinklike_spark.storage.
+PATTERN_OPTIONS: dict[str, re.Pattern[str]] = {
+    "fs.azure.account.key.<account>.blob.core.windows.net": re.compile(
+        r"^fs\.azure\.account\.key\.[a-z0-9]{3,24}\.(?:blob|dfs)\.core\.windows\.net$"
+    ),
+    "fs.azure.account.endpoint.<account>": re.compile(r"^fs\.azure\.account\.endpoint\.[a-z0-9]{3,24}$"),
+}
 
 
 _KEYS_BY_LOWER_CASE = {key.lower(): key for key in OPTIONS}
@@ -522,17 +548,21 @@ class Configuration(Mapping[str, Any]):
                     f"got {type(key).__name__} {key!r} (value {value!r})"
                 )
             option = OPTIONS.get(key)
+            if option is None and any(p.match(key) for p in PATTERN_OPTIONS.values()):
+                parsed[key] = _parse_pattern_value(key, value)
+                continue
             if option is None:
                 close = difflib.get_close_matches(key, OPTIONS, n=3, cutoff=0.5)
                 hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
                 raise ConfigurationError(
-                    f"unknown configuration key {key!r}{hint} Valid keys: {', '.join(sorted(OPTIONS))}"
+                    f"unknown configuration key {key!r}{hint} Valid keys: {', '.join(sorted(OPTIONS))}, "
+                    f"{', '.join(sorted(PATTERN_OPTIONS))}"
                 )
             parsed[key] = option.convert(value)
         self._values = parsed
         self._views: dict[str, Any] = {}
         # Build the views now so that cross-key validation fails at construction.
-        _ = (self.pipeline, self.cluster, self.network, self.checkpointing)
+        _ = (self.pipeline, self.cluster, self.network, self.checkpointing, self.storage)
 
     @staticmethod
     def valid_keys() -> list[str]:
@@ -571,7 +601,8 @@ class Configuration(Mapping[str, Any]):
         return Configuration(merged)
 
     def __repr__(self) -> str:
-        return f"Configuration({self._values!r})"
+        # Secrets (s3.secret-key, account keys...) never reach logs or error messages through a repr.
+        return f"Configuration({redact(self._values)!r})"
 
     def __reduce__(self):
         return (Configuration, (self._values,))
@@ -627,6 +658,11 @@ class Configuration(Mapping[str, Any]):
                 partition_request_timeout=g("taskmanager.network.request-backoff.max"),
             ),
         )
+
+    @property
+    def storage(self) -> StorageConfig:
+        """The object-store settings (``s3.*``, ``fs.azure.account.*``) of every storage URL of the job."""
+        return self._view("storage", lambda: StorageConfig.from_configuration(self._values))
 
     @property
     def checkpointing(self) -> CheckpointingOptions:

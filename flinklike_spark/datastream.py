@@ -27,6 +27,7 @@ from flinklike_spark.functions import KeyedProcessFunction, ProcessFunction
 from flinklike_spark.watermarks import WatermarkStrategy
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.streaming.operators import OperatorSpec
+from flinklike_spark.storage import UsesStorage
 
 __all__ = ["DataStream", "DataStreamSink", "KeyedStream", "StreamExecutionEnvironment"]
 
@@ -146,6 +147,8 @@ class StreamExecutionEnvironment:
         ``type_info`` (PyFlink's) may restate the source's schema; one that differs is an error."""
         if not isinstance(source, Source):
             raise TypeError(f"from_source expects a flinklike_spark Source, got {type(source).__name__}")
+        if isinstance(source, UsesStorage):  # its schema may be read from storage right away
+            source = source.with_storage(self._config.storage)
         if type_info is not None:
             from flinklike_spark.typeinfo import to_arrow_schema
 
@@ -207,6 +210,7 @@ class StreamExecutionEnvironment:
         self._executed_upto = len(self._transformations)
         context = {k: v for k, v in self.context_configuration.items() if k not in self._config}
         config = self._config.with_values(context)
+        _bind_storage(job_graph, config)
         if config.cluster.target is ExecutionTarget.SPARK:
             from flinklike_spark.spark.task_executor_launcher import spark_cluster
 
@@ -246,6 +250,29 @@ class StreamExecutionEnvironment:
             JobExecutionError: the job failed; ``__cause__`` is the root failure.
         """
         return self.execute_async(job_name).wait()
+
+
+def _bind_storage(job_graph: JobGraph, config: Configuration) -> None:
+    """Check every storage URL of the job on the client, then give its connectors the job's storage settings.
+
+    A URL whose filesystem package is missing fails here, naming the URL and
+    the extra to install, before any task is deployed (a task would fail with
+    an ImportError on every restart). Connectors that implement
+    :class:`~flinklike_spark.storage.UsesStorage` are replaced in the graph by
+    copies bound to ``config.storage``, which travel to the TaskExecutors.
+    """
+    storage = config.storage
+    options = config.checkpointing
+    if options.directory is not None:
+        storage.check_available(options.directory, what="execution.checkpointing.dir")
+    if options.recovery_path is not None:
+        storage.check_available(options.recovery_path, what="execution.state-recovery.path")
+    for vertex in job_graph:
+        for op in vertex.operators:
+            if isinstance(op.function, UsesStorage):
+                for url in op.function.storage_urls():
+                    storage.check_available(url, what=f"{op.name} ({type(op.function).__name__}) path")
+                op.function = op.function.with_storage(storage)
 
 
 def _local_cluster_config(config: Configuration, job_graph: JobGraph) -> Configuration:

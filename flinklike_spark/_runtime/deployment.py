@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from checkpointing import CheckpointLayout
 from flinklike_spark.config import Configuration
 from flinklike_spark._runtime.graph.job_graph import PartitionerSpec
 
@@ -55,7 +56,7 @@ class CheckpointDeployment:
     are only tracked, channels are never blocked (Flink's barrier tracker).
     """
 
-    storage: str
+    storage: CheckpointLayout
     mode: Any
     timeout: float
     at_least_once: bool = False
@@ -79,14 +80,14 @@ class RestoreDeployment:
     """The completed checkpoint a task starts from.
 
     Attributes:
-        storage: checkpoint directory URL.
+        storage: the checkpoint directory (its URL and the job's storage settings).
         job_id: the job that wrote the checkpoint (not the restoring job).
         checkpoint_id: the checkpoint.
         parallelism: vertex id -> parallelism at checkpoint time (for rescaling).
         gates: per input gate of this task, where its in-flight data came from.
     """
 
-    storage: str
+    storage: CheckpointLayout
     job_id: str
     checkpoint_id: int
     parallelism: dict[str, int]

@@ -24,6 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from checkpointing.app_transactions import is_committed
 from connectors.spark_bridge import INPUT_TABLE, BridgeTable, stage_batches
 from flinklike_spark.spark.writer import input_app_id
+from flinklike_spark.config import Configuration
 
 __all__ = ["feed_job", "idempotent_delta_writer"]
 
@@ -58,8 +59,13 @@ def idempotent_delta_writer(
     return write
 
 
-def feed_job(directory: str | os.PathLike[str], query_id: str = "default") -> Callable[[DataFrame, int], None]:
+def feed_job(
+    directory: str | os.PathLike[str], query_id: str = "default", *, storage: Mapping[str, str] | None = None
+) -> Callable[[DataFrame, int], None]:
     """A ``foreachBatch`` function that appends each micro-batch to the input of the job in ``directory``.
+
+    ``storage``: the storage keys of the job's configuration (``s3.*``,
+    ``fs.azure.account.*``) when ``directory`` is on an object store.
 
     The job reads it with :class:`connectors.spark_bridge.SparkInputSource`
     (``<directory>/input``). The driver writes and commits the micro-batch with
@@ -68,9 +74,10 @@ def feed_job(directory: str | os.PathLike[str], query_id: str = "default") -> Ca
     """
     path = f"{os.fspath(directory).rstrip('/')}/{INPUT_TABLE}"
     app_id = input_app_id(query_id)
+    settings = Configuration(dict(storage or {})).storage
 
     def feed(batch: DataFrame, batch_id: int) -> None:
-        table = BridgeTable(path)
+        table = BridgeTable(path, storage=settings)
         existing = table.open()
         if existing is not None and is_committed(existing, app_id, batch_id):
             return  # a replay: Spark re-runs the batch, the job already has it

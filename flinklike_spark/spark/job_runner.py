@@ -42,7 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from checkpointing import list_completed_checkpoints
+from checkpointing import CheckpointLayout, list_completed_checkpoints
 from checkpointing.layout import resolve_storage
 from connectors.spark_bridge import OUTPUT_TABLE, SparkOutputSink
 from flinklike_spark.config import Configuration
@@ -203,7 +203,7 @@ def _is_bounded(env: StreamExecutionEnvironment) -> bool:
 def _run(spec: JobSpec, stop: threading.Event) -> RunnerState:
     directory = spec.directory
     config = Configuration(spec.config)
-    if list_completed_checkpoints(directory):
+    if list_completed_checkpoints(CheckpointLayout(base_url=directory, storage=config.storage)):
         config = config.with_values({"execution.state-recovery.path": directory})
     env, stream = build_pipeline(spec.pipeline, config)
     (

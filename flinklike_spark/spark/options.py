@@ -15,8 +15,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from flinklike_spark.config import Configuration, fold_key_case
+from flinklike_spark.config import PATTERN_OPTIONS, Configuration, fold_key_case
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.storage import StorageConfig
 
 __all__ = ["ReadOptions", "WriteOptions"]
 
@@ -129,6 +130,7 @@ class WriteOptions:
 
     directory: str
     query_id: str
+    storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
@@ -136,8 +138,16 @@ class WriteOptions:
         bridge, flink = _split(options, _WRITE_OWN)
         directory = _directory(bridge, flink, what)
         flink.pop(_DIR_KEY, None)
-        if flink:
+        storage_keys = {key: value for key, value in flink.items() if _is_storage_key(key)}
+        unknown = sorted(set(flink) - set(storage_keys))
+        if unknown:
             raise ConfigurationError(
-                f"{what}: unknown options {sorted(flink)}; valid: {_DIR_KEY}, {', '.join(sorted(_WRITE_OWN))}"
+                f"{what}: unknown options {unknown}; valid: {_DIR_KEY}, {', '.join(sorted(_WRITE_OWN))}, "
+                f"and the storage keys (s3.*, {', '.join(sorted(PATTERN_OPTIONS))})"
             )
-        return WriteOptions(directory=directory, query_id=bridge.get("queryid") or "default")
+        storage = Configuration(storage_keys).storage
+        return WriteOptions(directory=directory, query_id=bridge.get("queryid") or "default", storage=storage)
+
+
+def _is_storage_key(key: str) -> bool:
+    return key.startswith("s3.") or any(pattern.match(key) for pattern in PATTERN_OPTIONS.values())

@@ -94,7 +94,7 @@ class FlinklikeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self._options = options
         self._arrow_schema = to_arrow_schema(schema, timezone="UTC")
-        self._output = BridgeTable(f"{options.directory.rstrip('/')}/{OUTPUT_TABLE}")
+        self._output = BridgeTable(f"{options.directory.rstrip('/')}/{OUTPUT_TABLE}", storage=options.config.storage)
         self._job: EngineJob | None = None  # created lazily: read() on executors never starts a job
         self._target: int | None = None  # Trigger.AvailableNow: read no further
 

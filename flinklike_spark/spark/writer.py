@@ -50,7 +50,7 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
         self._path = f"{options.directory.rstrip('/')}/{INPUT_TABLE}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedInput:
-        table = BridgeTable(self._path)
+        table = BridgeTable(self._path, storage=self._options.storage)
         return StagedInput(stage_batches(table, iterator, self._schema, what=f"Spark rows for {table.uri!r}"))
 
     def commit(self, messages: list[StagedInput | None], batchId: int) -> None:
@@ -58,12 +58,12 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
         if not files:
             return  # an empty micro-batch: nothing to add (a replay of it adds nothing either)
         app_id = input_app_id(self._options.query_id)
-        if not BridgeTable(self._path).commit_once(self._schema, files, app_id, batchId):
+        if not BridgeTable(self._path, storage=self._options.storage).commit_once(self._schema, files, app_id, batchId):
             _log.info("micro-batch %d of %s was committed before; ignored the replay", batchId, app_id)
             self.abort(messages, batchId)  # the replay's own files are never committed
 
     def abort(self, messages: list[StagedInput | None], batchId: int) -> None:
-        table = BridgeTable(self._path)
+        table = BridgeTable(self._path, storage=self._options.storage)
         for message in messages:
             if message is not None and message.file is not None:
                 try:

@@ -40,8 +40,16 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from checkpointing import CheckpointCommitter, CheckpointRecord, StateHandle, list_completed_checkpoints, retain
+from checkpointing import (
+    CheckpointCommitter,
+    CheckpointLayout,
+    CheckpointRecord,
+    StateHandle,
+    list_completed_checkpoints,
+    retain,
+)
 from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
+from flinklike_spark.storage import StorageConfig
 from flinklike_spark.errors import CheckpointDeclineReason, CheckpointFailedError, CheckpointStorageError
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
@@ -108,6 +116,7 @@ class CheckpointCoordinator:
         first_checkpoint_id: ids continue after a restored checkpoint.
         lineage_id: recorded in every checkpoint, so that a job restored from it
             keeps its sinks' transactional ids (default: this job's id).
+        storage: the job's object-store settings for ``options.directory``.
     """
 
     def __init__(
@@ -120,9 +129,11 @@ class CheckpointCoordinator:
         fail_job: Callable[[BaseException], None],
         first_checkpoint_id: int = 1,
         lineage_id: str = "",
+        storage: StorageConfig | None = None,
     ) -> None:
         if options.directory is None:
             raise ValueError("checkpointing needs execution.checkpointing.dir")
+        self._layout = CheckpointLayout(base_url=options.directory, storage=storage)
         self._graph = graph
         self._options = options
         self._main = main_thread
@@ -146,8 +157,9 @@ class CheckpointCoordinator:
         self.num_failed = 0
 
     @property
-    def storage(self) -> str:
-        return self._options.directory
+    def storage(self) -> CheckpointLayout:
+        """The checkpoint directory with the settings to reach it."""
+        return self._layout
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -446,7 +458,7 @@ class CheckpointCoordinator:
             checkpoint_id=checkpoint_id,
             kind=pending.kind,
             mode=mode,
-            storage=self.storage,
+            storage=self._layout.base_url,
             job_id=self._graph.job_id,
             duration=record_duration,
         )

@@ -371,7 +371,7 @@ class JobMaster:
         options = config.checkpointing
         restore, first_checkpoint_id, lineage_id = None, 1, job_graph.job_id
         if options.recovery_path is not None:
-            base, checkpoint = resolve_recovery_path(options.recovery_path)
+            base, checkpoint = resolve_recovery_path(options.recovery_path, config.storage)
             check_compatible(job_graph, checkpoint)
             check_max_parallelism(job_graph, checkpoint)
             check_in_flight_data(job_graph, checkpoint)
@@ -379,7 +379,7 @@ class JobMaster:
                 job_graph, base, checkpoint, accept_duplicates=options.accept_duplicate_sink_output
             )
             log.info("job %s restores checkpoint %d of job %s from %s", job_graph.job_id, checkpoint.checkpoint_id,
-                     checkpoint.job_id, base)  # fmt: skip
+                     checkpoint.job_id, base.base_url)  # fmt: skip
             restore = RestoreDeployment(
                 storage=base,
                 job_id=checkpoint.job_id,
@@ -404,9 +404,10 @@ class JobMaster:
                 fail_job=lambda cause: self.scheduler.fail_job(cause),
                 first_checkpoint_id=first_checkpoint_id,
                 lineage_id=lineage_id,
+                storage=config.storage,
             )
             checkpointing = CheckpointDeployment(
-                storage=options.directory,
+                storage=self.checkpoints.storage,
                 mode=(
                     BarrierHandlerMode.ALTERNATING
                     if options.unaligned and options.mode is CheckpointingMode.EXACTLY_ONCE

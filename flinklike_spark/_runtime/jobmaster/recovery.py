@@ -37,6 +37,7 @@ from flinklike_spark.errors import (
     CorruptCheckpointError,
     IncompatibleCheckpointError,
 )
+from flinklike_spark.storage import StorageConfig
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex
 from flinklike_spark._runtime.streaming.operators import transactional_id_prefix
 
@@ -57,8 +58,12 @@ ACCEPT_DUPLICATES_KEY = "execution.state-recovery.accept-duplicate-sink-output"
 _CHECKPOINT = re.compile(r"^(?P<base>.+?)/(?P<job>[0-9a-f]{32})(?:/chk-(?P<id>\d+))?/?$")
 
 
-def resolve_recovery_path(path: str) -> tuple[str, CompletedCheckpoint]:
+def resolve_recovery_path(
+    path: str, storage: StorageConfig | None = None
+) -> tuple[CheckpointLayout, CompletedCheckpoint]:
     """``(checkpoint directory, checkpoint to restore)`` for a recovery path.
+
+    ``storage`` (the job's object-store settings) is applied to the directory.
 
     Raises:
         CheckpointNotFoundError: the directory does not exist, holds no
@@ -67,9 +72,10 @@ def resolve_recovery_path(path: str) -> tuple[str, CompletedCheckpoint]:
         CorruptCheckpointError: the named checkpoint (``chk-<N>``) is damaged.
     """
     match = _CHECKPOINT.match(path)
-    base = match["base"] if match is not None else path.rstrip("/")
-    if not CheckpointLayout(base_url=base).exists():
-        raise CheckpointNotFoundError(f"execution.state-recovery.path {path!r}: {base!r} does not exist", url=path)
+    base_url = match["base"] if match is not None else path.rstrip("/")
+    base = CheckpointLayout(base_url=base_url, storage=storage)
+    if not base.exists():
+        raise CheckpointNotFoundError(f"execution.state-recovery.path {path!r}: {base_url!r} does not exist", url=path)
     if match is None:
         completed = list_completed_checkpoints(base)
         if not completed:
@@ -83,7 +89,7 @@ def resolve_recovery_path(path: str) -> tuple[str, CompletedCheckpoint]:
     if not ids:
         jobs = sorted({c.job_id for c in list_completed_checkpoints(base)})
         raise CheckpointNotFoundError(
-            f"execution.state-recovery.path {path!r}: job {job_id} has no completed checkpoint under {base!r} "
+            f"execution.state-recovery.path {path!r}: job {job_id} has no completed checkpoint under {base_url!r} "
             f"(jobs with completed checkpoints there: {jobs})",
             url=path,
         )
@@ -188,7 +194,7 @@ def check_in_flight_data(job_graph: JobGraph, checkpoint: CompletedCheckpoint) -
 
 
 def check_committed_sink_output(
-    job_graph: JobGraph, base: str, checkpoint: CompletedCheckpoint, *, accept_duplicates: bool
+    job_graph: JobGraph, base: str | CheckpointLayout, checkpoint: CompletedCheckpoint, *, accept_duplicates: bool
 ) -> str:
     """Refuse a restore point older than output an exactly-once sink already committed; return the lineage id.
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from checkpointing import SnapshotWriter, StateHandle, discard_handles
+from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
 from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
@@ -128,7 +128,7 @@ class AsyncCheckpointRunnable:
         write: Callable[[Callable[[], bool]], tuple[StateHandle, ...]],
         on_completed: Callable[[tuple[StateHandle, ...]], None],
         on_failed: Callable[[BaseException], None],
-        storage: str,
+        storage: str | CheckpointLayout,
     ) -> None:
         self.checkpoint_id = checkpoint_id
         self._storage = storage
@@ -217,7 +217,7 @@ class SubtaskCheckpointCoordinator:
         chain: the task's operator chain (``operators`` with ``uid`` and
             ``snapshot_state``; ``network_outputs``).
         gates: the task's input gates (none for a source task).
-        storage: the checkpoint directory URL (``execution.checkpointing.dir``).
+        storage: the checkpoint directory (``execution.checkpointing.dir``) with its storage settings.
         mode: how barriers are handled (see :class:`BarrierHandlerMode`).
         register_timer: ``(delay, callback)`` running ``callback`` on the task thread later.
         report: sends a :class:`CheckpointAck` or :class:`CheckpointDecline` to the JobMaster (any thread).
@@ -241,7 +241,7 @@ class SubtaskCheckpointCoordinator:
         channel_state_uid: str,
         chain: Any,
         gates: Sequence[Any],
-        storage: str,
+        storage: str | CheckpointLayout,
         mode: BarrierHandlerMode,
         register_timer: Callable[[timedelta, Callable[[], None]], Any],
         report: Callable[[CheckpointAck | CheckpointDecline], None],

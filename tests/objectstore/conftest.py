@@ -1,0 +1,167 @@
+"""Real object-store servers on loopback for the storage tests: moto's S3 server and Azurite.
+
+``s3_server`` runs moto's ``ThreadedMotoServer`` (it honours ``If-None-Match``,
+which Delta's conditional-put commits rely on) in this process;
+``azurite_server`` runs Azurite's blob service as a child process, installed
+from npm into ``<repo>/.cache/azurite`` on first use (skipped, with the reason,
+only where Node.js/npm is missing). Both listen on 127.0.0.1 on a free port
+and stop at the end of the session, leaving no process behind.
+
+``store`` is parametrized over both: a :class:`Store` gives the Flink
+configuration keys of the server and fresh URLs under it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+REPO = Path(__file__).resolve().parents[2]
+AZURITE_DIR = REPO / ".cache" / "azurite"
+AZURITE_VERSION = "3.35"
+AZURITE_ACCOUNT = "devstoreaccount1"
+# Azurite's well-known development key (public, in Azurite's documentation).
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+S3_BUCKET = "flinklike-test"
+S3_ACCESS_KEY = "flinklike-access"
+S3_SECRET_KEY = "flinklike-s3-SECRET-do-not-log-7f3a"
+
+
+@dataclasses.dataclass(frozen=True)
+class Store:
+    """One running server: ``config`` holds the Flink keys that reach it, ``url()`` a fresh location."""
+
+    name: str
+    root: str
+    config: dict[str, str]
+
+    def url(self, what: str) -> str:
+        return f"{self.root}/{what}-{uuid.uuid4().hex[:8]}"
+
+    @property
+    def storage(self):
+        from flinklike_spark.config import Configuration
+
+        return Configuration(self.config).storage
+
+    def layout(self, url: str):
+        from checkpointing import CheckpointLayout
+
+        return CheckpointLayout(base_url=url, storage=self.storage)
+
+    def filesystem(self, url: str):
+        import fsspec
+
+        return fsspec.core.url_to_fs(url, **self.storage.options(url).fsspec)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_listening(port: int, what: str, process: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode} before listening on port {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        _wait_listening(port, "moto's S3 server")
+        endpoint = f"http://127.0.0.1:{port}"
+        config = {
+            "s3.endpoint": endpoint,
+            "s3.access-key": S3_ACCESS_KEY,
+            "s3.secret-key": S3_SECRET_KEY,
+            "s3.region": "us-east-1",
+            "s3.path.style.access": "true",
+        }
+        import boto3
+
+        boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id=S3_ACCESS_KEY, aws_secret_access_key=S3_SECRET_KEY,
+            region_name="us-east-1",
+        ).create_bucket(Bucket=S3_BUCKET)  # fmt: skip
+        yield Store(name="s3", root=f"s3://{S3_BUCKET}", config=config)
+    finally:
+        server.stop()
+
+
+def _azurite_binary() -> Path:
+    binary = AZURITE_DIR / "node_modules" / ".bin" / "azurite-blob"
+    if binary.exists():
+        return binary
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Azurite needs Node.js and npm, which are not installed here")
+    AZURITE_DIR.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["npm", "install", "--prefix", str(AZURITE_DIR), f"azurite@{AZURITE_VERSION}", "--no-audit", "--no-fund"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=600,
+    )
+    return binary
+
+
+@pytest.fixture(scope="session")
+def azurite_server(tmp_path_factory):
+    binary = _azurite_binary()
+    port = _free_port()
+    workdir = tmp_path_factory.mktemp("azurite")
+    log = open(workdir / "azurite.log", "wb")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [str(binary), "--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck",
+         "--blobHost", "127.0.0.1", "--blobPort", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
+    )  # fmt: skip
+    try:
+        _wait_listening(port, "Azurite", process)
+        endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
+        config = {
+            f"fs.azure.account.key.{AZURITE_ACCOUNT}.blob.core.windows.net": AZURITE_KEY,
+            f"fs.azure.account.endpoint.{AZURITE_ACCOUNT}": endpoint,
+        }
+        store = Store(name="azure", root="az://flinklike-test", config=config)
+        fs, _ = store.filesystem(store.root)
+        fs.mkdir("flinklike-test")
+        yield store
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(params=["s3", "azure"])
+def store(request) -> Store:
+    return request.getfixturevalue("s3_server" if request.param == "s3" else "azurite_server")
