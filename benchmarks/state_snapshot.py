@@ -23,9 +23,14 @@ import cProfile
 import pstats
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, read_operator_state
+from checkpointing import (
+    CheckpointCommitter,
+    CheckpointRecord,
+    SnapshotWriter,
+    read_operator_state,
+)
 from flinklike_spark import ValueStateDescriptor
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.taskexecutor.restore import _entries
@@ -62,7 +67,7 @@ def run(keys: int, profile: str | None) -> dict[str, float]:
             return writer.finish()
 
         handle = timed("async", write)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         CheckpointCommitter(base).commit("bench", 1, [handle], CheckpointRecord(trigger_time=now))
         results["bytes"] = handle.state_bytes
 

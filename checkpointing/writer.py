@@ -148,7 +148,7 @@ def _reprs(objects: Sequence[Any]) -> pa.Array:
             pass
     try:
         texts = pa.array(list(map(repr, objects)), type=pa.string())
-    except Exception:  # a user __repr__ must not fail a checkpoint
+    except Exception:  # noqa: BLE001 - a user __repr__ must not fail a checkpoint
         return pa.array([truncated_repr(o) for o in objects], type=pa.string())
     if len(texts) and pc.max(pc.utf8_length(texts)).as_py() > REPR_LIMIT:
         return pa.array([truncated_repr(o) for o in objects], type=pa.string())
@@ -166,7 +166,7 @@ class KeyedColumns(Sequence[tuple[int, Any, Any]]):
     column-wise; as a sequence they read like the row form.
     """
 
-    __slots__ = ("keys", "values", "_key_groups", "_compute")
+    __slots__ = ("_compute", "_key_groups", "keys", "values")
 
     def __init__(
         self,

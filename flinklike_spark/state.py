@@ -426,7 +426,9 @@ class AggregatingStateDescriptor(StateDescriptor):
 
     def __init__(self, name: str, agg_function: Any = None, state_type_info: Any = None) -> None:
         super().__init__(name, state_type_info)
-        from flinklike_spark.functions import AggregateFunction  # functions imports this module
+        from flinklike_spark.functions import (
+            AggregateFunction,  # functions imports this module
+        )
 
         if not isinstance(agg_function, AggregateFunction):
             raise ConfigurationError(

@@ -14,12 +14,21 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from checkpointing import decode_operator_state, list_completed_checkpoints, read_operator_state
-from connectors import CollectSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, Time, ValueStateDescriptor
-from flinklike_spark.state import StateTtlConfig, TtlValue
 from checkpoint_jobs import checkpoint_config, run_and_cancel
+
+from checkpointing import (
+    decode_operator_state,
+    list_completed_checkpoints,
+    read_operator_state,
+)
+from connectors import CollectSink, SequenceSource
+from flinklike_spark import (
+    KeyedProcessFunction,
+    StreamExecutionEnvironment,
+    Time,
+    ValueStateDescriptor,
+)
+from flinklike_spark.state import StateTtlConfig, TtlValue
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

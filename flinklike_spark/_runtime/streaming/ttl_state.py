@@ -38,7 +38,7 @@ _ON_READ = StateTtlConfig.UpdateType.OnReadAndWrite
 class TtlPolicy:
     """The parts of a :class:`StateTtlConfig` the handles need, plus the clock."""
 
-    __slots__ = ("clock_ms", "ttl_ms", "return_expired", "update_on_read")
+    __slots__ = ("clock_ms", "return_expired", "ttl_ms", "update_on_read")
 
     def __init__(self, config: StateTtlConfig, clock_ms: Callable[[], int]) -> None:
         self.clock_ms = clock_ms
@@ -76,7 +76,7 @@ def is_ttl_entry(kind: str, stored: Any) -> bool:
 class IncrementalCleanup:
     """Checks ``size`` keys of one table per call and drops their expired parts."""
 
-    __slots__ = ("_table", "_kind", "_policy", "_size", "_cursor")
+    __slots__ = ("_cursor", "_kind", "_policy", "_size", "_table")
 
     def __init__(self, table: dict, kind: str, policy: TtlPolicy, size: int) -> None:
         self._table = table
@@ -142,7 +142,7 @@ class _TtlMixin:
 
 
 class TtlValueState(_TtlMixin, ValueState):
-    __slots__ = ("_policy", "_cleanup")
+    __slots__ = ("_cleanup", "_policy")
 
     def value(self) -> Any:
         return self._read(self._backend.current_key, self._access())[1]
@@ -156,7 +156,7 @@ class TtlValueState(_TtlMixin, ValueState):
 
 
 class TtlReducingState(_TtlMixin, ReducingState):
-    __slots__ = ("_policy", "_cleanup")
+    __slots__ = ("_cleanup", "_policy")
 
     def get(self) -> Any:
         return self._read(self._backend.current_key, self._access())[1]
@@ -169,7 +169,7 @@ class TtlReducingState(_TtlMixin, ReducingState):
 
 
 class TtlAggregatingState(_TtlMixin, AggregatingState):
-    __slots__ = ("_policy", "_cleanup")
+    __slots__ = ("_cleanup", "_policy")
 
     def get(self) -> Any:
         found, accumulator = self._read(self._backend.current_key, self._access())
@@ -187,7 +187,7 @@ class TtlAggregatingState(_TtlMixin, AggregatingState):
 class TtlListState(_TtlMixin, ListState):
     """Each element expires on its own; ``add`` stamps only the new element, ``update`` all."""
 
-    __slots__ = ("_policy", "_cleanup")
+    __slots__ = ("_cleanup", "_policy")
 
     def get(self) -> list:
         now = self._access()
@@ -229,7 +229,7 @@ class TtlListState(_TtlMixin, ListState):
 class TtlMapState(_TtlMixin, MapState):
     """Each map entry expires on its own."""
 
-    __slots__ = ("_policy", "_cleanup")
+    __slots__ = ("_cleanup", "_policy")
 
     def _entry(self, user_key: Any, now: int) -> tuple[bool, Any]:
         key = self._backend.current_key

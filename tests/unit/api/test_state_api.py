@@ -3,13 +3,31 @@ backend seam: snapshots through the real SnapshotWriter and restores through the
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, read_operator_state
+from checkpointing import (
+    CheckpointCommitter,
+    CheckpointRecord,
+    SnapshotWriter,
+    read_operator_state,
+)
 from checkpointing.writer import KeyedColumns
 from flinklike_spark import Configuration, KeyedProcessFunction, Time
+from flinklike_spark._runtime.network.partitioner import key_group_for
+from flinklike_spark._runtime.streaming.keyed_state import (
+    HeapKeyedStateBackend,
+    create_keyed_state_backend,
+    detach_values,
+    key_groups_of,
+)
+from flinklike_spark._runtime.streaming.operators import (
+    OperatorContext,
+    OperatorSpec,
+    Output,
+)
+from flinklike_spark._runtime.taskexecutor.restore import _entries
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import AggregateFunction, ReduceFunction
 from flinklike_spark.state import (
@@ -18,7 +36,6 @@ from flinklike_spark.state import (
     AppendingState,
     ListState,
     ListStateDescriptor,
-    MapState,
     MapStateDescriptor,
     MergingState,
     ReducingStateDescriptor,
@@ -26,15 +43,6 @@ from flinklike_spark.state import (
     TtlValue,
     ValueStateDescriptor,
 )
-from flinklike_spark._runtime.network.partitioner import key_group_for
-from flinklike_spark._runtime.streaming.keyed_state import (
-    HeapKeyedStateBackend,
-    create_keyed_state_backend,
-    detach_values,
-    key_groups_of,
-)
-from flinklike_spark._runtime.streaming.operators import OperatorContext, OperatorSpec, Output
-from flinklike_spark._runtime.taskexecutor.restore import _entries
 
 TTL = StateTtlConfig.UpdateType
 VISIBILITY = StateTtlConfig.StateVisibility
@@ -379,7 +387,7 @@ def _checkpoint_and_restore(base, source, *, clock, descriptors):
     for name, kind, entries in source.snapshot_entries():
         writer.add_keyed_state(name, entries, kind=kind)
     handle = writer.finish()
-    CheckpointCommitter(base).commit("job", 1, [handle], CheckpointRecord(trigger_time=datetime.now(timezone.utc)))
+    CheckpointCommitter(base).commit("job", 1, [handle], CheckpointRecord(trigger_time=datetime.now(UTC)))
     restored = backend(clock)
     for entry in _entries(read_operator_state(base, "job", 1, "op", key_groups=range(128))):
         restored.restore_entry(entry.state_name, entry.key, entry.value)
@@ -463,7 +471,7 @@ def test_column_wise_snapshot_files_hold_the_same_rows_as_the_row_form(tmp_path)
         writer.add_keyed_state("s", entries, kind="value")
         handle = writer.finish()
         assert handle.operator_state_rows == len(keys)
-        CheckpointCommitter(base).commit("job", 1, [handle], CheckpointRecord(trigger_time=datetime.now(timezone.utc)))
+        CheckpointCommitter(base).commit("job", 1, [handle], CheckpointRecord(trigger_time=datetime.now(UTC)))
         table = read_operator_state(base, "job", 1, "op")
         tables[form] = sorted(
             zip(*(table.column(c).to_pylist() for c in ("key_group", "key_repr", "value_repr", "state_kind")))
