@@ -198,13 +198,12 @@ class TtlListState(_TtlMixin, ListState):
         policy = self._policy
         alive = _alive_elements(stored, policy, now)
         result = [e.value for e in (stored if policy.return_expired else alive)]
-        if len(alive) != len(stored):
-            if alive:
-                self._table[key] = alive
-            else:
-                del self._table[key]
-        if policy.update_on_read and alive:
+        if not alive:
+            del self._table[key]
+        elif policy.update_on_read:
             self._table[key] = [TtlValue(e.value, now) for e in alive]
+        elif len(alive) != len(stored):
+            self._table[key] = alive
         return result
 
     def add(self, value: Any) -> None:

@@ -514,3 +514,24 @@ def test_window_state_supports_aggregating_and_map_state():
     group = key_group_for("key", 128)  # the record key's group, not the (key, window) tuple's
     assert entries["_window/scoped/avg"] == [(group, ("key", "merged"), (6, 2))]
     assert sorted(entries["_window/scoped/m"]) == [(group, ("key", "w1"), {"w1": 2}), (group, ("key", "w2"), {"w2": 4})]
+
+
+def test_list_and_map_reads_extend_ttl_on_read_and_write_and_return_expired_once():
+    clock = ManualClock()
+    b = backend(clock)
+    extend = ttl_config(10, update=TTL.OnReadAndWrite, no_background=True)
+    items = b.get_state(with_ttl(ListStateDescriptor("l"), extend), ListStateDescriptor)
+    mapping = b.get_state(with_ttl(MapStateDescriptor("m"), extend), MapStateDescriptor)
+    b.current_key = "a"
+    items.add_all([1, 2])
+    mapping["x"] = 1
+    for _ in range(3):
+        clock.advance(9_000)
+        assert items.get() == [1, 2] and mapping["x"] == 1
+    once = ttl_config(10, visibility=VISIBILITY.ReturnExpiredIfNotCleanedUp, no_background=True)
+    old = b.get_state(with_ttl(ListStateDescriptor("old"), once), ListStateDescriptor)
+    old.add("stale")
+    clock.advance(10_000)
+    old.add("fresh")
+    assert old.get() == ["stale", "fresh"]
+    assert old.get() == ["fresh"]
