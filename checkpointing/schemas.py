@@ -49,7 +49,7 @@ NON_KEYED_KEY_GROUP: Final = -1
 #: Maximum length of ``key_repr`` / ``value_repr``.
 REPR_LIMIT: Final = 200
 
-StateKind = Literal["value", "list", "map", "reducing", "operator", "timer", "source_split", "sink_committables"]
+StateKind = Literal["value", "list", "map", "reducing", "aggregating", "operator", "timer", "source_split", "sink_committables"]
 Direction = Literal["input", "output"]
 CheckpointKind = Literal["checkpoint", "savepoint"]
 CheckpointMode = Literal["aligned", "unaligned", "switched"]

@@ -34,6 +34,7 @@ __all__ = [
     "NetworkOptions",
     "PATTERN_OPTIONS",
     "PipelineOptions",
+    "StateBackendType",
     "TaskManagerMode",
     "fold_key_case",
     "parse_duration",
@@ -53,6 +54,27 @@ class ExecutionTarget(Enum):
 
     LOCAL = "local"  # an embedded cluster in this process and its children (the default)
     SPARK = "spark"  # JobMaster in this Spark driver, TaskExecutors on the session's Spark executors
+
+
+class StateBackendType(Enum):
+    """Where keyed state lives (Flink's ``state.backend.type``)."""
+
+    HASHMAP = "hashmap"  # Python dicts on the TaskExecutor's heap (the default)
+    ROCKSDB = "rocksdb"  # an embedded RocksDB per slot: not available yet
+
+
+#: Backend types this build can run; the parser rejects the others by name.
+AVAILABLE_STATE_BACKENDS = frozenset({StateBackendType.HASHMAP})
+
+
+def _parse_state_backend(value: object, *, key: str) -> StateBackendType:
+    backend = _enum_parser(StateBackendType)(value, key=key)
+    if backend not in AVAILABLE_STATE_BACKENDS:
+        raise ConfigurationError(
+            f"{key}: {backend.value!r} is not available yet (keyed state is kept on the heap only); "
+            f"valid values: {', '.join(sorted(b.value for b in AVAILABLE_STATE_BACKENDS))}"
+        )
+    return backend
 
 
 class TaskManagerMode(Enum):
@@ -431,6 +453,8 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, _parse_int,
              "Consecutive checkpoint failures tolerated before the job fails.", 0),
         _opt("execution.checkpointing.num-retained", 1, _parse_int, "Completed checkpoints kept.", 1),
+        _opt("state.backend.type", StateBackendType.HASHMAP, _parse_state_backend,
+             "Where keyed state lives: hashmap (the Python heap)."),
         _opt("execution.checkpointing.dir", None, _parse_optional_str, "Checkpoint storage URL (fsspec)."),
         _opt("execution.state-recovery.path", None, _parse_optional_str, "Checkpoint or savepoint to start from."),
         _opt("execution.state-recovery.accept-duplicate-sink-output", False, _parse_bool,

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.state import (
+        AggregatingState,
+        AggregatingStateDescriptor,
         ListState,
         ListStateDescriptor,
         MapState,
@@ -106,6 +108,10 @@ class RuntimeContext(abc.ABC):
 
     @abc.abstractmethod
     def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState: ...
+
+    @abc.abstractmethod
+    def get_aggregating_state(self, descriptor: AggregatingStateDescriptor) -> AggregatingState:
+        """Keyed state holding an AggregateFunction's accumulator."""
 
 
 class Function(abc.ABC):  # noqa: B024 - hooks are optional, the subclasses add the abstract method
@@ -256,6 +262,9 @@ class KeyedStateStore(abc.ABC):
 
     @abc.abstractmethod
     def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> ReducingState: ...
+
+    @abc.abstractmethod
+    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> AggregatingState: ...
 
 
 class WindowFunction(Function):

@@ -19,12 +19,13 @@ held only while bytes are turned into objects, never while they are used.
 
 from __future__ import annotations
 
+import pickle
 import threading
 from typing import Any
 
 import cloudpickle
 
-__all__ = ["loads"]
+__all__ = ["loads", "loads_many"]
 
 _UNPICKLE_LOCK = threading.RLock()
 
@@ -32,3 +33,16 @@ def loads(data: bytes | bytearray | memoryview | Any) -> Any:
     """``cloudpickle.loads(data)``, one thread of this process at a time."""
     with _UNPICKLE_LOCK:
         return cloudpickle.loads(data)
+
+
+def loads_many(payloads: list) -> list:
+    """``[loads(p) for p in payloads]`` (None stays None) under one acquisition of the lock.
+
+    Restores unpickle a million small keys and values at a time: taking the
+    lock once, and calling the C unpickler directly, is several times faster
+    than per-item :func:`loads`. ``pickle.loads`` reads everything
+    ``cloudpickle.dumps`` writes (cloudpickle's ``loads`` is ``pickle.loads``).
+    """
+    unpickle = pickle.loads
+    with _UNPICKLE_LOCK:
+        return [None if p is None else unpickle(p) for p in payloads]

@@ -16,7 +16,7 @@ import dataclasses
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
 from flinklike_spark.state import ValueStateDescriptor
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
+from flinklike_spark._runtime.streaming.keyed_state import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
     OperatorSnapshot,
     OperatorSpec,
@@ -53,7 +53,7 @@ class _KeyedFunctionOperator(_UserFunctionOperator):
 
     def setup(self, context, output) -> None:
         super().setup(context, output)
-        self.backend = HeapKeyedStateBackend(max_parallelism=context.max_parallelism)
+        self.backend = create_keyed_state_backend(context)
 
     def open(self) -> None:
         _call_open(self.function, _RuntimeContext(self.context, self.backend, self.name))

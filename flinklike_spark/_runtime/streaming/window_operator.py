@@ -38,7 +38,6 @@ first); trigger state merges through ``OnMergeContext.merge_partitioned_state``.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -55,6 +54,7 @@ from flinklike_spark.functions import (
 )
 from flinklike_spark.output_tag import OutputTag
 from flinklike_spark.state import (
+    AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
@@ -71,7 +71,14 @@ from flinklike_spark.window import (
     WindowAssigner,
 )
 from flinklike_spark._runtime.network.partitioner import key_group_for
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
+from checkpointing.writer import KeyedColumns
+from flinklike_spark._runtime.streaming.keyed_state import (
+    HeapKeyedStateBackend,
+    KeyedStateBackend,
+    create_keyed_state_backend,
+    detach_values,
+    key_groups_of,
+)
 from flinklike_spark._runtime.streaming.operators import (
     OperatorSnapshot,
     OperatorSpec,
@@ -143,17 +150,19 @@ class WindowOperatorDescriptor:
 class _ScopedStateBackend(HeapKeyedStateBackend):
     """Keyed state whose ``current_key`` is ``(record key, window)``; key groups follow the record key."""
 
-    def snapshot_entries(self) -> list[tuple[str, str, list[tuple[int, Any, Any]]]]:
-        result = []
-        for name, kind, entries in super().snapshot_entries():
-            # super() hashed the composite key; re-group by the record key alone.
-            regrouped = [(key_group_for(key[0], self.max_parallelism), key, value) for _, key, value in entries]
-            if regrouped:
-                result.append((_SCOPED_PREFIX + name, kind, regrouped))
-        return result
+    _snapshot_prefix = _SCOPED_PREFIX
+
+    @staticmethod
+    def _group_key(key: tuple[Any, Any]) -> Any:
+        return key[0]
 
     def merge_namespaces(self, descriptor: Any, sources: Iterable[Any], target: Any) -> None:
-        """Fold the entries of ``sources`` (composite keys) into ``target``: list or reducing state."""
+        """Fold the entries of ``sources`` (composite keys) into ``target``: list, reducing or
+        aggregating state (Flink's ``InternalMergingState.mergeNamespaces``)."""
+        if descriptor.ttl_config is not None:
+            raise ConfigurationError(
+                f"state {descriptor.name!r} has a time-to-live: merge_partitioned_state does not merge TTL state"
+            )
         table = self.get_table(descriptor)
         for source in sources:
             value = table.pop(source, None)
@@ -164,12 +173,15 @@ class _ScopedStateBackend(HeapKeyedStateBackend):
                 table[target] = value
             elif isinstance(descriptor, ReducingStateDescriptor):
                 table[target] = descriptor.reduce_function(current, value)
+            elif isinstance(descriptor, AggregatingStateDescriptor):
+                table[target] = descriptor.agg_function.merge(current, value)
             elif isinstance(descriptor, ListStateDescriptor):
                 table[target] = current + value
             else:
                 raise ConfigurationError(
                     f"state {descriptor.name!r} ({type(descriptor).__name__}) cannot be merged: "
-                    f"merge_partitioned_state supports ReducingStateDescriptor and ListStateDescriptor"
+                    f"merge_partitioned_state supports ReducingStateDescriptor, AggregatingStateDescriptor "
+                    f"and ListStateDescriptor"
                 )
 
     def get_table(self, descriptor: Any) -> dict:
@@ -208,7 +220,7 @@ class _Panes:
 
 
 class _StateStore(KeyedStateStore):
-    def __init__(self, backend: HeapKeyedStateBackend, *, allowed: bool = True, why: str = "") -> None:
+    def __init__(self, backend: KeyedStateBackend, *, allowed: bool = True, why: str = "") -> None:
         self._backend = backend
         self._allowed = allowed
         self._why = why
@@ -229,6 +241,9 @@ class _StateStore(KeyedStateStore):
 
     def get_reducing_state(self, state_descriptor):
         return self._get(state_descriptor, ReducingStateDescriptor)
+
+    def get_aggregating_state(self, state_descriptor):
+        return self._get(state_descriptor, AggregatingStateDescriptor)
 
 
 class _TriggerContext(Trigger.OnMergeContext):
@@ -357,8 +372,9 @@ class WindowOperator(StreamOperator):
 
     def setup(self, context, output) -> None:
         super().setup(context, output)
-        self.global_state = HeapKeyedStateBackend(max_parallelism=context.max_parallelism)
-        self.scoped = _ScopedStateBackend(max_parallelism=context.max_parallelism)
+        self.global_state = create_keyed_state_backend(context)
+        # Per-window state lives on the heap whatever the backend type: its keys are (key, window).
+        self.scoped = _ScopedStateBackend(max_parallelism=context.max_parallelism, clock_ms=context.clock_ms)
         self.timers = KeyedTimers()
         self.runtime_context = _RuntimeContext(context, self.global_state, self.name)
         self.side = SideOutputCollector(self)
@@ -692,11 +708,13 @@ class WindowOperator(StreamOperator):
         by_key = self.panes.by_key
         keyed = self.global_state.snapshot_entries() + self.scoped.snapshot_entries()
         if by_key:
+            keys = list(by_key)
             keyed.append((
                 _CONTENTS,
                 "map",  # key -> {window: pane contents}
-                [(key_group_for(k, max_parallelism), k, copy.deepcopy(v)) for k, v in by_key.items()],
-            ))
+                KeyedColumns(keys, detach_values(list(by_key.values())),
+                             lambda: key_groups_of(keys, max_parallelism)),
+            ))  # fmt: skip
         if self.merging_sets:
             keyed.append((
                 _MERGING_SET,

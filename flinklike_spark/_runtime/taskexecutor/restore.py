@@ -21,6 +21,7 @@ State is redistributed the way Flink does when the parallelism changed:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -39,17 +40,25 @@ __all__ = ["load_restored_state"]
 
 
 def _entries(table: pa.Table) -> tuple[RestoredEntry, ...]:
-    rows = table.select(["state_name", "state_kind", "key_group", "key", "value", "subtask"]).to_pylist()
+    # Column by column: converting whole columns and unpickling them under one lock
+    # acquisition is several times faster than going through to_pylist() rows.
+    column = table.column
+    keys = serialization.loads_many(column("key").to_pylist())
+    values = serialization.loads_many(column("value").to_pylist())
+    # tuple.__new__ over zipped columns builds the NamedTuples without a Python call per entry.
     return tuple(
-        RestoredEntry(
-            state_name=row["state_name"],
-            state_kind=row["state_kind"],
-            key_group=row["key_group"],
-            key=None if row["key"] is None else serialization.loads(row["key"]),
-            value=None if row["value"] is None else serialization.loads(row["value"]),
-            subtask=row["subtask"],
+        map(
+            functools.partial(tuple.__new__, RestoredEntry),
+            zip(
+                column("state_name").to_pylist(),
+                column("state_kind").to_pylist(),
+                column("key_group").to_pylist(),
+                keys,
+                values,
+                column("subtask").to_pylist(),
+                strict=True,
+            ),
         )
-        for row in rows
     )
 
 

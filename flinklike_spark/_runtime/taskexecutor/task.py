@@ -252,6 +252,7 @@ class Task:
             attempt_number=tdd.attempt_number,
             job_id=tdd.job_id,
             lineage_id=tdd.lineage_id or tdd.job_id,
+            state_backend_type=config.get("state.backend.type"),
         )
         specs = list(tdd.operators)
         if tdd.splits:

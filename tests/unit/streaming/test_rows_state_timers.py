@@ -69,14 +69,16 @@ class TestKeyedState:
         with pytest.raises(ValueError, match="registered as ValueStateDescriptor"):
             backend.get_state(ListStateDescriptor("s"), ListStateDescriptor)
 
-    def test_copy_tables_is_deep(self):
+    def test_snapshot_is_deep(self):
+        from flinklike_spark._runtime.network.partitioner import key_group_for
+
         backend = HeapKeyedStateBackend(max_parallelism=128)
         items = backend.get_state(ListStateDescriptor("l"), ListStateDescriptor)
         backend.current_key = 1
         items.add("x")
-        snapshot = backend.copy_tables()
+        snapshot = backend.snapshot_entries()
         items.add("y")
-        assert snapshot == {"l": {1: ["x"]}}
+        assert snapshot == [("l", "list", [(key_group_for(1, 128), 1, ["x"])])]
 
 
 class TestTimers:
