@@ -15,6 +15,7 @@ import enum
 import io
 import itertools
 import json
+import logging
 import operator
 import pickle
 import uuid
@@ -48,6 +49,8 @@ from .schemas import (
     check_literal,
     truncated_repr,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "KeyedColumns",
@@ -365,8 +368,8 @@ class SnapshotWriter:
         try:
             for table in (OPERATOR_STATE, CHANNEL_STATE):
                 self._flush(table)
-        except BaseException:
-            self.discard()
+        except BaseException as failure:
+            _cleanup_after(failure, self.discard)
             raise
         self._transition(_WriterState.FINISHED)
         files = tuple(self._files)
@@ -383,8 +386,18 @@ class SnapshotWriter:
             channel_state_rows=self._rows[CHANNEL_STATE],
         )
 
+    @property
+    def is_open(self) -> bool:
+        """True until :meth:`finish` or :meth:`discard` closed the writer."""
+        return self._state is _WriterState.OPEN
+
     def discard(self) -> None:
-        """Delete every file written so far and close the writer. Idempotent."""
+        """Delete every file written so far and close the writer. Idempotent.
+
+        Raises:
+            IllegalStateTransition: the writer finished; its files belong to the
+                handle :meth:`finish` returned (remove them with :func:`discard_handles`).
+        """
         if self._state is _WriterState.DISCARDED:
             return
         self._transition(_WriterState.DISCARDED)
@@ -397,7 +410,7 @@ class SnapshotWriter:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None and self._state is _WriterState.OPEN:
-            self.discard()
+            _cleanup_after(exc, self.discard)
 
     # -- internals -----------------------------------------------------------
 
@@ -544,6 +557,19 @@ def _stats_json(table: TableName, data: pa.Table) -> str:
     return json.dumps(
         {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
     )
+
+
+def _cleanup_after(failure: BaseException, cleanup: Callable[[], None]) -> None:
+    """Run ``cleanup`` while ``failure`` propagates: a cleanup error is logged, never raised.
+
+    The storage error that made a checkpoint fail is what the user must see; a
+    second error from removing its partial files (often the same read-only or
+    full file system) would replace it.
+    """
+    try:
+        cleanup()
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.warning("cleanup after a failed checkpoint write (%r) failed too", failure, exc_info=True)
 
 
 def _delete_files(layout: CheckpointLayout, files: Iterable[StateFile]) -> None:

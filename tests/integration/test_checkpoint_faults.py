@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import random
+import subprocess
+import threading
 import time
 
 import pytest
@@ -39,6 +43,62 @@ def test_unwritable_checkpoint_dir_fails_the_job_once_the_tolerance_is_exceeded(
     with pytest.raises(JobExecutionError, match="tolerable-failed-checkpoints: 2") as failure:
         build(config).execute("intolerant")
     assert "not-a-directory" in str(failure.value)
+
+
+@contextlib.contextmanager
+def small_tmpfs(path):
+    """A tmpfs mounted at ``path`` (root with CAP_SYS_ADMIN only), unmounted afterwards."""
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs needs root with CAP_SYS_ADMIN: {mounted.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(path)], capture_output=True)
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_a_read_only_checkpoint_file_system_declines_with_the_os_error(tmp_path, caplog):
+    """The checkpoint directory's file system turns read-only for a while, several times.
+
+    Every failed checkpoint must report the storage error (EROFS) of its write,
+    never an internal state error of the writers it had to clean up nor the
+    error of removing its partial files; the job's result
+    stays exact. The read-only windows are repeated because the race (one
+    writer of a subtask finished, the next fails) is hit only now and then.
+    """
+    with small_tmpfs(tmp_path / "fs") as mount:
+        config = checkpoint_config(str(mount / "checkpoints"), "unaligned") | {
+            "execution.checkpointing.tolerable-failed-checkpoints": 1000,
+        }
+        stop = threading.Event()
+
+        def toggle_read_only() -> None:
+            # Short random windows: a checkpoint's files are written within milliseconds,
+            # so the flip must often fall between two writers of one subtask.
+            rng = random.Random(7)
+            time.sleep(1.0)
+            while not stop.is_set():
+                subprocess.run(["mount", "-o", "remount,ro", str(mount)], capture_output=True)  # EBUSY: try again
+                stop.wait(rng.uniform(0.005, 0.05))
+                subprocess.run(["mount", "-o", "remount,rw", str(mount)], check=True, capture_output=True)
+                stop.wait(rng.uniform(0.005, 0.08))
+
+        toggler = threading.Thread(target=toggle_read_only, daemon=True)
+        with caplog.at_level(logging.WARNING):
+            toggler.start()
+            try:
+                result = build(config, seconds_per_record=0.0003).execute("read-only storage")
+            finally:
+                stop.set()
+                toggler.join(timeout=10)
+    counts = {row["key"]: row["count"] for row in CollectSink.rows(result)}
+    assert counts == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
+    aborted = [r.getMessage() for r in caplog.records if " aborted: " in r.getMessage()]
+    assert any("Read-only file system" in message for message in aborted), aborted
+    masked = [m for m in aborted if "cannot go from" in m or "cannot delete uncommitted" in m]
+    assert not masked, masked
 
 
 def _operator_state_files(directory: str, job_id: str, checkpoint_id: int) -> list[str]:

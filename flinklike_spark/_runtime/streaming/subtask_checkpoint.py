@@ -34,6 +34,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import enum
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -466,6 +467,7 @@ class SubtaskCheckpointCoordinator:
         discarded: Callable[[], bool],
     ) -> tuple[StateHandle, ...]:
         writers: dict[str, SnapshotWriter] = {}
+        finished: list[StateHandle] = []
 
         def writer(uid: str) -> SnapshotWriter:
             if uid not in writers:
@@ -497,10 +499,21 @@ class SubtaskCheckpointCoordinator:
                     f"checkpoint {checkpoint_id} was discarded", checkpoint_id=checkpoint_id,
                     reason=CheckpointDeclineReason.SUBSUMED,
                 )  # fmt: skip
-            return tuple(w.finish() for w in writers.values())
-        except BaseException:
             for w in writers.values():
-                w.discard()
+                finished.append(w.finish())
+            return tuple(finished)
+        except BaseException:
+            # Report the original error: a writer that already finished hands its files to
+            # its handle, so only unfinished writers are discarded, and the finished
+            # handles' files are removed here (best effort, never masking the cause).
+            cleanups = [w.discard for w in writers.values() if w.is_open]
+            if finished:
+                cleanups.append(functools.partial(discard_handles, self._storage, finished))
+            for cleanup in cleanups:
+                try:
+                    cleanup()
+                except Exception:  # noqa: BLE001 - cleanup must not replace the error being raised
+                    log.warning("could not remove the files of failed checkpoint %d", checkpoint_id, exc_info=True)
             raise
         finally:
             self.channel_state.release(checkpoint_id)

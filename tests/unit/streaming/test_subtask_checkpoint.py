@@ -18,6 +18,7 @@ import queue
 import time
 from types import SimpleNamespace
 
+import fsspec
 import pytest
 
 from flinklike_spark._runtime.network.events import (
@@ -135,3 +136,63 @@ def test_channel_state_wait_still_bounds_a_checkpoint_whose_barrier_never_comes(
         report = next_report(reports)
         assert isinstance(report, CheckpointDecline) and report.checkpoint_id == 1
         assert report.reason.name == "IO_FAILURE"
+
+
+def _state_files(root) -> list:
+    return sorted(p for p in root.rglob("*.parquet"))
+
+
+def test_a_write_error_after_another_writer_finished_is_reported_and_leaves_no_file(tmp_path, monkeypatch):
+    """Two operators of a chain: the first writer finishes, the second fails with the storage error.
+
+    The checkpoint must fail with that OSError (not an IllegalStateTransition from
+    discarding the finished writer), and the finished writer's file must be removed.
+    """
+    from checkpointing import SnapshotWriter
+    from flinklike_spark._runtime.streaming.operators import OperatorSnapshot
+
+    real_write_file = SnapshotWriter._write_file
+    calls = []
+
+    def failing_second_write(self, table, data):
+        calls.append(self.operator_uid)
+        if len(calls) == 2:
+            raise OSError(30, "Read-only file system", str(tmp_path))
+        return real_write_file(self, table, data)
+
+    monkeypatch.setattr(SnapshotWriter, "_write_file", failing_second_write)
+    storage = tmp_path / "checkpoints"
+    with subtask_of_two_channels(storage, channel_state_timeout=5.0) as (coordinator, _reports):
+        snapshots = [
+            (uid, OperatorSnapshot(keyed=[("count", "value", [(0, "k", 1), (1, "j", 2)])]))
+            for uid in ("first", "second")
+        ]
+        with pytest.raises(OSError, match="Read-only file system"):
+            coordinator._write(1, snapshots, None, lambda: False)
+    assert calls == ["first", "second"]
+    assert _state_files(storage) == []
+
+
+def test_a_cleanup_error_does_not_replace_the_write_error(tmp_path, monkeypatch):
+    """On a read-only file system removing the partial files fails too: the write error is still reported."""
+    from checkpointing import SnapshotWriter
+    from flinklike_spark._runtime.streaming.operators import OperatorSnapshot
+
+    real_write_file = SnapshotWriter._write_file
+    calls = []
+
+    def failing_second_write(self, table, data):
+        calls.append(self.operator_uid)
+        if len(calls) == 2:
+            raise OSError(30, "Read-only file system", "the write")
+        return real_write_file(self, table, data)
+
+    def failing_remove(self, path, *args, **kwargs):
+        raise OSError(30, "Read-only file system", "the cleanup")
+
+    monkeypatch.setattr(SnapshotWriter, "_write_file", failing_second_write)
+    monkeypatch.setattr(type(fsspec.filesystem("file")), "rm_file", failing_remove)
+    with subtask_of_two_channels(tmp_path / "checkpoints", channel_state_timeout=5.0) as (coordinator, _reports):
+        snapshots = [(uid, OperatorSnapshot(keyed=[("count", "value", [(0, "k", 1)])])) for uid in ("a", "b", "c")]
+        with pytest.raises(OSError, match="the write"):
+            coordinator._write(1, snapshots, None, lambda: False)
