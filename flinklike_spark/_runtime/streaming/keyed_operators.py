@@ -11,10 +11,13 @@ keep the event timestamp of the record they came from.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+from typing import Any
 
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
+from flinklike_spark.row import Row
 from flinklike_spark.state import ValueStateDescriptor
 from flinklike_spark._runtime.streaming.keyed_state import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
@@ -147,7 +150,9 @@ class FieldAggregation(ReduceFunction):
     ``sum``, ``min`` and ``max`` return the first record of the key with only
     the field replaced by the running aggregate; ``min_by``/``max_by`` return
     the whole record holding the extreme value (the earliest one on ties).
-    The field is a name, or a position in the row's fields (PyFlink's int).
+    The field is a name (dicts, named Rows) or a position (PyFlink's int: the
+    n-th field of a tuple, a Row or a dict); a record of a basic type (a number)
+    is aggregated itself, whatever the field. Records keep their kind.
     """
 
     aggregation: str
@@ -159,31 +164,74 @@ class FieldAggregation(ReduceFunction):
         if not isinstance(self.field, (str, int)) or isinstance(self.field, bool):
             raise ConfigurationError(f"{self.aggregation}() needs a field name or position, got {self.field!r}")
 
-    def _name(self, row: dict) -> str:
-        if isinstance(self.field, str):
-            if self.field not in row:
-                raise KeyError(f"{self.aggregation}({self.field!r}): the record has no field {self.field!r}: {row!r}")
-            return self.field
-        names = list(row)
-        if not 0 <= self.field < len(names):
-            raise KeyError(f"{self.aggregation}({self.field}): position out of range for record {row!r}")
-        return names[self.field]
+    def _get(self, record: Any) -> Any:
+        """The aggregated field of ``record``; a basic value (a number...) is its own field, as in PyFlink."""
+        field = self.field
+        if isinstance(record, dict):
+            if isinstance(field, int):
+                names = list(record)
+                if not 0 <= field < len(names):
+                    raise IndexError(
+                        f"{self.aggregation}({field}): position out of range for a record of "
+                        f"{len(names)} fields {names}: {record!r}"
+                    )
+                field = names[field]
+            if field not in record:
+                raise KeyError(f"{self.aggregation}({field!r}): the record has no field {field!r}: {record!r}")
+            return record[field]
+        if isinstance(record, Row):
+            if isinstance(field, str) and field not in (record.get_field_names() or ()):
+                raise KeyError(
+                    f"{self.aggregation}({field!r}): the Row has no field {field!r}; "
+                    f"its fields are {record.get_field_names()}: {record!r}"
+                )
+            return self._positional(record, field)
+        if isinstance(record, (tuple, list)):
+            if isinstance(field, str):
+                raise KeyError(
+                    f"{self.aggregation}({field!r}): a {type(record).__name__} record has no field names; "
+                    f"give the field's position (0..{len(record) - 1}): {record!r}"
+                )
+            return self._positional(record, field)
+        return record
 
-    def reduce(self, value1: dict, value2: dict) -> dict:
-        name = self._name(value1)
-        a, b = value1[name], value2[name]
+    def _positional(self, record: Any, field: str | int) -> Any:
+        if isinstance(field, int) and not 0 <= field < len(record):
+            raise IndexError(
+                f"{self.aggregation}({field}): position out of range for a record of {len(record)} fields: {record!r}"
+            )
+        return record[field]
+
+    def _with(self, record: Any, value: Any) -> Any:
+        """A copy of ``record`` whose aggregated field is ``value``."""
+        field = self.field
+        if isinstance(record, dict):
+            name = list(record)[field] if isinstance(field, int) else field
+            return {**record, name: value}
+        if isinstance(record, Row):
+            row = copy.copy(record)
+            row[field] = value
+            return row
+        if isinstance(record, (tuple, list)):
+            values = list(record)
+            values[field] = value
+            return type(record)(values)
+        return value
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        a, b = self._get(value1), self._get(value2)
         aggregation = self.aggregation
         if aggregation == "sum":
-            return {**value1, name: a + b}
+            return self._with(value1, a + b)
         if aggregation == "min":
-            return {**value1, name: b} if b < a else value1
+            return self._with(value1, b) if b < a else value1
         if aggregation == "max":
-            return {**value1, name: b} if b > a else value1
+            return self._with(value1, b) if b > a else value1
         if aggregation == "min_by":
             return value2 if b < a else value1
         return value2 if b > a else value1
 
-    def __call__(self, value1: dict, value2: dict) -> dict:
+    def __call__(self, value1: Any, value2: Any) -> Any:
         return self.reduce(value1, value2)
 
 
