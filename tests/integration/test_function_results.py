@@ -99,3 +99,18 @@ def test_program_errors_fail_at_once_under_a_restart_strategy(tmp_path, error):
     with pytest.raises(JobExecutionError, match=error):
         client.wait(30)
     assert client.num_restarts == 0
+
+
+def test_a_value_that_does_not_fit_the_declared_type_fails_the_job_naming_it():
+    """PyFlink program shape: a map declared to return (key LONG, price LONG) returns price=0.99."""
+    from flinklike_spark import Row, Types
+
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {"parallelism.default": 1, "flinklike.local.taskmanager-mode": "thread"}
+    )
+    row_type = Types.ROW_NAMED(["key", "price"], [Types.LONG(), Types.LONG()])
+    env.from_collection([1, 2], type_info=Types.LONG()).map(
+        lambda v: Row(key=v, price=0.99), output_type=row_type
+    ).name("prices").sink_to(CollectSink("prices"))
+    with pytest.raises(JobExecutionError, match=r"SchemaMismatchError: stream 'prices': field 'price' .* 0\.99"):
+        env.execute("declared types")

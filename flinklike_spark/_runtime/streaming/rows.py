@@ -129,10 +129,76 @@ class RowsConverter:
             self._check_fields(rows)
             return batch
         self._check_fields(rows)
+        # Arrow converts Python values to a given type leniently (0.99 into an int64 field
+        # becomes 0; a dict's extra keys in a struct are dropped), so the values' own Arrow
+        # types are inferred first and then fitted to the stream's type by safe casts only.
+        # Inference costs what a conversion with the schema costs.
         try:
-            return pa.RecordBatch.from_pylist(rows, schema=self.schema)
+            inferred: pa.RecordBatch | None = pa.RecordBatch.from_pylist(rows)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            inferred = None  # e.g. ints and strs in one field: the per-field conversion names the value
+        if inferred is not None and inferred.schema.names == self._names and inferred.schema.equals(self.schema):
+            return pa.RecordBatch.from_arrays(inferred.columns, schema=self.schema)
+        columns = [
+            self._fit(field, None if inferred is None else inferred.column(field.name), rows) for field in self.schema
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def _fit(self, field: pa.Field, column: pa.Array | None, rows: list[dict]) -> pa.Array:
+        """``column`` (the inferred values of ``field``) as ``field.type``, or SchemaMismatchError: never lossy."""
+        if column is not None:
+            if column.type == field.type:
+                return column
+            if pa.types.is_struct(column.type) and pa.types.is_struct(field.type):
+                self._check_struct(field, rows)
+                try:  # nested numbers are fitted safely too; a cast Arrow lacks falls back below
+                    return column.cast(field.type, safe=True)
+                except pa.ArrowInvalid as exc:
+                    raise SchemaMismatchError(self._describe_value(field, rows, exc)) from exc
+                except pa.ArrowNotImplementedError:
+                    pass
+            elif _safely_castable(column.type, field.type):
+                try:
+                    return column.cast(field.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaMismatchError(self._describe_value(field, rows, exc)) from exc
+        try:
+            return pa.array([row[field.name] for row in rows], type=field.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-            raise SchemaMismatchError(self._describe_type_error(rows, exc)) from exc
+            raise SchemaMismatchError(self._describe_value(field, rows, exc)) from exc
+
+    def _check_struct(self, field: pa.Field, rows: list[dict]) -> None:
+        names = {child.name for child in field.type}
+        for row in rows:
+            value = row[field.name]
+            if isinstance(value, dict) and not value.keys() <= names:
+                raise SchemaMismatchError(
+                    f"stream {self.stream_name!r}: field {field.name!r} of record {_short(row)} has value "
+                    f"{_short(value)} with fields {sorted(value.keys() - names)} that the stream's type "
+                    f"{field.type} does not have (schema [{_schema_text(self.schema)}])"
+                )
+
+    def _describe_value(self, field: pa.Field, rows: list[dict], exc: Exception) -> str:
+        """Name the first value of ``field`` that does not fit its type (each value checked alone)."""
+        for row in rows:
+            value = row[field.name]
+            try:
+                alone = pa.array([value])
+                both_structs = pa.types.is_struct(alone.type) and pa.types.is_struct(field.type)
+                if both_structs or _safely_castable(alone.type, field.type):
+                    try:
+                        alone.cast(field.type, safe=True)
+                        continue
+                    except pa.ArrowNotImplementedError:
+                        pass
+                pa.array([value], type=field.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+                return (
+                    f"stream {self.stream_name!r}: field {field.name!r} of record {_short(row)} has value "
+                    f"{value!r} ({type(value).__name__}), which does not fit the stream's type {field.type} "
+                    f"(schema [{_schema_text(self.schema)}])"
+                )
+        return f"stream {self.stream_name!r}: field {field.name!r} does not fit type {field.type}: {exc}"
 
     def _raise_not_dict(self, rows: list) -> None:
         bad = next(row for row in rows if not isinstance(row, dict))
@@ -156,22 +222,20 @@ class RowsConverter:
                     f"[{_schema_text(self.schema)}]: missing fields {missing}, unexpected fields {extra}"
                 )
 
-    def _describe_type_error(self, rows: list[dict], exc: Exception) -> str:
-        assert self.schema is not None
-        for field in self.schema:
-            try:
-                pa.array([row[field.name] for row in rows], type=field.type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-                for row in rows:
-                    try:
-                        pa.array([row[field.name]], type=field.type)
-                    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-                        return (
-                            f"stream {self.stream_name!r}: field {field.name!r} of record {_short(row)} has value "
-                            f"{row[field.name]!r} ({type(row[field.name]).__name__}), which does not fit the "
-                            f"stream's type {field.type} (schema [{_schema_text(self.schema)}])"
-                        )
-        return f"stream {self.stream_name!r}: rows do not fit schema [{_schema_text(self.schema)}]: {exc}"
+
+def _safely_castable(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether a safe Arrow cast from ``source`` to ``target`` keeps every value or fails (never coerces).
+
+    Numbers to numbers (a safe cast refuses truncation and overflow) and
+    decimals, and timestamps of one time zone; strings to numbers, numbers to
+    strings and other kinds are left to the strict per-value conversion.
+    """
+    t = pa.types
+    if t.is_integer(source) or t.is_floating(source) or t.is_decimal(source):
+        return t.is_integer(target) or t.is_floating(target) or t.is_decimal(target)
+    if t.is_timestamp(source) and t.is_timestamp(target):
+        return source.tz == target.tz
+    return (t.is_date(source) and t.is_date(target)) or (t.is_null(source) and not t.is_null(target))
 
 
 def _schema_text(schema: pa.Schema | None) -> str:
