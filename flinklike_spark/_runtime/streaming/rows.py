@@ -28,6 +28,8 @@ from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, Row, declared_kind,
 __all__ = ["RECORD_KIND_KEY", "RecordKind", "RowsConverter", "declared_kind", "records_of"]
 
 _POSITIONAL = (RecordKind.TUPLE, RecordKind.POSITIONAL_ROW)
+#: What Arrow raises for a Python value it cannot convert (a lone surrogate in a str: UnicodeEncodeError).
+_CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError)
 
 
 def _kind_of(record: Any) -> str | None:
@@ -118,6 +120,8 @@ class RowsConverter:
         if self.schema is None:
             try:
                 batch = pa.RecordBatch.from_pylist(rows)
+            except UnicodeEncodeError as exc:
+                raise SchemaMismatchError(self._describe_unencodable(rows, exc)) from exc
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise SchemaMismatchError(
                     f"stream {self.stream_name!r}: cannot infer an Arrow schema from rows like {rows[0]!r}: {exc}. "
@@ -135,7 +139,7 @@ class RowsConverter:
         # Inference costs what a conversion with the schema costs.
         try:
             inferred: pa.RecordBatch | None = pa.RecordBatch.from_pylist(rows)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        except _CONVERSION_ERRORS:
             inferred = None  # e.g. ints and strs in one field: the per-field conversion names the value
         if inferred is not None and inferred.schema.names == self._names and inferred.schema.equals(self.schema):
             return pa.RecordBatch.from_arrays(inferred.columns, schema=self.schema)
@@ -164,7 +168,9 @@ class RowsConverter:
                     raise SchemaMismatchError(self._describe_value(field, rows, exc)) from exc
         try:
             return pa.array([row[field.name] for row in rows], type=field.type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        except UnicodeEncodeError as exc:
+            raise SchemaMismatchError(self._describe_unencodable(rows, exc)) from exc
+        except _CONVERSION_ERRORS as exc:
             raise SchemaMismatchError(self._describe_value(field, rows, exc)) from exc
 
     def _check_struct(self, field: pa.Field, rows: list[dict]) -> None:
@@ -177,6 +183,21 @@ class RowsConverter:
                     f"{_short(value)} with fields {sorted(value.keys() - names)} that the stream's type "
                     f"{field.type} does not have (schema [{_schema_text(self.schema)}])"
                 )
+
+    def _describe_unencodable(self, rows: list[dict], exc: UnicodeEncodeError) -> str:
+        """Name the field and value holding a str that UTF-8 cannot encode (a lone surrogate)."""
+        for row in rows:
+            for name, value in row.items():
+                try:
+                    _check_encodable(value)
+                except UnicodeEncodeError:
+                    return (
+                        f"stream {self.stream_name!r}: field {name!r} of record {_short(row)} has value {value!r}, "
+                        f"which is not valid Unicode text ({exc.reason} at position {exc.start}: "
+                        f"{exc.object[exc.start:exc.end]!r}); strings must be encodable as UTF-8 "
+                        f"(decode bytes with errors='replace', or send them as bytes)"
+                    )
+        return f"stream {self.stream_name!r}: a string is not valid Unicode text: {exc}"
 
     def _describe_value(self, field: pa.Field, rows: list[dict], exc: Exception) -> str:
         """Name the first value of ``field`` that does not fit its type (each value checked alone)."""
@@ -192,7 +213,7 @@ class RowsConverter:
                     except pa.ArrowNotImplementedError:
                         pass
                 pa.array([value], type=field.type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            except (*_CONVERSION_ERRORS, pa.ArrowNotImplementedError):
                 return (
                     f"stream {self.stream_name!r}: field {field.name!r} of record {_short(row)} has value "
                     f"{value!r} ({type(value).__name__}), which does not fit the stream's type {field.type} "
@@ -221,6 +242,18 @@ class RowsConverter:
                     f"stream {self.stream_name!r}: record {_short(row)} does not match the stream's schema "
                     f"[{_schema_text(self.schema)}]: missing fields {missing}, unexpected fields {extra}"
                 )
+
+
+def _check_encodable(value: Any) -> None:
+    """Raise UnicodeEncodeError if ``value`` holds (also nested) a str that UTF-8 cannot encode."""
+    if isinstance(value, str):
+        value.encode("utf-8")
+    elif isinstance(value, dict):
+        for item in value.values():
+            _check_encodable(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_encodable(item)
 
 
 def _safely_castable(source: pa.DataType, target: pa.DataType) -> bool:

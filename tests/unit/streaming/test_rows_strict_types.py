@@ -74,3 +74,10 @@ def test_str_for_long_is_still_refused():
     converter = RowsConverter(pa.schema([("key", pa.int64())]), stream_name="Map")
     with pytest.raises(SchemaMismatchError, match=r"value '12' \(str\)"):
         converter.to_batch([{"key": "12"}])
+
+
+@pytest.mark.parametrize("schema", [None, pa.schema([("key", pa.string()), ("v", pa.int64())])])
+def test_a_lone_surrogate_names_the_stream_field_and_value(schema):
+    converter = RowsConverter(schema, stream_name="Collection Source")
+    with pytest.raises(SchemaMismatchError, match=r"stream 'Collection Source': field 'key' .* not valid Unicode"):
+        converter.to_batch([{"key": "ok", "v": 1}, {"key": "bad\ud800", "v": 2}])
