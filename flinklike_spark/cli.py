@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import logging
 import math
@@ -138,6 +139,10 @@ def _run_target(target: str, args: list[str]) -> None:
     ``module:function`` the current directory does, as with ``python -m``.
     """
     if target.endswith(".py") or ":" not in target:
+        if not os.path.isfile(target):
+            raise _UsageError(
+                f"no such file: {target!r} (give a Python file, e.g. my_job.py, or module:function)"
+            )
         sys.argv = [target, *args]
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
         runpy.run_path(target, run_name="__main__")
@@ -145,7 +150,16 @@ def _run_target(target: str, args: list[str]) -> None:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     module_name, _, function_name = target.partition(":")
-    function = getattr(importlib.import_module(module_name), function_name)
+    try:
+        module = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        module = None
+    if module is None:
+        raise _UsageError(f"no module {module_name!r} on the path (target {target!r}, form module:function)")
+    function = getattr(importlib.import_module(module_name), function_name, None)
+    if not callable(function):
+        what = "has no attribute" if function is None else f"has {type(function).__name__} {function_name!r}, not a function,"
+        raise _UsageError(f"module {module_name!r} {what} {function_name!r} to run (target {target!r}, form module:function)")
     result = function(*args)
     if isinstance(result, StreamExecutionEnvironment):
         result.execute(function_name)
@@ -404,14 +418,14 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     options = _build_parser().parse_args(argv)
     logging.basicConfig(level=options.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if options.command == "run":  # errors of the user's program keep their traceback
-        return options.handler(options)
+    # Errors of the user's program (flinklike run) keep their traceback; only usage errors are reported.
+    reported = (_UsageError,) if options.command == "run" else (_UsageError, FlinklikeError)
     try:
         return options.handler(options)
-    except _UsageError as exc:
-        print(f"flinklike {options.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except FlinklikeError as exc:
+    except reported as exc:
+        if isinstance(exc, _UsageError):
+            print(f"flinklike {options.command}: error: {exc}", file=sys.stderr)
+            return 2
         print(f"flinklike {options.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
@@ -246,6 +247,20 @@ def _parse_optional_str(value: object, *, key: str) -> str | None:
     return None if value is None or str(value) == "" else str(value)
 
 
+def _parse_optional_location(value: object, *, key: str) -> str | None:
+    """A path or URL (str or os.PathLike); a number or other object is refused, never turned into ``./42``."""
+    if value is None:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ConfigurationError(
+            f"{key}: expected a path or URL string (e.g. '/data/checkpoints', 'file:///data/checkpoints', "
+            f"'s3://bucket/checkpoints'), got {type(value).__name__} {value!r}"
+        )
+    return value or None
+
+
 def _parse_pattern_value(key: str, value: object) -> str:
     if value is None or not isinstance(value, str) or not value:
         # The value may be a secret: the message names the key only.
@@ -455,8 +470,8 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.checkpointing.num-retained", 1, _parse_int, "Completed checkpoints kept.", 1),
         _opt("state.backend.type", StateBackendType.HASHMAP, _parse_state_backend,
              "Where keyed state lives: hashmap (the Python heap)."),
-        _opt("execution.checkpointing.dir", None, _parse_optional_str, "Checkpoint storage URL (fsspec)."),
-        _opt("execution.state-recovery.path", None, _parse_optional_str, "Checkpoint or savepoint to start from."),
+        _opt("execution.checkpointing.dir", None, _parse_optional_location, "Checkpoint storage URL (fsspec)."),
+        _opt("execution.state-recovery.path", None, _parse_optional_location, "Checkpoint or savepoint to start from."),
         _opt("execution.state-recovery.accept-duplicate-sink-output", False, _parse_bool,
              "Restore even when an exactly-once sink already committed output of a newer checkpoint "
              "(that output is written again: at-least-once)."),

@@ -719,6 +719,14 @@ class _JobGraphBuilder:
         for t in transformations:  # a side-output stream runs beside (chained to) its producer
             if t.kind == "side_output":
                 parallelism[t.id] = parallelism[t.inputs[0][0].id]
+        for t in transformations:
+            if parallelism[t.id] > max_parallelism:
+                source = "set_parallelism()" if t.parallelism else "parallelism.default"
+                raise ConfigurationError(
+                    f"operator {t.name!r} has parallelism {parallelism[t.id]} ({source}), above "
+                    f"pipeline.max-parallelism {max_parallelism}: key groups cannot be spread over more "
+                    f"subtasks than there are; lower the parallelism or raise pipeline.max-parallelism"
+                )
         uids = self._uids(transformations)
 
         def edge_spec(upstream: _Transformation, t: _Transformation, spec: PartitionerSpec | None):

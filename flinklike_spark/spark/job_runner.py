@@ -181,9 +181,15 @@ def build_pipeline(pipeline: str, config: Configuration) -> tuple[StreamExecutio
             f"by Spark's Python workers (on PYTHONPATH, or shipped with spark-submit --py-files)"
         ) from exc
     function = getattr(module, function_name, None)
+    if function is None:
+        raise ConfigurationError(
+            f"option pipeline={pipeline!r}: module {module_name!r} has no attribute {function_name!r}; "
+            f"expected 'module:function' naming a function that builds the job"
+        )
     if not callable(function):
         raise ConfigurationError(
-            f"option pipeline={pipeline!r}: module {module_name!r} has no function {function_name!r}"
+            f"option pipeline={pipeline!r}: {module_name}.{function_name} is a {type(function).__name__} "
+            f"({function!r:.60}), not a function; expected 'module:function' naming a function that builds the job"
         )
     env = StreamExecutionEnvironment.get_execution_environment(config)
     stream = function(env)
@@ -311,11 +317,14 @@ class EngineJob:
                     f"the engine job of pipeline {self._spec.pipeline!r} failed: "
                     f"{error or 'see ' + str(record_dir(self._spec.directory) / 'runner.log')}"
                 )
-            _log.warning("engine job runner exited with %s; resuming it from its latest checkpoint",
-                         process.returncode)
         if record is not None and record.state is RunnerState.FINISHED:
+            if process is not None:
+                _log.info("engine job of pipeline %r finished", self._spec.pipeline)
             self._process = None  # a bounded job ended: its output is all committed
             return
+        if process is not None:
+            _log.warning("engine job runner exited with %s; resuming it from its latest checkpoint",
+                         process.returncode)
         self._spawn()
 
     def _spawn(self) -> None:

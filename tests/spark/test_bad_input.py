@@ -52,8 +52,10 @@ def test_missing_pipeline_option(spark, tmp_path):
 def test_pipeline_that_cannot_be_imported(spark, tmp_path):
     with pytest.raises(Exception, match=r"cannot import module 'no_such_jobs'.*PYTHONPATH"):
         load(spark, tmp_path, pipeline="no_such_jobs:build")
-    with pytest.raises(Exception, match=r"module 'tests\.spark\.pipelines' has no function 'nope'"):
+    with pytest.raises(Exception, match=r"module 'tests\.spark\.pipelines' has no attribute 'nope'"):
         load(spark, tmp_path, pipeline="tests.spark.pipelines:nope")
+    with pytest.raises(Exception, match=r"tests\.spark\.pipelines\.NUM_KEYS is a int \(4\), not a function"):
+        load(spark, tmp_path, pipeline="tests.spark.pipelines:NUM_KEYS")
     with pytest.raises(Exception, match=r"expected 'module:function'"):
         load(spark, tmp_path, pipeline="tests.spark.pipelines")
 
