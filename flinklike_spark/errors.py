@@ -49,6 +49,7 @@ __all__ = [
     "SlotNotFoundError",
     "StaleDeploymentError",
     "TaskExecutorLostError",
+    "import_error_hint",
     "is_non_recoverable",
     "mark_non_recoverable",
 ]
@@ -429,14 +430,40 @@ def mark_non_recoverable(exception_type: type[BaseException]) -> type[BaseExcept
 
 
 def is_non_recoverable(exc: BaseException) -> bool:
-    """True if ``exc`` or any exception in its cause/context chain is of a type marked non-recoverable."""
+    """True if ``exc`` or any exception in its cause/context chain is of a type marked non-recoverable.
+
+    An ``ImportError`` (a package or module missing where the task runs) is
+    non-recoverable too: a restart runs the same code on the same machines.
+    """
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if getattr(type(exc), _NON_RECOVERABLE, False):
+        if getattr(type(exc), _NON_RECOVERABLE, False) or isinstance(exc, ImportError):
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+#: Object-store packages that fsspec asks for, and the project's extra that installs each.
+_EXTRA_OF_PACKAGE = {"s3fs": "s3", "adlfs": "azure"}
+
+
+def import_error_hint(exc: ImportError) -> str:
+    """How to fix a missing module or package where a task ran (appended to the task failure's message)."""
+    text = str(exc)
+    for package, extra in _EXTRA_OF_PACKAGE.items():
+        if package in text:
+            return (
+                f'install the object-store extra on every machine that runs TaskExecutors: '
+                f'pip install "flinklike-spark[{extra}]"'
+            )
+    module = getattr(exc, "name", None)
+    if module:
+        return (
+            f"module {module!r} cannot be imported where the task runs: install its package on every machine "
+            f"that runs TaskExecutors, or ship your own module with the job (e.g. spark-submit --py-files); restarting cannot fix this, so the job fails at once"
+        )
+    return "install the missing package on every machine that runs TaskExecutors; restarting cannot fix this"
 
 
 class NonRecoverableTaskError(RemoteTaskError):

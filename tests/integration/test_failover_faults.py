@@ -141,6 +141,26 @@ def test_an_exhausted_restart_strategy_fails_the_job_with_every_cause():
     assert_no_task_executor_left()
 
 
+class ImportsAMissingModule(MapFunction):
+    def open(self, runtime_context):
+        import flinklike_test_module_not_installed  # noqa: F401 - the failure under test
+
+    def map(self, value):
+        return value
+
+
+def test_a_missing_module_in_a_task_fails_the_job_at_once_naming_the_fix():
+    env = keyed_env({"restart-strategy.fixed-delay.attempts": 100})
+    started = time.monotonic()
+    with pytest.raises(JobExecutionError, match="not recoverable") as failure:
+        run_keyed(env, ImportsAMissingModule())
+    cause = str(failure.value.__cause__)
+    assert "ModuleNotFoundError" in cause and "flinklike_test_module_not_installed" in cause
+    assert "install its package on every machine that runs TaskExecutors" in cause
+    assert time.monotonic() - started < 30  # not 100 restarts
+    assert_no_task_executor_left()
+
+
 def test_non_recoverable_error_type_is_public():
     assert issubclass(NonRecoverableError, Exception)
 

@@ -33,6 +33,7 @@ from flinklike_spark.errors import (
     NonRecoverableError,
     NonRecoverableTaskError,
     RemoteTaskError,
+    import_error_hint,
     is_non_recoverable,
 )
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
@@ -62,8 +63,11 @@ def describe_failure(exc: BaseException, task_name: str) -> RemoteTaskError:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     # Only the task knows the original type: it decides whether the JobMaster may restart.
     error_type = NonRecoverableTaskError if is_non_recoverable(exc) else RemoteTaskError
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ImportError):
+        message += f" ({import_error_hint(exc)})"
     return error_type(
-        f"{type(exc).__name__}: {exc}",
+        message,
         task_name=task_name,
         exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
         remote_traceback=text,

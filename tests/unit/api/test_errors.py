@@ -24,3 +24,16 @@ def test_remote_task_error_survives_repeated_pickling_unchanged():
         error.task_name, error.exception_type, error.remote_traceback,
     )  # fmt: skip
     assert isinstance(travelled, FlinklikeError)
+
+
+def test_an_import_error_is_not_recoverable_and_names_the_fix():
+    from flinklike_spark.errors import import_error_hint, is_non_recoverable
+
+    try:
+        raise ImportError("Install s3fs to access S3")
+    except ImportError as exc:
+        assert is_non_recoverable(exc)
+        assert 'pip install "flinklike-spark[s3]"' in import_error_hint(exc)
+    missing = ModuleNotFoundError("No module named 'my_jobs'", name="my_jobs")
+    assert is_non_recoverable(missing) and "module 'my_jobs' cannot be imported" in import_error_hint(missing)
+    assert not is_non_recoverable(ValueError("a bug a restart may pass"))
