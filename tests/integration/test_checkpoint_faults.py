@@ -39,10 +39,28 @@ def test_unwritable_checkpoint_dir_fails_checkpoints_but_not_the_job_below_the_t
 def test_unwritable_checkpoint_dir_fails_the_job_once_the_tolerance_is_exceeded(tmp_path):
     config = checkpoint_config(unwritable_dir(tmp_path), "aligned") | {
         "execution.checkpointing.tolerable-failed-checkpoints": 2,
+        "restart-strategy.type": "none",
     }
     with pytest.raises(JobExecutionError, match="tolerable-failed-checkpoints: 2") as failure:
         build(config).execute("intolerant")
     assert "not-a-directory" in str(failure.value)
+
+
+def test_exceeding_the_tolerance_is_a_job_failure_the_restart_strategy_handles(tmp_path):
+    """As in Flink: the job restarts (counted, in the exception history) and fails when no restart is left."""
+    config = checkpoint_config(unwritable_dir(tmp_path), "aligned") | {
+        "execution.checkpointing.tolerable-failed-checkpoints": 1,
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 1,
+        "restart-strategy.fixed-delay.delay": "0 ms",
+    }
+    client = build(config, seconds_per_record=0.001).execute_async("restarted on checkpoint failures")
+    with pytest.raises(JobExecutionError, match="tolerable-failed-checkpoints: 1"):
+        client.wait(timeout=120)
+    assert client.num_restarts == 1
+    history = client.get_exception_history()
+    assert len(history) == 2
+    assert all("tolerable-failed-checkpoints" in str(entry.root_cause) for entry in history)
 
 
 @contextlib.contextmanager

@@ -112,7 +112,8 @@ class CheckpointCoordinator:
         options: the checkpointing configuration (``directory`` must be set).
         main_thread: the JobMaster's main-thread executor.
         send: ``send(execution, method, payload)`` -> Future: RPC to the task's TaskExecutor.
-        fail_job: called once the tolerable failures are exceeded.
+        fail_job: called once the tolerable failures are exceeded (a global failure of the job,
+            which the restart strategy may restart).
         first_checkpoint_id: ids continue after a restored checkpoint.
         lineage_id: recorded in every checkpoint, so that a job restored from it
             keeps its sinks' transactional ids (default: this job's id).
@@ -504,6 +505,7 @@ class CheckpointCoordinator:
             self._consecutive_failures += 1
             tolerable = self._options.tolerable_failures
             if self._consecutive_failures > tolerable and not self._stopped:
+                self._consecutive_failures = 0  # a restarted job starts with the full tolerance again
                 self._fail_job(
                     CheckpointFailedError(
                         f"exceeded the checkpoint tolerable failure threshold "

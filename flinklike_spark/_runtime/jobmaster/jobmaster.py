@@ -401,7 +401,9 @@ class JobMaster:
                 options=options,
                 main_thread=main_thread,
                 send=self._send_to_task,
-                fail_job=lambda cause: self.scheduler.fail_job(cause),
+                # Flink: exceeding tolerable-failed-checkpoints fails the job *globally*, and the
+                # restart strategy decides whether it restarts (from the latest checkpoint) or fails.
+                fail_job=lambda cause: self.failover.handle_global_failure(cause),
                 first_checkpoint_id=first_checkpoint_id,
                 lineage_id=lineage_id,
                 storage=config.storage,
