@@ -366,7 +366,8 @@ class JobMaster:
         self._final_committables: dict[str, dict[int, list[Any]]] = {}  # sink uid -> subtask -> committables
         self._started = time.monotonic()
         self._terminated = threading.Event()
-        self._lost_task_executors: dict[str, TaskExecutorLostError] = {}  # in order of loss (main thread)
+        # resource id -> (the loss, when it was noticed), in order of loss (main thread)
+        self._lost_task_executors: dict[str, tuple[TaskExecutorLostError, float]] = {}
         self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
         options = config.checkpointing
         restore, first_checkpoint_id, lineage_id = None, 1, job_graph.job_id
@@ -562,9 +563,8 @@ class JobMaster:
 
     def task_executor_lost(self, resource_id: str, reason: str) -> None:
         """Fail every unfinished execution that ran on ``resource_id`` (main thread)."""
-        cause = self._lost_task_executors.setdefault(
-            resource_id, TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
-        )
+        self._record_losses({resource_id: reason})
+        cause, _ = self._lost_task_executors[resource_id]
         for vertex in self.graph.vertices():
             execution = vertex.current_execution
             slot = execution.assigned_slot
@@ -574,8 +574,29 @@ class JobMaster:
     # -- failure listener ------------------------------------------------------------------------
 
     def on_task_failure(self, execution: Execution, cause: BaseException) -> None:
-        """A task failed: the failover coordinator restarts its region (or everything) or fails the job."""
+        """A task failed: the failover coordinator restarts its region (or everything) or fails the job.
+
+        A consumer's broken channel is often the first sign that a TaskExecutor
+        died, before the process monitor or the heartbeats report it. The loss
+        is then detected here, before the failover decides anything: the dead
+        TaskExecutor leaves the ResourceManager (the restart cannot deploy onto it,
+        which would be a second failure), and the recorded cause is the loss
+        (e.g. the process exit), not the symptom.
+        """
+        if _is_channel_error(cause):
+            self._record_losses(self._rm.detect_dead_task_executors())
+            deployed = execution.state_timestamps.get(ExecutionState.DEPLOYING, 0.0)
+            lost_since = [error for error, lost_at in self._lost_task_executors.values() if lost_at >= deployed]
+            if lost_since:
+                log.info("job %s: %s failed because %s", self.job_id, execution.attempt_id, lost_since[0])
+                cause = lost_since[0]
         self.failover.on_task_failure(execution, cause)
+
+    def _record_losses(self, lost: dict[str, str]) -> None:
+        for resource_id, reason in lost.items():
+            self._lost_task_executors.setdefault(
+                resource_id, (TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}"), time.time())
+            )
 
     # -- internals (main thread) -----------------------------------------------------------------
 
@@ -665,13 +686,10 @@ class JobMaster:
         """The failure to report: a consumer's channel error is a symptom when a TaskExecutor died (main thread)."""
         if not _is_channel_error(cause):
             return cause
-        for resource_id, reason in self._rm.detect_dead_task_executors().items():
-            self._lost_task_executors.setdefault(
-                resource_id, TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}")
-            )
+        self._record_losses(self._rm.detect_dead_task_executors())
         if not self._lost_task_executors:
             return cause
-        root = next(iter(self._lost_task_executors.values()))
+        root, _ = next(iter(self._lost_task_executors.values()))
         log.info("job %s: reporting %s as the root cause of %s", self.job_id, root, str(cause).partition("\n")[0])
         return root
 
