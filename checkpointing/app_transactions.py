@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -23,7 +24,17 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
-__all__ = ["DataFile", "commit_files", "is_committed", "retry_lost_races"]
+from flinklike_spark.errors import SinkFencedError
+
+__all__ = [
+    "DataFile",
+    "check_fence",
+    "claim_fence",
+    "commit_files",
+    "fence_app_id",
+    "is_committed",
+    "retry_lost_races",
+]
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -90,6 +101,46 @@ def commit_files(
     )
 
 
+def fence_app_id(transactional_id_prefix: str) -> str:
+    """The app id whose transaction version is the epoch of the job that owns ``transactional_id_prefix``."""
+    return f"{transactional_id_prefix}/fence"
+
+
+def claim_fence(table: DeltaTable, transactional_id_prefix: str) -> int:
+    """Record a new epoch for ``transactional_id_prefix`` in ``table`` (one commit); return it.
+
+    Flink's transactional sinks fence an older producer of the same
+    transactional id; here the newest job of a restore lineage does so. Every
+    commit of a writer under the prefix carries the fence's app transaction
+    with its own epoch (see :func:`check_fence`), so once this commit landed,
+    an older job's commits fail: the ones racing this commit lose the race
+    (Delta rejects concurrent commits of one app id) and see the new epoch on
+    their retry. Call it through :func:`retry_lost_races` on a fresh snapshot.
+    """
+    fence = fence_app_id(transactional_id_prefix)
+    epoch = (table.transaction_version(fence) or 0) + 1
+    commit_files(table, [], {fence: epoch}, custom_metadata={"flinklike.fence": f"{fence}={epoch}"})
+    return epoch
+
+
+def check_fence(table: DeltaTable, transactional_id_prefix: str, epoch: int, *, what: str) -> dict[str, int]:
+    """Raise SinkFencedError if a newer epoch owns ``transactional_id_prefix``; else its app transaction to commit.
+
+    The returned ``{fence app id: epoch}`` goes into the same commit as the
+    writer's output, so that the commit conflicts with a concurrent claim.
+    """
+    fence = fence_app_id(transactional_id_prefix)
+    current = table.transaction_version(fence)
+    if current is not None and current > epoch:
+        raise SinkFencedError(
+            f"{what}: a newer job resumed the same checkpoint lineage and owns transactional ids "
+            f"{transactional_id_prefix}/<subtask> (epoch {current}, this job has epoch {epoch}); this job must "
+            f"not commit, or both jobs would skip each other's output. Run one job per lineage: cancel this "
+            f"one, or resume the other from its own checkpoints"
+        )
+    return {fence: epoch}
+
+
 def retry_lost_races(attempt: Callable[[], T], *, attempts: int, table_uri: str) -> T:
     """``attempt()``, called again (after a short, growing pause) while it loses a commit race.
 
@@ -104,5 +155,5 @@ def retry_lost_races(attempt: Callable[[], T], *, attempts: int, table_uri: str)
             if number == attempts:
                 raise
             _log.info("commit to %s lost a race; retrying on the latest version", table_uri)
-            time.sleep(0.05 * number)
+            time.sleep(random.uniform(0.01, 0.05 * number))  # jitter: racing subtasks do not retry in lockstep
     raise AssertionError("unreachable")

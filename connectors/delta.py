@@ -46,7 +46,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction
 
-from checkpointing.app_transactions import commit_files, is_committed, retry_lost_races
+from checkpointing.app_transactions import check_fence, claim_fence, commit_files, is_committed, retry_lost_races
 from checkpointing.layout import delta_uri, resolve_storage
 from flinklike_spark.connector_api import (
     Committer,
@@ -54,7 +54,7 @@ from flinklike_spark.connector_api import (
     SinkWriterContext,
     TwoPhaseCommittingSink,
 )
-from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
+from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError, SinkFencedError
 from flinklike_spark.storage import StorageConfig
 
 __all__ = ["DeltaCommittable", "DeltaSink", "DeltaSinkWriter", "DeltaCommitter", "StagedFile"]
@@ -62,7 +62,9 @@ __all__ = ["DeltaCommittable", "DeltaSink", "DeltaSinkWriter", "DeltaCommitter",
 _log = logging.getLogger(__name__)
 
 _DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
-_ATTEMPTS = 5  # table creation and commits that lose a race against another subtask
+# Table creation and commits that lose a race: every subtask's commit after a checkpoint
+# carries the lineage fence's app transaction, so they race each other too.
+_ATTEMPTS = 20
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -173,6 +175,7 @@ class DeltaSink(TwoPhaseCommittingSink):
         self.storage_options = dict(storage_options) if storage_options else None
         self.target_file_size = target_file_size
         self.storage: StorageConfig | None = None  # the job's settings, bound when the job is submitted
+        self.fence_epoch = 0  # this job's epoch in its lineage (fence_older_writers)
 
     def __repr__(self) -> str:
         return f"DeltaSink({self.path!r})"
@@ -207,8 +210,33 @@ class DeltaSink(TwoPhaseCommittingSink):
             ) from exc
         return max((v for v in versions if v is not None), default=None)
 
+    def fence_older_writers(self, transactional_id_prefix: str) -> DeltaSink:
+        """Claim a new epoch for ``transactional_id_prefix`` in the table; older jobs' commits then fail.
+
+        A table that does not exist yet holds no output to protect; the job then
+        runs unfenced (epoch 0) until it creates the table.
+        """
+        table = self._table()
+        try:
+            if table.open() is None:
+                return self
+
+            def claim() -> int:
+                return claim_fence(table.open(), transactional_id_prefix)
+
+            epoch = retry_lost_races(claim, attempts=_ATTEMPTS, table_uri=table.uri)
+        except (DeltaError, OSError) as exc:
+            raise SinkCommitError(
+                f"cannot claim transactional ids {transactional_id_prefix}/<subtask> in Delta table {table.uri!r}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        _log.info("job owns %s in %s with epoch %d", transactional_id_prefix, table.uri, epoch)
+        bound = copy.copy(self)
+        bound.fence_epoch = epoch
+        return bound
+
     def create_committer(self) -> DeltaCommitter:
-        return DeltaCommitter(self._table())
+        return DeltaCommitter(self._table(), fence_epoch=self.fence_epoch)
 
 
 class DeltaSinkWriter(PrecommittingSinkWriter):
@@ -305,14 +333,17 @@ class DeltaSinkWriter(PrecommittingSinkWriter):
 class DeltaCommitter(Committer):
     """Adds committed files to the table; skips committables whose app transaction is already there."""
 
-    def __init__(self, table: _Table) -> None:
+    def __init__(self, table: _Table, *, fence_epoch: int = 0) -> None:
         self._table = table
+        self._fence_epoch = fence_epoch
 
     def commit(self, committables: list[DeltaCommittable]) -> None:
         if not committables:
             return
         try:
             retry_lost_races(lambda: self._commit(committables), attempts=_ATTEMPTS, table_uri=self._table.uri)
+        except SinkFencedError:
+            raise
         except (DeltaError, OSError) as exc:
             raise SinkCommitError(
                 f"cannot commit {sum(len(c.files) for c in committables)} files to Delta table "
@@ -330,6 +361,8 @@ class DeltaCommitter(Committer):
             versions[committable.app_id] = max(versions.get(committable.app_id, -1), committable.version)
         if not due:
             return
+        for prefix in sorted({c.app_id.rpartition("/")[0] for c in due}):
+            versions.update(check_fence(table, prefix, self._fence_epoch, what=f"DeltaSink {self._table.uri!r}"))
         for committable in due:
             for staged in committable.files:
                 if not self._table.fs.exists(f"{self._table.root}/{staged.path}"):

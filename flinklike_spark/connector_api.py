@@ -248,3 +248,16 @@ class TwoPhaseCommittingSink(Sink):
         The default returns None: the sink cannot tell, and no check is made.
         """
         return None
+
+    def fence_older_writers(self, transactional_id_prefix: str) -> TwoPhaseCommittingSink:
+        """Take over ``transactional_id_prefix`` from any older job of the restore lineage; return the sink to run.
+
+        Called in the JobMaster of a job that resumes a checkpoint, before
+        :meth:`committed_checkpoint` is asked and before any task is deployed.
+        Two live jobs of one lineage share transactional ids and must never
+        both commit: after this call, commits of an older job under the prefix
+        must fail (:class:`~flinklike_spark.errors.SinkFencedError`), as
+        Flink's transactional sinks fence an older producer. The default does
+        nothing (a sink without transactional ids needs no fence).
+        """
+        return self

@@ -45,6 +45,7 @@ __all__ = [
     "RpcTimeoutError",
     "SchemaMismatchError",
     "SinkCommitError",
+    "SinkFencedError",
     "SlotAllocationError",
     "SlotNotFoundError",
     "StaleDeploymentError",
@@ -324,6 +325,17 @@ class SinkCommitError(FlinklikeError, OSError):
     """A two-phase-commit sink could not commit prepared output; the message names the target and the cause."""
 
 
+class SinkFencedError(SinkCommitError):
+    """A newer job of the same restore lineage took over this sink's output; this job must not commit.
+
+    Two jobs resumed from one checkpoint lineage share transactional ids; if
+    both committed, each would skip what the other committed although their
+    inputs were cut at other places (rows lost or duplicated). As Flink's
+    transactional sinks fence an older producer, the newer job wins: the older
+    one fails with this error at its next commit, and is not restarted.
+    """
+
+
 class InputFilesNotFoundError(FlinklikeError, FileNotFoundError):
     """A source path or glob matched no file; the message names the path."""
 
@@ -497,3 +509,5 @@ setattr(NoResourceAvailableError, _NON_RECOVERABLE, True)
 # job would restart forever instead of telling the user. These fail the job at once.
 setattr(SchemaMismatchError, _NON_RECOVERABLE, True)
 setattr(FunctionResultError, _NON_RECOVERABLE, True)
+# A fenced job restarting would only be fenced again: a newer job owns the lineage's output.
+setattr(SinkFencedError, _NON_RECOVERABLE, True)

@@ -196,7 +196,12 @@ def check_in_flight_data(job_graph: JobGraph, checkpoint: CompletedCheckpoint) -
 def check_committed_sink_output(
     job_graph: JobGraph, base: str | CheckpointLayout, checkpoint: CompletedCheckpoint, *, accept_duplicates: bool
 ) -> str:
-    """Refuse a restore point older than output an exactly-once sink already committed; return the lineage id.
+    """Fence older jobs of the lineage, refuse a restore point older than committed sink output; return the lineage.
+
+    Each exactly-once sink first takes over the lineage's transactional ids
+    (:meth:`TwoPhaseCommittingSink.fence_older_writers`; the job graph's sink is
+    replaced by the fenced one), so that a job of the same lineage still
+    running fails at its next commit instead of committing beside this one.
 
     A sink's transactional ids derive from the lineage id (the first job of a
     chain of restores), so a resumed job's sinks can tell which checkpoints of
@@ -221,6 +226,9 @@ def check_committed_sink_output(
             sink = op.function
             if op.kind != "sink" or not isinstance(sink, TwoPhaseCommittingSink):
                 continue
+            # Fence first: an older job of the lineage still running cannot commit after this,
+            # so what the sink reports below stays true while this job runs.
+            sink = op.function = sink.fence_older_writers(transactional_id_prefix(lineage, op.uid))
             subtasks = max(vertex.max_parallelism, checkpoint.parallelism.get(vertex.id, 0))
             committed = sink.committed_checkpoint(transactional_id_prefix(lineage, op.uid), subtasks)
             if committed is not None and committed > checkpoint.checkpoint_id:
