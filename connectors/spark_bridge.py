@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -70,6 +71,7 @@ __all__ = [
     "SparkInputSplit",
     "SparkOutputSink",
     "conform_batch",
+    "last_commit_info",
     "output_offset",
     "stage_batches",
 ]
@@ -128,8 +130,11 @@ class BridgeTable:
         version: int,
         *,
         partition_by: list[str] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> bool:
         """Commit ``files`` with app transaction ``(app_id, version)`` unless it is there; True if committed now.
+
+        ``metadata`` goes into the commit's info (``DeltaTable.history()``) beside ``flinklike.app``.
 
         Retries commits that lose a race against another writer (each retry
         re-reads the table, so a concurrent commit of the same version is seen).
@@ -150,7 +155,7 @@ class BridgeTable:
                 [f.add_action() for f in files],
                 {app_id: version},
                 partition_by=partition_by or (),
-                custom_metadata={"flinklike.app": f"{app_id}@{version}"},
+                custom_metadata={**(metadata or {}), "flinklike.app": f"{app_id}@{version}"},
             )
             return True
 
@@ -161,6 +166,15 @@ class BridgeTable:
                 f"cannot commit {len(files)} files of {app_id} version {version} to Delta table "
                 f"{self.uri!r}: {type(exc).__name__}: {exc}"
             ) from exc
+
+
+def last_commit_info(table: DeltaTable, app_id: str) -> dict[str, Any] | None:
+    """The commit info of the newest commit that recorded an app transaction of ``app_id``, or None."""
+    prefix = f"{app_id}@"
+    for info in table.history():  # newest first
+        if str(info.get("flinklike.app", "")).startswith(prefix):
+            return info
+    return None
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, what: str) -> pa.RecordBatch:

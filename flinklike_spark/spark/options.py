@@ -126,10 +126,15 @@ class WriteOptions:
             give each query that feeds the same job its own (default ``default``),
             and a new one when a query starts over with a new checkpointLocation
             (its batch ids start again at 0).
+        checkpoint_location: the query's ``checkpointLocation`` option when Spark
+            passes it; recorded with each commit, so that a query that reuses a
+            queryId with another checkpointLocation is refused instead of having
+            its micro-batches taken for replays.
     """
 
     directory: str
     query_id: str
+    checkpoint_location: str | None = None
     storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
 
     @staticmethod
@@ -146,7 +151,13 @@ class WriteOptions:
                 f"and the storage keys (s3.*, {', '.join(sorted(PATTERN_OPTIONS))})"
             )
         storage = Configuration(storage_keys).storage
-        return WriteOptions(directory=directory, query_id=bridge.get("queryid") or "default", storage=storage)
+        location = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
+        return WriteOptions(
+            directory=directory,
+            query_id=bridge.get("queryid") or "default",
+            checkpoint_location=location or None,
+            storage=storage,
+        )
 
 
 def _is_storage_key(key: str) -> bool:

@@ -21,12 +21,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from checkpointing.app_transactions import DataFile
-from connectors.spark_bridge import INPUT_TABLE, BridgeTable, stage_batches
+from connectors.spark_bridge import INPUT_TABLE, BridgeTable, last_commit_info, stage_batches
+from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.spark.options import WriteOptions
 
 __all__ = ["FlinklikeStreamWriter", "StagedInput", "input_app_id"]
 
 _log = logging.getLogger(__name__)
+#: Commit info key recording the writing query's checkpointLocation.
+_LOCATION_KEY = "flinklike.spark.checkpointLocation"
 
 
 def input_app_id(query_id: str) -> str:
@@ -58,9 +61,41 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
         if not files:
             return  # an empty micro-batch: nothing to add (a replay of it adds nothing either)
         app_id = input_app_id(self._options.query_id)
-        if not BridgeTable(self._path, storage=self._options.storage).commit_once(self._schema, files, app_id, batchId):
-            _log.info("micro-batch %d of %s was committed before; ignored the replay", batchId, app_id)
+        location = self._options.checkpoint_location
+        table = BridgeTable(self._path, storage=self._options.storage)
+        metadata = {_LOCATION_KEY: location} if location else None
+        if not table.commit_once(self._schema, files, app_id, batchId, metadata=metadata):
             self.abort(messages, batchId)  # the replay's own files are never committed
+            self._check_replay(table, app_id, batchId)
+
+    def _check_replay(self, table: BridgeTable, app_id: str, batch_id: int) -> None:
+        """A batch id already committed is a replay only if the same query (checkpointLocation) committed it.
+
+        Raises:
+            ConfigurationError: another checkpointLocation committed under this queryId (a
+                query that started over counts its batch ids from 0 again: its rows
+                would all be dropped as replays).
+        """
+        info = last_commit_info(table.open(), app_id)
+        committed_by = None if info is None else info.get(_LOCATION_KEY)
+        ours = self._options.checkpoint_location
+        if ours is not None and committed_by is not None and committed_by != ours:
+            raise ConfigurationError(
+                f'df.writeStream.format("flinklike"): micro-batch {batch_id} of queryId '
+                f"{self._options.query_id!r} was already committed to {table.uri!r} by the query with "
+                f"checkpointLocation {committed_by!r}; this query uses checkpointLocation {ours!r}, so its batch "
+                f"ids started again at 0 and its rows would be taken for replays and dropped. Give this query "
+                f'its own queryId (.option("queryId", "...")): each query feeding a job, and each new '
+                f"checkpointLocation of a query, needs its own"
+            )
+        if ours is None or committed_by is None:
+            _log.warning(
+                "micro-batch %d of %s was committed before; ignored as a replay (the checkpointLocation of the "
+                "committing query is unknown, so a query that started over under the same queryId cannot be "
+                "told from a replay)", batch_id, app_id,
+            )  # fmt: skip
+        else:
+            _log.info("micro-batch %d of %s was committed before; ignored the replay", batch_id, app_id)
 
     def abort(self, messages: list[StagedInput | None], batchId: int) -> None:
         table = BridgeTable(self._path, storage=self._options.storage)
