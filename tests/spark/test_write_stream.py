@@ -141,3 +141,31 @@ def test_foreach_batch_feeder_replayed_batch_is_ignored(spark, tmp_path):
         )
 
     run_with_replay(spark, tmp_path, start_query, input_app_id("rate-feeder"))
+
+
+def test_write_stream_with_a_new_checkpoint_location_under_the_same_query_id_fails_instead_of_dropping(
+    spark, tmp_path
+):
+    job_dir = tmp_path / "job"
+
+    def start_query(checkpoint):
+        return (
+            rate(spark).writeStream.format("flinklike")
+            .option("execution.checkpointing.dir", str(job_dir))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
+
+    first = start_query(tmp_path / "spark-a")
+    try:
+        wait_for(lambda: input_rows(job_dir) > 0, timeout=300, what="input from the first query", query=first)
+    finally:
+        first.stop()
+    second = start_query(tmp_path / "spark-b")  # Spark's batch ids start again at 0
+    try:
+        wait_for(lambda: second.exception() is not None, timeout=300, what="the second query to fail")
+    finally:
+        second.stop()
+    message = str(second.exception())
+    assert "spark-a" in message and "spark-b" in message and "own queryId" in message, message
