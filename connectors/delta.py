@@ -159,6 +159,9 @@ class DeltaSink(TwoPhaseCommittingSink):
     finished. Without checkpointing, an unbounded job never commits.
     """
 
+    #: This job's epoch in its restore lineage (set by :meth:`fence_older_writers`; 0: unfenced).
+    fence_epoch: int = 0
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -175,7 +178,6 @@ class DeltaSink(TwoPhaseCommittingSink):
         self.storage_options = dict(storage_options) if storage_options else None
         self.target_file_size = target_file_size
         self.storage: StorageConfig | None = None  # the job's settings, bound when the job is submitted
-        self.fence_epoch = 0  # this job's epoch in its lineage (fence_older_writers)
 
     def __repr__(self) -> str:
         return f"DeltaSink({self.path!r})"

@@ -19,7 +19,7 @@ from typing import Any
 
 from flinklike_spark.errors import FlinklikeError
 
-__all__ = ["DELTA_SPARK_PACKAGE", "SparkSetupError", "check_python", "register", "session"]
+__all__ = ["DELTA_SPARK_PACKAGE", "SparkSetupError", "check_python", "is_connect_session", "register", "session"]
 
 #: The newest delta-spark jar built for Spark 4.2 on Maven Central. The delta-spark
 #: 4.4.1 wheel asks for a 4.4.1 jar that Maven Central does not serve (2026-11-23).
@@ -87,6 +87,7 @@ def session(
     app_name: str = "flinklike",
     *,
     master: str | None = "local[2]",
+    remote: str | None = None,
     config: Mapping[str, Any] | None = None,
     delta_package: str = DELTA_SPARK_PACKAGE,
 ):
@@ -101,6 +102,10 @@ def session(
 
     Args:
         master: Spark master; None keeps what ``spark-submit`` chose.
+        remote: a Spark Connect URL (``sc://host:15002``) to connect to instead of
+            starting Spark here, or ``"local[N]"`` to start a local Spark Connect
+            server with Delta (what ``SparkSession.builder.remote`` accepts);
+            ``master`` is then ignored.
         config: extra Spark configuration.
         delta_package: Maven coordinates of delta-spark (resolved by Spark from Maven Central).
 
@@ -112,6 +117,9 @@ def session(
     existing = SparkSession.getActiveSession()
     if existing is not None:
         return register(existing)
+    if remote is not None and not remote.startswith("local"):
+        # A Spark Connect server elsewhere: its configuration (Delta, Python workers) is its own.
+        return register(SparkSession.builder.appName(app_name).remote(remote).getOrCreate())
     if os.environ.get("PYSPARK_GATEWAY_PORT"):
         # Launched by spark-submit: its JVM already runs with the master, packages and
         # Python it was given (--master, --packages, spark.pyspark.python); only register.
@@ -124,7 +132,10 @@ def session(
         os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = _worker_pythonpath()
     builder = SparkSession.builder.appName(app_name)
-    if master is not None:
+    if remote is not None:  # "local[N]": a Spark Connect server started here, with the settings below
+        builder = builder.remote(remote)
+        master = remote
+    elif master is not None:
         builder = builder.master(master)
     settings = {
         "spark.jars.packages": delta_package,
@@ -151,16 +162,32 @@ def session(
     return register(spark)
 
 
+def is_connect_session(spark) -> bool:
+    """True for a Spark Connect client session (``SparkSession.builder.remote(...)``), which has no SparkContext."""
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # the Connect client's dependencies (pyspark[connect]) are not installed
+        return False
+    return isinstance(spark, ConnectSession)
+
+
 def register(spark):
-    """Register the ``flinklike`` data source with ``spark`` and return ``spark``.
+    """Register the ``flinklike`` data source with ``spark`` (classic or Spark Connect) and return ``spark``.
+
+    With a classic session this process knows the interpreter of Spark's Python
+    workers and checks that it imports the project. A Spark Connect session
+    runs its Python workers on the Connect server, which may be another
+    machine: nothing local is checked, and the data source is registered with
+    the server (it must have flinklike-spark installed).
 
     Raises:
         SparkSetupError: the session's Python workers cannot import the project.
     """
     from flinklike_spark.spark.source import FlinklikeDataSource
 
-    python = spark.sparkContext.pythonExec or os.environ.get("PYSPARK_PYTHON") or "python3"
-    if os.path.realpath(shutil.which(python) or python) != os.path.realpath(sys.executable):
-        check_python(python)
+    if not is_connect_session(spark):
+        python = spark.sparkContext.pythonExec or os.environ.get("PYSPARK_PYTHON") or "python3"
+        if os.path.realpath(shutil.which(python) or python) != os.path.realpath(sys.executable):
+            check_python(python)
     spark.dataSource.register(FlinklikeDataSource)
     return spark

@@ -11,7 +11,16 @@ import pyarrow as pa
 from connectors import SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 
-__all__ = ["COUNTED", "NUM_KEYS", "Count", "bad_rows", "keyed_count", "no_schema", "not_a_stream"]
+__all__ = [
+    "COUNTED",
+    "NUM_KEYS",
+    "Count",
+    "bad_rows",
+    "bounded_count",
+    "keyed_count",
+    "no_schema",
+    "not_a_stream",
+]
 
 NUM_KEYS = 4
 COUNTED = pa.schema([("key", pa.int64()), ("seq", pa.int64()), ("count", pa.int64())])
@@ -33,6 +42,17 @@ def keyed_count(env: StreamExecutionEnvironment):
     """An unbounded keyed count: every (key, seq) once, seq 0, 1, 2, ... per key."""
     return (
         env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=None, rows_per_second=400), name="seq")
+        .uid("seq")
+        .key_by("key")
+        .process(Count(), output_type=COUNTED)
+        .uid("counter")
+    )
+
+
+def bounded_count(env: StreamExecutionEnvironment):
+    """A bounded keyed count: 50 rows per key, then the job finishes."""
+    return (
+        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=50), name="seq")
         .uid("seq")
         .key_by("key")
         .process(Count(), output_type=COUNTED)
