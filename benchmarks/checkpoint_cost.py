@@ -20,12 +20,12 @@ import statistics
 import tempfile
 import time
 
+from throughput import CountingSink, keyed_count
+
 from checkpointing import list_completed_checkpoints
 from connectors import SequenceSource
 from flinklike_spark import Configuration, KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark._runtime.minicluster import MiniCluster
-
-from throughput import CountingSink, keyed_count
 
 
 class OneMillisecondPerRecord(KeyedProcessFunction):

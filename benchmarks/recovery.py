@@ -148,8 +148,9 @@ def recovery_times(strategy: str, repeats: int) -> list[float]:
                 time.sleep(1.0)
                 failed_at, restarted = fail_once(job, client, directory)
                 vertices = [v for v in job.graph.vertices() if str(v.id) in restarted]
-                wait(lambda: all(v.current_execution.state is ExecutionState.RUNNING and v.prior_executions
-                                 and v.prior_executions[-1].is_terminal for v in vertices) and all_running(job))  # fmt: skip
+                wait(lambda vertices=vertices: all(
+                    v.current_execution.state is ExecutionState.RUNNING and v.prior_executions
+                    and v.prior_executions[-1].is_terminal for v in vertices) and all_running(job))  # fmt: skip
                 running_at = max(v.current_execution.state_timestamps[ExecutionState.RUNNING] for v in vertices)
                 times.append(running_at - failed_at)
             return times
@@ -184,7 +185,8 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=3.0, help="restart delay (s) while measuring (b)")
     parser.add_argument("--window", type=float, default=3.0, help="seconds of throughput before the failure (b)")
     args = parser.parse_args()
-    print(f"# {platform.node()} {platform.python_version()} {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"# {platform.node()} {platform.python_version()} {os.cpu_count()} cores, {when}")
     results = {}
     for strategy in ("region", "full"):
         times = recovery_times(strategy, args.repeats)

@@ -26,7 +26,7 @@ import platform
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -185,7 +185,7 @@ def main() -> None:
         f"spark latency ({LATENCY_RATE} rows/s)": run_spark(spark, work, LATENCY_RATE, args.seconds, "spark-lat"),
     }  # fmt: skip
     spark.stop()
-    print(f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, {platform.processor() or platform.machine()}")
+    print(f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, {platform.processor() or platform.machine()}")
     print(f"{'run':45s} {'rows':>10s} {'rows/s':>10s} {'p50 ms':>9s} {'p99 ms':>9s}")
     for name, r in results.items():
         print(f"{name:45s} {r['rows']:>10d} {r['rows_per_s']:>10.0f} {r['p50_ms']:>9.0f} {r['p99_ms']:>9.0f}")

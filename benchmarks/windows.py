@@ -27,16 +27,15 @@ import time
 
 import numpy as np
 import pyarrow as pa
+from throughput import NUM_KEYS, CountingSink, CountPerKey, run_timed
 
 from connectors import SequenceSource
 from flinklike_spark import Configuration, StreamExecutionEnvironment, WatermarkStrategy
-from flinklike_spark.functions import AggregateFunction
-from flinklike_spark.window import Time, TumblingEventTimeWindows
 from flinklike_spark._runtime.streaming.operators import OperatorContext, OperatorSpec, Output
 from flinklike_spark._runtime.streaming.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
-
-from throughput import NUM_KEYS, CountingSink, CountPerKey, run_timed
+from flinklike_spark.functions import AggregateFunction
+from flinklike_spark.window import Time, TumblingEventTimeWindows
 
 
 class CountAggregate(AggregateFunction):

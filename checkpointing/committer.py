@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -32,10 +32,9 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
-from .app_transactions import commit_files, is_committed
-
 from flinklike_spark.errors import CheckpointStorageError, CorruptCheckpointError
 
+from .app_transactions import commit_files, is_committed
 from .layout import (
     CHANNEL_STATE,
     CHECKPOINTS,
@@ -149,7 +148,7 @@ class CommitResult:
 
 
 def _utc(ts: datetime) -> datetime:
-    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
 
 
 def _ms(delta: timedelta) -> int:
@@ -409,7 +408,7 @@ class CheckpointCommitter:
         versions: Mapping[str, int],
     ) -> dict[str, Any]:
         trigger = _utc(record.trigger_time)
-        completion = _utc(record.completion_time or datetime.now(timezone.utc))
+        completion = _utc(record.completion_time or datetime.now(UTC))
         return {
             "job_id": job_id,
             "checkpoint_id": checkpoint_id,

@@ -20,7 +20,7 @@ import operator
 import pickle
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import numpy as np
@@ -43,9 +43,9 @@ from .schemas import (
     CHANNEL_STATE_FILE_SCHEMA,
     NON_KEYED_KEY_GROUP,
     OPERATOR_STATE_FILE_SCHEMA,
+    REPR_LIMIT,
     Direction,
     StateKind,
-    REPR_LIMIT,
     check_literal,
     truncated_repr,
 )
@@ -538,7 +538,7 @@ class SnapshotWriter:
             path=relative,
             size=size,
             partition_values={"job_id": self.job_id, "checkpoint_id": str(self.checkpoint_id)},
-            modification_time=datetime.now(timezone.utc),
+            modification_time=datetime.now(UTC),
             num_records=data.num_rows,
             stats=_stats_json(table, data),
         )

@@ -15,9 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark.connector_api import ReadResult, Source, SourceReader, SourceReaderContext, SourceSplit
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark._runtime.streaming.rows import RowsConverter
 
 __all__ = ["CollectionReader", "CollectionSource", "CollectionSplit"]
 

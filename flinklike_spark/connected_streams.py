@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
+from flinklike_spark._runtime.streaming.co_operators import KEY, CoOperatorDescriptor, SideWrapper
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import (
     BroadcastProcessFunction,
@@ -26,8 +28,6 @@ from flinklike_spark.functions import (
     KeyedCoProcessFunction,
 )
 from flinklike_spark.state import MapStateDescriptor
-from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
-from flinklike_spark._runtime.streaming.co_operators import KEY, CoOperatorDescriptor, SideWrapper
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.datastream import DataStream
@@ -55,7 +55,6 @@ def _co_operator(first: DataStream, second: DataStream, name: str, function: Any
                  first_spec: PartitionerSpec | None, second_spec: PartitionerSpec | None,
                  broadcast_descriptors: tuple = ()) -> DataStream:  # fmt: skip
     from flinklike_spark.datastream import DataStream
-
     from flinklike_spark.typeinfo import to_arrow_schema
 
     env = first._env
@@ -153,7 +152,9 @@ class BroadcastConnectedStream:
     def process(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
         keyed = self._key is not None
         if keyed and not isinstance(func, KeyedBroadcastProcessFunction):
-            raise TypeError(f"a keyed stream connected with a broadcast stream needs a KeyedBroadcastProcessFunction, got {func!r}")
+            raise TypeError(
+                f"a keyed stream connected with a broadcast stream needs a KeyedBroadcastProcessFunction, got {func!r}"
+            )
         if not keyed and not isinstance(func, BroadcastProcessFunction):
             raise TypeError(f"a stream connected with a broadcast stream needs a BroadcastProcessFunction, got {func!r}")
         env = self._stream._env

@@ -20,14 +20,14 @@ from typing import Any
 import cloudpickle
 import pyarrow as pa
 
+from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
+from flinklike_spark._runtime.streaming.operators import OperatorSpec
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Sink, Source
 from flinklike_spark.errors import ConfigurationError, InvalidProgramError
 from flinklike_spark.functions import KeyedProcessFunction, ProcessFunction
-from flinklike_spark.watermarks import WatermarkStrategy
-from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
-from flinklike_spark._runtime.streaming.operators import OperatorSpec
 from flinklike_spark.storage import UsesStorage
+from flinklike_spark.watermarks import WatermarkStrategy
 
 __all__ = ["DataStream", "DataStreamSink", "KeyedStream", "StreamExecutionEnvironment"]
 

@@ -473,7 +473,8 @@ def import_error_hint(exc: ImportError) -> str:
     if module:
         return (
             f"module {module!r} cannot be imported where the task runs: install its package on every machine "
-            f"that runs TaskExecutors, or ship your own module with the job (e.g. spark-submit --py-files); restarting cannot fix this, so the job fails at once"
+            f"that runs TaskExecutors, or ship your own module with the job (e.g. spark-submit --py-files); "
+            f"restarting cannot fix this, so the job fails at once"
         )
     return "install the missing package on every machine that runs TaskExecutors; restarting cannot fix this"
 

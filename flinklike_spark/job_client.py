@@ -10,8 +10,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from flinklike_spark.errors import JobClientTimeoutError, JobExecutionError, JobNotRunningError
 from flinklike_spark._runtime.graph.execution_state import JobStatus
+from flinklike_spark.errors import JobClientTimeoutError, JobExecutionError, JobNotRunningError
 
 __all__ = ["JobClient", "JobExecutionResult"]
 

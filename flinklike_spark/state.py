@@ -444,7 +444,7 @@ class AggregatingStateDescriptor(StateDescriptor):
 # -- handles ----------------------------------------------------------------------------------
 
 
-class State(abc.ABC):
+class State:  # noqa: B024 - a common base with shared behaviour, not an interface (PyFlink names it)
     """A state handle: reads and writes the entry of the backend's current key.
 
     ``table`` maps key -> stored value; ``backend`` exposes ``current_key``.

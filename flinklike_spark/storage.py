@@ -10,7 +10,7 @@ see the same endpoint and credentials, but they spell them differently.
 key                                               fsspec (s3fs / adlfs)           delta-rs ``storage_options``
 ================================================  ==============================  ==========================================
 ``s3.endpoint``                                   ``endpoint_url``                ``AWS_ENDPOINT_URL`` (+ ``AWS_ALLOW_HTTP``)
-``s3.access-key`` / ``s3.secret-key``             ``key`` / ``secret``            ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``
+``s3.access-key`` / ``s3.secret-key``             ``key`` / ``secret``            ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
 ``s3.session-token``                              ``token``                       ``AWS_SESSION_TOKEN``
 ``s3.region``                                     ``client_kwargs.region_name``   ``AWS_REGION``
 ``s3.path.style.access``                          ``addressing_style``            ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST``

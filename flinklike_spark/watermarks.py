@@ -34,7 +34,7 @@ def epoch_millis(value: Any) -> int | None:
         return value
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=datetime.timezone.utc)
+            value = value.replace(tzinfo=datetime.UTC)
         return int(value.timestamp() * 1000)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)

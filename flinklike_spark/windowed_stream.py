@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import (
     AggregateFunction,
@@ -24,7 +25,6 @@ from flinklike_spark.functions import (
 )
 from flinklike_spark.output_tag import OutputTag
 from flinklike_spark.window import Time, Trigger, WindowAssigner, _millis
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.datastream import DataStream, KeyedStream

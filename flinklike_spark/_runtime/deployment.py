@@ -6,8 +6,8 @@ import dataclasses
 from typing import Any
 
 from checkpointing import CheckpointLayout
-from flinklike_spark.config import Configuration
 from flinklike_spark._runtime.graph.job_graph import PartitionerSpec
+from flinklike_spark.config import Configuration
 
 __all__ = [
     "CheckpointDeployment",

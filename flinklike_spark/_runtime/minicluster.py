@@ -12,9 +12,9 @@ again within ``slot.request.timeout``.
 
 from __future__ import annotations
 
-from flinklike_spark.config import Configuration, TaskManagerMode
 from flinklike_spark._runtime.cluster.endpoint import ClusterEndpoint
 from flinklike_spark._runtime.cluster.local_launchers import LOCAL_HOST, ProcessLauncher, ThreadLauncher
+from flinklike_spark.config import Configuration, TaskManagerMode
 
 __all__ = ["MiniCluster"]
 

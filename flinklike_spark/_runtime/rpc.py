@@ -48,6 +48,7 @@ import cloudpickle
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from flinklike_spark._runtime import serialization
 from flinklike_spark.errors import (
     BrokenChannelError,
     ClosedChannelError,
@@ -56,7 +57,6 @@ from flinklike_spark.errors import (
     RpcAuthenticationError,
     RpcTimeoutError,
 )
-from flinklike_spark._runtime import serialization
 
 __all__ = [
     "DataServer",

@@ -23,8 +23,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from checkpointing.app_transactions import is_committed
 from connectors.spark_bridge import INPUT_TABLE, BridgeTable, stage_batches
-from flinklike_spark.spark.writer import input_app_id
 from flinklike_spark.config import Configuration
+from flinklike_spark.spark.writer import input_app_id
 
 __all__ = ["feed_job", "idempotent_delta_writer"]
 

@@ -51,10 +51,10 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 
-from flinklike_spark.config import Configuration
-from flinklike_spark.errors import FlinklikeError
 from flinklike_spark._runtime.cluster.endpoint import ClusterEndpoint
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
+from flinklike_spark.config import Configuration
+from flinklike_spark.errors import FlinklikeError
 
 __all__ = ["SparkTaskExecutorLauncher", "TaskExecutorLaunchError", "spark_cluster"]
 

@@ -6,8 +6,8 @@ import asyncio
 import random
 
 import pytest
-
 from checkpoint_jobs import checkpoint_config, run_and_cancel
+
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction

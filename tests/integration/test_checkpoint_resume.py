@@ -12,12 +12,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from checkpoint_jobs import checkpoint_config, run_and_cancel
 
 from checkpointing import list_completed_checkpoints, read_channel_state
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark.errors import IncompatibleCheckpointError
-from checkpoint_jobs import checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -6,8 +6,8 @@ import collections
 import time
 
 import pytest
-
 from checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
+
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import MapStateDescriptor, StreamExecutionEnvironment, ValueStateDescriptor

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from checkpoint_jobs import checkpoint_config, run_and_cancel
 
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
-from checkpoint_jobs import checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

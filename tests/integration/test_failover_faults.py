@@ -11,10 +11,6 @@ import time
 
 import psutil
 import pytest
-
-from connectors import CollectSink, SequenceSource
-from flinklike_spark import JobExecutionError, MapFunction, StreamExecutionEnvironment
-from flinklike_spark.errors import NonRecoverableError, mark_non_recoverable
 from failover_jobs import (
     FailOnDemand,
     ProgressSink,
@@ -24,6 +20,10 @@ from failover_jobs import (
     task_executor_processes,
     wait_for,
 )
+
+from connectors import CollectSink, SequenceSource
+from flinklike_spark import JobExecutionError, MapFunction, StreamExecutionEnvironment
+from flinklike_spark.errors import NonRecoverableError, mark_non_recoverable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

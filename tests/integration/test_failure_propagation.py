@@ -20,10 +20,10 @@ import pytest
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, DeltaSink, SequenceSource
 from flinklike_spark import Configuration, JobExecutionError, RemoteTaskError, StreamExecutionEnvironment
-from flinklike_spark.connector_api import Boundedness, ReadResult, Source, SourceReader, SourceSplit
-from flinklike_spark.errors import TaskExecutorLostError
 from flinklike_spark._runtime.graph.execution_state import JobStatus
 from flinklike_spark._runtime.minicluster import MiniCluster
+from flinklike_spark.connector_api import Boundedness, ReadResult, Source, SourceReader, SourceSplit
+from flinklike_spark.errors import TaskExecutorLostError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from connectors import CollectSink, SequenceSource
-from flinklike_spark.errors import SlotAllocationError
 from flinklike_spark import (
     ConfigurationError,
     JobCancelledError,
@@ -20,6 +19,7 @@ from flinklike_spark import (
     StreamExecutionEnvironment,
     ValueStateDescriptor,
 )
+from flinklike_spark.errors import SlotAllocationError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

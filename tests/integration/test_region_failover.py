@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from failover_jobs import ProgressSink, progress, wait_for
 
 from connectors import SequenceSource
-from failover_jobs import ProgressSink, progress, wait_for
-from flinklike_spark import MapFunction, StreamExecutionEnvironment
+from flinklike_spark import JobExecutionError, MapFunction, StreamExecutionEnvironment
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -87,7 +87,7 @@ def test_a_failure_restarts_only_its_region_while_the_others_keep_emitting(tmp_p
         assert not client.done()
     finally:
         client.cancel()
-        with pytest.raises(Exception):
+        with pytest.raises(JobExecutionError):  # cancelled
             client.wait(60)
 
 
@@ -100,5 +100,5 @@ def test_full_failover_restarts_every_task(tmp_path):
         assert set(client.get_attempt_numbers().values()) == {1}
     finally:
         client.cancel()
-        with pytest.raises(Exception):
+        with pytest.raises(JobExecutionError):  # cancelled
             client.wait(60)

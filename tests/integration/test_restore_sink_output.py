@@ -13,11 +13,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from deltalake import DeltaTable
-
-from checkpointing import list_completed_checkpoints
-from flinklike_spark.errors import CommittedSinkOutputError
 from checkpoint_jobs import checkpoint_config, run_and_cancel
+from deltalake import DeltaTable
 from test_delta_sink_exactly_once import (
     NUM_KEYS,
     RECORDS_PER_KEY,
@@ -25,6 +22,9 @@ from test_delta_sink_exactly_once import (
     build,
     rows_in_commit_order,
 )
+
+from checkpointing import list_completed_checkpoints
+from flinklike_spark.errors import CommittedSinkOutputError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -6,8 +6,8 @@ import os
 import time
 
 import pytest
-
 from checkpoint_jobs import checkpoint_config
+
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark.errors import JobExecutionError
 from flinklike_spark.testing import ABORT, InjectedFailure, TestingSource, collect
@@ -36,7 +36,10 @@ class SlowOrderedCount(KeyedProcessFunction):
 
 def job(source: TestingSource, config: dict):
     env = StreamExecutionEnvironment.get_execution_environment(config)
-    stream = env.from_source(source, name="testing").uid("testing").set_parallelism(1).key_by("k").process(SlowOrderedCount()).uid("count")
+    stream = (
+        env.from_source(source, name="testing").uid("testing").set_parallelism(1)
+        .key_by("k").process(SlowOrderedCount()).uid("count")
+    )
     return env, stream
 
 

@@ -14,8 +14,8 @@ import time
 from datetime import timedelta
 
 import pytest
-
 from checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
+
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import (
     MapFunction,

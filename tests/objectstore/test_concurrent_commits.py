@@ -18,8 +18,8 @@ import textwrap
 import pyarrow as pa
 import pytest
 
-from connectors.spark_bridge import BridgeTable
 from checkpointing.layout import scan_table
+from connectors.spark_bridge import BridgeTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -11,10 +11,17 @@ commit lost to a concurrent writer fails it.
 from __future__ import annotations
 
 import pytest
+from objectstore_jobs import (
+    MODES,
+    assert_exactly_once_in_order,
+    build,
+    job_config,
+    rows_in_commit_order,
+    run_and_cancel,
+)
 
 from checkpointing import list_completed_checkpoints
 from flinklike_spark.errors import JobExecutionError
-from objectstore_jobs import MODES, assert_exactly_once_in_order, build, job_config, rows_in_commit_order, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import logging
 import signal
-import time
 
 import psutil
 import pytest
-
-from checkpointing import list_completed_checkpoints
-from connectors import CollectSink
 from objectstore_jobs import (
     NUM_KEYS,
     RECORDS_PER_KEY,
@@ -22,6 +18,9 @@ from objectstore_jobs import (
     run_and_cancel,
     wait_for_checkpoints,
 )
+
+from checkpointing import list_completed_checkpoints
+from connectors import CollectSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

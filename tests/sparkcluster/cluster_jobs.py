@@ -31,8 +31,8 @@ import os
 import sys
 import time
 
-from connectors import DeltaSink, SequenceSource
 from checkpointing import list_completed_checkpoints
+from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
 
 NUM_KEYS = 8

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from standalone import ROOT, StandaloneCluster, write_project_zip
 
 

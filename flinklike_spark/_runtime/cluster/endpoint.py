@@ -26,9 +26,6 @@ import threading
 import time
 import uuid
 
-from flinklike_spark.config import Configuration
-from flinklike_spark.errors import FlinklikeError
-from flinklike_spark.job_client import JobClient
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap, TaskExecutorLauncher
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
@@ -36,6 +33,9 @@ from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
 from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutorRegistration
+from flinklike_spark.config import Configuration
+from flinklike_spark.errors import FlinklikeError
+from flinklike_spark.job_client import JobClient
 
 __all__ = ["ClusterEndpoint", "REGISTRATION_TIMEOUT"]
 

@@ -31,7 +31,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flinklike_spark.errors import IllegalStateTransition
 from flinklike_spark._runtime.graph.execution_state import (
     ExecutionState,
     JobStatus,
@@ -46,6 +45,7 @@ from flinklike_spark._runtime.graph.job_graph import (
     PartitionerSpec,
 )
 from flinklike_spark._runtime.state_machine import StateMachine
+from flinklike_spark.errors import IllegalStateTransition
 
 __all__ = [
     "Execution",

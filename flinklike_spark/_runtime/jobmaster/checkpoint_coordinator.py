@@ -37,7 +37,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from checkpointing import (
@@ -48,9 +48,6 @@ from checkpointing import (
     list_completed_checkpoints,
     retain,
 )
-from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
-from flinklike_spark.storage import StorageConfig
-from flinklike_spark.errors import CheckpointDeclineReason, CheckpointFailedError, CheckpointStorageError
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
 from flinklike_spark._runtime.network.events import (
@@ -60,6 +57,9 @@ from flinklike_spark._runtime.network.events import (
     CheckpointType,
 )
 from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck, CheckpointDecline
+from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
+from flinklike_spark.errors import CheckpointDeclineReason, CheckpointFailedError, CheckpointStorageError
+from flinklike_spark.storage import StorageConfig
 
 __all__ = ["CheckpointCoordinator", "CompletedCheckpointInfo"]
 
@@ -331,7 +331,7 @@ class CheckpointCoordinator:
         pending = _Pending(
             checkpoint_id=checkpoint_id,
             kind=kind,
-            trigger_time=datetime.fromtimestamp(now, tz=timezone.utc),
+            trigger_time=datetime.fromtimestamp(now, tz=UTC),
             started=time.monotonic(),
             waiting={e.attempt_id.full_id for e in executions},
             future=future,
@@ -396,7 +396,7 @@ class CheckpointCoordinator:
         mode = "switched" if "switched" in modes else ("unaligned" if "unaligned" in modes else "aligned")
         record = CheckpointRecord(
             trigger_time=pending.trigger_time,
-            completion_time=datetime.now(timezone.utc),  # the last acknowledgement: Flink's end-to-end duration
+            completion_time=datetime.now(UTC),  # the last acknowledgement: Flink's end-to-end duration
             kind=pending.kind,
             mode=mode,
             max_alignment=max((ack.alignment for ack in pending.acks), default=timedelta(0)),

@@ -26,13 +26,13 @@ import abc
 import dataclasses
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 
-from flinklike_spark.errors import is_non_recoverable
 from flinklike_spark._runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
 from flinklike_spark._runtime.graph.regions import PipelinedRegion, PipelinedRegionTopology, compute_pipelined_regions
 from flinklike_spark._runtime.jobmaster.restart_strategy import RestartBackoffTimeStrategy
+from flinklike_spark.errors import is_non_recoverable
 
 __all__ = [
     "ExceptionHistoryEntry",
@@ -203,7 +203,7 @@ class ExecutionFailureHandler:
         """``reason`` None: the job restarts; a string (possibly filled in later): it fails."""
         self._history.append(
             ExceptionHistoryEntry(
-                timestamp=datetime.fromtimestamp(self._wall_clock(), tz=timezone.utc),
+                timestamp=datetime.fromtimestamp(self._wall_clock(), tz=UTC),
                 root_cause=cause,
                 task=task,
                 restarted=frozenset(str(v) for v in vertices),

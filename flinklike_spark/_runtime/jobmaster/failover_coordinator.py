@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from flinklike_spark.errors import StaleDeploymentError
 from flinklike_spark._runtime.deployment import RestoreDeployment
 from flinklike_spark._runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertexID
 from flinklike_spark._runtime.jobmaster.failover import ExecutionFailureHandler, FailureHandlingResult
+from flinklike_spark.errors import StaleDeploymentError
 
 __all__ = ["FailoverCoordinator", "RestartRecord"]
 

@@ -36,17 +36,6 @@ from datetime import timedelta
 from typing import Any
 
 from flinklike_spark import errors as _errors
-from flinklike_spark.config import CheckpointingMode, Configuration
-from flinklike_spark.errors import (
-    ConfigurationError,
-    JobCancelledError,
-    JobExecutionError,
-    NetworkError,
-    RemoteTaskError,
-    SlotAllocationError,
-    TaskExecutorLostError,
-)
-from flinklike_spark.job_client import JobExecutionResult
 from flinklike_spark._runtime.deployment import (
     CheckpointDeployment,
     InputChannelDeployment,
@@ -83,6 +72,17 @@ from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
 from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
 from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck
+from flinklike_spark.config import CheckpointingMode, Configuration
+from flinklike_spark.errors import (
+    ConfigurationError,
+    JobCancelledError,
+    JobExecutionError,
+    NetworkError,
+    RemoteTaskError,
+    SlotAllocationError,
+    TaskExecutorLostError,
+)
+from flinklike_spark.job_client import JobExecutionResult
 
 __all__ = ["JobMaster", "LogicalSlot", "RpcTaskDeployer", "SharedSlotAllocator"]
 

@@ -30,6 +30,8 @@ from checkpointing import (
     list_completed_checkpoints,
     verify_checkpoint,
 )
+from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex
+from flinklike_spark._runtime.streaming.operators import transactional_id_prefix
 from flinklike_spark.connector_api import END_OF_INPUT, TwoPhaseCommittingSink
 from flinklike_spark.errors import (
     CheckpointNotFoundError,
@@ -38,8 +40,6 @@ from flinklike_spark.errors import (
     IncompatibleCheckpointError,
 )
 from flinklike_spark.storage import StorageConfig
-from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex
-from flinklike_spark._runtime.streaming.operators import transactional_id_prefix
 
 __all__ = [
     "ACCEPT_DUPLICATES_KEY",

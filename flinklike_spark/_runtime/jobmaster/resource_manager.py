@@ -21,14 +21,13 @@ import dataclasses
 import logging
 import threading
 import time
-
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from flinklike_spark.config import Configuration
-from flinklike_spark.errors import NoResourceAvailableError, SlotAllocationError
 from flinklike_spark._runtime.rpc import RpcClient
 from flinklike_spark._runtime.taskexecutor.slot_table import SlotReport
+from flinklike_spark.config import Configuration
+from flinklike_spark.errors import NoResourceAvailableError, SlotAllocationError
 
 __all__ = ["LivenessProbe", "RegisteredTaskExecutor", "ResourceManager", "SlotInfo", "TaskExecutorLossListener"]
 

@@ -34,7 +34,6 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any, Protocol
 
-from flinklike_spark.errors import IllegalStateTransition, SlotAllocationError, StaleDeploymentError
 from flinklike_spark._runtime.graph.execution_graph import (
     Execution,
     ExecutionAttemptID,
@@ -44,6 +43,7 @@ from flinklike_spark._runtime.graph.execution_graph import (
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersion, ExecutionVertexVersioner
+from flinklike_spark.errors import IllegalStateTransition, SlotAllocationError, StaleDeploymentError
 
 __all__ = [
     "DefaultScheduler",

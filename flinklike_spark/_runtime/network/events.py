@@ -34,7 +34,7 @@ import dataclasses
 import struct
 from datetime import timedelta
 from enum import Enum, IntEnum
-from typing import ClassVar, Union
+from typing import ClassVar
 
 import pyarrow as pa
 
@@ -227,9 +227,9 @@ class EndOfPartition:
     """The producer finished: no buffer or event follows on this channel."""
 
 
-RuntimeEvent = Union[
-    CheckpointBarrier, EventAnnouncement, CancelCheckpointMarker, Watermark, WatermarkStatus, EndOfPartition
-]
+RuntimeEvent = (
+    CheckpointBarrier | EventAnnouncement | CancelCheckpointMarker | Watermark | WatermarkStatus | EndOfPartition
+)
 """Any event that can travel in a channel."""
 
 

@@ -98,7 +98,7 @@ class AsyncWaitOperator(StreamOperator):
     async def _invoke(self, row: dict) -> Any:
         try:
             return await asyncio.wait_for(self.function.async_invoke(row), self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return _TIMED_OUT
 
     def _results(self, row: dict, future: concurrent.futures.Future) -> list:

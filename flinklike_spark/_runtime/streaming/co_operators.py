@@ -23,15 +23,6 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flinklike_spark.functions import (
-    BroadcastProcessFunction,
-    CoFlatMapFunction,
-    CoMapFunction,
-    CoProcessFunction,
-    KeyedBroadcastProcessFunction,
-    KeyedCoProcessFunction,
-)
-from flinklike_spark.state import MapStateDescriptor
 from flinklike_spark._runtime.streaming.operators import (
     KeyedProcessOperator,
     OperatorSnapshot,
@@ -42,6 +33,15 @@ from flinklike_spark._runtime.streaming.operators import (
     _ProcessContext,
 )
 from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
+from flinklike_spark.functions import (
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+)
+from flinklike_spark.state import MapStateDescriptor
 
 __all__ = [
     "BroadcastState",

@@ -15,10 +15,6 @@ import copy
 import dataclasses
 from typing import Any
 
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
-from flinklike_spark.row import Row
-from flinklike_spark.state import ValueStateDescriptor
 from flinklike_spark._runtime.streaming.keyed_state import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
     OperatorSnapshot,
@@ -29,6 +25,10 @@ from flinklike_spark._runtime.streaming.operators import (
     _UserFunctionOperator,
 )
 from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
+from flinklike_spark.row import Row
+from flinklike_spark.state import ValueStateDescriptor
 
 __all__ = [
     "FieldAggregation",

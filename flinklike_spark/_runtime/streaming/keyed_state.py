@@ -31,13 +31,6 @@ import numpy as np
 import pyarrow as pa
 
 from checkpointing.writer import KeyedColumns
-from flinklike_spark.config import StateBackendType
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.state import (
-    HANDLE_OF_KIND,
-    StateDescriptor,
-    TtlValue,
-)
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, stable_hash_scalar
 from flinklike_spark._runtime.streaming.ttl_state import (
     IncrementalCleanup,
@@ -45,6 +38,13 @@ from flinklike_spark._runtime.streaming.ttl_state import (
     create_ttl_handle,
     is_ttl_entry,
     strip_expired,
+)
+from flinklike_spark.config import StateBackendType
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.state import (
+    HANDLE_OF_KIND,
+    StateDescriptor,
+    TtlValue,
 )
 
 __all__ = [

@@ -25,38 +25,6 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from flinklike_spark.connector_api import (
-    END_OF_INPUT,
-    Committer,
-    ReadResult,
-    Sink,
-    SinkWriterContext,
-    Source,
-    SourceReaderContext,
-    TwoPhaseCommittingSink,
-)
-from flinklike_spark.errors import FunctionResultError
-from flinklike_spark.row import Row
-from flinklike_spark.functions import (
-    FilterFunction,
-    FlatMapFunction,
-    Function,
-    KeyedProcessFunction,
-    MapFunction,
-    ProcessFunction,
-    RuntimeContext,
-    TimeDomain,
-    TimerService,
-)
-from flinklike_spark.config import StateBackendType
-from flinklike_spark.state import (
-    AggregatingStateDescriptor,
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ReducingStateDescriptor,
-    ValueStateDescriptor,
-)
-from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkStrategy
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
 from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, create_keyed_state_backend
@@ -69,6 +37,38 @@ from flinklike_spark._runtime.streaming.record_timestamps import (
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
+from flinklike_spark.config import StateBackendType
+from flinklike_spark.connector_api import (
+    END_OF_INPUT,
+    Committer,
+    ReadResult,
+    Sink,
+    SinkWriterContext,
+    Source,
+    SourceReaderContext,
+    TwoPhaseCommittingSink,
+)
+from flinklike_spark.errors import FunctionResultError
+from flinklike_spark.functions import (
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedProcessFunction,
+    MapFunction,
+    ProcessFunction,
+    RuntimeContext,
+    TimeDomain,
+    TimerService,
+)
+from flinklike_spark.row import Row
+from flinklike_spark.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkStrategy
 
 __all__ = [
     "FilterOperator",

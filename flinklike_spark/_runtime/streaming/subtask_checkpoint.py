@@ -42,7 +42,6 @@ from datetime import timedelta
 from typing import Any
 
 from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles
-from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
 from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
@@ -62,6 +61,7 @@ from flinklike_spark._runtime.streaming.channel_state import (
     ResultSubpartitionInfo,
 )
 from flinklike_spark._runtime.streaming.operators import OperatorSnapshot
+from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
 
 __all__ = [
     "AsyncCheckpointRunnable",

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from flinklike_spark.watermarks import MIN_WATERMARK
 from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
 from flinklike_spark._runtime.streaming.operators import MAX_WATERMARK, OperatorSpec, StreamOperator
 from flinklike_spark._runtime.streaming.record_timestamps import split_timestamps, with_timestamps
+from flinklike_spark.watermarks import MIN_WATERMARK
 
 __all__ = ["TimestampsAndWatermarksOperator"]
 

@@ -42,6 +42,27 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from checkpointing.writer import KeyedColumns
+from flinklike_spark._runtime.network.partitioner import key_group_for
+from flinklike_spark._runtime.streaming.keyed_state import (
+    HeapKeyedStateBackend,
+    KeyedStateBackend,
+    create_keyed_state_backend,
+    detach_values,
+    key_groups_of,
+)
+from flinklike_spark._runtime.streaming.operators import (
+    OperatorSnapshot,
+    OperatorSpec,
+    RestoredState,
+    StreamOperator,
+    _call_close,
+    _call_open,
+    _RuntimeContext,
+)
+from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
+from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
+from flinklike_spark._runtime.streaming.timers import KeyedTimers
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import (
     AggregateFunction,
@@ -70,27 +91,6 @@ from flinklike_spark.window import (
     TumblingEventTimeWindows,
     WindowAssigner,
 )
-from flinklike_spark._runtime.network.partitioner import key_group_for
-from checkpointing.writer import KeyedColumns
-from flinklike_spark._runtime.streaming.keyed_state import (
-    HeapKeyedStateBackend,
-    KeyedStateBackend,
-    create_keyed_state_backend,
-    detach_values,
-    key_groups_of,
-)
-from flinklike_spark._runtime.streaming.operators import (
-    OperatorSnapshot,
-    OperatorSpec,
-    RestoredState,
-    StreamOperator,
-    _call_close,
-    _call_open,
-    _RuntimeContext,
-)
-from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
-from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
-from flinklike_spark._runtime.streaming.timers import KeyedTimers
 
 __all__ = ["PaneKind", "WindowOperator", "WindowOperatorDescriptor"]
 

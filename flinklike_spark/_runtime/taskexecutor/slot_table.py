@@ -51,9 +51,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, TypeAlias, runtime_checkable
 
-from flinklike_spark.errors import FlinklikeError, SlotAllocationError, SlotNotFoundError
 from flinklike_spark._runtime.state_machine import StateMachine
 from flinklike_spark._runtime.taskexecutor.timer_service import TimeoutTicket, TimerService
+from flinklike_spark.errors import FlinklikeError, SlotAllocationError, SlotNotFoundError
 
 __all__ = [
     "AllocationID",

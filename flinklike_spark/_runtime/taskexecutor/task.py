@@ -26,16 +26,6 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from flinklike_spark.errors import (
-    CancelTaskError,
-    CorruptCheckpointError,
-    IncompatibleCheckpointError,
-    NonRecoverableError,
-    NonRecoverableTaskError,
-    RemoteTaskError,
-    import_error_hint,
-    is_non_recoverable,
-)
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, transition_table
 from flinklike_spark._runtime.network.input_gate import InputGate, LocalInputChannel
@@ -50,6 +40,16 @@ from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark._runtime.streaming.stream_task import OperatorChain, StreamTask
 from flinklike_spark._runtime.streaming.subtask_checkpoint import SubtaskCheckpointCoordinator
 from flinklike_spark._runtime.taskexecutor.restore import load_restored_state
+from flinklike_spark.errors import (
+    CancelTaskError,
+    CorruptCheckpointError,
+    IncompatibleCheckpointError,
+    NonRecoverableError,
+    NonRecoverableTaskError,
+    RemoteTaskError,
+    import_error_hint,
+    is_non_recoverable,
+)
 
 __all__ = ["Task"]
 

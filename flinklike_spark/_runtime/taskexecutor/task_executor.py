@@ -26,8 +26,6 @@ import os
 import threading
 import time
 
-from flinklike_spark.config import Configuration
-from flinklike_spark.errors import NetworkError, SlotAllocationError
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
@@ -35,6 +33,8 @@ from flinklike_spark._runtime.rpc import FlightNode, RpcClient
 from flinklike_spark._runtime.taskexecutor.slot_table import TaskSlotTable
 from flinklike_spark._runtime.taskexecutor.task import Task
 from flinklike_spark._runtime.taskexecutor.timer_service import TimerService
+from flinklike_spark.config import Configuration
+from flinklike_spark.errors import NetworkError, SlotAllocationError
 
 __all__ = ["TaskExecutor", "TaskExecutorRegistration", "run_task_executor", "run_task_executor_process"]
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Generic, TypeVar
 
-from flinklike_spark.errors import IllegalStateTransition
 from flinklike_spark._runtime.state_machine import StateMachine
+from flinklike_spark.errors import IllegalStateTransition
 
 __all__ = [
     "ManualClock",

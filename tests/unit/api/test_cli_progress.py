@@ -5,18 +5,18 @@ from __future__ import annotations
 import concurrent.futures
 import io
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from flinklike_spark._runtime.graph.execution_state import JobStatus
+from flinklike_spark._runtime.jobmaster.failover import ExceptionHistoryEntry
 from flinklike_spark.cli import ProgressReporter
 from flinklike_spark.errors import RemoteTaskError
 from flinklike_spark.job_client import JobClient
-from flinklike_spark._runtime.graph.execution_state import JobStatus
-from flinklike_spark._runtime.jobmaster.failover import ExceptionHistoryEntry
 
 
 def entry(message: str, will_restart: bool) -> ExceptionHistoryEntry:
     return ExceptionHistoryEntry(
-        timestamp=datetime.now(timezone.utc),
+        timestamp=datetime.now(UTC),
         root_cause=RemoteTaskError(f"RuntimeError: {message}", task_name="Map (1/2)#0", remote_traceback="tb"),
         task="Map (1/2)#0",
         restarted=frozenset({"map-0", "src-0"}) if will_restart else frozenset(),

@@ -23,11 +23,6 @@ from flinklike_spark import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flinklike_spark.connector_api import SourceReaderContext
-from flinklike_spark.execution_options import RuntimeExecutionMode
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.watermarks import TimestampAssigner
-from flinklike_spark.window import Time, TumblingEventTimeWindows
 from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation
 from flinklike_spark._runtime.streaming.operators import (
     OperatorContext,
@@ -36,7 +31,11 @@ from flinklike_spark._runtime.streaming.operators import (
     RestoredEntry,
     RestoredState,
 )
-
+from flinklike_spark.connector_api import SourceReaderContext
+from flinklike_spark.execution_options import RuntimeExecutionMode
+from flinklike_spark.output_tag import OutputTag
+from flinklike_spark.watermarks import TimestampAssigner
+from flinklike_spark.window import Time, TumblingEventTimeWindows
 
 
 class ListOutput(Output):

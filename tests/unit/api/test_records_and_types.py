@@ -9,9 +9,6 @@ import pyarrow as pa
 import pytest
 
 from flinklike_spark import Row, RowKind, Types, WatermarkStrategy
-from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import RECORD_KIND_KEY, records_of
-from flinklike_spark.typeinfo import to_arrow_schema
 from flinklike_spark._runtime.streaming.record_timestamps import (
     TIMESTAMP_COLUMN,
     split_timestamps,
@@ -19,6 +16,9 @@ from flinklike_spark._runtime.streaming.record_timestamps import (
     with_timestamps,
 )
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark.errors import SchemaMismatchError
+from flinklike_spark.row import RECORD_KIND_KEY, records_of
+from flinklike_spark.typeinfo import to_arrow_schema
 
 
 def test_row_follows_pyflink_semantics():
@@ -95,7 +95,7 @@ def test_timestamps_travel_in_a_reserved_trailing_column():
 
 def test_source_assigner_reads_arrow_timestamp_columns_as_epoch_millis():
     base = datetime.datetime(2026, 1, 1)  # naive: Arrow's timestamp[ms] without a zone (UTC)
-    epoch = int(base.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    epoch = int(base.replace(tzinfo=datetime.UTC).timestamp() * 1000)
     batch = pa.RecordBatch.from_pylist(
         [{"when": base + datetime.timedelta(milliseconds=ms)} for ms in (0, 999)],
         schema=pa.schema([("when", pa.timestamp("ms"))]),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
+
 from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, StateHandle
 
 JOB = "job-1"
@@ -30,7 +31,7 @@ def write_subtask(base, checkpoint_id: int, subtask: int, *, job: str = JOB, val
 
 
 def record(**overrides) -> CheckpointRecord:
-    t0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
     fields = dict(
         trigger_time=t0,
         completion_time=t0 + timedelta(milliseconds=1500),

@@ -6,11 +6,11 @@ import logging
 import os
 
 import pytest
-from ckpt_helpers import JOB, UID, batch, complete
+from ckpt_helpers import JOB, UID, batch, complete, record
 
 from checkpointing import (
-    SnapshotWriter,
     CheckpointCommitter,
+    SnapshotWriter,
     decode_operator_state,
     find_restorable_checkpoint,
     latest_completed,
@@ -19,7 +19,6 @@ from checkpointing import (
     verify_checkpoint,
 )
 from flinklike_spark.errors import CheckpointNotFoundError, CorruptCheckpointError
-from ckpt_helpers import record
 
 
 def _state_file(handles, table="operator_state", subtask=1):

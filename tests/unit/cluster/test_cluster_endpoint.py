@@ -9,13 +9,13 @@ import time
 import pytest
 
 from flinklike_spark import Configuration
-from flinklike_spark.errors import ConfigurationError, FlinklikeError
 from flinklike_spark._runtime.cluster.endpoint import ClusterEndpoint
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 from flinklike_spark._runtime.cluster.local_launchers import ThreadLauncher
 from flinklike_spark._runtime.minicluster import MiniCluster
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
 from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutor
+from flinklike_spark.errors import ConfigurationError, FlinklikeError
 
 
 def bootstrap(**overrides) -> TaskExecutorBootstrap:

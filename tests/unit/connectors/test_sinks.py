@@ -53,8 +53,8 @@ def test_print_sink_stderr_and_pickles(capsys):
 
 def test_print_sink_prints_records_as_emitted(capsys):
     from flinklike_spark import Row, Types
-    from flinklike_spark.typeinfo import to_arrow_schema
     from flinklike_spark._runtime.streaming.rows import RowsConverter
+    from flinklike_spark.typeinfo import to_arrow_schema
 
     tuples = RowsConverter(to_arrow_schema(Types.TUPLE([Types.STRING(), Types.INT()])), stream_name="s")
     rows = RowsConverter(None, stream_name="r")

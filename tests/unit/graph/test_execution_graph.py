@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from flinklike_spark.errors import IllegalStateTransition
 from flinklike_spark._runtime.graph.execution_graph import (
     ExecutionAttemptID,
     ExecutionGraph,
@@ -19,6 +18,7 @@ from flinklike_spark._runtime.graph.job_graph import (
     PartitionerKind,
     PartitionerSpec,
 )
+from flinklike_spark.errors import IllegalStateTransition
 
 FORWARD = PartitionerSpec(kind=PartitionerKind.FORWARD)
 REBALANCE = PartitionerSpec(kind=PartitionerKind.REBALANCE)

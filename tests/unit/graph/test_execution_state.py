@@ -7,7 +7,6 @@ import pickle
 
 import pytest
 
-from flinklike_spark.errors import IllegalStateTransition
 from flinklike_spark._runtime.graph.execution_state import (
     EXECUTION_STATE_TRANSITIONS,
     JOB_STATUS_TRANSITIONS,
@@ -18,6 +17,7 @@ from flinklike_spark._runtime.graph.execution_state import (
     transition_table,
 )
 from flinklike_spark._runtime.state_machine import StateMachine
+from flinklike_spark.errors import IllegalStateTransition
 
 S = ExecutionState
 J = JobStatus

@@ -6,12 +6,6 @@ from datetime import timedelta
 
 import pytest
 
-from flinklike_spark.errors import (
-    NonRecoverableError,
-    NonRecoverableTaskError,
-    NoResourceAvailableError,
-    mark_non_recoverable,
-)
 from flinklike_spark._runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.graph.regions import compute_pipelined_regions
@@ -25,6 +19,12 @@ from flinklike_spark._runtime.jobmaster.restart_strategy import (
     FixedDelayConfig,
     NoRestartConfig,
     create_restart_strategy,
+)
+from flinklike_spark.errors import (
+    NonRecoverableError,
+    NonRecoverableTaskError,
+    NoResourceAvailableError,
+    mark_non_recoverable,
 )
 
 FORWARD = PartitionerSpec(kind=PartitionerKind.FORWARD)
@@ -117,7 +117,10 @@ def test_unknown_strategy_type_is_rejected():
     assert isinstance(create_failover_strategy(FailoverStrategyType.REGION, graph), RestartPipelinedRegionFailoverStrategy)
 
 
-def _handler(graph, restart_config=FixedDelayConfig(attempts=2, delay=timedelta(milliseconds=10)), kind="region"):
+_RESTART_TWICE = FixedDelayConfig(attempts=2, delay=timedelta(milliseconds=10))
+
+
+def _handler(graph, restart_config=_RESTART_TWICE, kind="region"):
     return ExecutionFailureHandler(
         graph, create_failover_strategy(kind, graph), create_restart_strategy(restart_config), wall_clock=lambda: 0.0
     )

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from flinklike_spark._runtime.jobmaster.main_thread import ManualMainThreadExecutor, MainThreadExecutor
+from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor, ManualMainThreadExecutor
 
 WAIT = 5.0  # upper bound for events; tests finish as soon as they are set
 

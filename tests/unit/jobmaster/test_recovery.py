@@ -7,7 +7,7 @@ come from the public DataStream API.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
@@ -23,18 +23,18 @@ from checkpointing import (
 )
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
+from flinklike_spark._runtime.jobmaster.recovery import (
+    ACCEPT_DUPLICATES_KEY,
+    check_committed_sink_output,
+    check_max_parallelism,
+    resolve_recovery_path,
+)
 from flinklike_spark.connector_api import END_OF_INPUT
 from flinklike_spark.errors import (
     CheckpointNotFoundError,
     CommittedSinkOutputError,
     CorruptCheckpointError,
     IncompatibleCheckpointError,
-)
-from flinklike_spark._runtime.jobmaster.recovery import (
-    ACCEPT_DUPLICATES_KEY,
-    check_committed_sink_output,
-    check_max_parallelism,
-    resolve_recovery_path,
 )
 
 JOB = "0123456789abcdef0123456789abcdef"  # job ids in recovery paths are 32 hex digits
@@ -68,7 +68,7 @@ def complete(base, checkpoint_id: int, *, job: str = JOB, **record) -> None:
         with SnapshotWriter(base, job, checkpoint_id, "count", subtask) as w:
             w.add_keyed_state("n", [(subtask, f"k{subtask}", checkpoint_id)], kind="value")
             handles.append(w.finish())
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     fields = {"trigger_time": now, "parallelism": {"seq": 2, "count": 2}} | record
     CheckpointCommitter(base).commit(job, checkpoint_id, handles, CheckpointRecord(**fields))
 

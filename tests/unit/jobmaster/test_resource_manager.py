@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 
 from flinklike_spark import Configuration
-from flinklike_spark.errors import NoResourceAvailableError, is_non_recoverable
 from flinklike_spark._runtime.jobmaster.main_thread import ManualMainThreadExecutor
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
+from flinklike_spark.errors import NoResourceAvailableError, is_non_recoverable
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from flinklike_spark.errors import IllegalStateTransition, SlotAllocationError, StaleDeploymentError
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph, ExecutionVertexID
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.jobmaster.main_thread import ManualMainThreadExecutor
 from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
+from flinklike_spark.errors import IllegalStateTransition, SlotAllocationError, StaleDeploymentError
 
 S = ExecutionState
 FORWARD = PartitionerSpec(kind=PartitionerKind.FORWARD)

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
+from fake_timers import FakeTimers
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -39,9 +40,12 @@ from flinklike_spark._runtime.streaming.barrier_handler import (
     SingleCheckpointBarrierHandler,
     SnapshotAlignment,
 )
-from flinklike_spark._runtime.streaming.channel_state import ChannelStateWriter, ChannelStateWriterStatus, InputChannelInfo
+from flinklike_spark._runtime.streaming.channel_state import (
+    ChannelStateWriter,
+    ChannelStateWriterStatus,
+    InputChannelInfo,
+)
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason, IllegalStateTransition
-from fake_timers import FakeTimers
 
 S = BarrierHandlerState
 M = BarrierHandlerMode

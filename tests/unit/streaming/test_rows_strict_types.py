@@ -8,8 +8,8 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from flinklike_spark.errors import SchemaMismatchError
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark.errors import SchemaMismatchError
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,6 +15,16 @@ import random
 import pytest
 
 from flinklike_spark import WatermarkStrategy
+from flinklike_spark._runtime.network.partitioner import key_group_range
+from flinklike_spark._runtime.streaming.operators import (
+    OperatorContext,
+    OperatorSpec,
+    Output,
+    RestoredEntry,
+    RestoredState,
+)
+from flinklike_spark._runtime.streaming.record_timestamps import split_timestamps
+from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import (
     AggregateFunction,
@@ -40,16 +50,6 @@ from flinklike_spark.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from flinklike_spark._runtime.network.partitioner import key_group_range
-from flinklike_spark._runtime.streaming.operators import (
-    OperatorContext,
-    OperatorSpec,
-    Output,
-    RestoredEntry,
-    RestoredState,
-)
-from flinklike_spark._runtime.streaming.record_timestamps import split_timestamps
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 
 MAX_WATERMARK = 2**63 - 1
 LATE = OutputTag("late")

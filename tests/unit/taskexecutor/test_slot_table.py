@@ -15,12 +15,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from flinklike_spark.errors import (
-    FlinklikeError,
-    IllegalStateTransition,
-    SlotAllocationError,
-    SlotNotFoundError,
-)
 from flinklike_spark._runtime.state_machine import StateMachine, validate_transition_table
 from flinklike_spark._runtime.taskexecutor.slot_table import (
     TASK_SLOT_TABLE_TRANSITIONS,
@@ -38,6 +32,12 @@ from flinklike_spark._runtime.taskexecutor.timer_service import (
     TimeoutTicket,
     TimerService,
     TimerServiceState,
+)
+from flinklike_spark.errors import (
+    FlinklikeError,
+    IllegalStateTransition,
+    SlotAllocationError,
+    SlotNotFoundError,
 )
 
 TIMEOUT = timedelta(seconds=10)
