@@ -12,6 +12,7 @@ rows (or return an iterable, or None for no output), as in PyFlink.
 from __future__ import annotations
 
 import abc
+import types
 from collections.abc import Iterable
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ __all__ = [
     "KeyedBroadcastProcessFunction",
     "KeyedCoProcessFunction",
     "KeyedProcessFunction",
+    "KeySelector",
     "KeyedStateStore",
     "MapFunction",
     "ProcessAllWindowFunction",
@@ -114,7 +116,19 @@ class RuntimeContext(abc.ABC):
         """Keyed state holding an AggregateFunction's accumulator."""
 
 
-class Function(abc.ABC):  # noqa: B024 - hooks are optional, the subclasses add the abstract method
+class _Generic:
+    """PyFlink's function and context classes are ``Generic``: programs subscript them.
+
+    ``ProcessWindowFunction[tuple, tuple, str, TimeWindow]`` (as a base class or
+    an annotation) and ``ProcessWindowFunction.Context[TimeWindow]`` give a
+    ``types.GenericAlias`` of the class, as ``list[int]`` does; the type
+    parameters document, they are not checked.
+    """
+
+    __class_getitem__ = classmethod(types.GenericAlias)
+
+
+class Function(_Generic, abc.ABC):  # noqa: B024 - hooks are optional, the subclasses add the abstract method
     """Base of all class-based user functions."""
 
     def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027
@@ -122,6 +136,16 @@ class Function(abc.ABC):  # noqa: B024 - hooks are optional, the subclasses add 
 
     def close(self) -> None:  # noqa: B027
         """Called once after the last record, also after a failure."""
+
+
+class KeySelector(Function):
+    """``get_key(value)`` returns the key of a record (PyFlink's KeySelector, for ``key_by``)."""
+
+    @abc.abstractmethod
+    def get_key(self, value: Any) -> Any: ...
+
+    def __call__(self, value: Any) -> Any:
+        return self.get_key(value)
 
 
 class MapFunction(Function):
@@ -166,7 +190,7 @@ class TimerService(abc.ABC):
 class ProcessFunction(Function):
     """A per-record function on a non-keyed stream; ``process_element`` yields output rows."""
 
-    class Context(abc.ABC):
+    class Context(_Generic, abc.ABC):
         @abc.abstractmethod
         def timestamp(self) -> int | None: ...
 
@@ -189,7 +213,7 @@ class KeyedProcessFunction(Function):
     the timer set. Both yield (or return an iterable of) output rows.
     """
 
-    class Context(abc.ABC):
+    class Context(_Generic, abc.ABC):
         @abc.abstractmethod
         def timestamp(self) -> int | None:
             """The record's event timestamp (epoch ms) if the stream has timestamps."""
@@ -285,7 +309,7 @@ class ProcessWindowFunction(Function):
     """``process(key, context, elements)`` yields the output of a fired pane; ``clear(context)``
     runs when the window is purged for good (clean up ``context.window_state()`` there)."""
 
-    class Context(abc.ABC):
+    class Context(_Generic, abc.ABC):
         @abc.abstractmethod
         def window(self) -> Any:
             """The window being evaluated."""
@@ -388,16 +412,55 @@ class BroadcastProcessFunction(Function):
     are kept per subtask and restored from one copy), as in Flink.
     """
 
-    @abc.abstractmethod
-    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+    class ReadOnlyContext(_Generic, abc.ABC):
+        """The context of ``process_element``: the broadcast state is read-only."""
+
+        @abc.abstractmethod
+        def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any: ...
+
+        @abc.abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abc.abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abc.abstractmethod
+        def current_watermark(self) -> int: ...
+
+        @abc.abstractmethod
+        def output(self, output_tag: Any, value: Any) -> None: ...
+
+    class Context(ReadOnlyContext):
+        """The context of ``process_broadcast_element``: the broadcast state is writable."""
 
     @abc.abstractmethod
-    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...
+    def process_element(self, value: Any, ctx: BroadcastProcessFunction.ReadOnlyContext) -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(
+        self, value: Any, ctx: BroadcastProcessFunction.Context
+    ) -> Iterable[Any] | None: ...
 
 
 class KeyedBroadcastProcessFunction(Function):
     """A keyed stream connected with a broadcast stream: keyed state and timers in ``process_element``
     and ``on_timer``, writable broadcast state in ``process_broadcast_element``."""
+
+    class ReadOnlyContext(BroadcastProcessFunction.ReadOnlyContext):
+        """The context of ``process_element``: keyed state and timers of the current key too."""
+
+        @abc.abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abc.abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class Context(BroadcastProcessFunction.Context):
+        """The context of ``process_broadcast_element``: writable broadcast state."""
+
+    class OnTimerContext(ReadOnlyContext):
+        @abc.abstractmethod
+        def time_domain(self) -> TimeDomain: ...
 
     @abc.abstractmethod
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None: ...

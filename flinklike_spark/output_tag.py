@@ -22,19 +22,25 @@ class OutputTag:
 
     Args:
         tag_id: the tag's name; unique per operator.
-        type_info: optional declared schema of the side output (a ``pyarrow.Schema``);
+        type_info: optional declared type of the side output: PyFlink's ``TypeInformation``
+            (``Types.ROW([...])``...) or a ``pyarrow.Schema``;
             without it the schema is inferred from the first values.
     """
 
     __slots__ = ("tag_id", "type_info")
 
-    def __init__(self, tag_id: str, type_info: pa.Schema | None = None) -> None:
+    def __init__(self, tag_id: str, type_info: Any = None) -> None:
         if not isinstance(tag_id, str) or not tag_id:
             raise ConfigurationError(f"OutputTag needs a non-empty string id, got {tag_id!r}")
         if type_info is not None and not isinstance(type_info, pa.Schema):
-            raise ConfigurationError(
-                f"OutputTag {tag_id!r}: type_info must be a pyarrow.Schema (or None to infer it), got {type_info!r}"
-            )
+            from flinklike_spark.typeinfo import TypeInformation, to_arrow_schema
+
+            if not isinstance(type_info, TypeInformation):
+                raise ConfigurationError(
+                    f"OutputTag {tag_id!r}: type_info must be a TypeInformation (Types.ROW([...]), "
+                    f"Types.STRING(), ...), a pyarrow.Schema, or None to infer it; got {type_info!r}"
+                )
+            type_info = to_arrow_schema(type_info)  # PyFlink's form: OutputTag("late", Types.ROW([...]))
         self.tag_id = tag_id
         self.type_info = type_info
 

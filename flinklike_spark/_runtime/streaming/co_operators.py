@@ -148,6 +148,18 @@ class _CoContext(_ProcessContext):
         return cls(entries, state_descriptor.name)
 
 
+# The context objects of (keyed) broadcast functions are the PyFlink context types their
+# annotations name (isinstance holds; the ABCs document the methods).
+for _context_type in (
+    BroadcastProcessFunction.ReadOnlyContext,
+    BroadcastProcessFunction.Context,
+    KeyedBroadcastProcessFunction.ReadOnlyContext,
+    KeyedBroadcastProcessFunction.Context,
+    KeyedBroadcastProcessFunction.OnTimerContext,
+):
+    _context_type.register(_CoContext)
+
+
 def _dispatch(function: Any) -> tuple[Callable, Callable, bool, tuple[str, str]]:
     """``(call for side 0, call for side 1, whether the calls take a context, method names)``."""
     if isinstance(function, CoMapFunction):
