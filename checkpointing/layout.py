@@ -40,9 +40,9 @@ from .schemas import (
 __all__ = [
     "CHANNEL_STATE",
     "CHECKPOINTS",
-    "CheckpointLayout",
     "OPERATOR_STATE",
     "STATE_TABLES",
+    "CheckpointLayout",
     "TableName",
     "as_layout",
     "check_checkpoint_id",

@@ -57,7 +57,7 @@ from flinklike_spark.connector_api import (
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError, SinkFencedError
 from flinklike_spark.storage import StorageConfig
 
-__all__ = ["DeltaCommittable", "DeltaSink", "DeltaSinkWriter", "DeltaCommitter", "StagedFile"]
+__all__ = ["DeltaCommittable", "DeltaCommitter", "DeltaSink", "DeltaSinkWriter", "StagedFile"]
 
 _log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.storage import StorageConfig, redact
 
 __all__ = [
+    "PATTERN_OPTIONS",
     "CheckpointingMode",
     "CheckpointingOptions",
     "ClusterOptions",
@@ -33,7 +34,6 @@ __all__ = [
     "Configuration",
     "ExecutionTarget",
     "NetworkOptions",
-    "PATTERN_OPTIONS",
     "PipelineOptions",
     "StateBackendType",
     "TaskManagerMode",

@@ -21,7 +21,16 @@ is Flink's ``FailingMapper`` / bytewax's ``TestingSource.ABORT`` for testing
 exactly-once recovery: everything before the last completed checkpoint must
 not be seen twice, nothing after it lost.
 
+``FailingMapper(fail_after=n)`` passes records through and fails its subtask
+once, after ``n`` records (Flink's ``FailingMapper`` of ``UnalignedCheckpointITCase``):
+put it anywhere in a job to inject a failure between operators::
+
+    stream.map(FailingMapper(fail_after=500)).key_by("k")...
+
 ``collect(stream)`` runs the job and returns the stream's rows (a list).
+
+The markers remember that they fired in a file of the client's temporary
+directory, which the local cluster's TaskExecutors share.
 """
 
 from __future__ import annotations
@@ -38,8 +47,9 @@ import pyarrow as pa
 from flinklike_spark.collection_source import CollectionReader, CollectionSource
 from flinklike_spark.connector_api import ReadResult, SourceReaderContext
 from flinklike_spark.errors import FlinklikeError
+from flinklike_spark.functions import MapFunction
 
-__all__ = ["ABORT", "Abort", "InjectedFailure", "TestingSource", "collect"]
+__all__ = ["ABORT", "Abort", "FailingMapper", "InjectedFailure", "TestingSource", "collect"]
 
 
 class InjectedFailure(FlinklikeError, RuntimeError):
@@ -75,6 +85,44 @@ def ABORT(*, after_checkpoints: int = 0) -> Abort:  # noqa: N802 - a marker, nam
     directory = os.path.join(tempfile.gettempdir(), "flinklike-testing")
     os.makedirs(directory, exist_ok=True)
     return Abort(os.path.join(directory, f"abort-{uuid.uuid4().hex}"), after_checkpoints)
+
+
+class FailingMapper(MapFunction):
+    """Passes every record through; fails once, after ``fail_after`` records of subtask ``subtask``.
+
+    The failure (:class:`InjectedFailure`) fires only once per mapper object,
+    whichever attempt or resumed job reaches it: the restarted task passes
+    records through, so a test sees exactly one failure and recovery.
+    ``fail_after`` counts records of the failing attempt since it started.
+
+    Args:
+        fail_after: records to pass before failing (>= 0).
+        subtask: the subtask that fails (others never do).
+    """
+
+    def __init__(self, fail_after: int, *, subtask: int = 0) -> None:
+        if isinstance(fail_after, bool) or not isinstance(fail_after, int) or fail_after < 0:
+            raise ValueError(f"fail_after must be an int >= 0, got {fail_after!r}")
+        if isinstance(subtask, bool) or not isinstance(subtask, int) or subtask < 0:
+            raise ValueError(f"subtask must be an int >= 0, got {subtask!r}")
+        self.fail_after = fail_after
+        self.subtask = subtask
+        self._marker = ABORT()
+        self._armed = False
+        self._seen = 0
+
+    def open(self, runtime_context: Any) -> None:
+        self._armed = runtime_context.get_index_of_this_subtask() == self.subtask
+        self._seen = 0
+
+    def map(self, value: Any) -> Any:
+        if self._armed:
+            self._seen += 1
+            if self._seen > self.fail_after:
+                self._armed = False
+                if self._marker.fire_once():
+                    raise InjectedFailure(f"FailingMapper: injected failure after {self.fail_after} records")
+        return value
 
 
 class TestingSource(CollectionSource):

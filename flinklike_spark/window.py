@@ -32,6 +32,7 @@ from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.state import ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor
 
 __all__ = [
+    "MAX_TIMESTAMP",
     "ContinuousEventTimeTrigger",
     "ContinuousProcessingTimeTrigger",
     "CountSlidingWindowAssigner",
@@ -44,7 +45,6 @@ __all__ = [
     "EventTimeTrigger",
     "GlobalWindow",
     "GlobalWindows",
-    "MAX_TIMESTAMP",
     "MergingWindowAssigner",
     "NeverTrigger",
     "ProcessingTimeSessionWindows",

@@ -73,3 +73,47 @@ def test_testing_source_without_markers_is_a_bounded_collection():
         lambda r: {"x": r["x"] * 2}
     ))
     assert sorted(r["x"] for r in rows) == list(range(0, 20, 2))
+
+
+def test_failing_mapper_fails_one_subtask_once_and_the_restart_is_exactly_once(tmp_path):
+    from connectors import CollectSink, SequenceSource
+    from flinklike_spark.testing import FailingMapper
+
+    config = checkpoint_config(str(tmp_path / "checkpoints"), "unaligned") | {
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 3,
+        "restart-strategy.fixed-delay.delay": "100 ms",
+    }
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    (
+        env.from_source(SequenceSource(num_keys=6, records_per_key=400, rows_per_second=2000, batch_size=20),
+                        name="seq")  # fmt: skip
+        .map(FailingMapper(fail_after=300, subtask=1))
+        .key_by("key")
+        .process(PerKeySeqCount())
+        .sink_to(CollectSink("counts"))
+    )
+    client = env.execute_async("failing mapper")
+    result = client.wait(timeout=240)
+    assert {r["key"]: r["count"] for r in CollectSink.rows(result, name="counts")} == {k: 400 for k in range(6)}
+    [failure] = client.get_exception_history()
+    assert "FailingMapper: injected failure after 300 records" in str(failure.root_cause)
+    assert client.num_restarts == 1
+
+
+class PerKeySeqCount(KeyedProcessFunction):
+    """Counts per key; raises on a lost, duplicated or reordered ``seq`` (of SequenceSource rows)."""
+
+    def open(self, runtime_context):
+        self.next = runtime_context.get_state(ValueStateDescriptor("next"))
+
+    def process_element(self, value, ctx):
+        expected = self.next.value() or 0
+        if value["seq"] != expected:
+            raise AssertionError(f"key {value['key']}: seq {value['seq']}, expected {expected}")
+        if expected == 0:
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+        self.next.update(expected + 1)
+
+    def on_timer(self, timestamp, ctx):
+        yield {"key": ctx.get_current_key(), "count": self.next.value()}

@@ -37,7 +37,7 @@ from flinklike_spark.config import Configuration
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.job_client import JobClient
 
-__all__ = ["ClusterEndpoint", "REGISTRATION_TIMEOUT"]
+__all__ = ["REGISTRATION_TIMEOUT", "ClusterEndpoint"]
 
 log = logging.getLogger(__name__)
 

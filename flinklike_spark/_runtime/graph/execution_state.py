@@ -31,8 +31,8 @@ from enum import Enum
 
 __all__ = [
     "EXECUTION_STATE_TRANSITIONS",
-    "ExecutionState",
     "JOB_STATUS_TRANSITIONS",
+    "ExecutionState",
     "JobStatus",
     "is_terminal",
     "job_status_transition_table",

@@ -41,13 +41,13 @@ import pyarrow as pa
 from flinklike_spark.errors import EventDecodingError
 
 __all__ = [
+    "ENCODING_VERSION",
     "AlignmentType",
     "BufferOrEvent",
     "CancelCheckpointMarker",
     "CheckpointBarrier",
     "CheckpointOptions",
     "CheckpointType",
-    "ENCODING_VERSION",
     "EndOfPartition",
     "EventAnnouncement",
     "RuntimeEvent",

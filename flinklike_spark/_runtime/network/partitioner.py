@@ -54,8 +54,8 @@ from flinklike_spark._runtime.streaming.rows import records_of
 from flinklike_spark.errors import SchemaMismatchError
 
 __all__ = [
-    "ChannelSelector",
     "DEFAULT_MAX_PARALLELISM",
+    "ChannelSelector",
     "assign_key_groups",
     "create_channel_selector",
     "key_group_for",

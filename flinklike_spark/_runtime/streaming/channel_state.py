@@ -41,13 +41,13 @@ from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineRea
 
 __all__ = [
     "CHANNEL_STATE_TRANSITIONS",
+    "SEQUENCE_NUMBER_UNKNOWN",
     "ChannelStateWriteResult",
     "ChannelStateWriter",
     "ChannelStateWriterStatus",
     "InputChannelInfo",
     "RecordedBuffer",
     "ResultSubpartitionInfo",
-    "SEQUENCE_NUMBER_UNKNOWN",
 ]
 
 SEQUENCE_NUMBER_UNKNOWN = -1

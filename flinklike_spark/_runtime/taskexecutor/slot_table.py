@@ -56,16 +56,16 @@ from flinklike_spark._runtime.taskexecutor.timer_service import TimeoutTicket, T
 from flinklike_spark.errors import FlinklikeError, SlotAllocationError, SlotNotFoundError
 
 __all__ = [
-    "AllocationID",
     "DEFAULT_SLOT_TIMEOUT",
+    "TASK_SLOT_TABLE_TRANSITIONS",
+    "TASK_SLOT_TRANSITIONS",
+    "AllocationID",
     "ExecutionAttemptID",
     "JobID",
     "SlotActions",
     "SlotReport",
     "SlotStatus",
     "SlotTask",
-    "TASK_SLOT_TABLE_TRANSITIONS",
-    "TASK_SLOT_TRANSITIONS",
     "TaskSlot",
     "TaskSlotState",
     "TaskSlotTable",
