@@ -392,6 +392,8 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("pipeline.max-parallelism", 128, _parse_int, "Number of key groups of keyed state.",
              1, _UPPER_BOUND_MAX_PARALLELISM),
         _opt("pipeline.name", None, _parse_optional_str, "The job's name."),
+        _opt("python.files", None, _parse_optional_str,
+             "Python files or directories added with add_python_file (comma-separated)."),
         _opt("pipeline.auto-watermark-interval", timedelta(milliseconds=200), _duration,
              "How often sources emit watermarks.", _ZERO),
         _opt("execution.buffer-timeout.interval", timedelta(milliseconds=100), _duration,

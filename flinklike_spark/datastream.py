@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+import os
 import shutil
+import sys
 import threading
 import uuid
 import weakref
@@ -127,6 +130,67 @@ class StreamExecutionEnvironment:
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
         self._chaining = False
         return self
+
+    def is_chaining_enabled(self) -> bool:
+        return self._chaining
+
+    def get_max_parallelism(self) -> int:
+        return self.config.pipeline.max_parallelism
+
+    def get_checkpointing_mode(self):
+        """The CheckpointingMode (``execution.checkpointing.mode``)."""
+        return self.get_checkpoint_config().get_checkpointing_mode()
+
+    def add_python_file(self, file_path: str) -> None:
+        """Make a Python file, or a directory of modules, importable by the job's functions (PyFlink's).
+
+        A ``.py`` file's directory, or the directory itself, goes first on
+        ``sys.path`` of this process, which the local cluster's TaskExecutors
+        inherit; it is also recorded under Flink's key ``python.files``. On
+        Spark executors ship the file with Spark (``spark-submit --py-files``).
+
+        Raises:
+            ConfigurationError: the path does not exist.
+        """
+        path = os.path.abspath(os.fspath(file_path))
+        if not os.path.exists(path):
+            raise ConfigurationError(f"add_python_file: {file_path!r} does not exist (give a .py file or a directory)")
+        directory = path if os.path.isdir(path) else os.path.dirname(path)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+        files = [f for f in str(self.config.get("python.files") or "").split(",") if f]
+        if path not in files:
+            self.configure({"python.files": ",".join([*files, path])})
+
+    def get_execution_plan(self) -> str:
+        """The job that ``execute()`` would run, as JSON in Flink's execution-plan format.
+
+        ``{"nodes": [{"id", "type", "pact", "contents", "parallelism", "predecessors":
+        [{"id", "ship_strategy", "side"}]}]}``, one node per operator in definition order.
+        """
+        default = self.config.pipeline.parallelism
+        nodes = []
+        for t in self._pending_transformations():
+            parallelism = t.parallelism or default
+            node: dict[str, Any] = {
+                "id": t.id,
+                "type": t.name,
+                "pact": {"source": "Data Source", "sink": "Data Sink"}.get(t.kind, "Operator"),
+                "contents": t.name,
+                "parallelism": parallelism,
+            }
+            predecessors = []
+            for upstream, spec in t.inputs:
+                if spec is not None:
+                    strategy = spec.kind.name
+                else:
+                    same = (upstream.parallelism or default) == parallelism
+                    strategy = "FORWARD" if same else "REBALANCE"
+                predecessors.append({"id": upstream.id, "ship_strategy": strategy, "side": "second"})
+            if predecessors:
+                node["predecessors"] = predecessors
+            nodes.append(node)
+        return json.dumps({"nodes": nodes}, indent=2)
 
     def _add(self, **fields: Any) -> _Transformation:
         transformation = _Transformation(id=next(self._ids), **fields)
@@ -544,6 +608,9 @@ class DataStream:
         self._transformation.name = name
         return self
 
+    def get_name(self) -> str:
+        return self._transformation.name
+
     def uid(self, uid: str) -> DataStream:
         self._transformation.uid = uid
         return self
@@ -561,6 +628,16 @@ class KeyedStream(DataStream):
     def __init__(self, env, inputs, key) -> None:
         super().__init__(env, inputs)
         self._key = key
+
+    def _repartition(self, kind: PartitionerKind) -> DataStream:
+        # PyFlink: rebalance()/forward()/broadcast() on a KeyedStream would silently drop the keying.
+        raise InvalidProgramError(
+            f"Cannot override partitioning for KeyedStream ({kind.name.lower()}() after key_by): the stream is "
+            f"partitioned by its key; call it before key_by, or on the result of a keyed operation"
+        )
+
+    def broadcast(self, *broadcast_state_descriptors: Any):
+        return self._repartition(PartitionerKind.BROADCAST)
 
     def process(self, func: KeyedProcessFunction, output_type: pa.Schema | None = None) -> DataStream:
         if not isinstance(func, KeyedProcessFunction):

@@ -13,7 +13,7 @@ from typing import Any
 from flinklike_spark._runtime.graph.execution_state import JobStatus
 from flinklike_spark.errors import JobClientTimeoutError, JobExecutionError, JobNotRunningError
 
-__all__ = ["JobClient", "JobExecutionResult"]
+__all__ = ["JobClient", "JobExecutionResult", "JobResultFuture"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,29 @@ class JobExecutionResult:
 
     def get_accumulator_result(self, name: str) -> list[Any]:
         return self.accumulators[name]
+
+
+class JobResultFuture:
+    """PyFlink's ``CompletableFuture`` of a job's result: ``result(timeout)``, ``done()``, ``exception()``."""
+
+    def __init__(self, client: JobClient) -> None:
+        self._client = client
+
+    def result(self, timeout: float | None = None) -> JobExecutionResult:
+        """The result once the job ended; raises its failure (see :meth:`JobClient.wait`)."""
+        return self._client.wait(timeout)
+
+    def done(self) -> bool:
+        return self._client.done()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            self._client.wait(timeout)
+        except JobClientTimeoutError:
+            raise
+        except JobExecutionError as exc:
+            return exc
+        return None
 
 
 class JobClient:
@@ -238,7 +261,9 @@ class JobClient:
         self._finish()
         return result
 
-    get_job_execution_result = wait
+    def get_job_execution_result(self) -> JobResultFuture:
+        """A future of the job's result, as PyFlink returns: ``.result()`` waits (and raises the failure)."""
+        return JobResultFuture(self)
 
     def _cancel_after_interrupt(self) -> None:
         """Cancel, give the job a moment to reach CANCELED, close the cluster. A second

@@ -1,0 +1,73 @@
+"""PyFlink's environment, stream and job-client methods that PyFlink programs call."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from connectors import CollectSink
+from flinklike_spark import CheckpointingMode, StreamExecutionEnvironment, Types
+from flinklike_spark.errors import ConfigurationError, InvalidProgramError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def env(**config):
+    return StreamExecutionEnvironment.get_execution_environment(
+        {"flinklike.local.taskmanager-mode": "thread", "parallelism.default": 2} | config
+    )
+
+
+def test_environment_getters():
+    e = env(**{"pipeline.max-parallelism": 64})
+    assert e.get_max_parallelism() == 64
+    assert e.is_chaining_enabled()
+    e.disable_operator_chaining()
+    assert not e.is_chaining_enabled()
+    assert e.get_checkpointing_mode() == CheckpointingMode.EXACTLY_ONCE
+
+
+def test_add_python_file_makes_a_module_importable(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "my_udfs_for_add_python_file.py").write_text("def double(x):\n    return 2 * x\n")
+    e = env()
+    e.add_python_file(str(tmp_path / "my_udfs_for_add_python_file.py"))
+    import my_udfs_for_add_python_file
+
+    assert my_udfs_for_add_python_file.double(2) == 4
+    assert e.config.get("python.files") == str(tmp_path / "my_udfs_for_add_python_file.py")
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        e.add_python_file(str(tmp_path / "missing.py"))
+
+
+def test_stream_names_and_the_execution_plan():
+    e = env()
+    source = e.from_collection([(1, "a")], type_info=Types.TUPLE([Types.INT(), Types.STRING()])).name("numbers")
+    assert source.get_name() == "numbers"
+    mapped = source.key_by(lambda r: r[1]).map(lambda r: r).name("identity").set_parallelism(1)
+    mapped.sink_to(CollectSink("plan"))
+    plan = json.loads(e.get_execution_plan())
+    by_name = {node["type"]: node for node in plan["nodes"]}
+    assert by_name["numbers"]["pact"] == "Data Source"
+    [edge] = by_name["identity"]["predecessors"]
+    assert edge["id"] == by_name["numbers"]["id"] and edge["ship_strategy"] == "HASH"
+    assert by_name["identity"]["parallelism"] == 1
+    assert any(node["pact"] == "Data Sink" for node in plan["nodes"])
+
+
+@pytest.mark.parametrize("method", ["rebalance", "forward", "broadcast"])
+def test_repartitioning_a_keyed_stream_is_refused_as_in_pyflink(method):
+    keyed = env().from_collection([{"k": 1}]).key_by("k")
+    with pytest.raises(InvalidProgramError, match="Cannot override partitioning for KeyedStream"):
+        getattr(keyed, method)()
+
+
+def test_job_execution_result_is_a_future():
+    e = env()
+    e.from_collection([{"k": 1}, {"k": 2}]).sink_to(CollectSink("out"))
+    future = e.execute_async("future").get_job_execution_result()
+    result = future.result(timeout=60)
+    assert future.done() and future.exception() is None
+    assert sorted(r["k"] for r in CollectSink.rows(result, name="out")) == [1, 2]
