@@ -18,6 +18,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark.metrics import MetricGroup
     from flinklike_spark.state import (
         AggregatingState,
         AggregatingStateDescriptor,
@@ -110,6 +111,10 @@ class RuntimeContext(abc.ABC):
 
     @abc.abstractmethod
     def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState: ...
+
+    @abc.abstractmethod
+    def get_metrics_group(self) -> MetricGroup:
+        """The operator's metric group: counters, gauges, meters, distributions (:mod:`flinklike_spark.metrics`)."""
 
     @abc.abstractmethod
     def get_aggregating_state(self, descriptor: AggregatingStateDescriptor) -> AggregatingState:

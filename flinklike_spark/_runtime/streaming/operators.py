@@ -60,6 +60,7 @@ from flinklike_spark.functions import (
     TimeDomain,
     TimerService,
 )
+from flinklike_spark.metrics import MetricGroup, MetricRegistry
 from flinklike_spark.row import Row
 from flinklike_spark.state import (
     AggregatingStateDescriptor,
@@ -180,6 +181,8 @@ class OperatorContext:
     lineage_id: str = ""  # first job of the restore lineage; see SinkWriterContext.transactional_id_prefix
     clock_ms: Callable[[], int] = dataclasses.field(default=lambda: int(time.time() * 1000))
     state_backend_type: StateBackendType = StateBackendType.HASHMAP  # Flink's state.backend.type
+    #: the task's user metrics (reported with the task's metrics)
+    metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
 
 
 class _RuntimeContext(RuntimeContext):
@@ -216,6 +219,9 @@ class _RuntimeContext(RuntimeContext):
 
     def get_aggregating_state(self, descriptor):
         return self._keyed(descriptor, AggregatingStateDescriptor)
+
+    def get_metrics_group(self) -> MetricGroup:
+        return MetricGroup(self._ctx.metric_registry, (self._operator_name,))
 
 
 class StreamOperator:

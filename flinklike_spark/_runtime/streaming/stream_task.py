@@ -43,6 +43,7 @@ from flinklike_spark._runtime.streaming.record_writer import (
     ChainingOutput,
     RecordWriterOutput,
 )
+from flinklike_spark.metrics import MetricRegistry
 from flinklike_spark.watermarks import MIN_WATERMARK
 
 __all__ = ["OperatorChain", "StreamTask", "TaskMetrics", "WatermarkValve"]
@@ -244,8 +245,9 @@ class TaskMetrics:
     and its sinks took (``count_out`` adds them up when asked).
     """
 
-    def __init__(self, count_out: Callable[[], int] = lambda: 0) -> None:
+    def __init__(self, count_out: Callable[[], int] = lambda: 0, user: MetricRegistry | None = None) -> None:
         self.records_in = 0
+        self._user = user
         self._count_out = count_out
         self.backpressured_seconds = 0.0
         self.idle_seconds = 0.0
@@ -262,6 +264,7 @@ class TaskMetrics:
             "backpressured_seconds": self.backpressured_seconds,
             "idle_seconds": self.idle_seconds,
             "uptime_seconds": time.monotonic() - self.started,
+            **(self._user.snapshot() if self._user is not None else {}),
         }
 
 
@@ -312,7 +315,8 @@ class StreamTask:
         self.gates = list(input_gates)
         self.mailbox = Mailbox()
         counters = [*chain.network_outputs, *(op for op in chain.operators if hasattr(op, "records_out"))]
-        self.metrics = TaskMetrics(count_out=lambda: sum(c.records_out for c in counters))
+        registry = chain.operators[0].context.metric_registry if chain.operators else None
+        self.metrics = TaskMetrics(count_out=lambda: sum(c.records_out for c in counters), user=registry)
         self._buffer_timeout = buffer_timeout
         self._source_batch_rows = source_batch_rows
         self._clock = clock
