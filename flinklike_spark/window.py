@@ -29,20 +29,24 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.evictors import CountEvictor, DeltaEvictor, Evictor, TimeEvictor, TimestampedValue
 from flinklike_spark.state import ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor
 
 __all__ = [
     "MAX_TIMESTAMP",
     "ContinuousEventTimeTrigger",
     "ContinuousProcessingTimeTrigger",
+    "CountEvictor",
     "CountSlidingWindowAssigner",
     "CountTrigger",
     "CountTumblingWindowAssigner",
     "CountWindow",
+    "DeltaEvictor",
     "DynamicEventTimeSessionWindows",
     "DynamicProcessingTimeSessionWindows",
     "EventTimeSessionWindows",
     "EventTimeTrigger",
+    "Evictor",
     "GlobalWindow",
     "GlobalWindows",
     "MergingWindowAssigner",
@@ -54,7 +58,9 @@ __all__ = [
     "SlidingEventTimeWindows",
     "SlidingProcessingTimeWindows",
     "Time",
+    "TimeEvictor",
     "TimeWindow",
+    "TimestampedValue",
     "Trigger",
     "TriggerResult",
     "TumblingEventTimeWindows",

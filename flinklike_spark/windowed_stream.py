@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.evictors import Evictor
 from flinklike_spark.functions import (
     AggregateFunction,
     AllWindowFunction,
@@ -56,12 +57,21 @@ class WindowedStream:
         self._trigger: Trigger | None = None
         self._lateness = 0
         self._late_tag: OutputTag | None = None
+        self._evictor: Evictor | None = None
 
     def trigger(self, trigger: Trigger) -> WindowedStream:
         """Replace the assigner's default trigger."""
         if not isinstance(trigger, Trigger):
             raise ConfigurationError(f"trigger() expects a Trigger, got {trigger!r}")
         self._trigger = trigger
+        return self
+
+    def evictor(self, evictor: Evictor) -> WindowedStream:
+        """Remove elements of each fired pane before and/or after the window function
+        (``CountEvictor``, ``TimeEvictor``, ``DeltaEvictor`` or your own :class:`Evictor`)."""
+        if not isinstance(evictor, Evictor):
+            raise ConfigurationError(f"evictor() expects an Evictor (CountEvictor.of(...), ...), got {evictor!r}")
+        self._evictor = evictor
         return self
 
     def allowed_lateness(self, time_ms: int | Time) -> WindowedStream:
@@ -140,6 +150,7 @@ class WindowedStream:
             allowed_lateness=self._lateness,
             late_data_tag=self._late_tag,
             pane_kind=pane_kind,
+            evictor=self._evictor,
             **functions,
         )
         stream = self._stream

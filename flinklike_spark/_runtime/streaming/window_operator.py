@@ -39,6 +39,7 @@ first); trigger state merges through ``OnMergeContext.merge_partitioned_state``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -64,6 +65,7 @@ from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.evictors import Evictor, TimestampedValue
 from flinklike_spark.functions import (
     AggregateFunction,
     AllWindowFunction,
@@ -123,6 +125,8 @@ class WindowOperatorDescriptor:
         aggregate_function: the AggregateFunction of AGGREGATE panes.
         window_function: WindowFunction / ProcessWindowFunction (keyed), AllWindowFunction /
             ProcessAllWindowFunction (``window_all``), or None (emit the pane's value).
+        evictor: removes elements of a fired pane (:mod:`flinklike_spark.evictors`); with one, every
+            pane keeps its elements with their timestamps and reduces/aggregates them when it fires.
     """
 
     assigner: WindowAssigner
@@ -133,6 +137,7 @@ class WindowOperatorDescriptor:
     reduce_function: Any = None
     aggregate_function: AggregateFunction | None = None
     window_function: Any = None
+    evictor: Evictor | None = None
 
     def __post_init__(self) -> None:
         if self.allowed_lateness < 0:
@@ -320,6 +325,17 @@ class _WindowContext(ProcessWindowFunction.Context):
         self._op.side.collect(output_tag, value, self.current_window.max_timestamp())
 
 
+class _EvictorContext(Evictor.EvictorContext):
+    def __init__(self, op: WindowOperator) -> None:
+        self._op = op
+
+    def get_current_processing_time(self) -> int:
+        return self._op.context.clock_ms()
+
+    def get_current_watermark(self) -> int:
+        return self._op.watermark
+
+
 class _AssignerContext(WindowAssigner.WindowAssignerContext):
     def __init__(self, op: WindowOperator) -> None:
         self._op = op
@@ -362,7 +378,9 @@ class WindowOperator(StreamOperator):
         # With tumbling event-time windows and the default trigger, an element that joins an
         # existing pane whose end the watermark has not reached only updates the contents (the
         # trigger would re-register the timer it already has): process_rows does that inline.
-        self._fast_tumbling = type(d.trigger) is EventTimeTrigger and type(d.assigner) is TumblingEventTimeWindows
+        self._fast_tumbling = (
+            type(d.trigger) is EventTimeTrigger and type(d.assigner) is TumblingEventTimeWindows and d.evictor is None
+        )
         self._out_ts: list[int] = []  # timestamps of the rows in the ``out`` list being built
         self._windows: dict[int, TimeWindow] = {}  # start -> window, so a pane's window is built once
         self._add = self._make_adder()
@@ -379,6 +397,7 @@ class WindowOperator(StreamOperator):
         self.runtime_context = _RuntimeContext(context, self.global_state, self.name)
         self.side = SideOutputCollector(self)
         self._window_ctx = _WindowContext(self, self.merging)
+        self._evictor_ctx = _EvictorContext(self)
 
     def open(self) -> None:
         for function in self.descriptor.functions():
@@ -390,24 +409,35 @@ class WindowOperator(StreamOperator):
 
     # -- pane contents ------------------------------------------------------------------------
 
-    def _make_adder(self) -> Callable[[Any, Any], Any]:
+    def _make_adder(self) -> Callable[..., Any]:
+        """``add(contents, element, timestamp) -> contents`` for this operator's panes."""
         d = self.descriptor
+        if d.evictor is not None:
+
+            def add_timestamped(current, value, timestamp=None):
+                element = TimestampedValue(value, timestamp)
+                if current is None:
+                    return [element]
+                current.append(element)
+                return current
+
+            return add_timestamped
         if d.pane_kind == PaneKind.REDUCE:
             fn = d.reduce_function.reduce if isinstance(d.reduce_function, ReduceFunction) else d.reduce_function
 
-            def add_reduce(current, value):
+            def add_reduce(current, value, timestamp=None):
                 return value if current is None else fn(current, value)
 
             return add_reduce
         if d.pane_kind == PaneKind.AGGREGATE:
             agg = d.aggregate_function
 
-            def add_aggregate(current, value):
+            def add_aggregate(current, value, timestamp=None):
                 return agg.add(value, agg.create_accumulator() if current is None else current)
 
             return add_aggregate
 
-        def add_list(current, value):
+        def add_list(current, value, timestamp=None):
             if current is None:
                 return [value]
             current.append(value)
@@ -417,6 +447,8 @@ class WindowOperator(StreamOperator):
 
     def _make_merger(self) -> Callable[[Any, Any], Any]:
         d = self.descriptor
+        if d.evictor is not None:
+            return lambda a, b: a + b
         if d.pane_kind == PaneKind.REDUCE:
             return self._make_adder()
         if d.pane_kind == PaneKind.AGGREGATE:
@@ -425,6 +457,19 @@ class WindowOperator(StreamOperator):
 
     def _elements(self, contents: Any) -> list[Any]:
         kind = self.descriptor.pane_kind
+        if self.descriptor.evictor is not None:  # a list of TimestampedValue, folded now
+            values = [element.value for element in contents]
+            if kind == PaneKind.REDUCE:
+                fn = self.descriptor.reduce_function
+                reduce = fn.reduce if isinstance(fn, ReduceFunction) else fn
+                return [functools.reduce(reduce, values)] if values else []
+            if kind == PaneKind.AGGREGATE:
+                agg = self.descriptor.aggregate_function
+                accumulator = agg.create_accumulator()
+                for value in values:
+                    accumulator = agg.add(value, accumulator)
+                return [agg.get_result(accumulator)]
+            return values
         if kind == PaneKind.REDUCE:
             return [contents]
         if kind == PaneKind.AGGREGATE:
@@ -480,7 +525,7 @@ class WindowOperator(StreamOperator):
                     if self.event_time and self._cleanup_time(window) <= watermark:
                         continue
                     taken = True
-                    panes.set(key, window, add(panes.get(key, window), row))
+                    panes.set(key, window, add(panes.get(key, window), row, timestamp))
                     self._on_element(key, window, row, timestamp, out)
             if not taken and self.event_time and timestamp + self.lateness <= self.watermark:
                 self._late(row, timestamp)
@@ -524,7 +569,7 @@ class WindowOperator(StreamOperator):
                 if timestamp + self.lateness <= watermark:
                     self._late(row, timestamp)
                 continue
-            self.panes.set(key, window, add(None if key_panes is None else key_panes.get(window), row))
+            self.panes.set(key, window, add(None if key_panes is None else key_panes.get(window), row, timestamp))
             self._on_element(key, window, row, timestamp, out)
         if len(windows) > 1024:  # a cache: windows of the past are not looked up again
             windows.clear()
@@ -559,7 +604,7 @@ class WindowOperator(StreamOperator):
                     del self.merging_sets[key]
                 continue
             taken = True
-            self.panes.set(key, actual, self._add(self.panes.get(key, actual), row))
+            self.panes.set(key, actual, self._add(self.panes.get(key, actual), row, timestamp))
             self._on_element(key, actual, row, timestamp, out)
         return taken
 
@@ -619,8 +664,24 @@ class WindowOperator(StreamOperator):
 
     def _emit(self, key: Any, window: Any, contents: Any, out: list) -> None:
         """Run the window function on the pane; its results go to ``out`` with the timestamp
-        ``window.max_timestamp()`` (Flink's ``setAbsoluteTimestamp(window.maxTimestamp())``)."""
-        elements = self._elements(contents)
+        ``window.max_timestamp()`` (Flink's ``setAbsoluteTimestamp(window.maxTimestamp())``).
+
+        With an evictor, ``contents`` (the pane's list of TimestampedValue) loses what
+        ``evict_before`` removes before the function sees it, and what ``evict_after``
+        removes after; the rest stays in the pane (Flink's ``EvictingWindowOperator``).
+        """
+        evictor = self.descriptor.evictor
+        if evictor is not None:
+            size = len(contents)
+            evictor.evict_before(contents, size, window, self._evictor_ctx)
+            try:
+                self._run_window_function(key, window, self._elements(contents), out)
+            finally:
+                evictor.evict_after(contents, size, window, self._evictor_ctx)
+            return
+        self._run_window_function(key, window, self._elements(contents), out)
+
+    def _run_window_function(self, key: Any, window: Any, elements: list[Any], out: list) -> None:
         wf = self.descriptor.window_function
         stamp = window.max_timestamp()
         if wf is None:
