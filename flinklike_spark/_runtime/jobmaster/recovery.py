@@ -198,10 +198,11 @@ def check_committed_sink_output(
 ) -> str:
     """Fence older jobs of the lineage, refuse a restore point older than committed sink output; return the lineage.
 
-    Each exactly-once sink first takes over the lineage's transactional ids
-    (:meth:`TwoPhaseCommittingSink.fence_older_writers`; the job graph's sink is
-    replaced by the fenced one), so that a job of the same lineage still
-    running fails at its next commit instead of committing beside this one.
+    When the restore may go ahead, each exactly-once sink takes over the
+    lineage's transactional ids (:meth:`TwoPhaseCommittingSink.fence_older_writers`;
+    the job graph's sink is replaced by the fenced one), so that a job of the
+    same lineage still running fails at its next commit instead of committing
+    beside this one; the committed output is then checked once more.
 
     A sink's transactional ids derive from the lineage id (the first job of a
     chain of restores), so a resumed job's sinks can tell which checkpoints of
@@ -220,19 +221,28 @@ def check_committed_sink_output(
             checkpoint, the sink and the option that accepts duplicates.
     """
     lineage = checkpoint.lineage_id
-    ahead = []
-    for vertex in job_graph:
-        for op in vertex.operators:
-            sink = op.function
-            if op.kind != "sink" or not isinstance(sink, TwoPhaseCommittingSink):
-                continue
-            # Fence first: an older job of the lineage still running cannot commit after this,
-            # so what the sink reports below stays true while this job runs.
-            sink = op.function = sink.fence_older_writers(transactional_id_prefix(lineage, op.uid))
+    sinks = [
+        (vertex, op) for vertex in job_graph for op in vertex.operators
+        if op.kind == "sink" and isinstance(op.function, TwoPhaseCommittingSink)
+    ]  # fmt: skip
+
+    def committed_ahead() -> list[tuple[str, TwoPhaseCommittingSink, int]]:
+        ahead = []
+        for vertex, op in sinks:
             subtasks = max(vertex.max_parallelism, checkpoint.parallelism.get(vertex.id, 0))
-            committed = sink.committed_checkpoint(transactional_id_prefix(lineage, op.uid), subtasks)
+            committed = op.function.committed_checkpoint(transactional_id_prefix(lineage, op.uid), subtasks)
             if committed is not None and committed > checkpoint.checkpoint_id:
-                ahead.append((op.uid, sink, committed))
+                ahead.append((op.uid, op.function, committed))
+        return ahead
+
+    # Check, fence, check again: a refused restore writes nothing (no fence commit), and an
+    # older job of the lineage that committed between the first check and the fence is seen
+    # by the second; after the fence it cannot commit, so the answer stays true while this runs.
+    ahead = committed_ahead()
+    if not ahead:
+        for _, op in sinks:
+            op.function = op.function.fence_older_writers(transactional_id_prefix(lineage, op.uid))
+        ahead = committed_ahead()
     if not ahead:
         return lineage
     uid, sink, committed = ahead[0]
