@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import DeltaError
+from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
-from flinklike_spark.errors import CheckpointStorageError, CorruptCheckpointError
+from flinklike_spark.errors import CheckpointCommitConflictError, CheckpointStorageError, CorruptCheckpointError
 
 from .app_transactions import commit_files, is_committed
 from .layout import (
@@ -347,6 +347,12 @@ class CheckpointCommitter:
                 custom_metadata={"flinklike.checkpoint": f"{job_id}/{checkpoint_id}"},
             )
             dt.update_incremental()
+        except CommitFailedError as exc:
+            raise CheckpointCommitConflictError(
+                f"commit of checkpoint {checkpoint_id} of job {job_id!r} to {self._layout.table_uri(table)!r} "
+                f"lost a race with a concurrent writer: {exc}",
+                url=self._layout.table_uri(table),
+            ) from exc
         except (DeltaError, OSError) as exc:
             raise CheckpointStorageError(
                 f"cannot commit checkpoint {checkpoint_id} of job {job_id!r} to "
@@ -390,6 +396,12 @@ class CheckpointCommitter:
                 ),
             )
             dt.update_incremental()
+        except CommitFailedError as exc:
+            raise CheckpointCommitConflictError(
+                f"the completion row of checkpoint {checkpoint_id} of job {job_id!r} lost a commit race in "
+                f"{self._layout.table_uri(CHECKPOINTS)!r}: {exc}",
+                url=self._layout.table_uri(CHECKPOINTS),
+            ) from exc
         except (DeltaError, OSError) as exc:
             raise CheckpointStorageError(
                 f"cannot write the completion row of checkpoint {checkpoint_id} of job {job_id!r} "

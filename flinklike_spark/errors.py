@@ -13,6 +13,7 @@ from enum import Enum
 __all__ = [
     "BrokenChannelError",
     "CancelTaskError",
+    "CheckpointCommitConflictError",
     "CheckpointDeclineReason",
     "CheckpointDeclinedError",
     "CheckpointFailedError",
@@ -252,6 +253,14 @@ class CheckpointStorageError(FlinklikeError, OSError):
 
     def __reduce__(self):
         return (_rebuild_checkpoint_storage_error, (type(self), str(self), self.url))
+
+
+class CheckpointCommitConflictError(CheckpointStorageError):
+    """A checkpoint commit lost a Delta commit race (delta-rs's ``CommitFailedError`` is its ``__cause__``).
+
+    Checkpoint commits are idempotent, so the coordinator retries this one on
+    the table's newer version (another job's retention or commit won the race).
+    """
 
 
 def _rebuild_checkpoint_storage_error(cls, message, url):

@@ -58,7 +58,7 @@ from flinklike_spark._runtime.network.events import (
 )
 from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck, CheckpointDecline
 from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
-from flinklike_spark.errors import CheckpointDeclineReason, CheckpointFailedError, CheckpointStorageError
+from flinklike_spark.errors import CheckpointCommitConflictError, CheckpointDeclineReason, CheckpointFailedError
 from flinklike_spark.storage import StorageConfig
 
 __all__ = ["CheckpointCoordinator", "CompletedCheckpointInfo"]
@@ -422,11 +422,7 @@ class CheckpointCoordinator:
                         return
                     # Idempotent: a retry continues where a conflicting concurrent
                     # writer (another job's retention, say) made this one fail.
-                    if (
-                        not isinstance(exc, CheckpointStorageError)
-                        or attempt + 1 == _COMMIT_ATTEMPTS
-                        or "concurrent" not in str(exc).lower()
-                    ):
+                    if not isinstance(exc, CheckpointCommitConflictError) or attempt + 1 == _COMMIT_ATTEMPTS:
                         raise
                     time.sleep(0.05 * (attempt + 1))
 

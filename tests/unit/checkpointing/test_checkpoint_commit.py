@@ -174,3 +174,20 @@ def test_writer_discards_on_exception(base):
             raise RuntimeError("boom")
     leftovers = [f for _, _, fs in os.walk(os.path.join(base, "operator_state")) for f in fs]
     assert leftovers == []
+
+
+def test_a_lost_commit_race_is_a_commit_conflict_error_with_delta_rs_error_as_its_cause(base, monkeypatch):
+    from deltalake.exceptions import CommitFailedError
+
+    import checkpointing.committer as committer_module
+    from checkpointing import CheckpointCommitter
+    from flinklike_spark.errors import CheckpointCommitConflictError
+
+    def lose_the_race(*args, **kwargs):
+        raise CommitFailedError("Transaction failed: a concurrent transaction wrote version 1 first")
+
+    monkeypatch.setattr(committer_module, "commit_files", lose_the_race)
+    handle = write_subtask(base, 1, 0)
+    with pytest.raises(CheckpointCommitConflictError, match="lost a race") as failure:
+        CheckpointCommitter(base).commit(JOB, 1, [handle], record())
+    assert isinstance(failure.value.__cause__, CommitFailedError)
