@@ -39,8 +39,10 @@ def test_a_sigkilled_task_executor_recovers_exactly_once_and_retention_keeps_num
         "restart-strategy.fixed-delay.attempts": 3,
         "restart-strategy.fixed-delay.delay": "200 ms",
     }
-    client = build(config, table, seconds_per_record=0.001, rows_per_second=200).execute_async("killed")
+    # 3,000 rows at 100/s: the job still runs when its second checkpoint completed, also on a loaded machine
+    client = build(config, table, seconds_per_record=0.001, rows_per_second=100).execute_async("killed")
     wait_for_checkpoints(client, layout, 2)
+    assert not client.done(), "the job ended before the kill: nothing to recover"
     task_executor_processes()[0].send_signal(signal.SIGKILL)
     client.wait(180)
     assert client.get_exception_history(), "the kill caused no failover"
