@@ -86,6 +86,10 @@ from flinklike_spark.job_client import JobExecutionResult
 
 __all__ = ["JobMaster", "LogicalSlot", "RpcTaskDeployer", "SharedSlotAllocator"]
 
+#: How long a task failure with a broken channel waits for a TaskExecutor's death to become
+#: visible to the liveness probe (its sockets close a moment before its process can be reaped).
+_LOSS_DETECTION_GRACE = 0.25
+
 log = logging.getLogger(__name__)
 
 
@@ -563,8 +567,10 @@ class JobMaster:
 
     def task_executor_lost(self, resource_id: str, reason: str) -> None:
         """Fail every unfinished execution that ran on ``resource_id`` (main thread)."""
-        self._record_losses({resource_id: reason})
-        cause, _ = self._lost_task_executors[resource_id]
+        self._record_losses()
+        cause, _ = self._lost_task_executors.setdefault(
+            resource_id, (TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}"), time.time())
+        )
         for vertex in self.graph.vertices():
             execution = vertex.current_execution
             slot = execution.assigned_slot
@@ -584,18 +590,29 @@ class JobMaster:
         (e.g. the process exit), not the symptom.
         """
         if _is_channel_error(cause):
-            self._record_losses(self._rm.detect_dead_task_executors())
             deployed = execution.state_timestamps.get(ExecutionState.DEPLOYING, 0.0)
-            lost_since = [error for error, lost_at in self._lost_task_executors.values() if lost_at >= deployed]
-            if lost_since:
-                log.info("job %s: %s failed because %s", self.job_id, execution.attempt_id, lost_since[0])
-                cause = lost_since[0]
+            loss = self._loss_since(deployed)
+            # A killed process closes its sockets a moment before it can be reaped, so a peer
+            # may see the broken channel before the probe sees the exit: look again, briefly.
+            deadline = time.monotonic() + _LOSS_DETECTION_GRACE
+            while loss is None and self._rm.can_detect_deaths and time.monotonic() < deadline:
+                time.sleep(0.01)
+                loss = self._loss_since(deployed)
+            if loss is not None:
+                log.info("job %s: %s failed because %s", self.job_id, execution.attempt_id, loss)
+                cause = loss
         self.failover.on_task_failure(execution, cause)
 
-    def _record_losses(self, lost: dict[str, str]) -> None:
-        for resource_id, reason in lost.items():
+    def _loss_since(self, since: float) -> TaskExecutorLostError | None:
+        """The first TaskExecutor loss noticed at or after ``since`` (probing liveness now), or None."""
+        self._rm.detect_dead_task_executors()
+        self._record_losses()
+        return next((error for error, lost_at in self._lost_task_executors.values() if lost_at >= since), None)
+
+    def _record_losses(self) -> None:
+        for resource_id, (reason, lost_at) in self._rm.losses().items():
             self._lost_task_executors.setdefault(
-                resource_id, (TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}"), time.time())
+                resource_id, (TaskExecutorLostError(f"TaskExecutor {resource_id} lost: {reason}"), lost_at)
             )
 
     # -- internals (main thread) -----------------------------------------------------------------
@@ -686,7 +703,8 @@ class JobMaster:
         """The failure to report: a consumer's channel error is a symptom when a TaskExecutor died (main thread)."""
         if not _is_channel_error(cause):
             return cause
-        self._record_losses(self._rm.detect_dead_task_executors())
+        self._rm.detect_dead_task_executors()
+        self._record_losses()
         if not self._lost_task_executors:
             return cause
         root, _ = next(iter(self._lost_task_executors.values()))

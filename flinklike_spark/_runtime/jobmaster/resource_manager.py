@@ -94,6 +94,7 @@ class ResourceManager:
         self._secret = secret
         self._main = main_thread
         self._liveness_probe = liveness_probe
+        self._losses: dict[str, tuple[str, float]] = {}  # resource id -> (reason, epoch seconds)
         self._lock = threading.Condition()
         self._executors: dict[str, RegisteredTaskExecutor] = {}
         self._allocated: dict[tuple[str, int], str] = {}  # (resource id, slot index) -> allocation id
@@ -176,6 +177,7 @@ class ResourceManager:
             executor = self._executors.pop(resource_id, None)
             if executor is None:
                 return
+            self._losses[resource_id] = (reason, time.time())
             for key in [k for k in self._allocated if k[0] == resource_id]:
                 del self._allocated[key]
             listeners = list(self._listeners)
@@ -183,6 +185,16 @@ class ResourceManager:
         executor.gateway.close()
         for listener in listeners:
             self._main.execute(lambda listener=listener: listener.task_executor_lost(resource_id, reason))
+
+    @property
+    def can_detect_deaths(self) -> bool:
+        """Whether :meth:`detect_dead_task_executors` can tell (a liveness probe is configured)."""
+        return self._liveness_probe is not None
+
+    def losses(self) -> dict[str, tuple[str, float]]:
+        """Every TaskExecutor reported lost so far: resource id -> (reason, when, epoch seconds)."""
+        with self._lock:
+            return dict(self._losses)
 
     def detect_dead_task_executors(self) -> dict[str, str]:
         """Ask the liveness probe about every registered TaskExecutor now; report the dead ones lost.
