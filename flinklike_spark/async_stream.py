@@ -22,7 +22,7 @@ from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import Function
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream import DataStream
+    from flinklike_spark.datastream.data_stream import DataStream
 
 __all__ = ["AsyncDataStream", "AsyncFunction"]
 
@@ -67,7 +67,7 @@ class AsyncDataStream:
             function=function, timeout_ms=timeout_ms, capacity=capacity, ordered=ordered
         )
         name = "Async Wait (ordered)" if ordered else "Async Wait (unordered)"
-        return stream._then("async_wait", name, descriptor, output_type)
+        return stream.transform("async_wait", name, descriptor, output_type)
 
     @staticmethod
     def ordered_wait(data_stream: DataStream, async_function: AsyncFunction, timeout: Any, capacity: int = 100,

@@ -30,47 +30,47 @@ from flinklike_spark.functions import (
 from flinklike_spark.state import MapStateDescriptor
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream import DataStream
+    from flinklike_spark.datastream.data_stream import DataStream
 
 __all__ = ["BroadcastConnectedStream", "BroadcastStream", "ConnectedStreams"]
 
 
 def _unkeyed(stream: DataStream) -> tuple[DataStream, Any]:
     """The stream before its key_by (if it is a KeyedStream) and its key (or None)."""
-    from flinklike_spark.datastream import DataStream, KeyedStream
+    from flinklike_spark.datastream.data_stream import DataStream, KeyedStream
 
     if isinstance(stream, KeyedStream):
-        return DataStream(stream._env, [(t, None) for t, _ in stream._inputs]), stream._key
+        return DataStream(stream.get_execution_environment(), [(t, None) for t, _ in stream.inputs]), stream.key
     return stream, None
 
 
 def _wrap(stream: DataStream, side: int, key: Any) -> DataStream:
     wrapper = SideWrapper(side, key if isinstance(key, str) else None, None if isinstance(key, str) else key)
     wrapped = stream.map(wrapper)
-    wrapped._transformation.name = f"Connect input {side + 1}"
+    wrapped.get_transformation().name = f"Connect input {side + 1}"
     return wrapped
 
 
 def _co_operator(first: DataStream, second: DataStream, name: str, function: Any, output_type, *, keyed: bool,
                  first_spec: PartitionerSpec | None, second_spec: PartitionerSpec | None,
                  broadcast_descriptors: tuple = ()) -> DataStream:  # fmt: skip
-    from flinklike_spark.datastream import DataStream
+    from flinklike_spark.datastream.data_stream import DataStream
     from flinklike_spark.typeinfo import to_arrow_schema
 
-    env = first._env
+    env = first.get_execution_environment()
     output_type = to_arrow_schema(output_type)
     descriptor = CoOperatorDescriptor(
         function=function,
         broadcast_descriptors=broadcast_descriptors,
     )
-    inputs = [(t, first_spec) for t, _ in first._inputs] + [(t, second_spec) for t, _ in second._inputs]
-    t = env._add(
+    inputs = [(t, first_spec) for t, _ in first.inputs] + [(t, second_spec) for t, _ in second.inputs]
+    t = env.add_transformation(
         kind="keyed_co_process" if keyed else "co_process",
         name=name,
         function=descriptor,
         inputs=inputs,
         output_schema=output_type,
-        timestamp_strategy=first._timestamps() or second._timestamps(),
+        timestamp_strategy=first.get_watermark_strategy() or second.get_watermark_strategy(),
         # keyed: the key every input row carries; what restores check and redistribute state by
         key_field=KEY if keyed else None,
     )
@@ -85,7 +85,7 @@ class ConnectedStreams:
     """Two streams processed together by one two-input function."""
 
     def __init__(self, first: DataStream, second: DataStream) -> None:
-        if first._env is not second._env:
+        if first.get_execution_environment() is not second.get_execution_environment():
             raise ConfigurationError("connect() of streams from different environments")
         self._first, self._key1 = _unkeyed(first)
         self._second, self._key2 = _unkeyed(second)
@@ -104,7 +104,7 @@ class ConnectedStreams:
         return connected
 
     def _build(self, name: str, function: Any, output_type: pa.Schema | None) -> DataStream:
-        env = self._first._env
+        env = self._first.get_execution_environment()
         first = _wrap(self._first, 0, self._key1)
         second = _wrap(self._second, 1, self._key2)
         spec = _key_spec(env) if self.keyed else None
@@ -157,7 +157,7 @@ class BroadcastConnectedStream:
             )
         if not keyed and not isinstance(func, BroadcastProcessFunction):
             raise TypeError(f"a stream connected with a broadcast stream needs a BroadcastProcessFunction, got {func!r}")
-        env = self._stream._env
+        env = self._stream.get_execution_environment()
         first = _wrap(self._stream, 0, self._key)
         second = _wrap(self._broadcast._stream, 1, None)
         return _co_operator(

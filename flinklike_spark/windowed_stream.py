@@ -28,7 +28,7 @@ from flinklike_spark.output_tag import OutputTag
 from flinklike_spark.window import Time, Trigger, WindowAssigner, _millis
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream import DataStream, KeyedStream
+    from flinklike_spark.datastream.data_stream import DataStream, KeyedStream
 
 __all__ = ["AllWindowedStream", "WindowedStream"]
 
@@ -47,7 +47,7 @@ class WindowedStream:
     def __init__(self, keyed_stream: KeyedStream, assigner: WindowAssigner) -> None:
         if not isinstance(assigner, WindowAssigner):
             raise ConfigurationError(f"window() expects a WindowAssigner, got {assigner!r}")
-        if assigner.is_event_time() and keyed_stream._timestamps() is None:
+        if assigner.is_event_time() and keyed_stream.get_watermark_strategy() is None:
             raise ConfigurationError(
                 f"{assigner!r} windows by event time, but the stream has no timestamps: pass a WatermarkStrategy "
                 f"with a timestamp assigner to from_source(...) (or use a processing-time assigner)"
@@ -98,7 +98,7 @@ class WindowedStream:
         if not (isinstance(reduce_function, ReduceFunction) or callable(reduce_function)):
             raise ConfigurationError(f"reduce expects a ReduceFunction or a callable, got {reduce_function!r}")
         self._check_window_function(window_function, optional=True)
-        output = output_type if output_type is not None or window_function is not None else self._stream._schema()
+        output = output_type if output_type is not None or window_function is not None else self._stream.get_output_schema()
         return self._build(
             PaneKind.REDUCE, output, "Reduce", reduce_function=reduce_function, window_function=window_function
         )
@@ -143,7 +143,7 @@ class WindowedStream:
             raise ConfigurationError(f"{type(self).__name__} expects a {names} here, got {function!r}")
 
     def _build(self, pane_kind: str, output_type: pa.Schema | None, what: str, **functions: Any) -> DataStream:
-        trigger = self._trigger or self._assigner.get_default_trigger(self._stream._env)
+        trigger = self._trigger or self._assigner.get_default_trigger(self._stream.get_execution_environment())
         descriptor = WindowOperatorDescriptor(
             assigner=self._assigner,
             trigger=trigger,
@@ -154,8 +154,8 @@ class WindowedStream:
             **functions,
         )
         stream = self._stream
-        key = stream._key
-        result = stream._then(
+        key = stream.key
+        result = stream.transform(
             "window",
             f"Window({self._assigner!r}, {trigger!r}, {what})",
             descriptor,
@@ -163,9 +163,9 @@ class WindowedStream:
             key_field=key if isinstance(key, str) else None,
             key_selector=None if isinstance(key, str) else key,
         )
-        t = result._transformation
+        t = result.get_transformation()
         if self._late_tag is not None:
-            t.side_output_schemas[self._late_tag.tag_id] = self._late_tag.type_info or stream._schema()
+            t.side_output_schemas[self._late_tag.tag_id] = self._late_tag.type_info or stream.get_output_schema()
         if self._all:
             t.parallelism = 1
         return result

@@ -202,7 +202,7 @@ def build_pipeline(pipeline: str, config: Configuration) -> tuple[StreamExecutio
 
 
 def _is_bounded(env: StreamExecutionEnvironment) -> bool:
-    sources = [t.function for t in env._transformations if t.kind == "source"]
+    sources = [t.function for t in env.transformations if t.kind == "source"]
     return all(s.boundedness is Boundedness.BOUNDED for s in sources)
 
 

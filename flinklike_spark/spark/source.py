@@ -67,7 +67,7 @@ class FlinklikeDataSource(DataSource):
         if "pipeline" in {k.lower() for k in options}:  # a reader; writers are checked in streamWriter
             read = ReadOptions.parse(options)
             _, stream = build_pipeline(read.pipeline, read.config)
-            self._declared = stream._schema()
+            self._declared = stream.get_output_schema()
 
     def schema(self) -> StructType:
         if self._declared is None:

@@ -54,7 +54,7 @@ from collections.abc import Iterable, Sequence
 from flinklike_spark._runtime.cluster.endpoint import ClusterEndpoint
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 from flinklike_spark.config import Configuration
-from flinklike_spark.errors import FlinklikeError
+from flinklike_spark.errors import ConfigurationError, FlinklikeError
 
 __all__ = ["SparkTaskExecutorLauncher", "TaskExecutorLaunchError", "spark_cluster"]
 
@@ -274,16 +274,23 @@ def _summary(text: str) -> str:
 
 def spark_cluster(config: Configuration, spark=None) -> ClusterEndpoint:
     """A cluster whose JobMaster runs here, in the Spark driver, and whose TaskExecutors run on
-    ``spark``'s executors (default: the active session, else :func:`flinklike_spark.spark.session`).
+    ``spark``'s executors (default: the active session).
 
     ``jobmanager.rpc.address`` defaults to ``spark.driver.host``, which executors reach.
+
+    Raises:
+        ConfigurationError: no ``spark`` given and no active SparkSession.
     """
     from pyspark.sql import SparkSession
 
-    from flinklike_spark.spark.spark_session import session
-
     if spark is None:
-        spark = SparkSession.getActiveSession() or session()
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise ConfigurationError(
+                "execution.target: spark needs an active SparkSession in this process (its executors run the "
+                "TaskExecutors); create one first, e.g. with flinklike_spark.spark.session(), or use "
+                "execution.target: local"
+            )
     host = config.cluster.jobmanager_address or spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
     return ClusterEndpoint(
         config, SparkTaskExecutorLauncher(spark), rpc_host=host, resource_id_prefix="spark-taskmanager"

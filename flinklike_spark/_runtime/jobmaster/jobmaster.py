@@ -35,7 +35,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from flinklike_spark import errors as _errors
+import flinklike_spark.errors as _errors
 from flinklike_spark._runtime.deployment import (
     CheckpointDeployment,
     InputChannelDeployment,

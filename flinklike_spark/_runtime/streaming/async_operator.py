@@ -22,20 +22,22 @@ import concurrent.futures
 import dataclasses
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flinklike_spark._runtime.streaming.operators import (
+    OperatorRuntimeContext,
     OperatorSnapshot,
-    OperatorSpec,
     RestoredState,
     StreamOperator,
-    _call_close,
-    _call_open,
-    _RuntimeContext,
+    call_close,
+    call_open,
 )
 from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 
 __all__ = ["AsyncOperatorDescriptor", "AsyncWaitOperator"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 
 _IN_FLIGHT = "async_in_flight"
 _TIMED_OUT = object()
@@ -76,14 +78,14 @@ class AsyncWaitOperator(StreamOperator):
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"async-{self.name}", daemon=True)
         self._thread.start()
-        _call_open(self.function, _RuntimeContext(self.context, None, self.name))
+        call_open(self.function, OperatorRuntimeContext(self.context, None, self.name))
         restored, self._restored = self._restored, []
         if restored:
             self.process_rows([row for row, _ in restored], [timestamp for _, timestamp in restored])
 
     def close(self) -> None:
         try:
-            _call_close(self.function)
+            call_close(self.function)
         finally:
             for _, _, future in self._queue:
                 future.cancel()

@@ -21,16 +21,13 @@ from __future__ import annotations
 import dataclasses
 import pickle
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flinklike_spark._runtime.streaming.operators import (
+from flinklike_spark._runtime.streaming.operators import OperatorSnapshot, RestoredState, extend_stamped
+from flinklike_spark._runtime.streaming.process_operators import (
     KeyedProcessOperator,
-    OperatorSnapshot,
-    OperatorSpec,
+    ProcessContext,
     ProcessOperator,
-    RestoredState,
-    _extend_stamped,
-    _ProcessContext,
 )
 from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 from flinklike_spark.functions import (
@@ -51,6 +48,9 @@ __all__ = [
     "ReadOnlyBroadcastState",
     "SideWrapper",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 
 KEY, SIDE, RECORD = "__key", "__side", "__record"
 _BROADCAST_PREFIX = "_broadcast/"
@@ -131,7 +131,7 @@ class BroadcastState(ReadOnlyBroadcastState):
         self._entries.clear()
 
 
-class _CoContext(_ProcessContext):
+class _CoContext(ProcessContext):
     def __init__(self, operator: Any) -> None:
         super().__init__(operator)
         self.broadcast_side = False
@@ -203,7 +203,7 @@ class _TwoInput:
             ctx.broadcast_side = side == 1
             call = second if side else first
             produced = call(value, ctx) if with_context else call(value)
-            _extend_stamped(out, out_ts, produced, timestamp, self, methods[side])
+            extend_stamped(out, out_ts, produced, timestamp, self, methods[side])
         ctx.current_timestamp = None
         self._emit(out, out_ts, "process_element")
 

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flinklike_spark._runtime.streaming.keyed_state import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
+    OperatorRuntimeContext,
     OperatorSnapshot,
-    OperatorSpec,
     RestoredState,
-    _call_open,
-    _RuntimeContext,
-    _UserFunctionOperator,
+    UserFunctionOperator,
+    call_open,
 )
 from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 from flinklike_spark.errors import ConfigurationError
@@ -38,10 +37,13 @@ __all__ = [
     "KeyedReduceOperator",
 ]
 
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+
 _REDUCE_STATE = "_reduce/value"
 
 
-class _KeyedFunctionOperator(_UserFunctionOperator):
+class _KeyedFunctionOperator(UserFunctionOperator):
     """A user function with keyed state of the current record's key."""
 
     method = ""
@@ -59,7 +61,7 @@ class _KeyedFunctionOperator(_UserFunctionOperator):
         self.backend = create_keyed_state_backend(context)
 
     def open(self) -> None:
-        _call_open(self.function, _RuntimeContext(self.context, self.backend, self.name))
+        call_open(self.function, OperatorRuntimeContext(self.context, self.backend, self.name))
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         if restored is not None:

@@ -30,19 +30,15 @@ from flinklike_spark._runtime.network.events import (
     WatermarkStatus,
 )
 from flinklike_spark._runtime.streaming.mailbox import Mailbox
-from flinklike_spark._runtime.streaming.operators import (
-    OperatorContext,
-    OperatorSpec,
-    Output,
-    SourceOperator,
-    StreamOperator,
-)
+from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+from flinklike_spark._runtime.streaming.operators import OperatorContext, Output, StreamOperator
 from flinklike_spark._runtime.streaming.record_writer import (
     DISCARDING_OUTPUT,
     BroadcastingOutput,
     ChainingOutput,
     RecordWriterOutput,
 )
+from flinklike_spark._runtime.streaming.source_operator import SourceOperator
 from flinklike_spark.metrics import MetricRegistry
 from flinklike_spark.watermarks import MIN_WATERMARK
 

@@ -11,14 +11,19 @@ input except the final ``MAX_WATERMARK`` that ends a bounded input. With
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 
 from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
-from flinklike_spark._runtime.streaming.operators import MAX_WATERMARK, OperatorSpec, StreamOperator
+from flinklike_spark._runtime.streaming.operators import MAX_WATERMARK, StreamOperator
 from flinklike_spark._runtime.streaming.record_timestamps import split_timestamps, with_timestamps
 from flinklike_spark.watermarks import MIN_WATERMARK
 
 __all__ = ["TimestampsAndWatermarksOperator"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):

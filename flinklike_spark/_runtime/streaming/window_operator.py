@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import key_group_for
@@ -53,13 +53,12 @@ from flinklike_spark._runtime.streaming.keyed_state import (
     key_groups_of,
 )
 from flinklike_spark._runtime.streaming.operators import (
+    OperatorRuntimeContext,
     OperatorSnapshot,
-    OperatorSpec,
     RestoredState,
     StreamOperator,
-    _call_close,
-    _call_open,
-    _RuntimeContext,
+    call_close,
+    call_open,
 )
 from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
@@ -95,6 +94,9 @@ from flinklike_spark.window import (
 )
 
 __all__ = ["PaneKind", "WindowOperator", "WindowOperatorDescriptor"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 
 _CONTENTS = "_window/contents"
 _MERGING_SET = "_window/merging-window-set"
@@ -394,18 +396,18 @@ class WindowOperator(StreamOperator):
         # Per-window state lives on the heap whatever the backend type: its keys are (key, window).
         self.scoped = _ScopedStateBackend(max_parallelism=context.max_parallelism, clock_ms=context.clock_ms)
         self.timers = KeyedTimers()
-        self.runtime_context = _RuntimeContext(context, self.global_state, self.name)
+        self.runtime_context = OperatorRuntimeContext(context, self.global_state, self.name)
         self.side = SideOutputCollector(self)
         self._window_ctx = _WindowContext(self, self.merging)
         self._evictor_ctx = _EvictorContext(self)
 
     def open(self) -> None:
         for function in self.descriptor.functions():
-            _call_open(function, self.runtime_context)
+            call_open(function, self.runtime_context)
 
     def close(self) -> None:
         for function in self.descriptor.functions():
-            _call_close(function)
+            call_close(function)
 
     # -- pane contents ------------------------------------------------------------------------
 

@@ -24,13 +24,8 @@ from flinklike_spark import (
     WatermarkStrategy,
 )
 from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation
-from flinklike_spark._runtime.streaming.operators import (
-    OperatorContext,
-    OperatorSpec,
-    Output,
-    RestoredEntry,
-    RestoredState,
-)
+from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+from flinklike_spark._runtime.streaming.operators import OperatorContext, Output, RestoredEntry, RestoredState
 from flinklike_spark.connector_api import SourceReaderContext
 from flinklike_spark.execution_options import RuntimeExecutionMode
 from flinklike_spark.output_tag import OutputTag
@@ -98,7 +93,7 @@ def test_only_pipelines_defined_after_the_last_execute_are_translated():
     e = env()
     numbers = source(e)
     numbers.map(lambda r: r).sink_to(CollectSink("first"))
-    e._executed_upto = len(e._transformations)  # what execute() does once the job is submitted
+    e._executed_upto = len(e.transformations)  # what execute() does once the job is submitted
     numbers.filter(lambda r: True).sink_to(CollectSink("second"))
     names = [v.name for v in e.get_job_graph("t")]
     assert names == ["Source: seq -> Filter -> Sink: CollectSink"], "the source is re-read, the map is not run"
@@ -269,7 +264,7 @@ def test_types_row_named_is_the_declared_arrow_schema():
     e = env()
     mapped = source(e).map(lambda r: {"user": str(r["key"]), "n": r["seq"]},
                            output_type=Types.ROW_NAMED(["user", "n"], [Types.STRING(), Types.LONG()]))  # fmt: skip
-    assert mapped._transformation.output_schema == pa.schema([("user", pa.string()), ("n", pa.int64())])
+    assert mapped.get_transformation().output_schema == pa.schema([("user", pa.string()), ("n", pa.int64())])
     assert to_arrow_schema(Types.TUPLE([Types.STRING(), Types.INT()])).names == ["f0", "f1"]
     with pytest.raises(ConfigurationError, match="no Arrow equivalent"):
         Types.ROW_NAMED(["x"], [Types.PICKLED_BYTE_ARRAY()])  # only a whole stream's type

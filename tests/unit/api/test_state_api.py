@@ -22,11 +22,8 @@ from flinklike_spark._runtime.streaming.keyed_state import (
     detach_values,
     key_groups_of,
 )
-from flinklike_spark._runtime.streaming.operators import (
-    OperatorContext,
-    OperatorSpec,
-    Output,
-)
+from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import AggregateFunction, ReduceFunction

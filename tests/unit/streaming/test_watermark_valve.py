@@ -84,7 +84,8 @@ def test_assign_timestamps_and_watermarks_with_idleness_marks_its_output_idle_on
     import pyarrow as pa
 
     from flinklike_spark import Duration, WatermarkStrategy
-    from flinklike_spark._runtime.streaming.operators import OperatorContext, OperatorSpec
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+    from flinklike_spark._runtime.streaming.operators import OperatorContext
 
     now = [1_000]
     strategy = WatermarkStrategy().with_timestamp_assigner("t").with_idleness(Duration.of_millis(500))

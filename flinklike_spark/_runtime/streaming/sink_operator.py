@@ -1,0 +1,141 @@
+"""The sink operator: writes to a ``SinkWriter`` and, for a two-phase committing sink, commits after checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flinklike_spark._runtime.streaming.operators import (
+    OperatorSnapshot,
+    RestoredState,
+    StreamOperator,
+)
+from flinklike_spark._runtime.streaming.record_timestamps import (
+    strip_timestamps,
+)
+from flinklike_spark.connector_api import (
+    END_OF_INPUT,
+    Committer,
+    Sink,
+    SinkWriterContext,
+    TwoPhaseCommittingSink,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+
+
+#: Operator state name of the committables not yet committed, per checkpoint.
+_COMMITTABLES = "pending_committables"
+
+
+def transactional_id_prefix(lineage_id: str, sink_uid: str) -> str:
+    """The transactional id prefix of a sink's writers; see :class:`SinkWriterContext`."""
+    return f"flinklike/{lineage_id}/{sink_uid}"
+
+
+class SinkOperator(StreamOperator):
+    """Writes its input to a :class:`~flinklike_spark.connector_api.SinkWriter`.
+
+    With a :class:`~flinklike_spark.connector_api.TwoPhaseCommittingSink` it
+    is also the sink's committer (Flink's ``SinkWriterOperator`` and
+    ``CommitterOperator`` chained): ``snapshot_state`` pre-commits and keeps
+    the committables, per checkpoint id, as operator state
+    ``pending_committables`` until ``notify_checkpoint_complete`` commits every
+    pending checkpoint up to the completed one. On restore, pending
+    committables of old subtask ``s`` go to new subtask ``s % parallelism``,
+    which commits them before it processes anything. At the end of a bounded
+    input the remaining committables are handed to the JobMaster
+    (:meth:`final_committables`), which commits them when the job finished.
+    The writer's ``transactional_id_prefix`` comes from the restore lineage,
+    not the job id, so it is the same after a resume (see
+    :func:`transactional_id_prefix`).
+    """
+
+    vectorized = True
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self.sink: Sink = spec.function
+        self.two_phase = isinstance(self.sink, TwoPhaseCommittingSink)
+        self.writer = None
+        self._committer: Committer | None = None
+        self._pending: dict[int, list[Any]] = {}  # checkpoint id -> committables, oldest first
+
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        if restored is None or not self.two_phase:
+            return
+        ctx = self.context
+        for entry in restored.operator:
+            if entry.state_name == _COMMITTABLES and entry.subtask % ctx.parallelism == ctx.subtask_index:
+                self._pending.setdefault(entry.key, []).extend(entry.value)
+
+    def open(self) -> None:
+        ctx = self.context
+        self.writer = self.sink.create_writer(
+            SinkWriterContext(
+                subtask_index=ctx.subtask_index,
+                parallelism=ctx.parallelism,
+                attempt_number=ctx.attempt_number,
+                task_name=ctx.task_name,
+                job_id=ctx.job_id,
+                operator_uid=self.uid,
+                transactional_id_prefix=transactional_id_prefix(ctx.lineage_id or ctx.job_id, self.uid),
+            )
+        )
+        self.writer.open()
+        if self.two_phase:
+            self._committer = self.sink.create_committer()
+            if self._pending:  # recovered: these checkpoints completed before the restart
+                self._commit_up_to(max(self._pending))
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        self.writer.write(strip_timestamps(batch))
+
+    def process_watermark(self, timestamp: int) -> None:
+        pass
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot | None:
+        if not self.two_phase:
+            return None
+        committables = self.writer.prepare_commit(checkpoint_id)
+        if committables:
+            self._pending[checkpoint_id] = list(committables)
+        entries = [(cid, list(c)) for cid, c in sorted(self._pending.items())]
+        return OperatorSnapshot(operator=[(_COMMITTABLES, "sink_committables", entries)])
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.two_phase:
+            self._commit_up_to(checkpoint_id)
+
+    def _commit_up_to(self, checkpoint_id: int) -> None:
+        due = sorted(cid for cid in self._pending if cid <= checkpoint_id)
+        if not due:
+            return
+        self._committer.commit([c for cid in due for c in self._pending[cid]])
+        for cid in due:
+            del self._pending[cid]
+
+    def finish(self) -> None:
+        self.writer.finish()
+        if self.two_phase:
+            committables = self.writer.prepare_commit(END_OF_INPUT)
+            if committables:
+                self._pending[END_OF_INPUT] = list(committables)
+
+    def final_committables(self) -> list[Any]:
+        """Committables not committed yet when the input ended (oldest first); [] if none."""
+        return [c for _, committables in sorted(self._pending.items()) for c in committables]
+
+    def close(self) -> None:
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            if self._committer is not None:
+                self._committer.close()
+
+    def accumulator(self) -> Any:
+        return self.writer.accumulator() if self.writer is not None else None

@@ -1,0 +1,115 @@
+"""The source operator: head of a source chain, polling its reader for batches and watermarks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
+from flinklike_spark._runtime.streaming.operators import (
+    MAX_WATERMARK,
+    OperatorSnapshot,
+    RestoredState,
+    StreamOperator,
+)
+from flinklike_spark._runtime.streaming.record_timestamps import (
+    with_timestamps,
+)
+from flinklike_spark.connector_api import (
+    ReadResult,
+    Source,
+    SourceReaderContext,
+)
+from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkStrategy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+
+
+#: Operator state name of the reader's splits.
+_SOURCE_SPLITS = "source_splits"
+
+
+class SourceOperator(StreamOperator):
+    """Head of a source chain: polls the reader and emits batches and watermarks."""
+
+    vectorized = True
+
+    def __init__(self, spec: OperatorSpec) -> None:
+        super().__init__(spec)
+        self.source: Source = spec.function
+        self.reader = None
+        self.splits = list(spec.splits)
+        strategy = spec.timestamp_strategy or WatermarkStrategy()
+        self._watermarks = strategy.create_generator()
+        self._last_watermark = MIN_WATERMARK
+        self.records_out = 0
+        self._idle_timeout = strategy.idle_timeout
+        self._idleness: IdlenessTracker | None = None  # with_idleness, created in open()
+
+    def open(self) -> None:
+        ctx = self.context
+        self.reader = self.source.create_reader(
+            SourceReaderContext(
+                subtask_index=ctx.subtask_index, parallelism=ctx.parallelism, attempt_number=ctx.attempt_number
+            )
+        )
+        self.reader.add_splits(self.splits)
+        self.reader.open()
+        if self._idle_timeout is not None:
+            self._idleness = IdlenessTracker(
+                self._idle_timeout, self.output.emit_watermark_status, now_ms=self.context.clock_ms()
+            )
+
+    def initialize_state(self, restored: RestoredState | None) -> None:
+        """Take this subtask's share of the restored splits (all of them, sorted by id, round-robin)."""
+        if restored is None:
+            return
+        splits = sorted(
+            (e.value for e in restored.operator if e.state_name == _SOURCE_SPLITS), key=lambda split: split.split_id
+        )
+        ctx = self.context
+        self.splits = [split for i, split in enumerate(splits) if i % ctx.parallelism == ctx.subtask_index]
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        # issue 13: readers hear of completed checkpoints (Flink's SourceReader.notifyCheckpointComplete)
+        if self.reader is not None:
+            self.reader.notify_checkpoint_complete(checkpoint_id)
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        splits = self.reader.snapshot_state(checkpoint_id)
+        return OperatorSnapshot(operator=[(_SOURCE_SPLITS, "source_split", [(s.split_id, s) for s in splits])])
+
+    def poll(self, max_rows: int) -> ReadResult:
+        """Read once; emit what was read (and a watermark if it advanced)."""
+        result = self.reader.poll_next(max_rows)
+        batch = result.batch
+        if self._idleness is not None:
+            if batch is not None and batch.num_rows:
+                self._idleness.on_records(self.context.clock_ms())
+            else:
+                self._idleness.check(self.context.clock_ms())
+        if batch is not None and batch.num_rows:
+            self.records_out += batch.num_rows
+            if not self._watermarks.enabled:
+                self.output.emit_batch(batch)
+            else:
+                self.output.emit_batch(with_timestamps(batch, self._watermarks.assign(batch)))
+                watermark = self._watermarks.current_watermark()
+                if watermark > self._last_watermark:
+                    self._last_watermark = watermark
+                    self.output.emit_watermark(watermark)
+        return result
+
+    def finish(self) -> None:
+        # Flink: a bounded source ends with MAX_WATERMARK, firing all event-time timers downstream.
+        if self._idleness is not None:
+            self._idleness.end()
+        self.output.emit_watermark(MAX_WATERMARK)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+
+
+# -- issue 13: side-output streams and operators in their own modules -------------------------

@@ -1,0 +1,142 @@
+"""The engine's import graph: no import circle runs through the runtime or the Spark integration.
+
+Every ``import`` in the packages counts, also those inside functions (a lazy
+import still couples two modules); only imports under ``if TYPE_CHECKING:``
+are left out, as they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+PACKAGES = ("flinklike_spark", "connectors", "checkpointing")
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    return skipped
+
+
+def _import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skipped = _type_checking_nodes(tree)
+        is_package = path.name == "__init__.py"
+        targets: set[str | None] = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                targets.update(owner(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    imported = ".".join([*base, node.module] if node.module else base)
+                else:
+                    imported = node.module or ""
+                targets.update(owner(f"{imported}.{alias.name}") for alias in node.names)
+        graph[module] = {t for t in targets if t is not None and t != module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        components.append(sorted(component))
+    return components
+
+
+def test_the_graph_finds_a_planted_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_runs_through_the_runtime_or_spark():
+    layered = ("flinklike_spark._runtime", "flinklike_spark.spark")
+    offending = [c for c in _cycles(_import_graph()) if any(m.startswith(layered) for m in c)]
+    assert offending == []
+
+
+def test_the_datastream_api_imports_nothing_of_spark():
+    graph = _import_graph()
+    api = [m for m in graph if m == "flinklike_spark.datastream" or m.startswith("flinklike_spark.datastream.")]
+    assert api, "the datastream package moved: update this test"
+    imports = {m: sorted(t for t in graph[m] if t.startswith("flinklike_spark.spark")) for m in api}
+    assert all(not spark for spark in imports.values()), imports
+
+
+@pytest.mark.parametrize(
+    ("path", "limit"),
+    [
+        ("flinklike_spark/datastream/data_stream.py", 500),
+        ("flinklike_spark/datastream/stream_execution_environment.py", 500),
+        ("flinklike_spark/_runtime/streaming/operators.py", 500),
+        ("flinklike_spark/_runtime/jobmaster/jobmaster.py", 500),
+        ("flinklike_spark/_runtime/taskexecutor/slot_table.py", 700),
+    ],
+)
+def test_modules_split_by_role_stay_within_their_size(path, limit):
+    lines = len((ROOT / path).read_text().splitlines())
+    assert lines <= limit, f"{path} has {lines} lines (limit {limit}): split it by role"
