@@ -3,9 +3,11 @@
 Every process of a cluster (the JobMaster's driver and each TaskExecutor)
 runs exactly one :class:`FlightNode`: a ``pyarrow.flight`` server that serves
 
-* control RPC as Flight *actions*: the action type names a handler
-  registered with :meth:`FlightNode.register_handler`, the body is the
-  cloudpickled payload, the single result is the cloudpickled outcome; and
+* control RPC as Flight *actions*: every RPC is one message object (the
+  frozen dataclasses of :mod:`flinklike_spark._runtime.gateways`); the action
+  type is the message's type name, for which a handler was registered with
+  :meth:`FlightNode.register_handler`, the body is the cloudpickled message,
+  the single result is the cloudpickled outcome; and
 * data streams as Flight ``DoExchange`` calls, when the node was given a
   ``data_server`` (a
   :class:`~flinklike_spark._runtime.network.partition_server.PartitionRequestServer`;
@@ -67,13 +69,19 @@ __all__ = [
     "call_options",
     "connect_options",
     "generate_secret",
+    "rpc_name",
     "translate_flight_error",
 ]
 
 _log = logging.getLogger(__name__)
 
 Handler = Callable[[Any], Any]
-"""An RPC handler: takes the unpickled payload, returns a picklable result."""
+"""An RPC handler: takes the unpickled message, returns a picklable result."""
+
+
+def rpc_name(message_type: type) -> str:
+    """The action type that carries messages of ``message_type`` (its qualified name)."""
+    return message_type.__qualname__
 
 AUTH_HEADER = "authorization"
 _TOKEN_CONTEXT = b"flinklike-spark/flight-auth/v1"
@@ -209,7 +217,7 @@ class FlightNode:
         self._host = host
         self._port = port
         self._lock = threading.Lock()
-        self._handlers: dict[str, Handler] = {}
+        self._handlers: dict[str, tuple[type, Handler]] = {}
         self._server: _FlightService | None = None
         self._shut_down = False
         self._data_server = data_server
@@ -219,19 +227,19 @@ class FlightNode:
         where = f" at {self.address}" if self._server is not None else ""
         return f"FlightNode({state}{where})"
 
-    def register_handler(self, name: str, fn: Handler) -> None:
-        """Serve RPC ``name`` with ``fn(payload) -> result``; replaces an earlier handler of that name.
+    def register_handler(self, message_type: type, fn: Handler) -> None:
+        """Serve messages of ``message_type`` with ``fn(message) -> result``; replaces an earlier handler.
 
         An exception raised by ``fn`` is re-raised in the caller (see
         :meth:`RpcClient.call`).
         """
-        if not name or not isinstance(name, str):
-            raise ValueError(f"a handler name must be a non-empty str, got {name!r}")
+        if not isinstance(message_type, type):
+            raise TypeError(f"register_handler expects a message type (a class), got {message_type!r}")
         with self._lock:
-            self._handlers[name] = fn
+            self._handlers[rpc_name(message_type)] = (message_type, fn)
 
     def handler_names(self) -> list[str]:
-        """Names of the registered handlers, sorted."""
+        """Names of the message types that have handlers, sorted."""
         with self._lock:
             return sorted(self._handlers)
 
@@ -301,13 +309,16 @@ class FlightNode:
     def _dispatch(self, name: str, body: pa.Buffer | None) -> list[flight.Result]:
         # Runs only after _AuthMiddlewareFactory accepted the call.
         with self._lock:
-            handler = self._handlers.get(name)
+            entry = self._handlers.get(name)
             known = sorted(self._handlers)
         try:
-            if handler is None:
-                raise LookupError(f"no RPC handler named {name!r}; registered handlers: {known}")
-            payload = serialization.loads(body) if body is not None and body.size else None
-            result = handler(payload)
+            if entry is None:
+                raise LookupError(f"no RPC handler for {name!r}; registered: {known}")
+            message_type, handler = entry
+            message = serialization.loads(body) if body is not None and body.size else None
+            if not isinstance(message, message_type):
+                raise TypeError(f"RPC {name!r} carried a {type(message).__name__}, not a {message_type.__name__}")
+            result = handler(message)
             answer = _OK + cloudpickle.dumps(result)
         except Exception as e:  # noqa: BLE001 - every handler failure goes back to the caller
             answer = _ERROR + _encode_exception(e)
@@ -379,10 +390,10 @@ class RpcClient:
     def __repr__(self) -> str:
         return f"RpcClient({self.address!r}{', closed' if self._closed else ''})"
 
-    def call(self, name: str, payload: Any = None, *, timeout: float = 30.0) -> Any:
-        """Run handler ``name`` with ``payload`` on the remote node and return its result.
+    def call(self, message: Any, *, timeout: float = 30.0) -> Any:
+        """Run the remote node's handler for ``type(message)`` with ``message`` and return its result.
 
-        ``payload`` and the result travel cloudpickled.
+        ``message`` and the result travel cloudpickled.
 
         Raises:
             Exception: the handler's own exception, if it unpickles here; the
@@ -390,7 +401,7 @@ class RpcClient:
             RemoteTaskError: the handler's exception could not be pickled
                 there or unpickled here; it carries the type name, message
                 and formatted remote traceback.
-            LookupError: no handler ``name`` is registered (names the registered ones).
+            LookupError: no handler for the message's type is registered (names the registered ones).
             RpcAuthenticationError: the node rejected the cluster secret.
             RpcTimeoutError: no answer within ``timeout`` seconds.
             BrokenChannelError: the node is unreachable or died during the call.
@@ -398,7 +409,8 @@ class RpcClient:
         """
         if self._closed:
             raise ClosedChannelError(f"{self!r} is closed")
-        body = cloudpickle.dumps(payload)
+        name = rpc_name(type(message))
+        body = cloudpickle.dumps(message)
         try:
             results = list(self._client.do_action(flight.Action(name, body), call_options(self._token, timeout)))
         except (flight.FlightError, pa.ArrowException, OSError) as e:

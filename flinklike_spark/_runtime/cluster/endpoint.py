@@ -27,6 +27,7 @@ import time
 import uuid
 
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap, TaskExecutorLauncher
+from flinklike_spark._runtime.gateways import serve_cluster_endpoint
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
 from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor
@@ -101,10 +102,7 @@ class ClusterEndpoint:
                 cluster is closed then).
         """
         node = self._node
-        node.register_handler("register_task_executor", self._on_register)
-        node.register_handler("heartbeat", self._on_heartbeat)
-        node.register_handler("update_task_execution_state", self._on_task_state)
-        node.register_handler("checkpoint_report", self._on_checkpoint_report)
+        serve_cluster_endpoint(node, self)
         node.start()
         count = self.config.cluster.number_of_task_managers
         try:
@@ -190,22 +188,21 @@ class ClusterEndpoint:
 
     # -- RPC handlers (Flight threads): post to the main thread ------------------------------
 
-    def _on_register(self, registration: TaskExecutorRegistration) -> bool:
+    def register_task_executor(self, registration: TaskExecutorRegistration) -> bool:
         self.resource_manager.register(registration)
         return True
 
-    def _on_heartbeat(self, payload) -> bool:
-        resource_id, slot_report = payload
+    def heartbeat(self, resource_id: str, slot_report) -> bool:
         return self.resource_manager.heartbeat(resource_id, slot_report)
 
-    def _on_task_state(self, state) -> bool:
+    def update_task_execution_state(self, state) -> bool:
         job = self._jobs.get(state.job_id)
         if job is None:
             return False
         job.update_task_execution_state(state)
         return True
 
-    def _on_checkpoint_report(self, message) -> bool:
+    def report_checkpoint(self, message) -> bool:
         job = self._jobs.get(message.job_id)
         if job is None:
             return False

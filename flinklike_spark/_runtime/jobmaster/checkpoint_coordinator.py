@@ -48,6 +48,7 @@ from checkpointing import (
     list_completed_checkpoints,
     retain,
 )
+from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
 from flinklike_spark._runtime.network.events import (
@@ -111,7 +112,8 @@ class CheckpointCoordinator:
         graph: the job's execution graph (whose current executions are asked).
         options: the checkpointing configuration (``directory`` must be set).
         main_thread: the JobMaster's main-thread executor.
-        send: ``send(execution, method, payload)`` -> Future: RPC to the task's TaskExecutor.
+        send: ``send(execution, call)`` -> Future of ``call(gateway)`` on the
+            :class:`~flinklike_spark._runtime.gateways.TaskExecutorGateway` of the task's TaskExecutor.
         fail_job: called once the tolerable failures are exceeded (a global failure of the job,
             which the restart strategy may restart).
         first_checkpoint_id: ids continue after a restored checkpoint.
@@ -126,7 +128,7 @@ class CheckpointCoordinator:
         graph: ExecutionGraph,
         options: CheckpointingOptions,
         main_thread,
-        send: Callable[[Any, str, Any], concurrent.futures.Future],
+        send: Callable[[Any, Callable[[TaskExecutorGateway], Any]], concurrent.futures.Future],
         fail_job: Callable[[BaseException], None],
         first_checkpoint_id: int = 1,
         lineage_id: str = "",
@@ -342,7 +344,8 @@ class CheckpointCoordinator:
         log.info("triggering %s %d of job %s (%s)", kind, checkpoint_id, self._graph.job_id, barrier.options)
         for execution in executions:
             if self._graph.get_job_vertex(execution.vertex_id.job_vertex_id).job_vertex.is_source:
-                sent = self._send(execution, "trigger_checkpoint", (execution.attempt_id.full_id, barrier))
+                execution_id = execution.attempt_id.full_id
+                sent = self._send(execution, lambda gateway, e=execution_id: gateway.trigger_checkpoint(e, barrier))
                 sent.add_done_callback(lambda f, cid=checkpoint_id: self._on_trigger_sent(cid, f))
         return future
 
@@ -467,7 +470,7 @@ class CheckpointCoordinator:
         # Completing n subsumes every older pending checkpoint (Flink).
         for older in [p for c, p in self._pending.items() if c < checkpoint_id and not p.committing]:
             self._abort(older, f"subsumed by checkpoint {checkpoint_id}", counts=False)
-        self._notify_all("notify_checkpoint_complete", checkpoint_id)
+        self._notify_all(lambda gateway, execution_id: gateway.notify_checkpoint_complete(execution_id, checkpoint_id))
         if pending.kind == "checkpoint":
             job_id, retained = self._graph.job_id, self._options.num_retained
             self._run_storage(self._retain, job_id, retained)
@@ -490,7 +493,8 @@ class CheckpointCoordinator:
             "%s %d of job %s aborted: %s", pending.kind, pending.checkpoint_id, self._graph.job_id, reason,
         )  # fmt: skip
         if notify:
-            self._notify_all("notify_checkpoint_aborted", pending.checkpoint_id)
+            aborted = pending.checkpoint_id
+            self._notify_all(lambda gateway, execution_id: gateway.notify_checkpoint_aborted(execution_id, aborted))
         handles = [h for ack in pending.acks for h in ack.handles]
         if handles:
             self._run_storage(self._discard_files, handles)
@@ -517,8 +521,10 @@ class CheckpointCoordinator:
         except Exception:  # noqa: BLE001 - orphans are removed by retention later
             log.debug("could not delete the files of an aborted checkpoint", exc_info=True)
 
-    def _notify_all(self, method: str, checkpoint_id: int) -> None:
+    def _notify_all(self, notify: Callable[[TaskExecutorGateway, str], None]) -> None:
+        """Call ``notify(gateway, execution id)`` for every running task."""
         for vertex in self._graph.vertices():
             execution = vertex.current_execution
             if execution.state is ExecutionState.RUNNING:
-                self._send(execution, method, (execution.attempt_id.full_id, checkpoint_id))
+                execution_id = execution.attempt_id.full_id
+                self._send(execution, lambda gateway, e=execution_id: notify(gateway, e))

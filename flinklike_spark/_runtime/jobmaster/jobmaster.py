@@ -3,10 +3,10 @@
 It owns the job's :class:`ExecutionGraph` and :class:`DefaultScheduler` and
 plugs into the scheduler:
 
-* a slot-sharing :class:`SharedSlotAllocator` (Flink's default slot sharing
+* a slot-sharing :class:`SharedSlotAllocator` (``slot_sharing.py``) (Flink's default slot sharing
   group: subtask *i* of every vertex shares logical slot *i*, so a job needs
   as many slots as its highest parallelism);
-* a :class:`RpcTaskDeployer` that turns an execution into a
+* a :class:`RpcTaskDeployer` (``task_deployer.py``) that turns an execution into a
   :class:`TaskDeploymentDescriptor` (partition ids, producer addresses,
   source splits) and submits it over RPC;
 * the failure listener: every task failure goes to the
@@ -27,31 +27,24 @@ Thread rule: every state change happens on the main thread; RPC callbacks
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import logging
 import threading
 import time
-import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import flinklike_spark.errors as _errors
 from flinklike_spark._runtime.deployment import (
     CheckpointDeployment,
-    InputChannelDeployment,
-    InputGateDeployment,
     RestoreDeployment,
-    RestoreGate,
-    ResultPartitionDeployment,
-    TaskDeploymentDescriptor,
     TaskExecutionState,
 )
+from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.graph.execution_graph import (
     Execution,
     ExecutionAttemptID,
     ExecutionGraph,
-    ExecutionVertexID,
-    IntermediateResultPartitionID,
 )
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
@@ -66,9 +59,11 @@ from flinklike_spark._runtime.jobmaster.recovery import (
     check_max_parallelism,
     resolve_recovery_path,
 )
-from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager, SlotInfo
+from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
 from flinklike_spark._runtime.jobmaster.restart_strategy import create_restart_strategy, restart_strategy_config
 from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
+from flinklike_spark._runtime.jobmaster.slot_sharing import LogicalSlot, SharedSlotAllocator
+from flinklike_spark._runtime.jobmaster.task_deployer import RpcTaskDeployer
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
 from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
 from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck
@@ -79,268 +74,17 @@ from flinklike_spark.errors import (
     JobExecutionError,
     NetworkError,
     RemoteTaskError,
-    SlotAllocationError,
     TaskExecutorLostError,
 )
 from flinklike_spark.job_client import JobExecutionResult
 
-__all__ = ["JobMaster", "LogicalSlot", "RpcTaskDeployer", "SharedSlotAllocator"]
+__all__ = ["JobMaster"]
 
 #: How long a task failure with a broken channel waits for a TaskExecutor's death to become
 #: visible to the liveness probe (its sockets close a moment before its process can be reaped).
 _LOSS_DETECTION_GRACE = 0.25
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class LogicalSlot:
-    """One execution's share of a physical slot (Flink's ``LogicalSlot``)."""
-
-    vertex_id: ExecutionVertexID
-    physical: SlotInfo
-
-    @property
-    def resource_id(self) -> str:
-        return self.physical.resource_id
-
-
-class _SharedSlot:
-    """A physical slot request shared by every subtask with the same index."""
-
-    def __init__(self, future: concurrent.futures.Future[SlotInfo]) -> None:
-        self.future = future
-        self.users: set[ExecutionVertexID] = set()
-
-
-class SharedSlotAllocator:
-    """Slot sharing: subtask ``i`` of every job vertex runs in logical slot ``i``.
-
-    A physical slot is requested from the ResourceManager when its first user
-    asks and returned when its last user releases (or withdraws) it. All
-    methods run on the JobMaster's main thread.
-    """
-
-    def __init__(self, job_id: str, resource_manager: ResourceManager) -> None:
-        self._job_id = job_id
-        self._rm = resource_manager
-        self._shared: dict[int, _SharedSlot] = {}
-        self._requests: dict[ExecutionVertexID, concurrent.futures.Future[LogicalSlot]] = {}
-
-    def allocate_slots(
-        self, requests: list[ExecutionVertexID]
-    ) -> dict[ExecutionVertexID, concurrent.futures.Future[LogicalSlot]]:
-        result = {}
-        for vertex_id in requests:
-            index = vertex_id.subtask_index
-            shared = self._shared.get(index)
-            if shared is None or not self._usable(shared.future):
-                allocation_id = f"{self._job_id}/slot-{index}-{uuid.uuid4().hex[:8]}"
-                shared = self._shared[index] = _SharedSlot(self._rm.allocate(self._job_id, index, allocation_id))
-            shared.users.add(vertex_id)
-            logical: concurrent.futures.Future[LogicalSlot] = concurrent.futures.Future()
-            self._requests[vertex_id] = logical
-
-            def complete(physical: concurrent.futures.Future, vertex_id=vertex_id, logical=logical) -> None:
-                if logical.done() or physical.cancelled():
-                    return
-                error = physical.exception()
-                if error is not None:
-                    logical.set_exception(error)
-                else:
-                    logical.set_result(LogicalSlot(vertex_id=vertex_id, physical=physical.result()))
-
-            shared.future.add_done_callback(complete)
-            result[vertex_id] = logical
-        return result
-
-    def _usable(self, physical: concurrent.futures.Future[SlotInfo]) -> bool:
-        """A shared slot is reused unless its request failed or its TaskExecutor was lost."""
-        if not physical.done():
-            return True
-        if physical.cancelled() or physical.exception() is not None:
-            return False
-        return self._rm.is_registered(physical.result().resource_id)
-
-    def cancel(self, vertex_id: ExecutionVertexID) -> None:
-        logical = self._requests.pop(vertex_id, None)
-        if logical is not None and not logical.done():
-            logical.set_exception(SlotAllocationError(f"slot request of {vertex_id} was withdrawn"))
-            self._drop_user(vertex_id)
-
-    def release(self, slot: LogicalSlot) -> None:
-        self._requests.pop(slot.vertex_id, None)
-        self._drop_user(slot.vertex_id)
-
-    def _drop_user(self, vertex_id: ExecutionVertexID) -> None:
-        index = vertex_id.subtask_index
-        shared = self._shared.get(index)
-        if shared is None:
-            return
-        shared.users.discard(vertex_id)
-        if shared.users:
-            return
-        del self._shared[index]
-        if shared.future.cancel():  # still waiting for a slot: withdraw the request
-            return
-
-        def give_back(physical: concurrent.futures.Future) -> None:
-            if not physical.cancelled() and physical.exception() is None:
-                self._rm.release(physical.result())
-
-        shared.future.add_done_callback(give_back)
-
-
-class RpcTaskDeployer:
-    """Builds TaskDeploymentDescriptors and submits / cancels tasks over RPC."""
-
-    def __init__(
-        self,
-        graph: ExecutionGraph,
-        config: Configuration,
-        resource_manager: ResourceManager,
-        on_cancel_unacknowledged,
-        *,
-        checkpointing: CheckpointDeployment | None = None,
-        restore: RestoreDeployment | None = None,
-        lineage_id: str = "",
-    ) -> None:
-        self._graph = graph
-        self._config = config
-        self._rm = resource_manager
-        self._on_cancel_unacknowledged = on_cancel_unacknowledged
-        self._checkpointing = checkpointing
-        self._restore = restore
-        self._lineage_id = lineage_id
-        self._restore_by_vertex: dict[ExecutionVertexID, RestoreDeployment | None] = {}
-        self._submissions: dict[ExecutionAttemptID, concurrent.futures.Future[None]] = {}
-        self._splits: dict[str, list[list[Any]]] = {}
-
-    def set_restore(self, vertex_ids: list[ExecutionVertexID], restore: RestoreDeployment | None) -> None:
-        """Restarted vertices start from ``restore`` (None: from scratch) instead of the job's initial one."""
-        for vertex_id in vertex_ids:
-            self._restore_by_vertex[vertex_id] = restore
-
-    def partition_id(self, partition: IntermediateResultPartitionID) -> str:
-        """The network id of a producer's partition: job, producer *attempt* and output index.
-
-        Including the attempt means a restarted producer never serves a consumer
-        that was wired to its predecessor.
-        """
-        producer = self._graph.get_vertex(partition.producer).current_execution
-        return f"{self._graph.job_id}/{producer.attempt_id.full_id}/{partition.output_index}"
-
-    def _splits_of(self, job_vertex_id: str, subtask_index: int) -> tuple[Any, ...]:
-        job_vertex = self._graph.get_job_vertex(job_vertex_id).job_vertex
-        if not job_vertex.is_source:
-            return ()
-        if job_vertex_id not in self._splits:
-            parallelism = job_vertex.parallelism
-            per_subtask: list[list[Any]] = [[] for _ in range(parallelism)]
-            for i, split in enumerate(job_vertex.operators[0].function.create_splits(parallelism)):
-                per_subtask[i % parallelism].append(split)
-            self._splits[job_vertex_id] = per_subtask
-        return tuple(self._splits[job_vertex_id][subtask_index])
-
-    def descriptor(self, execution: Execution, slot: LogicalSlot) -> TaskDeploymentDescriptor:
-        vertex_id = execution.vertex_id
-        job_vertex = self._graph.get_job_vertex(vertex_id.job_vertex_id).job_vertex
-        gates = []
-        gate_specs = self._graph.input_gates(vertex_id)
-        for gate in gate_specs:
-            channels = []
-            for channel in gate.channels:
-                producer = self._graph.get_vertex(channel.producer).current_execution.assigned_slot
-                if producer is None:
-                    raise SlotAllocationError(
-                        f"cannot deploy {vertex_id}: its producer {channel.producer} has no slot yet"
-                    )
-                channels.append(
-                    InputChannelDeployment(
-                        partition_id=self.partition_id(channel.partition_id),
-                        subpartition=channel.subpartition_index,
-                        address=producer.physical.address,
-                        local=producer.resource_id == slot.resource_id,
-                    )
-                )
-            gates.append(InputGateDeployment(channels=tuple(channels)))
-        partitions = tuple(
-            ResultPartitionDeployment(
-                partition_id=self.partition_id(spec.partition_id),
-                num_subpartitions=spec.num_subpartitions,
-                partitioner=spec.partitioner,
-            )
-            for spec in self._graph.result_partitions(vertex_id)
-        )
-        restore = self._restore_by_vertex.get(vertex_id, self._restore)
-        return TaskDeploymentDescriptor(
-            job_id=self._graph.job_id,
-            job_name=self._graph.job_name,
-            execution_id=execution.attempt_id.full_id,
-            vertex_id=vertex_id.job_vertex_id,
-            task_name=job_vertex.name,
-            subtask_index=vertex_id.subtask_index,
-            parallelism=job_vertex.parallelism,
-            max_parallelism=job_vertex.max_parallelism,
-            attempt_number=execution.attempt_number,
-            allocation_id=slot.physical.allocation_id,
-            operators=job_vertex.operators,
-            input_gates=tuple(gates),
-            result_partitions=partitions,
-            splits=self._splits_of(vertex_id.job_vertex_id, vertex_id.subtask_index),
-            config=self._config,
-            checkpointing=self._checkpointing,
-            lineage_id=self._lineage_id,
-            restore=None if restore is None else dataclasses.replace(
-                restore,
-                gates=tuple(
-                    RestoreGate(
-                        producer_vertex_id=gate.producer_job_vertex_id,
-                        output_index=gate.channels[0].partition_id.output_index,
-                        partitioner=job_vertex.inputs[gate.input_index].partitioner,
-                    )
-                    for gate in gate_specs
-                ),
-            ),
-        )
-
-    def deploy(self, execution: Execution, slot: LogicalSlot) -> concurrent.futures.Future[None]:
-        try:
-            tdd = self.descriptor(execution, slot)
-        except Exception as exc:  # noqa: BLE001 - becomes the execution's failure
-            future: concurrent.futures.Future[None] = concurrent.futures.Future()
-            future.set_exception(exc)
-            return future
-        submitted = self._rm.call_async(slot.resource_id, "submit_task", tdd)
-        self._submissions[execution.attempt_id] = submitted
-        submitted.add_done_callback(lambda _f: self._submissions.pop(execution.attempt_id, None))
-        return submitted
-
-    def cancel(self, execution: Execution) -> None:
-        slot: LogicalSlot | None = execution.assigned_slot
-        attempt = execution.attempt_id
-        if slot is None:
-            self._on_cancel_unacknowledged(attempt)
-            return
-        submitted = self._submissions.get(attempt)
-        if submitted is not None and not submitted.done():
-            # A cancel overtaking the submission would find no task, and the task would then run
-            # unseen in a slot the JobMaster believes free: cancel once the submission is answered.
-            submitted.add_done_callback(lambda _f: self._cancel_submitted(execution, slot))
-            return
-        self._cancel_submitted(execution, slot)
-
-    def _cancel_submitted(self, execution: Execution, slot: LogicalSlot) -> None:
-        attempt = execution.attempt_id
-        future = self._rm.call_async(slot.resource_id, "cancel_task", attempt.full_id)
-
-        def done(f: concurrent.futures.Future) -> None:
-            # The TaskExecutor does not know the task (it already ended, never
-            # arrived, or the TaskExecutor is gone): no CANCELED report will come.
-            if f.exception() is not None or f.result() is False:
-                self._on_cancel_unacknowledged(attempt)
-
-        future.add_done_callback(done)
 
 
 class JobMaster:
@@ -478,13 +222,14 @@ class JobMaster:
         if self.checkpoints is not None:
             self.checkpoints.start()
 
-    def _send_to_task(self, execution: Execution, method: str, payload: Any) -> concurrent.futures.Future:
+    def _send_to_task(self, execution: Execution, call: Callable[[TaskExecutorGateway], Any]) -> concurrent.futures.Future:
+        """``call`` on the gateway of the TaskExecutor running ``execution`` (False if it has no slot)."""
         slot: LogicalSlot | None = execution.assigned_slot
         if slot is None:
             future: concurrent.futures.Future = concurrent.futures.Future()
             future.set_result(False)
             return future
-        return self._rm.call_async(slot.resource_id, method, payload)
+        return self._rm.call_async(slot.resource_id, call)
 
     def trigger_savepoint(self, *, stop: bool = False) -> concurrent.futures.Future[CompletedCheckpointInfo]:
         """Take an (always aligned) savepoint; the future yields where it is.

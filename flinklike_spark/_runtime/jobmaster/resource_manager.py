@@ -22,15 +22,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.rpc import RpcClient
-from flinklike_spark._runtime.taskexecutor.slot_table import SlotReport
+from flinklike_spark._runtime.taskexecutor.task_slot import SlotReport
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import NoResourceAvailableError, SlotAllocationError
 
 __all__ = ["LivenessProbe", "RegisteredTaskExecutor", "ResourceManager", "SlotInfo", "TaskExecutorLossListener"]
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
@@ -50,7 +52,7 @@ class RegisteredTaskExecutor:
     address: str
     num_slots: int
     pid: int
-    gateway: RpcClient
+    gateway: TaskExecutorGateway
     last_heartbeat: float
 
 
@@ -106,7 +108,7 @@ class ResourceManager:
     # -- membership ---------------------------------------------------------------------------
 
     def register(self, registration) -> None:
-        gateway = RpcClient(registration.address, self._secret)
+        gateway = TaskExecutorGateway(RpcClient(registration.address, self._secret))
         with self._lock:
             self._executors[registration.resource_id] = RegisteredTaskExecutor(
                 resource_id=registration.resource_id,
@@ -150,7 +152,7 @@ class ResourceManager:
             orphans = [s.allocation_id for s in slot_report.slot_statuses if not s.is_free and s.allocation_id not in known]
         for allocation_id in orphans:
             log.info("TaskExecutor %s holds slot %s, which no job uses; freeing it", resource_id, allocation_id)
-            self.call_async(resource_id, "free_slot", allocation_id)
+            self.call_async(resource_id, lambda gateway, a=allocation_id: gateway.free_slot(a))
         return True
 
     def add_job_listener(self, listener: TaskExecutorLossListener) -> None:
@@ -301,9 +303,7 @@ class ResourceManager:
             deadline = time.monotonic() + _FREE_WAIT
             while True:
                 try:
-                    executor.gateway.call(
-                        "request_slot", (request.job_id, request.allocation_id, slot.slot_index), timeout=30.0
-                    )
+                    executor.gateway.request_slot(request.job_id, request.allocation_id, slot.slot_index)
                     return slot
                 except SlotAllocationError:
                     # Still RELEASING: its last cancelled task has not been removed yet.
@@ -338,7 +338,7 @@ class ResourceManager:
 
     def release(self, slot: SlotInfo) -> None:
         key = (slot.resource_id, slot.slot_index)
-        freeing = self.call_async(slot.resource_id, "free_slot", slot.allocation_id)
+        freeing = self.call_async(slot.resource_id, lambda gateway: gateway.free_slot(slot.allocation_id))
         with self._lock:
             self._freeing[key] = freeing
 
@@ -350,14 +350,18 @@ class ResourceManager:
         freeing.add_done_callback(forget_freeing)
         self._forget(key, slot.allocation_id)
 
-    def call_async(self, resource_id: str, method: str, payload: Any = None) -> concurrent.futures.Future:
+    def call_async(self, resource_id: str, call: Callable[[TaskExecutorGateway], T]) -> concurrent.futures.Future[T]:
+        """Run ``call(gateway)`` against TaskExecutor ``resource_id`` on the I/O pool.
+
+        The future fails with SlotAllocationError if the TaskExecutor is not registered.
+        """
         with self._lock:
             executor = self._executors.get(resource_id)
         if executor is None:
             future: concurrent.futures.Future = concurrent.futures.Future()
             future.set_exception(SlotAllocationError(f"TaskExecutor {resource_id} is not registered"))
             return future
-        return self.io.submit(executor.gateway.call, method, payload)
+        return self.io.submit(call, executor.gateway)
 
     def release_job(self, job_id: str) -> None:
         with self._lock:
@@ -365,12 +369,12 @@ class ResourceManager:
             for key in [k for k, a in self._allocated.items() if a.startswith(f"{job_id}/")]:
                 del self._allocated[key]
         for resource_id in resource_ids:
-            self.call_async(resource_id, "release_job", job_id)
+            self.call_async(resource_id, lambda gateway: gateway.release_job(job_id))
 
     def task_metrics(self, timeout: float = 2.0) -> dict[str, dict[str, float]]:
         with self._lock:
             executors = list(self._executors.values())
-        futures = [self.io.submit(e.gateway.call, "task_metrics", None, timeout=timeout) for e in executors]
+        futures = [self.io.submit(e.gateway.task_metrics, timeout=timeout) for e in executors]
         merged: dict[str, dict[str, float]] = {}
         for future in futures:
             try:
@@ -392,7 +396,7 @@ class ResourceManager:
         acknowledged = set()
         for executor in executors:
             try:
-                executor.gateway.call("shutdown", None, timeout=5.0)
+                executor.gateway.shutdown(timeout=5.0)
                 acknowledged.add(executor.resource_id)
             except Exception:  # noqa: BLE001 - it may already be gone
                 log.debug("shutdown of %s failed", executor.resource_id, exc_info=True)

@@ -27,6 +27,7 @@ import threading
 import time
 
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
+from flinklike_spark._runtime.gateways import JobMasterGateway, ResourceManagerGateway, serve_task_executor
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
 from flinklike_spark._runtime.rpc import FlightNode, RpcClient
@@ -34,7 +35,7 @@ from flinklike_spark._runtime.taskexecutor.slot_table import TaskSlotTable
 from flinklike_spark._runtime.taskexecutor.task import Task
 from flinklike_spark._runtime.taskexecutor.timer_service import TimerService
 from flinklike_spark.config import Configuration
-from flinklike_spark.errors import NetworkError, SlotAllocationError
+from flinklike_spark.errors import NetworkError, SlotAllocationError, SlotNotFoundError
 
 __all__ = ["TaskExecutor", "TaskExecutorRegistration", "run_task_executor", "run_task_executor_process"]
 
@@ -66,7 +67,9 @@ class TaskExecutor:
         self._secret = secret
         self.partition_manager = ResultPartitionManager()
         self._node = FlightNode(secret, data_server=PartitionRequestServer(self.partition_manager), host=host)
-        self._jobmaster = RpcClient(jobmaster_address, secret)
+        self._jobmaster_client = RpcClient(jobmaster_address, secret)
+        self._jobmaster = JobMasterGateway(self._jobmaster_client)
+        self._resource_manager = ResourceManagerGateway(self._jobmaster_client)
         self._timer_service = TimerService()
         self.slot_table = TaskSlotTable(
             config.cluster.slots_per_task_manager,
@@ -97,15 +100,11 @@ class TaskExecutor:
 
     def start(self) -> None:
         node = self._node
-        for name in ("request_slot", "submit_task", "cancel_task", "free_slot", "release_job", "task_metrics",
-                     "trigger_checkpoint", "notify_checkpoint_complete", "notify_checkpoint_aborted",
-                     "shutdown"):  # fmt: skip
-            node.register_handler(name, getattr(self, f"_rpc_{name}"))
+        serve_task_executor(node, self)
         node.start()
         self._timer_service.start()
-        self.slot_table.start(self)
-        self._jobmaster.call(
-            "register_task_executor",
+        self.slot_table.start(_SlotActions(self))
+        self._resource_manager.register_task_executor(
             TaskExecutorRegistration(
                 resource_id=self.resource_id,
                 address=node.address,
@@ -135,29 +134,21 @@ class TaskExecutor:
         self._timer_service.close()
         self._checkpoint_io.shutdown(wait=False, cancel_futures=True)
         self._node.shutdown()
-        self._jobmaster.close()
+        self._jobmaster_client.close()
 
     def _all_tasks(self) -> list[Task]:
         with self._tasks_lock:
             return list(self._tasks.values())
 
-    # -- SlotActions (called by the slot table) ---------------------------------------------
-
-    def free_slot(self, allocation_id: str) -> None:
+    def _free_slot_quietly(self, allocation_id: str) -> None:
         try:
             self.slot_table.free_slot(allocation_id)
         except Exception:  # noqa: BLE001
             log.debug("free_slot(%s) failed", allocation_id, exc_info=True)
 
-    def timeout_slot(self, allocation_id: str, ticket) -> None:
-        if self.slot_table.is_valid_timeout(allocation_id, ticket):
-            log.info("slot %s timed out while inactive; freeing it", allocation_id)
-            self.free_slot(allocation_id)
+    # -- RPC (gateways.TaskExecutorRpc, served by gateways.serve_task_executor) --------------------
 
-    # -- RPC handlers -------------------------------------------------------------------------
-
-    def _rpc_request_slot(self, request: tuple[str, str, int]) -> bool:
-        job_id, allocation_id, slot_index = request
+    def request_slot(self, job_id: str, allocation_id: str, slot_index: int) -> bool:
         if not self.slot_table.allocate_slot(slot_index, job_id, allocation_id):
             raise SlotAllocationError(
                 f"TaskExecutor {self.resource_id}: slot {slot_index} cannot be allocated to {allocation_id} "
@@ -166,7 +157,7 @@ class TaskExecutor:
         self.slot_table.mark_slot_active(allocation_id)
         return True
 
-    def _rpc_submit_task(self, tdd: TaskDeploymentDescriptor) -> bool:
+    def submit_task(self, tdd: TaskDeploymentDescriptor) -> bool:
         task = Task(
             tdd,
             partition_manager=self.partition_manager,
@@ -184,7 +175,7 @@ class TaskExecutor:
         task.start()
         return True
 
-    def _rpc_cancel_task(self, execution_id: str) -> bool:
+    def cancel_task(self, execution_id: str) -> bool:
         with self._tasks_lock:
             task = self._tasks.get(execution_id)
         if task is None:
@@ -196,45 +187,50 @@ class TaskExecutor:
         with self._tasks_lock:
             return self._tasks.get(execution_id)
 
-    def _rpc_trigger_checkpoint(self, request) -> bool:
-        execution_id, barrier = request
+    def trigger_checkpoint(self, execution_id: str, barrier) -> bool:
         task = self._task(execution_id)
         return task is not None and task.trigger_checkpoint(barrier)
 
-    def _rpc_notify_checkpoint_complete(self, request) -> None:
-        execution_id, checkpoint_id = request
+    def notify_checkpoint_complete(self, execution_id: str, checkpoint_id: int) -> None:
         task = self._task(execution_id)
         if task is not None:
             task.notify_checkpoint(checkpoint_id, completed=True)
 
-    def _rpc_notify_checkpoint_aborted(self, request) -> None:
-        execution_id, checkpoint_id = request
+    def notify_checkpoint_aborted(self, execution_id: str, checkpoint_id: int) -> None:
         task = self._task(execution_id)
         if task is not None:
             task.notify_checkpoint(checkpoint_id, completed=False)
 
     def _report_checkpoint(self, message) -> None:
         try:
-            self._jobmaster.call("checkpoint_report", message)
+            self._jobmaster.report_checkpoint(message)
         except Exception:  # noqa: BLE001 - the coordinator times the checkpoint out
             log.warning("could not report %s to the JobMaster", type(message).__name__, exc_info=True)
 
-    def _rpc_free_slot(self, allocation_id: str) -> int:
+    def free_slot(self, allocation_id: str) -> int:
         return self.slot_table.free_slot(allocation_id)
 
-    def _rpc_release_job(self, job_id: str) -> None:
+    def release_job(self, job_id: str) -> None:
         for partition_id in self.partition_manager.partition_ids():
             if partition_id.startswith(f"{job_id}/"):
                 self.partition_manager.release(partition_id)
+        # As Flink's TaskExecutor does when a job's JobMaster disconnects: the job's empty slots become
+        # inactive and are freed after taskmanager.slot.timeout unless the ResourceManager frees them
+        # first (its free_slot follows for every slot it allocated); slots still holding tasks are freed now.
         for allocation_id in self.slot_table.get_allocation_ids_per_job(job_id):
-            self.free_slot(allocation_id)
+            try:
+                inactive = self.slot_table.mark_slot_inactive(allocation_id)
+            except SlotNotFoundError:  # freed meanwhile
+                continue
+            if not inactive:
+                self._free_slot_quietly(allocation_id)
 
-    def _rpc_task_metrics(self, _=None) -> dict[str, dict[str, float]]:
+    def task_metrics(self) -> dict[str, dict[str, float]]:
         with self._tasks_lock:
             tasks = list(self._tasks.values())
         return {task.execution_id: task.metrics() for task in tasks}
 
-    def _rpc_shutdown(self, _=None) -> None:
+    def shutdown(self) -> None:
         threading.Thread(target=self.close, name="tm-shutdown", daemon=True).start()
 
     # -- reporting ------------------------------------------------------------------------------
@@ -248,7 +244,7 @@ class TaskExecutor:
                         self.slot_table.remove_task(state.execution_id)
                     except Exception:  # noqa: BLE001
                         log.debug("remove_task(%s) failed", state.execution_id, exc_info=True)
-        self._jobmaster.call("update_task_execution_state", state)
+        self._jobmaster.update_task_execution_state(state)
 
     def _heartbeat_loop(self) -> None:
         interval = self._config.cluster.heartbeat_interval.total_seconds()
@@ -256,10 +252,8 @@ class TaskExecutor:
         last_ok = time.monotonic()
         while not self._closed.wait(interval):
             try:
-                known = self._jobmaster.call(
-                    "heartbeat",
-                    (self.resource_id, self.slot_table.create_slot_report(self.resource_id)),
-                    timeout=max(1.0, interval),
+                known = self._resource_manager.heartbeat(
+                    self.resource_id, self.slot_table.create_slot_report(self.resource_id), timeout=max(1.0, interval)
                 )
                 if known is not False:
                     last_ok = time.monotonic()
@@ -273,6 +267,21 @@ class TaskExecutor:
                 log.error("JobMaster %s for %.0f s; TaskExecutor %s shuts down", why, timeout, self.resource_id)
                 self.close()
                 return
+
+
+class _SlotActions:
+    """The slot table's callbacks into its TaskExecutor (Flink's ``SlotActionsImpl``)."""
+
+    def __init__(self, task_executor: TaskExecutor) -> None:
+        self._te = task_executor
+
+    def free_slot(self, allocation_id: str) -> None:
+        self._te._free_slot_quietly(allocation_id)
+
+    def timeout_slot(self, allocation_id: str, ticket) -> None:
+        if self._te.slot_table.is_valid_timeout(allocation_id, ticket):
+            log.info("slot %s timed out while inactive; freeing it", allocation_id)
+            self._te._free_slot_quietly(allocation_id)
 
 
 def run_task_executor(bootstrap) -> TaskExecutor:

@@ -12,6 +12,7 @@ from flinklike_spark import Configuration
 from flinklike_spark._runtime.cluster.endpoint import ClusterEndpoint
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 from flinklike_spark._runtime.cluster.local_launchers import ThreadLauncher
+from flinklike_spark._runtime.gateways import Heartbeat, RegisterTaskExecutor
 from flinklike_spark._runtime.minicluster import MiniCluster
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
 from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutor
@@ -87,8 +88,8 @@ class _RefusingJobMaster:
 
     def __init__(self, secret: bytes, *, known: bool) -> None:
         self.node = FlightNode(secret)
-        self.node.register_handler("register_task_executor", lambda registration: True)
-        self.node.register_handler("heartbeat", lambda payload: known)
+        self.node.register_handler(RegisterTaskExecutor, lambda message: True)
+        self.node.register_handler(Heartbeat, lambda message: known)
         self.node.start()
 
 

@@ -41,6 +41,23 @@ def _graph() -> ExecutionGraph:
     return graph
 
 
+class _RecordingGateway:
+    """Records the TaskExecutorGateway calls the coordinator makes, as (method, arguments)."""
+
+    def __init__(self, sent: list) -> None:
+        self._sent = sent
+
+    def trigger_checkpoint(self, execution_id, barrier):
+        self._sent.append(("trigger_checkpoint", (execution_id, barrier)))
+        return True
+
+    def notify_checkpoint_complete(self, execution_id, checkpoint_id):
+        self._sent.append(("notify_checkpoint_complete", (execution_id, checkpoint_id)))
+
+    def notify_checkpoint_aborted(self, execution_id, checkpoint_id):
+        self._sent.append(("notify_checkpoint_aborted", (execution_id, checkpoint_id)))
+
+
 class Harness:
     def __init__(self, directory: str) -> None:
         self.graph = _graph()
@@ -60,8 +77,8 @@ class Harness:
             fail_job=self.failures.append,
         )
 
-    def _send(self, execution, method, payload):
-        self.sent.append((method, payload))
+    def _send(self, execution, call):
+        call(_RecordingGateway(self.sent))
         future: concurrent.futures.Future = concurrent.futures.Future()
         self.rpcs.append(future)
         if not self.hold_rpcs:

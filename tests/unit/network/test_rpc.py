@@ -7,11 +7,13 @@ import pickle
 import socket
 import threading
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow.flight as flight
 import pytest
 
-from flinklike_spark._runtime.rpc import FlightNode, RpcClient, auth_token, call_options, generate_secret
+from flinklike_spark._runtime.rpc import FlightNode, RpcClient, auth_token, call_options, generate_secret, rpc_name
 from flinklike_spark.errors import (
     BrokenChannelError,
     ClosedChannelError,
@@ -21,6 +23,42 @@ from flinklike_spark.errors import (
 )
 
 pytestmark = pytest.mark.timeout(30)
+
+
+@dataclass(frozen=True)
+class Echo:
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Add:
+    a: int
+    b: int
+
+
+@dataclass(frozen=True)
+class MakeFn:
+    k: int
+
+
+@dataclass(frozen=True)
+class Fail:
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Known:
+    pass
+
+
+@dataclass(frozen=True)
+class Nope:
+    pass
+
+
+@dataclass(frozen=True)
+class Run:
+    value: Any = None
 
 
 class OwnError(Exception):
@@ -77,25 +115,42 @@ def free_port() -> int:
 
 
 def test_round_trip_of_payloads_and_results(node, client):
-    node.register_handler("echo", lambda payload: payload)
-    node.register_handler("add", lambda pair: pair[0] + pair[1])
-    node.register_handler("make_fn", lambda k: (lambda x: x * k))  # closures travel with cloudpickle
+    node.register_handler(Echo, lambda message: message.value)
+    node.register_handler(Add, lambda message: message.a + message.b)
+    node.register_handler(MakeFn, lambda message: (lambda x: x * message.k))  # closures travel with cloudpickle
 
-    assert client.call("echo") is None
-    assert client.call("echo", {"a": [1, 2.5, "x"], "b": (None, b"\x00")}) == {"a": [1, 2.5, "x"], "b": (None, b"\x00")}
-    assert client.call("add", (2, 3)) == 5
-    assert client.call("make_fn", 3)(4) == 12
+    assert client.call(Echo()) is None
+    assert client.call(Echo({"a": [1, 2.5, "x"], "b": (None, b"\x00")})) == {"a": [1, 2.5, "x"], "b": (None, b"\x00")}
+    assert client.call(Add(2, 3)) == 5
+    assert client.call(MakeFn(3))(4) == 12
     assert node.address.startswith("grpc+tcp://127.0.0.1:")
-    assert node.handler_names() == ["add", "echo", "make_fn"]
+    assert node.handler_names() == ["Add", "Echo", "MakeFn"]
+
+
+def test_a_message_of_another_type_under_a_registered_name_is_refused(node, secret):
+    calls = []
+    node.register_handler(Echo, calls.append)
+    raw = flight.FlightClient(node.address)
+    try:
+        [result] = raw.do_action(flight.Action(rpc_name(Echo), pickle.dumps(Add(1, 2))), call_options(auth_token(secret)))
+    finally:
+        raw.close()
+    assert result.body.to_pybytes()[:1] == b"\x01"  # an error answer
+    assert calls == []
+
+
+def test_register_handler_takes_a_message_type(node):
+    with pytest.raises(TypeError, match="message type"):
+        node.register_handler("echo", lambda message: message)
 
 
 def test_handler_exception_of_a_known_type_is_reraised_as_itself(node, client):
-    def fail(payload):
-        raise OwnError(f"bad payload {payload!r}")
+    def fail(message):
+        raise OwnError(f"bad payload {message.value!r}")
 
-    node.register_handler("fail", fail)
+    node.register_handler(Fail, fail)
     with pytest.raises(OwnError, match="bad payload 7") as info:
-        client.call("fail", 7)
+        client.call(Fail(7))
     notes = "\n".join(getattr(info.value, "__notes__", []))
     assert "remote traceback" in notes and "in fail" in notes
 
@@ -105,9 +160,9 @@ def test_handler_exception_that_cannot_travel_becomes_remote_task_error(node, cl
     def fail(_):
         raise error_type(42, "disk on fire") if error_type is NotRebuildableError else error_type("disk on fire")
 
-    node.register_handler("fail", fail)
+    node.register_handler(Fail, fail)
     with pytest.raises(RemoteTaskError) as info:
-        client.call("fail")
+        client.call(Fail())
     error = info.value
     assert error.exception_type.endswith(error_type.__qualname__)
     assert "disk on fire" in str(error)
@@ -116,28 +171,28 @@ def test_handler_exception_that_cannot_travel_becomes_remote_task_error(node, cl
 
 
 def test_unknown_handler_names_the_registered_ones(node, client):
-    node.register_handler("known", lambda _: 1)
-    with pytest.raises(LookupError, match=r"'nope'.*\['known'\]"):
-        client.call("nope")
+    node.register_handler(Known, lambda _: 1)
+    with pytest.raises(LookupError, match=r"'Nope'.*\['Known'\]"):
+        client.call(Nope())
 
 
 def test_wrong_or_missing_secret_is_rejected_before_anything_is_unpickled(node, secret, tmp_path):
     marker = tmp_path / "unpickled"
     calls = []
-    node.register_handler("run", calls.append)
-    evil = pickle.dumps(TouchOnUnpickle(marker))
+    node.register_handler(Run, calls.append)
+    evil = pickle.dumps(Run(TouchOnUnpickle(marker)))
 
     wrong = RpcClient(node.address, generate_secret())
     try:
         with pytest.raises(RpcAuthenticationError):
-            wrong.call("run", TouchOnUnpickle(marker))
+            wrong.call(Run(TouchOnUnpickle(marker)))
     finally:
         wrong.close()
     # No authorization header at all, raw Flight client.
     raw = flight.FlightClient(node.address)
     try:
         with pytest.raises(flight.FlightUnauthenticatedError):
-            list(raw.do_action(flight.Action("run", evil)))
+            list(raw.do_action(flight.Action(rpc_name(Run), evil)))
         with pytest.raises(flight.FlightUnauthenticatedError):
             list(raw.list_actions())
     finally:
@@ -148,7 +203,7 @@ def test_wrong_or_missing_secret_is_rejected_before_anything_is_unpickled(node, 
     # Control: with the right secret the same payload is unpickled (and runs).
     raw = flight.FlightClient(node.address)
     try:
-        list(raw.do_action(flight.Action("run", evil), call_options(auth_token(secret))))
+        list(raw.do_action(flight.Action(rpc_name(Run), evil), call_options(auth_token(secret))))
     finally:
         raw.close()
     assert marker.exists()
@@ -159,7 +214,7 @@ def test_unreachable_address_fails_quickly(secret):
     try:
         started = time.monotonic()
         with pytest.raises(BrokenChannelError, match="unreachable"):
-            client.call("anything", timeout=10.0)
+            client.call(Echo(), timeout=10.0)
         assert time.monotonic() - started < 3.0
     finally:
         client.close()
@@ -167,42 +222,42 @@ def test_unreachable_address_fails_quickly(secret):
 
 def test_peer_that_shut_down_is_a_broken_channel(secret):
     node = FlightNode(secret)
-    node.register_handler("ping", lambda _: "pong")
+    node.register_handler(Echo, lambda _: "pong")
     node.start()
     client = RpcClient(node.address, secret)
     try:
-        assert client.call("ping") == "pong"
+        assert client.call(Echo()) == "pong"
         node.shutdown()
         node.shutdown()  # idempotent
         with pytest.raises(BrokenChannelError):
-            client.call("ping", timeout=5.0)
+            client.call(Echo(), timeout=5.0)
     finally:
         client.close()
 
 
 def test_call_timeout_raises_rpc_timeout_error(node, client):
-    node.register_handler("slow", lambda seconds: time.sleep(seconds))
+    node.register_handler(Echo, lambda message: time.sleep(message.value))
     with pytest.raises(RpcTimeoutError) as info:
-        client.call("slow", 1.0, timeout=0.2)
+        client.call(Echo(1.0), timeout=0.2)
     assert isinstance(info.value, BrokenChannelError) and isinstance(info.value, TimeoutError)
 
 
 def test_closed_client_raises_closed_channel_error(node, client):
-    node.register_handler("ping", lambda _: "pong")
+    node.register_handler(Echo, lambda _: "pong")
     client.close()
     client.close()
     with pytest.raises(ClosedChannelError):
-        client.call("ping")
+        client.call(Echo())
 
 
 def test_one_client_shared_by_ten_threads(node, client):
-    node.register_handler("square", lambda x: (threading.current_thread().name, x * x))
+    node.register_handler(Echo, lambda message: (threading.current_thread().name, message.value**2))
     results: dict[int, list[int]] = {}
     errors: list[BaseException] = []
 
     def worker(t: int) -> None:
         try:
-            results[t] = [client.call("square", t * 1000 + i)[1] for i in range(50)]
+            results[t] = [client.call(Echo(t * 1000 + i))[1] for i in range(50)]
         except BaseException as e:  # noqa: BLE001 - reported by the assertion below
             errors.append(e)
 

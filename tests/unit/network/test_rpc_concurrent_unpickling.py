@@ -24,6 +24,7 @@ import pytest
 from connectors import CollectSink, DeltaSink, FileSink, FileSource, PrintSink, SequenceSource
 from flinklike_spark import Configuration, StreamExecutionEnvironment
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
+from flinklike_spark._runtime.gateways import SubmitTask
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -34,7 +35,8 @@ CHILD = textwrap.dedent(
     """
     import pickle, sys, threading, time
     import pyarrow.flight as flight
-    from flinklike_spark._runtime.rpc import FlightNode, auth_token, call_options, generate_secret
+    from flinklike_spark._runtime.gateways import SubmitTask
+    from flinklike_spark._runtime.rpc import FlightNode, auth_token, call_options, generate_secret, rpc_name
 
     class SlowToFindConnectors:
         # Widens the window between "a thread starts importing the package" and "the
@@ -51,7 +53,7 @@ CHILD = textwrap.dedent(
 
     secret = generate_secret()
     node = FlightNode(secret)
-    node.register_handler("submit_task", lambda tdd: tdd.task_name)
+    node.register_handler(SubmitTask, lambda message: message.descriptor.task_name)
     node.start()
     barrier = threading.Barrier(len(payloads))
     answers, errors = [], []
@@ -59,7 +61,7 @@ CHILD = textwrap.dedent(
     def submit(payload):
         client = flight.FlightClient(node.address)
         barrier.wait()
-        [result] = client.do_action(flight.Action("submit_task", payload), call_options(auth_token(secret), 60))
+        [result] = client.do_action(flight.Action(rpc_name(SubmitTask), payload), call_options(auth_token(secret), 60))
         body = result.body.to_pybytes()
         if body[:1] == b"\\x00":
             answers.append(pickle.loads(body[1:]))
@@ -93,7 +95,7 @@ def deployment_payloads(count: int) -> list[bytes]:
             allocation_id=f"a{i}", operators=vertex.operators, input_gates=(), result_partitions=(), splits=(),
             config=Configuration(),
         )  # fmt: skip
-        payloads.append(cloudpickle.dumps(tdd))  # neighbours start from different connectors modules
+        payloads.append(cloudpickle.dumps(SubmitTask(descriptor=tdd)))  # neighbours start from different connectors modules
     return payloads
 
 

@@ -18,14 +18,16 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from flinklike_spark._runtime.state_machine import StateMachine, validate_transition_table
 from flinklike_spark._runtime.taskexecutor.slot_table import (
     TASK_SLOT_TABLE_TRANSITIONS,
+    TaskSlotTable,
+    TaskSlotTableState,
+)
+from flinklike_spark._runtime.taskexecutor.task_slot import (
     TASK_SLOT_TRANSITIONS,
     SlotActions,
     SlotReport,
     SlotStatus,
     SlotTask,
     TaskSlotState,
-    TaskSlotTable,
-    TaskSlotTableState,
 )
 from flinklike_spark._runtime.taskexecutor.timer_service import (
     ManualClock,

@@ -1,0 +1,286 @@
+"""Typed RPC between the cluster's processes (Flink's ``TaskExecutorGateway``, ``JobMasterGateway``, ...).
+
+Every RPC is one frozen message dataclass below. The calling side holds a
+gateway whose methods build the message and send it over an
+:class:`~flinklike_spark._runtime.rpc.RpcClient`; the serving side registers
+one handler per message type on its
+:class:`~flinklike_spark._runtime.rpc.FlightNode` (:func:`serve_task_executor`,
+:func:`serve_cluster_endpoint`), which unpacks the message into a call of the
+component's method of the same name. A walk from the checkpoint coordinator to
+a task and back is therefore a chain of method calls:
+``TaskExecutorGateway.trigger_checkpoint`` -> ``TaskExecutor.trigger_checkpoint``
+-> ... -> ``JobMasterGateway.report_checkpoint`` -> ``ClusterEndpoint.report_checkpoint``.
+
+Gateways:
+
+* :class:`TaskExecutorGateway`: what the JobMaster and the ResourceManager ask
+  of one TaskExecutor (slots, tasks, checkpoints, metrics, shutdown).
+* :class:`ResourceManagerGateway`: what a TaskExecutor tells the
+  ResourceManager (registration, heartbeats with slot reports).
+* :class:`JobMasterGateway`: what a TaskExecutor tells the JobMaster of a task
+  (execution state updates, checkpoint acknowledgements and declines).
+
+The last two are served by the one cluster endpoint (the driver process), so a
+TaskExecutor reaches both over one client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
+    from flinklike_spark._runtime.rpc import FlightNode, RpcClient
+
+__all__ = [
+    "CancelTask",
+    "ClusterEndpointRpc",
+    "FreeSlot",
+    "Heartbeat",
+    "JobMasterGateway",
+    "NotifyCheckpointAborted",
+    "NotifyCheckpointComplete",
+    "RegisterTaskExecutor",
+    "ReleaseJob",
+    "ReportCheckpoint",
+    "RequestSlot",
+    "RequestTaskMetrics",
+    "ResourceManagerGateway",
+    "Shutdown",
+    "SubmitTask",
+    "TaskExecutorGateway",
+    "TaskExecutorRpc",
+    "TriggerCheckpoint",
+    "UpdateTaskExecutionState",
+    "serve_cluster_endpoint",
+    "serve_task_executor",
+]
+
+_message = dataclasses.dataclass(frozen=True, kw_only=True)
+
+
+# -- messages to a TaskExecutor ----------------------------------------------------------------
+
+
+@_message
+class RequestSlot:
+    """Allocate slot ``slot_index`` to ``allocation_id`` of ``job_id`` and mark it active."""
+
+    job_id: str
+    allocation_id: str
+    slot_index: int
+
+
+@_message
+class SubmitTask:
+    """Start the task the descriptor describes in its (active) slot."""
+
+    descriptor: TaskDeploymentDescriptor
+
+
+@_message
+class CancelTask:
+    execution_id: str
+
+
+@_message
+class TriggerCheckpoint:
+    """Inject ``barrier`` at a source task (the answer says whether the task took it)."""
+
+    execution_id: str
+    barrier: Any
+
+
+@_message
+class NotifyCheckpointComplete:
+    execution_id: str
+    checkpoint_id: int
+
+
+@_message
+class NotifyCheckpointAborted:
+    execution_id: str
+    checkpoint_id: int
+
+
+@_message
+class FreeSlot:
+    allocation_id: str
+
+
+@_message
+class ReleaseJob:
+    """The job is over on this TaskExecutor: release its partitions and slots."""
+
+    job_id: str
+
+
+@_message
+class RequestTaskMetrics:
+    """Every task's metrics, by execution id."""
+
+
+@_message
+class Shutdown:
+    """Close the TaskExecutor (its process exits)."""
+
+
+# -- messages to the cluster endpoint (ResourceManager and JobMaster) ------------------------------
+
+
+@_message
+class RegisterTaskExecutor:
+    registration: Any  # a taskexecutor.task_executor.TaskExecutorRegistration
+
+
+@_message
+class Heartbeat:
+    """A TaskExecutor's heartbeat with its slot report; the answer is False once it was declared lost."""
+
+    resource_id: str
+    slot_report: Any
+
+
+@_message
+class UpdateTaskExecutionState:
+    state: Any  # a deployment.TaskExecutionState
+
+
+@_message
+class ReportCheckpoint:
+    """A task's checkpoint acknowledgement or decline (subtask_checkpoint.CheckpointAck / CheckpointDecline)."""
+
+    report: Any
+
+
+# -- calling sides ---------------------------------------------------------------------------------
+
+
+class TaskExecutorGateway:
+    """Calls into one TaskExecutor; every method blocks for the answer (run them on an I/O pool).
+
+    Raises (every method): what :meth:`RpcClient.call` raises: the remote exception,
+    :class:`~flinklike_spark.errors.RpcTimeoutError`, :class:`~flinklike_spark.errors.BrokenChannelError`, ...
+    """
+
+    def __init__(self, client: RpcClient) -> None:
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"TaskExecutorGateway({self._client.address!r})"
+
+    @property
+    def address(self) -> str:
+        return self._client.address
+
+    def request_slot(self, job_id: str, allocation_id: str, slot_index: int, *, timeout: float = 30.0) -> bool:
+        return self._client.call(RequestSlot(job_id=job_id, allocation_id=allocation_id, slot_index=slot_index),
+                                 timeout=timeout)  # fmt: skip
+
+    def submit_task(self, descriptor: TaskDeploymentDescriptor) -> bool:
+        return self._client.call(SubmitTask(descriptor=descriptor))
+
+    def cancel_task(self, execution_id: str) -> bool:
+        return self._client.call(CancelTask(execution_id=execution_id))
+
+    def trigger_checkpoint(self, execution_id: str, barrier: Any) -> bool:
+        return self._client.call(TriggerCheckpoint(execution_id=execution_id, barrier=barrier))
+
+    def notify_checkpoint_complete(self, execution_id: str, checkpoint_id: int) -> None:
+        self._client.call(NotifyCheckpointComplete(execution_id=execution_id, checkpoint_id=checkpoint_id))
+
+    def notify_checkpoint_aborted(self, execution_id: str, checkpoint_id: int) -> None:
+        self._client.call(NotifyCheckpointAborted(execution_id=execution_id, checkpoint_id=checkpoint_id))
+
+    def free_slot(self, allocation_id: str) -> int:
+        return self._client.call(FreeSlot(allocation_id=allocation_id))
+
+    def release_job(self, job_id: str) -> None:
+        self._client.call(ReleaseJob(job_id=job_id))
+
+    def task_metrics(self, *, timeout: float = 2.0) -> dict[str, dict[str, float]]:
+        return self._client.call(RequestTaskMetrics(), timeout=timeout)
+
+    def shutdown(self, *, timeout: float = 5.0) -> None:
+        self._client.call(Shutdown(), timeout=timeout)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class ResourceManagerGateway:
+    """A TaskExecutor's calls to the ResourceManager."""
+
+    def __init__(self, client: RpcClient) -> None:
+        self._client = client
+
+    def register_task_executor(self, registration: Any) -> bool:
+        return self._client.call(RegisterTaskExecutor(registration=registration))
+
+    def heartbeat(self, resource_id: str, slot_report: Any, *, timeout: float) -> bool:
+        return self._client.call(Heartbeat(resource_id=resource_id, slot_report=slot_report), timeout=timeout)
+
+
+class JobMasterGateway:
+    """A TaskExecutor's calls to the JobMaster of its tasks."""
+
+    def __init__(self, client: RpcClient) -> None:
+        self._client = client
+
+    def update_task_execution_state(self, state: Any) -> None:
+        self._client.call(UpdateTaskExecutionState(state=state))
+
+    def report_checkpoint(self, report: Any) -> None:
+        self._client.call(ReportCheckpoint(report=report))
+
+
+# -- serving sides ---------------------------------------------------------------------------------
+
+
+class TaskExecutorRpc(Protocol):
+    """What a TaskExecutor serves (one method per message to a TaskExecutor)."""
+
+    def request_slot(self, job_id: str, allocation_id: str, slot_index: int) -> bool: ...
+    def submit_task(self, descriptor: TaskDeploymentDescriptor) -> bool: ...
+    def cancel_task(self, execution_id: str) -> bool: ...
+    def trigger_checkpoint(self, execution_id: str, barrier: Any) -> bool: ...
+    def notify_checkpoint_complete(self, execution_id: str, checkpoint_id: int) -> None: ...
+    def notify_checkpoint_aborted(self, execution_id: str, checkpoint_id: int) -> None: ...
+    def free_slot(self, allocation_id: str) -> int: ...
+    def release_job(self, job_id: str) -> None: ...
+    def task_metrics(self) -> dict[str, dict[str, float]]: ...
+    def shutdown(self) -> None: ...
+
+
+class ClusterEndpointRpc(Protocol):
+    """What the cluster endpoint serves for the ResourceManager and the JobMasters."""
+
+    def register_task_executor(self, registration: Any) -> bool: ...
+    def heartbeat(self, resource_id: str, slot_report: Any) -> bool: ...
+    def update_task_execution_state(self, state: Any) -> None: ...
+    def report_checkpoint(self, report: Any) -> None: ...
+
+
+def serve_task_executor(node: FlightNode, te: TaskExecutorRpc) -> None:
+    """Register ``te``'s handler for every message a TaskExecutor serves."""
+    node.register_handler(RequestSlot, lambda m: te.request_slot(m.job_id, m.allocation_id, m.slot_index))
+    node.register_handler(SubmitTask, lambda m: te.submit_task(m.descriptor))
+    node.register_handler(CancelTask, lambda m: te.cancel_task(m.execution_id))
+    node.register_handler(TriggerCheckpoint, lambda m: te.trigger_checkpoint(m.execution_id, m.barrier))
+    node.register_handler(NotifyCheckpointComplete,
+                          lambda m: te.notify_checkpoint_complete(m.execution_id, m.checkpoint_id))  # fmt: skip
+    node.register_handler(NotifyCheckpointAborted,
+                          lambda m: te.notify_checkpoint_aborted(m.execution_id, m.checkpoint_id))  # fmt: skip
+    node.register_handler(FreeSlot, lambda m: te.free_slot(m.allocation_id))
+    node.register_handler(ReleaseJob, lambda m: te.release_job(m.job_id))
+    node.register_handler(RequestTaskMetrics, lambda m: te.task_metrics())
+    node.register_handler(Shutdown, lambda m: te.shutdown())
+
+
+def serve_cluster_endpoint(node: FlightNode, endpoint: ClusterEndpointRpc) -> None:
+    """Register ``endpoint``'s handler for every message the cluster endpoint serves."""
+    node.register_handler(RegisterTaskExecutor, lambda m: endpoint.register_task_executor(m.registration))
+    node.register_handler(Heartbeat, lambda m: endpoint.heartbeat(m.resource_id, m.slot_report))
+    node.register_handler(UpdateTaskExecutionState, lambda m: endpoint.update_task_execution_state(m.state))
+    node.register_handler(ReportCheckpoint, lambda m: endpoint.report_checkpoint(m.report))
