@@ -15,7 +15,7 @@ unbounded; the map of subtask 2 is made to fail on demand. Prints:
 
 "Failure detected" is when the JobMaster handled the failure (the exception
 history's timestamp); "running" is the RUNNING timestamp of the new attempts'
-executions. Targets (issue 11): region recovery under 1 s; unaffected regions
+executions. Targets (the failover design's): region recovery under 1 s; unaffected regions
 keep at least 90% of their throughput.
 
     python benchmarks/recovery.py [--repeats N] [--delay S] [--window S]

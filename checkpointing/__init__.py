@@ -29,7 +29,7 @@ JobMaster (checkpoint coordinator main thread)::
 
     committer = CheckpointCommitter(base_url)          # creates the tables if needed
     committer.commit(job_id, checkpoint_id, handles,
-                     CheckpointRecord(trigger_time=..., mode="unaligned", ...))
+                     CheckpointRecord(trigger_time=..., mode=SnapshotAlignment.UNALIGNED, ...))
     committer.abort(handles)                           # failed/timed-out checkpoint
     retain(base_url, job_id, num_retained)             # after each completed commit
 
@@ -77,7 +77,7 @@ from .reader import (
     verify_checkpoint,
 )
 from .retention import RetentionResult, retain
-from .schemas import CheckpointKind, CheckpointMode, Direction, StateKind
+from .schemas import CheckpointKind, Direction, SnapshotAlignment, StateKind
 from .writer import KeyedColumns, SnapshotWriter, StateFile, StateHandle, discard_handles
 
 __all__ = [
@@ -85,13 +85,13 @@ __all__ = [
     "CheckpointCommitter",
     "CheckpointKind",
     "CheckpointLayout",
-    "CheckpointMode",
     "CheckpointRecord",
     "CommitResult",
     "CompletedCheckpoint",
     "Direction",
     "KeyedColumns",
     "RetentionResult",
+    "SnapshotAlignment",
     "SnapshotWriter",
     "StateEntry",
     "StateFile",

@@ -54,8 +54,8 @@ from .schemas import (
     MAX_PARALLELISM_PROPERTY_PREFIX,
     STATE_PARTITION_COLUMNS,
     CheckpointKind,
-    CheckpointMode,
-    check_literal,
+    SnapshotAlignment,
+    as_enum,
 )
 from .writer import StateFile, StateHandle, discard_handles
 
@@ -78,9 +78,8 @@ class CheckpointRecord:
     Attributes:
         trigger_time: when the coordinator triggered the checkpoint (aware or UTC).
         completion_time: when all acknowledgements arrived; defaults to now.
-        kind: ``"checkpoint"`` or ``"savepoint"`` (savepoints survive retention).
-        mode: the mode actually taken: ``"aligned"``, ``"unaligned"`` or ``"switched"``
-            (aligned with timeout that switched to unaligned).
+        kind: a checkpoint or a savepoint (savepoints survive retention); its value also accepted.
+        mode: how the snapshot was actually taken (a :class:`SnapshotAlignment`; its value also accepted).
         max_alignment: longest alignment time of any subtask.
         parallelism: job vertex (name or uid) -> parallelism.
         max_parallelism: job vertex -> max parallelism (number of key groups),
@@ -98,8 +97,8 @@ class CheckpointRecord:
 
     trigger_time: datetime
     completion_time: datetime | None = None
-    kind: CheckpointKind = "checkpoint"
-    mode: CheckpointMode = "aligned"
+    kind: CheckpointKind = CheckpointKind.CHECKPOINT
+    mode: SnapshotAlignment = SnapshotAlignment.ALIGNED
     max_alignment: timedelta = timedelta(0)
     parallelism: Mapping[str, int] = dataclasses.field(default_factory=dict)
     max_parallelism: Mapping[str, int] = dataclasses.field(default_factory=dict)
@@ -116,8 +115,8 @@ class CheckpointRecord:
         return stored
 
     def __post_init__(self) -> None:
-        check_literal(self.kind, CheckpointKind, "checkpoint kind")
-        check_literal(self.mode, CheckpointMode, "checkpoint mode")
+        object.__setattr__(self, "kind", as_enum(self.kind, CheckpointKind, "checkpoint kind"))
+        object.__setattr__(self, "mode", as_enum(self.mode, SnapshotAlignment, "checkpoint mode"))
         if not isinstance(self.trigger_time, datetime):
             raise TypeError(f"trigger_time must be a datetime, got {self.trigger_time!r}")
         if self.completion_time is not None and not isinstance(self.completion_time, datetime):
@@ -424,8 +423,8 @@ class CheckpointCommitter:
         return {
             "job_id": job_id,
             "checkpoint_id": checkpoint_id,
-            "kind": record.kind,
-            "mode": record.mode,
+            "kind": record.kind.value,
+            "mode": record.mode.value,
             "trigger_time": trigger,
             "completion_time": completion,
             "duration_ms": max(0, _ms(completion - trigger)),

@@ -49,8 +49,8 @@ from .schemas import (
     NON_KEYED_KEY_GROUP,
     OPERATOR_STATE_SCHEMA,
     CheckpointKind,
-    CheckpointMode,
     Direction,
+    SnapshotAlignment,
     check_literal,
 )
 
@@ -81,7 +81,7 @@ class CompletedCheckpoint:
     job_id: str
     checkpoint_id: int
     kind: CheckpointKind
-    mode: CheckpointMode
+    mode: SnapshotAlignment
     trigger_time: datetime
     completion_time: datetime
     duration: timedelta
@@ -114,8 +114,8 @@ class CompletedCheckpoint:
         return cls(
             job_id=row["job_id"],
             checkpoint_id=row["checkpoint_id"],
-            kind=row["kind"],
-            mode=row["mode"],
+            kind=CheckpointKind(row["kind"]),
+            mode=SnapshotAlignment(row["mode"]),
             trigger_time=row["trigger_time"],
             completion_time=row["completion_time"],
             duration=timedelta(milliseconds=row["duration_ms"]),
@@ -189,7 +189,7 @@ def list_completed_checkpoints(
     rows = read_checkpoints_table(base, job_id).to_pylist()
     found = [CompletedCheckpoint.from_row(r) for r in rows]
     if not include_savepoints:
-        found = [c for c in found if c.kind != "savepoint"]
+        found = [c for c in found if c.kind is not CheckpointKind.SAVEPOINT]
     return found
 
 

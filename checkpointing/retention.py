@@ -28,6 +28,7 @@ from flinklike_spark.errors import CheckpointStorageError
 
 from .layout import CHECKPOINTS, STATE_TABLES, CheckpointLayout, as_layout, check_job_id
 from .reader import _committed_files, list_completed_checkpoints
+from .schemas import CheckpointKind
 
 __all__ = [
     "RetentionResult",
@@ -87,8 +88,8 @@ def retain(
     check_job_id(job_id)
     layout = as_layout(base)
     completed = list_completed_checkpoints(layout, job_id)
-    savepoints = {c.checkpoint_id for c in completed if c.kind == "savepoint"}
-    checkpoints = [c.checkpoint_id for c in completed if c.kind != "savepoint"]
+    savepoints = {c.checkpoint_id for c in completed if c.kind is CheckpointKind.SAVEPOINT}
+    checkpoints = [c.checkpoint_id for c in completed if c.kind is not CheckpointKind.SAVEPOINT]
     retained = tuple(checkpoints[-num_retained:])
     dropped = tuple(checkpoints[:-num_retained])
     if not retained:

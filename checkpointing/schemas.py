@@ -8,7 +8,9 @@ state Parquet files, as the Delta protocol requires; the Delta log carries them.
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Final, Literal, TypeVar, get_args
 
 import pyarrow as pa
 
@@ -25,12 +27,15 @@ __all__ = [
     "REPR_LIMIT",
     "STATE_PARTITION_COLUMNS",
     "CheckpointKind",
-    "CheckpointMode",
     "Direction",
+    "SnapshotAlignment",
     "StateKind",
+    "as_enum",
     "check_literal",
     "truncated_repr",
 ]
+
+E = TypeVar("E", bound=StrEnum)
 
 #: Version of the table layout written into every ``checkpoints`` row.
 FORMAT_VERSION: Final = 1
@@ -51,8 +56,30 @@ REPR_LIMIT: Final = 200
 
 StateKind = Literal["value", "list", "map", "reducing", "aggregating", "operator", "timer", "source_split", "sink_committables"]
 Direction = Literal["input", "output"]
-CheckpointKind = Literal["checkpoint", "savepoint"]
-CheckpointMode = Literal["aligned", "unaligned", "switched"]
+
+
+class CheckpointKind(StrEnum):
+    """A periodic checkpoint, or a savepoint (triggered by a user; survives retention, always aligned)."""
+
+    CHECKPOINT = "checkpoint"
+    SAVEPOINT = "savepoint"
+
+
+class SnapshotAlignment(StrEnum):
+    """How a checkpoint's snapshot was taken (the ``mode`` column of ``checkpoints``)."""
+
+    ALIGNED = "aligned"
+    """At the last barrier, with every channel aligned."""
+    UNALIGNED = "unaligned"
+    """At the first barrier, unaligned from the start (in-flight data persisted)."""
+    SWITCHED = "switched"
+    """Started aligned; the alignment timed out and the snapshot was taken unaligned."""
+
+    @classmethod
+    def of_checkpoint(cls, alignments: Iterable[SnapshotAlignment]) -> SnapshotAlignment:
+        """A checkpoint's alignment from its tasks': switched if any switched, else unaligned if any was."""
+        seen = set(alignments)
+        return next((mode for mode in (cls.SWITCHED, cls.UNALIGNED) if mode in seen), cls.ALIGNED)
 
 #: Partition columns of ``operator_state`` and ``channel_state``.
 STATE_PARTITION_COLUMNS: Final = ("job_id", "checkpoint_id")
@@ -118,6 +145,15 @@ CHECKPOINTS_SCHEMA: Final = pa.schema(
         pa.field("properties", pa.map_(pa.string(), pa.string())),
     ]
 )
+
+
+def as_enum(value: object, enum_type: type[E], what: str) -> E:
+    """``value`` as a member of ``enum_type`` (a member, or its value); ValueError naming it and the valid ones."""
+    try:
+        return enum_type(value)
+    except ValueError:
+        valid = ", ".join(repr(member.value) for member in enum_type)
+        raise ValueError(f"invalid {what} {value!r}; valid choices: {valid}") from None
 
 
 def check_literal(value: object, literal: object, what: str) -> None:

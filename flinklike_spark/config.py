@@ -33,8 +33,11 @@ __all__ = [
     "ConfigOption",
     "Configuration",
     "ExecutionTarget",
+    "FailoverOptions",
+    "FailoverStrategyType",
     "NetworkOptions",
     "PipelineOptions",
+    "RestartStrategyType",
     "StateBackendType",
     "TaskManagerMode",
     "fold_key_case",
@@ -76,6 +79,22 @@ def _parse_state_backend(value: object, *, key: str) -> StateBackendType:
             f"valid values: {', '.join(sorted(b.value for b in AVAILABLE_STATE_BACKENDS))}"
         )
     return backend
+
+
+class RestartStrategyType(Enum):
+    """Flink's ``restart-strategy.type`` (aliases ``off``/``disable``, ``fixeddelay``, ... accepted)."""
+
+    NONE = "none"
+    FIXED_DELAY = "fixed-delay"
+    FAILURE_RATE = "failure-rate"
+    EXPONENTIAL_DELAY = "exponential-delay"
+
+
+class FailoverStrategyType(Enum):
+    """Flink's ``jobmanager.execution.failover-strategy``."""
+
+    REGION = "region"  # restart the failed task's pipelined region and the regions consuming from it
+    FULL = "full"  # restart every task
 
 
 class TaskManagerMode(Enum):
@@ -218,6 +237,9 @@ def _choice_parser(*choices: str) -> Callable[..., str]:
     return parse
 
 
+_parse_failover_strategy = _enum_parser(FailoverStrategyType)
+
+
 def _parse_runtime_mode(value: object, *, key: str) -> str:
     """Flink's ``execution.runtime-mode``: STREAMING, or AUTOMATIC (which is STREAMING here); BATCH is refused
     with the reason, since bounded jobs run in streaming mode with the same results."""
@@ -239,8 +261,22 @@ def _parse_float(value: object, *, key: str) -> float:
         raise ConfigurationError(f"{key}: expected a number, got {value!r}") from None
 
 
-RESTART_STRATEGY_TYPES = ("none", "off", "disable", "fixed-delay", "fixeddelay", "failure-rate", "failurerate",
-                          "exponential-delay", "exponentialdelay")  # fmt: skip
+_RESTART_STRATEGY_ALIASES = {
+    "none": RestartStrategyType.NONE, "off": RestartStrategyType.NONE, "disable": RestartStrategyType.NONE,
+    "fixed-delay": RestartStrategyType.FIXED_DELAY, "fixeddelay": RestartStrategyType.FIXED_DELAY,
+    "failure-rate": RestartStrategyType.FAILURE_RATE, "failurerate": RestartStrategyType.FAILURE_RATE,
+    "exponential-delay": RestartStrategyType.EXPONENTIAL_DELAY,
+    "exponentialdelay": RestartStrategyType.EXPONENTIAL_DELAY,
+}  # fmt: skip
+
+
+def _parse_restart_strategy(value: object, *, key: str) -> RestartStrategyType:
+    if isinstance(value, RestartStrategyType):
+        return value
+    strategy = _RESTART_STRATEGY_ALIASES.get(str(value).strip().lower())
+    if strategy is None:
+        raise ConfigurationError(f"{key}: invalid value {value!r}; valid values: {', '.join(_RESTART_STRATEGY_ALIASES)}")
+    return strategy
 
 
 def _parse_optional_str(value: object, *, key: str) -> str | None:
@@ -430,7 +466,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("taskmanager.slot.timeout", timedelta(seconds=10), _duration,
              "Timeout of an allocated but inactive slot.", _MS),
         # -- failover (restart_strategy.py / failover.py parse these into typed configs) --
-        _opt("restart-strategy.type", None, _choice_parser(*RESTART_STRATEGY_TYPES),
+        _opt("restart-strategy.type", None, _parse_restart_strategy,
              "none/off/disable, fixed-delay, failure-rate or exponential-delay; unset: exponential-delay "
              "with checkpointing, else none.", optional=True),
         _opt("restart-strategy.fixed-delay.attempts", 1, _parse_int, "Restarts before the job fails.", 0),
@@ -452,7 +488,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "Random +-share of the delay.", 0.0, 1.0),
         _opt("restart-strategy.exponential-delay.attempts-before-reset-backoff", 2**31 - 1, _parse_int,
              "Restarts before the job fails, counted since the last backoff reset.", 1),
-        _opt("jobmanager.execution.failover-strategy", "region", _choice_parser("region", "full"),
+        _opt("jobmanager.execution.failover-strategy", FailoverStrategyType.REGION, _parse_failover_strategy,
              "region: restart the failed task's pipelined region and its consumers; full: every task."),
         _opt("execution.checkpointing.interval", None, _duration,
              "Checkpoint interval; unset disables periodic checkpoints (Flink's minimum is 10 ms).",
@@ -510,6 +546,12 @@ def fold_key_case(values: Mapping[str, Any]) -> dict[str, Any]:
     still rejects them by name.
     """
     return {_KEYS_BY_LOWER_CASE.get(key.lower(), key): value for key, value in values.items()}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FailoverOptions:
+    restart_strategy: RestartStrategyType
+    failover_strategy: FailoverStrategyType
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -704,6 +746,20 @@ class Configuration(Mapping[str, Any]):
     def storage(self) -> StorageConfig:
         """The object-store settings (``s3.*``, ``fs.azure.account.*``) of every storage URL of the job."""
         return self._view("storage", lambda: StorageConfig.from_configuration(self._values))
+
+    @property
+    def failover(self) -> FailoverOptions:
+        """The restart and failover strategies (the strategies' own keys are read by ``restart_strategy.py``)."""
+        g = self.get
+
+        def build() -> FailoverOptions:
+            restart = g("restart-strategy.type")
+            if restart is None:  # Flink's default: exponential delay with checkpointing, else none
+                checkpointing = g("execution.checkpointing.interval") is not None
+                restart = RestartStrategyType.EXPONENTIAL_DELAY if checkpointing else RestartStrategyType.NONE
+            return FailoverOptions(restart_strategy=restart, failover_strategy=g("jobmanager.execution.failover-strategy"))
+
+        return self._view("failover", build)
 
     @property
     def checkpointing(self) -> CheckpointingOptions:

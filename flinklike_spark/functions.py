@@ -245,7 +245,7 @@ class KeyedProcessFunction(Function):
         return None
 
 
-# -- issue 13: side outputs, reduce/aggregate and window functions (PyFlink names) ---------------
+# -- side outputs, reduce/aggregate and window functions (PyFlink names) ---------------------------
 
 
 class ReduceFunction(Function):
@@ -356,7 +356,7 @@ class ProcessAllWindowFunction(Function):
         """The window is being purged (after its cleanup time)."""
 
 
-# -- issue 13: two-input functions (connect) and broadcast state ----------------------------------
+# -- two-input functions (connect) and broadcast state -----------------------------------------
 
 
 class CoMapFunction(Function):

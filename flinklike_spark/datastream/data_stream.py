@@ -316,7 +316,7 @@ class KeyedStream(DataStream):
             "keyed_process", "KeyedProcess", func, output_type, key_field=key_field, key_selector=key_selector
         )
 
-    # -- issue 13: keyed transformations and windows ----------------------------------------------
+    # -- keyed transformations and windows -------------------------------------------------------
 
     def _keyed(self, kind: str, name: str, func: Any, output_type: pa.Schema | None) -> DataStream:
         key_field = self._key if isinstance(self._key, str) else None

@@ -15,29 +15,13 @@ import pytest
 from failover_jobs import ProgressSink, progress, wait_for
 
 from connectors import SequenceSource
-from flinklike_spark import JobExecutionError, MapFunction, StreamExecutionEnvironment
+from flinklike_spark import JobExecutionError, StreamExecutionEnvironment
+from flinklike_spark.testing import FailingMapper
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 FAILING_SUBTASK = 2
 RESTART_DELAY = 1.5
-
-
-class FailOnceInOneSubtask(MapFunction):
-    """Raises in subtask ``FAILING_SUBTASK`` on its first attempt after ``after`` rows."""
-
-    def __init__(self, after: int) -> None:
-        self.after = after
-
-    def open(self, runtime_context):
-        self.fail = runtime_context.index_of_this_subtask == FAILING_SUBTASK and runtime_context.attempt_number == 0
-        self.seen = 0
-
-    def map(self, value):
-        self.seen += 1
-        if self.fail and self.seen > self.after:
-            raise RuntimeError(f"injected failure after {self.after} rows")
-        return value
 
 
 def start(tmp_path: Path, strategy: str):
@@ -57,7 +41,7 @@ def start(tmp_path: Path, strategy: str):
         env.from_source(SequenceSource(num_keys=4, records_per_key=None, rows_per_second=800, batch_size=10),
                         name="seq")  # fmt: skip
         .uid("seq")
-        .map(FailOnceInOneSubtask(after=300))
+        .map(FailingMapper(300, subtask=FAILING_SUBTASK))
         .uid("map")
         .sink_to(ProgressSink(str(tmp_path)))
         .uid("sink")

@@ -48,6 +48,7 @@ from checkpointing import (
     list_completed_checkpoints,
     retain,
 )
+from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
@@ -55,7 +56,6 @@ from flinklike_spark._runtime.network.events import (
     AlignmentType,
     CheckpointBarrier,
     CheckpointOptions,
-    CheckpointType,
 )
 from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck, CheckpointDecline
 from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
@@ -77,8 +77,8 @@ class CompletedCheckpointInfo:
     """What a caller of :meth:`CheckpointCoordinator.trigger` gets back."""
 
     checkpoint_id: int
-    kind: str
-    mode: str
+    kind: CheckpointKind
+    mode: SnapshotAlignment
     storage: str
     job_id: str
     duration: timedelta
@@ -92,7 +92,7 @@ class CompletedCheckpointInfo:
 @dataclasses.dataclass(kw_only=True, eq=False)
 class _Pending:
     checkpoint_id: int
-    kind: str
+    kind: CheckpointKind
     trigger_time: datetime
     started: float
     waiting: set[str]
@@ -304,9 +304,9 @@ class CheckpointCoordinator:
 
     # -- triggering ------------------------------------------------------------------------------
 
-    def _barrier_options(self, kind: str) -> CheckpointOptions:
-        if kind == "savepoint":
-            return CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED)
+    def _barrier_options(self, kind: CheckpointKind) -> CheckpointOptions:
+        if kind is CheckpointKind.SAVEPOINT:
+            return CheckpointOptions(checkpoint_type=CheckpointKind.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED)
         options = self._options
         if not options.unaligned or options.mode is CheckpointingMode.AT_LEAST_ONCE:
             return CheckpointOptions()
@@ -314,7 +314,9 @@ class CheckpointCoordinator:
             return CheckpointOptions(aligned_checkpoint_timeout=options.aligned_checkpoint_timeout)
         return CheckpointOptions(alignment=AlignmentType.UNALIGNED)
 
-    def trigger(self, kind: str = "checkpoint") -> concurrent.futures.Future[CompletedCheckpointInfo]:
+    def trigger(
+        self, kind: CheckpointKind = CheckpointKind.CHECKPOINT
+    ) -> concurrent.futures.Future[CompletedCheckpointInfo]:
         """Trigger a checkpoint (or savepoint) now; the future completes or fails with it."""
         future: concurrent.futures.Future[CompletedCheckpointInfo] = concurrent.futures.Future()
         executions = [v.current_execution for v in self._graph.vertices()]
@@ -395,8 +397,7 @@ class CheckpointCoordinator:
     def _complete(self, pending: _Pending) -> None:
         pending.committing = True
         handles: list[StateHandle] = [h for ack in pending.acks for h in ack.handles]
-        modes = {ack.mode for ack in pending.acks}
-        mode = "switched" if "switched" in modes else ("unaligned" if "unaligned" in modes else "aligned")
+        mode = SnapshotAlignment.of_checkpoint(ack.mode for ack in pending.acks)
         record = CheckpointRecord(
             trigger_time=pending.trigger_time,
             completion_time=datetime.now(UTC),  # the last acknowledgement: Flink's end-to-end duration
@@ -471,7 +472,7 @@ class CheckpointCoordinator:
         for older in [p for c, p in self._pending.items() if c < checkpoint_id and not p.committing]:
             self._abort(older, f"subsumed by checkpoint {checkpoint_id}", counts=False)
         self._notify_all(lambda gateway, execution_id: gateway.notify_checkpoint_complete(execution_id, checkpoint_id))
-        if pending.kind == "checkpoint":
+        if pending.kind is CheckpointKind.CHECKPOINT:
             job_id, retained = self._graph.job_id, self._options.num_retained
             self._run_storage(self._retain, job_id, retained)
         pending.future.set_result(info)

@@ -27,30 +27,22 @@ import dataclasses
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from enum import Enum
 
 from flinklike_spark._runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
 from flinklike_spark._runtime.graph.regions import PipelinedRegion, PipelinedRegionTopology, compute_pipelined_regions
 from flinklike_spark._runtime.jobmaster.restart_strategy import RestartBackoffTimeStrategy
+from flinklike_spark.config import FailoverStrategyType
 from flinklike_spark.errors import is_non_recoverable
 
 __all__ = [
     "ExceptionHistoryEntry",
     "ExecutionFailureHandler",
     "FailoverStrategy",
-    "FailoverStrategyType",
     "FailureHandlingResult",
     "RestartAllFailoverStrategy",
     "RestartPipelinedRegionFailoverStrategy",
     "create_failover_strategy",
 ]
-
-
-class FailoverStrategyType(Enum):
-    """``jobmanager.execution.failover-strategy``."""
-
-    REGION = "region"
-    FULL = "full"
 
 
 class FailoverStrategy(abc.ABC):
@@ -92,7 +84,7 @@ class RestartPipelinedRegionFailoverStrategy(FailoverStrategy):
 
 
 def create_failover_strategy(kind: FailoverStrategyType | str, graph: ExecutionGraph) -> FailoverStrategy:
-    """The strategy named by ``jobmanager.execution.failover-strategy`` for ``graph``."""
+    """The strategy named by ``jobmanager.execution.failover-strategy`` (or its value) for ``graph``."""
     kind = FailoverStrategyType(kind)
     if kind is FailoverStrategyType.FULL:
         return RestartAllFailoverStrategy(graph)

@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import Any
 
 import flinklike_spark.errors as _errors
+from checkpointing.schemas import CheckpointKind
 from flinklike_spark._runtime.deployment import (
     CheckpointDeployment,
     RestoreDeployment,
@@ -189,7 +190,7 @@ class JobMaster:
             scheduler=self.scheduler,
             handler=ExecutionFailureHandler(
                 self.graph,
-                create_failover_strategy(config.get("jobmanager.execution.failover-strategy"), self.graph),
+                create_failover_strategy(config.failover.failover_strategy, self.graph),
                 create_restart_strategy(restart_strategy_config(config)),
             ),
             checkpoints=self.checkpoints,
@@ -261,7 +262,7 @@ class JobMaster:
             if stop:
                 self.checkpoints.suspend_periodic()
             # the coordinator completes its futures on the main thread, so ``done`` runs there
-            self.checkpoints.trigger("savepoint").add_done_callback(done)
+            self.checkpoints.trigger(CheckpointKind.SAVEPOINT).add_done_callback(done)
 
         self._main.execute(trigger)
         return result

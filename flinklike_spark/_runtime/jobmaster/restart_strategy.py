@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from flinklike_spark.config import Configuration
+from flinklike_spark.config import Configuration, RestartStrategyType
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = [
@@ -136,14 +136,6 @@ class ExponentialDelayConfig:
 
 RestartStrategyConfig = NoRestartConfig | FixedDelayConfig | FailureRateConfig | ExponentialDelayConfig
 
-_TYPE_ALIASES = {
-    "none": "none", "off": "none", "disable": "none",
-    "fixed-delay": "fixed-delay", "fixeddelay": "fixed-delay",
-    "failure-rate": "failure-rate", "failurerate": "failure-rate",
-    "exponential-delay": "exponential-delay", "exponentialdelay": "exponential-delay",
-}  # fmt: skip
-
-
 def restart_strategy_config(config: Configuration) -> RestartStrategyConfig:
     """The typed restart strategy of ``config`` (Flink's default when ``restart-strategy.type`` is unset).
 
@@ -151,22 +143,19 @@ def restart_strategy_config(config: Configuration) -> RestartStrategyConfig:
         ConfigurationError: a value out of range, or a combination Flink rejects
             (initial backoff above the maximum, say); the message names the key.
     """
-    kind = config.get("restart-strategy.type")
-    if kind is None:
-        kind = "exponential-delay" if config.checkpointing.interval is not None else "none"
-    kind = _TYPE_ALIASES[kind]
+    kind = config.failover.restart_strategy
     g = config.get
-    if kind == "fixed-delay":
+    if kind is RestartStrategyType.FIXED_DELAY:
         return FixedDelayConfig(
             attempts=g("restart-strategy.fixed-delay.attempts"), delay=g("restart-strategy.fixed-delay.delay")
         )
-    if kind == "failure-rate":
+    if kind is RestartStrategyType.FAILURE_RATE:
         return FailureRateConfig(
             max_failures_per_interval=g("restart-strategy.failure-rate.max-failures-per-interval"),
             failure_rate_interval=g("restart-strategy.failure-rate.failure-rate-interval"),
             delay=g("restart-strategy.failure-rate.delay"),
         )
-    if kind == "exponential-delay":
+    if kind is RestartStrategyType.EXPONENTIAL_DELAY:
         p = "restart-strategy.exponential-delay."
         return ExponentialDelayConfig(
             initial_backoff=g(p + "initial-backoff"),

@@ -38,6 +38,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
+from checkpointing.schemas import CheckpointKind
 from flinklike_spark.errors import EventDecodingError
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "CancelCheckpointMarker",
     "CheckpointBarrier",
     "CheckpointOptions",
-    "CheckpointType",
     "EndOfPartition",
     "EventAnnouncement",
     "RuntimeEvent",
@@ -59,13 +59,6 @@ __all__ = [
 
 ENCODING_VERSION = 1
 """Version byte written by :func:`encode_event`; :func:`decode_event` accepts only this."""
-
-
-class CheckpointType(Enum):
-    """Whether a barrier belongs to a periodic checkpoint or a user savepoint."""
-
-    CHECKPOINT = "checkpoint"
-    SAVEPOINT = "savepoint"
 
 
 class AlignmentType(Enum):
@@ -99,21 +92,21 @@ class CheckpointOptions:
             negative timeout.
     """
 
-    checkpoint_type: CheckpointType = CheckpointType.CHECKPOINT
+    checkpoint_type: CheckpointKind = CheckpointKind.CHECKPOINT
     alignment: AlignmentType = AlignmentType.ALIGNED
     aligned_checkpoint_timeout: timedelta | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.checkpoint_type, CheckpointType):
+        if not isinstance(self.checkpoint_type, CheckpointKind):
             raise ValueError(
-                f"checkpoint_type must be one of {[t.name for t in CheckpointType]}, "
+                f"checkpoint_type must be one of {[t.name for t in CheckpointKind]}, "
                 f"got {self.checkpoint_type!r}"
             )
         if not isinstance(self.alignment, AlignmentType):
             raise ValueError(
                 f"alignment must be one of {[a.name for a in AlignmentType]}, got {self.alignment!r}"
             )
-        if self.checkpoint_type is CheckpointType.SAVEPOINT and self.alignment is AlignmentType.UNALIGNED:
+        if self.checkpoint_type is CheckpointKind.SAVEPOINT and self.alignment is AlignmentType.UNALIGNED:
             raise ValueError("a savepoint is always aligned; got alignment UNALIGNED")
         timeout = self.aligned_checkpoint_timeout
         if timeout is not None and timeout < timedelta(0):
@@ -134,7 +127,7 @@ class CheckpointOptions:
         """True for an aligned checkpoint that switches to unaligned after its timeout."""
         return (
             self.alignment is AlignmentType.ALIGNED
-            and self.checkpoint_type is CheckpointType.CHECKPOINT
+            and self.checkpoint_type is CheckpointKind.CHECKPOINT
             and self.aligned_checkpoint_timeout is not None
         )
 
@@ -146,7 +139,7 @@ class CheckpointOptions:
         """
         if self.alignment is AlignmentType.UNALIGNED:
             return self
-        if self.checkpoint_type is CheckpointType.SAVEPOINT:
+        if self.checkpoint_type is CheckpointKind.SAVEPOINT:
             raise ValueError("a savepoint cannot be converted to an unaligned checkpoint")
         return dataclasses.replace(self, alignment=AlignmentType.UNALIGNED)
 
@@ -279,7 +272,7 @@ _LONG = struct.Struct("<q")
 _BYTE = struct.Struct("<B")
 
 # Stable wire codes: never reorder, only append.
-_TYPE_CODES = {CheckpointType.CHECKPOINT: 0, CheckpointType.SAVEPOINT: 1}
+_TYPE_CODES = {CheckpointKind.CHECKPOINT: 0, CheckpointKind.SAVEPOINT: 1}
 _ALIGNMENT_CODES = {AlignmentType.ALIGNED: 0, AlignmentType.UNALIGNED: 1, AlignmentType.FORCED_ALIGNED: 2}
 _TYPES_BY_CODE = {code: value for value, code in _TYPE_CODES.items()}
 _ALIGNMENTS_BY_CODE = {code: value for value, code in _ALIGNMENT_CODES.items()}

@@ -58,11 +58,12 @@ from datetime import timedelta
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
+from checkpointing.schemas import SnapshotAlignment
 from flinklike_spark._runtime.network.events import (
     AlignmentType,
     CancelCheckpointMarker,
     CheckpointBarrier,
-    CheckpointType,
+    CheckpointKind,
     EventAnnouncement,
 )
 from flinklike_spark._runtime.state_machine import StateMachine
@@ -80,7 +81,6 @@ __all__ = [
     "CheckpointableInput",
     "RegisterAlignmentTimer",
     "SingleCheckpointBarrierHandler",
-    "SnapshotAlignment",
 ]
 
 _log = logging.getLogger(__name__)
@@ -301,17 +301,6 @@ _ALIGNED_STATES = frozenset(
 
 
 # -- results -------------------------------------------------------------------
-
-
-class SnapshotAlignment(Enum):
-    """How a checkpoint's snapshot was taken by this task."""
-
-    ALIGNED = "aligned"
-    """At the last barrier, with every channel aligned."""
-    UNALIGNED = "unaligned"
-    """At the first barrier, unaligned from the start."""
-    SWITCHED = "switched"
-    """Started aligned, the alignment timed out, snapshot taken unaligned."""
 
 
 class CheckpointStatus(Enum):
@@ -643,7 +632,7 @@ class SingleCheckpointBarrierHandler:
                 "enable unaligned checkpoints for the task (ALTERNATING handler)"
             )
         if self._mode is BarrierHandlerMode.UNALIGNED and (
-            options.checkpoint_type is CheckpointType.SAVEPOINT or options.alignment is AlignmentType.FORCED_ALIGNED
+            options.checkpoint_type is CheckpointKind.SAVEPOINT or options.alignment is AlignmentType.FORCED_ALIGNED
         ):
             raise ValueError(
                 f"{self._task_name}: barrier {barrier.checkpoint_id} ({options.checkpoint_type.name}, "

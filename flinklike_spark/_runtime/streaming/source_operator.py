@@ -72,7 +72,7 @@ class SourceOperator(StreamOperator):
         self.splits = [split for i, split in enumerate(splits) if i % ctx.parallelism == ctx.subtask_index]
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        # issue 13: readers hear of completed checkpoints (Flink's SourceReader.notifyCheckpointComplete)
+        # readers hear of completed checkpoints (Flink's SourceReader.notifyCheckpointComplete)
         if self.reader is not None:
             self.reader.notify_checkpoint_complete(checkpoint_id)
 
@@ -110,6 +110,3 @@ class SourceOperator(StreamOperator):
     def close(self) -> None:
         if self.reader is not None:
             self.reader.close()
-
-
-# -- issue 13: side-output streams and operators in their own modules -------------------------

@@ -63,7 +63,7 @@ class OperatorChain:
         # Wire tail-first so every ChainingOutput points at a set-up operator.
         for index in reversed(range(len(specs))):
             spec = specs[index]
-            # issue 13: outputs fed by a side output (tagged) are wired apart from the main output
+            # outputs fed by a side output (tagged) are wired apart from the main output
             tagged: dict[str | None, list[Output]] = {None: []}
             for i in spec.chained_outputs:
                 tagged.setdefault(spec.chained_output_tags.get(i), []).append(ChainingOutput(self.operators[i]))

@@ -42,17 +42,14 @@ from datetime import timedelta
 from typing import Any
 
 from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles
+from checkpointing.schemas import SnapshotAlignment
 from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
     EventAnnouncement,
 )
 from flinklike_spark._runtime.state_machine import StateMachine
-from flinklike_spark._runtime.streaming.barrier_handler import (
-    BarrierHandlerMode,
-    SingleCheckpointBarrierHandler,
-    SnapshotAlignment,
-)
+from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode, SingleCheckpointBarrierHandler
 from flinklike_spark._runtime.streaming.channel_state import (
     SEQUENCE_NUMBER_UNKNOWN,
     ChannelStateWriter,
@@ -72,13 +69,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_MODE_OF_ALIGNMENT = {
-    SnapshotAlignment.ALIGNED: "aligned",
-    SnapshotAlignment.UNALIGNED: "unaligned",
-    SnapshotAlignment.SWITCHED: "switched",
-}
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CheckpointAck:
     """A subtask's acknowledgement: its state handles and how its snapshot was taken."""
@@ -87,7 +77,7 @@ class CheckpointAck:
     execution_id: str
     checkpoint_id: int
     handles: tuple[StateHandle, ...]
-    mode: str  # "aligned" | "unaligned" | "switched"
+    mode: SnapshotAlignment
     alignment: timedelta
 
 
@@ -363,12 +353,9 @@ class SubtaskCheckpointCoordinator:
 
     def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
         result = self.handler.get_checkpoint_result(barrier.checkpoint_id)
-        alignment = result.alignment if result is not None else None
-        self.perform_checkpoint(
-            barrier,
-            mode=_MODE_OF_ALIGNMENT.get(alignment, "unaligned" if barrier.is_unaligned else "aligned"),
-            alignment=self.handler.alignment_duration,
-        )
+        taken = result.alignment if result is not None else None
+        mode = taken or (SnapshotAlignment.UNALIGNED if barrier.is_unaligned else SnapshotAlignment.ALIGNED)
+        self.perform_checkpoint(barrier, mode=mode, alignment=self.handler.alignment_duration)
 
     def abort_checkpoint_on_barrier(self, checkpoint_id: int, cause: CheckpointDeclinedError) -> None:
         self.channel_state.abort(checkpoint_id, cause)
@@ -384,14 +371,14 @@ class SubtaskCheckpointCoordinator:
 
     def trigger_source_checkpoint(self, barrier: CheckpointBarrier) -> None:
         """The JobMaster triggered ``barrier`` at this source task (task thread)."""
-        mode = "unaligned" if barrier.is_unaligned else "aligned"
+        mode = SnapshotAlignment.UNALIGNED if barrier.is_unaligned else SnapshotAlignment.ALIGNED
         self.perform_checkpoint(barrier, mode=mode, alignment=timedelta(0))
 
     def decline_finished(self, checkpoint_id: int) -> None:
         """A source whose input already ended cannot start a checkpoint."""
         self._decline(checkpoint_id, CheckpointDeclineReason.INPUT_END_OF_STREAM, "the source's input has ended")
 
-    def perform_checkpoint(self, barrier: CheckpointBarrier, *, mode: str, alignment: timedelta) -> None:
+    def perform_checkpoint(self, barrier: CheckpointBarrier, *, mode: SnapshotAlignment, alignment: timedelta) -> None:
         checkpoint_id = barrier.checkpoint_id
         if self._closed or checkpoint_id <= self._last_triggered:
             return
@@ -521,7 +508,9 @@ class SubtaskCheckpointCoordinator:
 
     # -- results -----------------------------------------------------------------------------------
 
-    def _acknowledge(self, checkpoint_id: int, handles: tuple[StateHandle, ...], mode: str, alignment) -> None:
+    def _acknowledge(
+        self, checkpoint_id: int, handles: tuple[StateHandle, ...], mode: SnapshotAlignment, alignment
+    ) -> None:
         self._running.pop(checkpoint_id, None)
         self._report(
             CheckpointAck(

@@ -10,6 +10,7 @@ import pytest
 from connectors import SequenceSource, SequenceSplit
 from flinklike_spark.connector_api import Boundedness, SourceReaderContext
 from flinklike_spark.errors import ConfigurationError
+from tests.support.clocks import ManualClock
 
 
 def start_reader(source, splits, *, subtask, parallelism):
@@ -144,16 +145,8 @@ def test_more_subtasks_than_keys_gives_empty_readers():
     assert [len(drain(r)) for r in readers] == [3, 3, 0, 0]
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
 def test_throttle_returns_wait_seconds_and_holds_rate():
-    clock = FakeClock()
+    clock = ManualClock(100.0)
     # 1000 rows/s over 2 readers: 500 rows/s each
     source = SequenceSource(num_keys=4, records_per_key=None, rows_per_second=1000, clock=clock)
     reader = readers_for(source, 2)[0]
@@ -175,7 +168,7 @@ def test_throttle_returns_wait_seconds_and_holds_rate():
 
 
 def test_throttle_does_not_burst_after_long_pause():
-    clock = FakeClock()
+    clock = ManualClock(100.0)
     source = SequenceSource(num_keys=1, records_per_key=None, rows_per_second=100, clock=clock)
     (reader,) = readers_for(source, 1)
     clock.now += 3600  # an hour of backpressure must not bank an hour of rows

@@ -11,7 +11,6 @@ from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, Partit
 from flinklike_spark._runtime.graph.regions import compute_pipelined_regions
 from flinklike_spark._runtime.jobmaster.failover import (
     ExecutionFailureHandler,
-    FailoverStrategyType,
     RestartPipelinedRegionFailoverStrategy,
     create_failover_strategy,
 )
@@ -20,6 +19,7 @@ from flinklike_spark._runtime.jobmaster.restart_strategy import (
     NoRestartConfig,
     create_restart_strategy,
 )
+from flinklike_spark.config import FailoverStrategyType
 from flinklike_spark.errors import (
     NonRecoverableError,
     NonRecoverableTaskError,

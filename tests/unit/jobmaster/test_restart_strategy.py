@@ -16,19 +16,9 @@ from flinklike_spark._runtime.jobmaster.restart_strategy import (
     create_restart_strategy,
     restart_strategy_config,
 )
+from tests.support.clocks import ManualClock
 
 ERROR = RuntimeError("boom")
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_defaults_follow_flink_none_without_checkpointing_exponential_with():
@@ -112,7 +102,7 @@ def test_fixed_delay_with_zero_attempts_never_restarts():
 
 
 def test_failure_rate_fails_only_when_more_than_max_failures_fall_within_the_interval():
-    clock = ManualClock()
+    clock = ManualClock(1000.0)
     config = FailureRateConfig(max_failures_per_interval=2, failure_rate_interval=timedelta(seconds=10),
                                delay=timedelta(milliseconds=5))  # fmt: skip
     strategy = create_restart_strategy(config, clock=clock)
@@ -130,7 +120,7 @@ def test_failure_rate_fails_only_when_more_than_max_failures_fall_within_the_int
 
 
 def test_failure_rate_with_one_failure_per_interval_restarts_once_per_interval():
-    clock = ManualClock()
+    clock = ManualClock(1000.0)
     strategy = create_restart_strategy(FailureRateConfig(), clock=clock)
     strategy.notify_failure(ERROR)
     assert strategy.can_restart()
@@ -150,7 +140,7 @@ def _exponential(clock, **overrides):
 
 
 def test_exponential_delay_doubles_up_to_the_maximum():
-    clock = ManualClock()
+    clock = ManualClock(1000.0)
     strategy = _exponential(clock)
     delays = []
     for _ in range(6):
@@ -162,7 +152,7 @@ def test_exponential_delay_doubles_up_to_the_maximum():
 
 
 def test_exponential_delay_merges_failures_while_a_restart_is_pending():
-    clock = ManualClock()
+    clock = ManualClock(1000.0)
     strategy = _exponential(clock)
     assert strategy.notify_failure(ERROR)
     clock.advance(0.5)
@@ -174,7 +164,7 @@ def test_exponential_delay_merges_failures_while_a_restart_is_pending():
 
 
 def test_exponential_delay_resets_after_the_threshold_without_failures():
-    clock = ManualClock()
+    clock = ManualClock(1000.0)
     strategy = _exponential(clock)
     for _ in range(3):
         strategy.notify_failure(ERROR)
@@ -188,7 +178,7 @@ def test_exponential_delay_resets_after_the_threshold_without_failures():
 
 
 def test_exponential_delay_attempts_before_reset_limit_restarts():
-    clock = ManualClock()
+    clock = ManualClock(1000.0)
     strategy = _exponential(clock, attempts_before_reset_backoff=2)
     for _ in range(2):
         strategy.notify_failure(ERROR)
@@ -199,7 +189,7 @@ def test_exponential_delay_attempts_before_reset_limit_restarts():
 
 
 def test_exponential_delay_after_a_reset_counts_attempts_again():
-    clock = ManualClock()
+    clock = ManualClock(1000.0)
     strategy = _exponential(clock, attempts_before_reset_backoff=1)
     strategy.notify_failure(ERROR)
     assert strategy.can_restart()
@@ -211,7 +201,7 @@ def test_exponential_delay_after_a_reset_counts_attempts_again():
 def test_exponential_delay_jitter_stays_within_its_bounds_and_varies():
     seen = set()
     for seed in range(200):
-        clock = ManualClock()
+        clock = ManualClock(1000.0)
         strategy = create_restart_strategy(
             ExponentialDelayConfig(initial_backoff=timedelta(seconds=1), max_backoff=timedelta(seconds=100),
                                    backoff_multiplier=2.0, jitter_factor=0.25),  # fmt: skip
@@ -228,7 +218,7 @@ def test_exponential_delay_jitter_stays_within_its_bounds_and_varies():
 
 
 def test_exponential_delay_jitter_never_goes_below_initial_or_above_max():
-    clock = ManualClock()
+    clock = ManualClock(1000.0)
     strategy = create_restart_strategy(
         ExponentialDelayConfig(initial_backoff=timedelta(seconds=1), max_backoff=timedelta(seconds=1.2),
                                backoff_multiplier=2.0, jitter_factor=1.0),  # fmt: skip

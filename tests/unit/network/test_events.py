@@ -8,6 +8,7 @@ from datetime import timedelta
 import pyarrow as pa
 import pytest
 
+from checkpointing.schemas import CheckpointKind
 from flinklike_spark._runtime.network.events import (
     ENCODING_VERSION,
     AlignmentType,
@@ -15,7 +16,6 @@ from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
     CheckpointOptions,
-    CheckpointType,
     EndOfPartition,
     EventAnnouncement,
     Watermark,
@@ -25,7 +25,7 @@ from flinklike_spark._runtime.network.events import (
 from flinklike_spark.errors import EventDecodingError, NetworkError
 
 ALIGNED_WITH_TIMEOUT = CheckpointOptions(
-    checkpoint_type=CheckpointType.CHECKPOINT,
+    checkpoint_type=CheckpointKind.CHECKPOINT,
     alignment=AlignmentType.ALIGNED,
     aligned_checkpoint_timeout=timedelta(milliseconds=250),
 )
@@ -36,7 +36,7 @@ EVENTS = [
     CheckpointBarrier(
         2**62,
         -1,
-        CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED),
+        CheckpointOptions(checkpoint_type=CheckpointKind.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED),
     ),
     EventAnnouncement(CheckpointBarrier(9, 10, ALIGNED_WITH_TIMEOUT), 42),
     CancelCheckpointMarker(11),
@@ -106,15 +106,15 @@ def test_checkpoint_options_semantics():
     assert unaligned.aligned_checkpoint_timeout == aligned.aligned_checkpoint_timeout
     assert unaligned.as_unaligned() is unaligned
     assert CheckpointOptions(alignment=AlignmentType.FORCED_ALIGNED).needs_alignment
-    savepoint = CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT)
+    savepoint = CheckpointOptions(checkpoint_type=CheckpointKind.SAVEPOINT)
     with pytest.raises(ValueError, match="savepoint"):
         savepoint.as_unaligned()
     with pytest.raises(ValueError, match="savepoint"):
-        CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT, alignment=AlignmentType.UNALIGNED)
+        CheckpointOptions(checkpoint_type=CheckpointKind.SAVEPOINT, alignment=AlignmentType.UNALIGNED)
     with pytest.raises(ValueError, match=">= 0"):
         CheckpointOptions(aligned_checkpoint_timeout=timedelta(seconds=-1))
     with pytest.raises(TypeError):
-        CheckpointOptions(CheckpointType.CHECKPOINT)  # type: ignore[misc]  # keyword-only
+        CheckpointOptions(CheckpointKind.CHECKPOINT)  # type: ignore[misc]  # keyword-only
 
 
 def test_barrier_as_unaligned_keeps_identity_fields():

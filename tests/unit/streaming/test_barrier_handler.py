@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.network.events import (
     AlignmentType,
     CancelCheckpointMarker,
     CheckpointBarrier,
     CheckpointOptions,
-    CheckpointType,
     EventAnnouncement,
 )
 from flinklike_spark._runtime.streaming.barrier_handler import (
@@ -38,7 +38,6 @@ from flinklike_spark._runtime.streaming.barrier_handler import (
     CheckpointController,
     CheckpointStatus,
     SingleCheckpointBarrierHandler,
-    SnapshotAlignment,
 )
 from flinklike_spark._runtime.streaming.channel_state import (
     ChannelStateWriter,
@@ -53,7 +52,7 @@ T0 = 1_000.0  # clock start, seconds
 
 ALIGNED = CheckpointOptions()
 UNALIGNED = CheckpointOptions(alignment=AlignmentType.UNALIGNED)
-SAVEPOINT = CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT)
+SAVEPOINT = CheckpointOptions(checkpoint_type=CheckpointKind.SAVEPOINT)
 FORCED = CheckpointOptions(alignment=AlignmentType.FORCED_ALIGNED)
 
 
@@ -604,7 +603,7 @@ class BarrierHandlerMachine(RuleBasedStateMachine):
             if not barrier.is_unaligned:
                 # aligned: exactly the data before every barrier was processed
                 assert self.consumed[c] == before, (c, self.consumed[c], before)
-        if barrier.options.checkpoint_type is CheckpointType.SAVEPOINT or self.mode is M.ALIGNED:
+        if barrier.options.checkpoint_type is CheckpointKind.SAVEPOINT or self.mode is M.ALIGNED:
             assert not barrier.is_unaligned
         if self.mode is M.UNALIGNED:
             assert barrier.is_unaligned

@@ -36,12 +36,12 @@ from fake_timers import FakeTimers
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
+from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.network.events import (
     AlignmentType,
     CancelCheckpointMarker,
     CheckpointBarrier,
     CheckpointOptions,
-    CheckpointType,
     EventAnnouncement,
 )
 from flinklike_spark._runtime.streaming.barrier_handler import (
@@ -51,7 +51,6 @@ from flinklike_spark._runtime.streaming.barrier_handler import (
     CheckpointController,
     CheckpointStatus,
     SingleCheckpointBarrierHandler,
-    SnapshotAlignment,
 )
 from flinklike_spark._runtime.streaming.channel_state import InputChannelInfo
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
@@ -86,7 +85,7 @@ def make_options(kind: str, timeout: timedelta) -> CheckpointOptions:
     if kind == "unaligned":
         return CheckpointOptions(alignment=AlignmentType.UNALIGNED)
     if kind == "savepoint":  # a timeout on a savepoint must be ignored
-        return CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT, aligned_checkpoint_timeout=timeout)
+        return CheckpointOptions(checkpoint_type=CheckpointKind.SAVEPOINT, aligned_checkpoint_timeout=timeout)
     assert kind == "forced"
     return CheckpointOptions(alignment=AlignmentType.FORCED_ALIGNED, aligned_checkpoint_timeout=timeout)
 
@@ -522,7 +521,7 @@ class Driver:
         assert barrier.timestamp_ms == plan.timestamp_ms
         assert barrier.options == (plan.options.as_unaligned() if barrier.is_unaligned else plan.options)
         # mode / options
-        if self.mode is M.ALIGNED or plan.options.checkpoint_type is CheckpointType.SAVEPOINT:
+        if self.mode is M.ALIGNED or plan.options.checkpoint_type is CheckpointKind.SAVEPOINT:
             assert not barrier.is_unaligned, f"checkpoint {n} ({plan.options}) taken unaligned"
         if plan.options.alignment is AlignmentType.FORCED_ALIGNED:
             assert not barrier.is_unaligned

@@ -9,6 +9,7 @@ import pytest
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.network.partitioner import create_channel_selector
 from flinklike_spark._runtime.streaming.record_writer import RecordWriterOutput
+from tests.support.clocks import ManualClock
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -24,14 +25,6 @@ class RecordingPartition:
 
     def emit(self, channel: int, batch: pa.RecordBatch) -> None:
         self.buffers[channel].append(batch)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _batch(start: int, rows: int) -> pa.RecordBatch:
@@ -71,7 +64,7 @@ def test_hash_split_emits_only_full_buffers_until_flushed_and_keeps_order_per_ch
 
 
 def test_partial_buffer_waits_for_the_buffer_timeout():
-    clock = FakeClock()
+    clock = ManualClock(100.0)
     writer, partition = _writer(PartitionerKind.FORWARD, 1, clock)
     writer.emit_batch(_batch(0, 2048 + 10))  # one full segment and 10 rows
     assert [b.num_rows for b in partition.buffers[0]] == [2048]

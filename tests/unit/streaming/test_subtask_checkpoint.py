@@ -21,12 +21,12 @@ from types import SimpleNamespace
 import fsspec
 import pytest
 
+from checkpointing.schemas import CheckpointKind
 from flinklike_spark._runtime.network.events import (
     AlignmentType,
     BufferOrEvent,
     CheckpointBarrier,
     CheckpointOptions,
-    CheckpointType,
 )
 from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
 from flinklike_spark._runtime.streaming.subtask_checkpoint import (
@@ -38,7 +38,7 @@ from flinklike_spark._runtime.streaming.subtask_checkpoint import (
 pytestmark = pytest.mark.timeout(60)
 
 UNALIGNED = CheckpointOptions(alignment=AlignmentType.UNALIGNED)
-SAVEPOINT = CheckpointOptions(checkpoint_type=CheckpointType.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED)
+SAVEPOINT = CheckpointOptions(checkpoint_type=CheckpointKind.SAVEPOINT, alignment=AlignmentType.FORCED_ALIGNED)
 
 
 class TwoChannelGate:
