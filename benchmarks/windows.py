@@ -31,9 +31,9 @@ from throughput import NUM_KEYS, CountingSink, CountPerKey, run_timed
 
 from connectors import SequenceSource
 from flinklike_spark import Configuration, StreamExecutionEnvironment, WatermarkStrategy
+from flinklike_spark._runtime.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
-from flinklike_spark._runtime.streaming.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.functions import AggregateFunction
 from flinklike_spark.window import Time, TumblingEventTimeWindows

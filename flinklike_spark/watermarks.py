@@ -109,7 +109,7 @@ class WatermarkGenerator:
     """Assigns event timestamps to one subtask's records and derives watermarks from them.
 
     :meth:`assign` gives a batch's timestamps (they travel with the records as a
-    reserved column, see ``_runtime/streaming/record_timestamps.py``) and tracks the
+    reserved column, see ``_runtime/record_timestamps.py``) and tracks the
     maximum; :meth:`current_watermark` is ``max - out_of_orderness - 1``.
     """
 

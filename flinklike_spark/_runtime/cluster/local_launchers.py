@@ -1,7 +1,7 @@
 """TaskExecutors on this machine: child processes (the default) or threads of the client.
 
 :class:`ProcessLauncher` starts ``python -m
-flinklike_spark._runtime.taskexecutor.process_main`` with ``subprocess``
+flinklike_spark._runtime.cluster.process_main`` with ``subprocess``
 (spawn semantics: nothing is forked and the user's ``__main__`` is never
 re-imported) and writes the bootstrap to the child's stdin, so the secret
 never appears on a command line; the pipe stays open and its EOF tells the
@@ -54,7 +54,7 @@ class ProcessLauncher:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(bootstrap.sys_path)
         process = subprocess.Popen(
-            [sys.executable, "-m", "flinklike_spark._runtime.taskexecutor.process_main"], stdin=subprocess.PIPE, env=env
+            [sys.executable, "-m", "flinklike_spark._runtime.cluster.process_main"], stdin=subprocess.PIPE, env=env
         )
         process.stdin.write(len(data).to_bytes(8, "big") + data)
         process.stdin.flush()  # keep stdin open: its EOF tells the child that we died

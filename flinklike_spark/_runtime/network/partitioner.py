@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
-from flinklike_spark._runtime.streaming.record_timestamps import strip_timestamps
+from flinklike_spark._runtime.record_timestamps import strip_timestamps
 from flinklike_spark._runtime.streaming.rows import records_of
 from flinklike_spark.errors import SchemaMismatchError
 

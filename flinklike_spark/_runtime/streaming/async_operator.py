@@ -24,6 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.operators import (
     OperatorRuntimeContext,
     OperatorSnapshot,
@@ -32,7 +33,6 @@ from flinklike_spark._runtime.streaming.operators import (
     call_close,
     call_open,
 )
-from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 
 __all__ = ["AsyncOperatorDescriptor", "AsyncWaitOperator"]
 

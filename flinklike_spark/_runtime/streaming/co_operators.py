@@ -23,13 +23,13 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.operators import OperatorSnapshot, RestoredState, extend_stamped
 from flinklike_spark._runtime.streaming.process_operators import (
     KeyedProcessOperator,
     ProcessContext,
     ProcessOperator,
 )
-from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 from flinklike_spark.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,

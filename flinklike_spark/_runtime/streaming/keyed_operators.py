@@ -15,6 +15,7 @@ import copy
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.keyed_state import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
     OperatorRuntimeContext,
@@ -23,7 +24,6 @@ from flinklike_spark._runtime.streaming.operators import (
     UserFunctionOperator,
     call_open,
 )
-from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
 from flinklike_spark.row import Row

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend
-from flinklike_spark._runtime.streaming.record_timestamps import (
+from flinklike_spark._runtime.record_timestamps import (
     Timestamps,
     split_timestamps,
     with_timestamps,
 )
+from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
 from flinklike_spark.config import StateBackendType
 from flinklike_spark.errors import FunctionResultError

@@ -7,6 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flinklike_spark._runtime.network.partitioner import key_group_for
+from flinklike_spark._runtime.record_timestamps import (
+    Timestamps,
+)
 from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
     EVENT_TIMERS,
@@ -20,9 +23,6 @@ from flinklike_spark._runtime.streaming.operators import (
     call_open,
     check_rows,
     extend_stamped,
-)
-from flinklike_spark._runtime.streaming.record_timestamps import (
-    Timestamps,
 )
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers

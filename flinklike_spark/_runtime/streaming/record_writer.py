@@ -16,8 +16,8 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from flinklike_spark._runtime.network.events import Watermark, WatermarkStatus
+from flinklike_spark._runtime.record_timestamps import Timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.operators import Output
-from flinklike_spark._runtime.streaming.record_timestamps import Timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.rows import RowsConverter
 
 __all__ = ["BroadcastingOutput", "ChainingOutput", "RecordWriterOutput"]

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from flinklike_spark._runtime.record_timestamps import (
+    strip_timestamps,
+)
 from flinklike_spark._runtime.streaming.operators import (
     OperatorSnapshot,
     RestoredState,
     StreamOperator,
-)
-from flinklike_spark._runtime.streaming.record_timestamps import (
-    strip_timestamps,
 )
 from flinklike_spark.connector_api import (
     END_OF_INPUT,

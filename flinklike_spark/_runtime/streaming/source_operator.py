@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flinklike_spark._runtime.record_timestamps import (
+    with_timestamps,
+)
 from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
 from flinklike_spark._runtime.streaming.operators import (
     MAX_WATERMARK,
     OperatorSnapshot,
     RestoredState,
     StreamOperator,
-)
-from flinklike_spark._runtime.streaming.record_timestamps import (
-    with_timestamps,
 )
 from flinklike_spark.connector_api import (
     ReadResult,

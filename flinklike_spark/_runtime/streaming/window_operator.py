@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import key_group_for
+from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.keyed_state import (
     HeapKeyedStateBackend,
     KeyedStateBackend,
@@ -60,7 +61,6 @@ from flinklike_spark._runtime.streaming.operators import (
     call_close,
     call_open,
 )
-from flinklike_spark._runtime.streaming.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 from flinklike_spark.errors import ConfigurationError

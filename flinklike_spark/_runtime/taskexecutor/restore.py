@@ -32,8 +32,8 @@ from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, key_group_for, key_group_range
+from flinklike_spark._runtime.record_timestamps import strip_timestamps
 from flinklike_spark._runtime.streaming.operators import RestoredEntry, RestoredState
-from flinklike_spark._runtime.streaming.record_timestamps import strip_timestamps
 from flinklike_spark._runtime.streaming.rows import records_of
 
 __all__ = ["load_restored_state"]

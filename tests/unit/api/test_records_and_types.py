@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from flinklike_spark import Row, RowKind, Types, WatermarkStrategy
-from flinklike_spark._runtime.streaming.record_timestamps import (
+from flinklike_spark._runtime.record_timestamps import (
     TIMESTAMP_COLUMN,
     split_timestamps,
     strip_timestamps,

@@ -16,9 +16,9 @@ import pytest
 
 from flinklike_spark import WatermarkStrategy
 from flinklike_spark._runtime.network.partitioner import key_group_range
+from flinklike_spark._runtime.record_timestamps import split_timestamps
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output, RestoredEntry, RestoredState
-from flinklike_spark._runtime.streaming.record_timestamps import split_timestamps
 from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import (

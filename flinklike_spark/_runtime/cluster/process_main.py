@@ -1,4 +1,4 @@
-"""``python -m flinklike_spark._runtime.taskexecutor.process_main``: a TaskExecutor process.
+"""``python -m flinklike_spark._runtime.cluster.process_main``: a TaskExecutor process.
 
 The parent writes a length-prefixed, cloudpickled
 :class:`~flinklike_spark._runtime.cluster.launcher.TaskExecutorBootstrap` to
