@@ -562,8 +562,5 @@ class ExecutionGraph:
         """
         return self._status.transition(target, expected=expected)
 
-    def try_transition_job_status(self, target: JobStatus) -> bool:
-        return self._status.try_transition(target)
-
     def __repr__(self) -> str:
         return f"ExecutionGraph({self.job_name!r}, {self.job_status.name}, vertices={list(self._job_vertices)})"

@@ -217,11 +217,6 @@ class ResourceManager:
 
     # -- slots --------------------------------------------------------------------------------
 
-    def physical_slots(self) -> list[tuple[str, int]]:
-        """Every (resource id, slot index), interleaved across TaskExecutors to spread load."""
-        with self._lock:
-            return self.physical_slots_locked()
-
     def allocate(self, job_id: str, preferred: int, allocation_id: str) -> concurrent.futures.Future[SlotInfo]:
         """Allocate a slot for ``job_id``, preferring the ``preferred``-th in interleaved order.
 
@@ -326,6 +321,7 @@ class ResourceManager:
         self.io.submit(call).add_done_callback(done)
 
     def physical_slots_locked(self) -> list[tuple[str, int]]:
+        """Every (resource id, slot index), interleaved across TaskExecutors to spread load (lock held)."""
         executors = sorted(self._executors.values(), key=lambda e: e.resource_id)
         most = max((e.num_slots for e in executors), default=0)
         return [(e.resource_id, i) for i in range(most) for e in executors if i < e.num_slots]
