@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Collection, Iterable
+from datetime import timedelta
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -117,13 +118,17 @@ class Time:
         return f"Time.milliseconds({self._ms})"
 
 
-def _millis(value: Time | int, what: str) -> int:
-    """Accept ``Time`` (PyFlink) or an int of milliseconds."""
+def _millis(value: Time | timedelta | int, what: str) -> int:
+    """Accept ``Time`` (PyFlink 1.x), ``Duration`` / ``timedelta`` (PyFlink 2.x) or an int of milliseconds."""
     if isinstance(value, Time):
         return value.to_milliseconds()
+    if isinstance(value, timedelta):
+        return value // timedelta(milliseconds=1)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    raise ConfigurationError(f"{what} must be a Time or an int of milliseconds, got {value!r}")
+    raise ConfigurationError(
+        f"{what} must be a Duration (or timedelta), a Time or an int of milliseconds, got {value!r}"
+    )
 
 
 # -- windows --------------------------------------------------------------------------------

@@ -1,11 +1,134 @@
-"""PyFlink's ``pyflink.datastream``: the DataStream API (``from flinklike_spark.datastream import ...``).
-
-One implementation, re-exported under PyFlink's module paths: the environment
-(:mod:`.stream_execution_environment`), the streams (:mod:`.data_stream`), and
-PyFlink's submodules ``window``, ``functions`` and ``state``.
+"""PyFlink's pyflink.datastream: the DataStream API. One implementation, re-exported under PyFlink's
+module paths: the environment (stream_execution_environment), the streams (data_stream), and
+PyFlink's submodules window, functions and state, so that a PyFlink program runs after replacing the
+pyflink prefix of its imports with flinklike_spark.
 """
 
+from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction
+from flinklike_spark.config import CheckpointingMode
+from flinklike_spark.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from flinklike_spark.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
 from flinklike_spark.datastream.stream_execution_environment import StreamExecutionEnvironment
+from flinklike_spark.execution_options import CheckpointConfig, RuntimeExecutionMode
+from flinklike_spark.functions import (
+    AggregateFunction,
+    AllWindowFunction,
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+    KeyedProcessFunction,
+    KeyedStateStore,
+    KeySelector,
+    MapFunction,
+    ProcessAllWindowFunction,
+    ProcessFunction,
+    ProcessWindowFunction,
+    ReduceFunction,
+    RuntimeContext,
+    TimeDomain,
+    TimerService,
+    WindowFunction,
+)
+from flinklike_spark.output_tag import OutputTag
+from flinklike_spark.state import (
+    AggregatingState,
+    AggregatingStateDescriptor,
+    AppendingState,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    MergingState,
+    ReducingState,
+    ReducingStateDescriptor,
+    State,
+    StateDescriptor,
+    StateTtlConfig,
+    TtlValue,
+    ValueState,
+    ValueStateDescriptor,
+)
+from flinklike_spark.window import (
+    CountWindow,
+    Evictor,
+    GlobalWindow,
+    MergingWindowAssigner,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    Window,
+    WindowAssigner,
+)
+from flinklike_spark.windowed_stream import AllWindowedStream, WindowedStream
 
-__all__ = ["DataStream", "DataStreamSink", "KeyedStream", "StreamExecutionEnvironment"]
+__all__ = [
+    "AggregateFunction",
+    "AggregatingState",
+    "AggregatingStateDescriptor",
+    "AllWindowFunction",
+    "AllWindowedStream",
+    "AppendingState",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
+    "CheckpointConfig",
+    "CheckpointingMode",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
+    "ConnectedStreams",
+    "CountWindow",
+    "DataStream",
+    "DataStreamSink",
+    "Evictor",
+    "FilterFunction",
+    "FlatMapFunction",
+    "Function",
+    "GlobalWindow",
+    "KeySelector",
+    "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
+    "KeyedProcessFunction",
+    "KeyedStateStore",
+    "KeyedStream",
+    "ListState",
+    "ListStateDescriptor",
+    "MapFunction",
+    "MapState",
+    "MapStateDescriptor",
+    "MergingState",
+    "MergingWindowAssigner",
+    "OutputTag",
+    "ProcessAllWindowFunction",
+    "ProcessFunction",
+    "ProcessWindowFunction",
+    "ReduceFunction",
+    "ReducingState",
+    "ReducingStateDescriptor",
+    "RuntimeContext",
+    "RuntimeExecutionMode",
+    "State",
+    "StateDescriptor",
+    "StateTtlConfig",
+    "StreamExecutionEnvironment",
+    "TimeDomain",
+    "TimeWindow",
+    "TimerService",
+    "Trigger",
+    "TriggerResult",
+    "TtlValue",
+    "ValueState",
+    "ValueStateDescriptor",
+    "Window",
+    "WindowAssigner",
+    "WindowFunction",
+    "WindowedStream",
+]

@@ -1,0 +1,22 @@
+"""PyFlink's pyflink.common: types, rows, watermark strategies, time and configuration (re-exported;
+one implementation each).
+"""
+
+from flinklike_spark.config import Configuration
+from flinklike_spark.duration import Duration
+from flinklike_spark.row import Row, RowKind
+from flinklike_spark.typeinfo import TypeInformation, Types
+from flinklike_spark.watermarks import TimestampAssigner, WatermarkStrategy
+from flinklike_spark.window import Time
+
+__all__ = [
+    "Configuration",
+    "Duration",
+    "Row",
+    "RowKind",
+    "Time",
+    "TimestampAssigner",
+    "TypeInformation",
+    "Types",
+    "WatermarkStrategy",
+]

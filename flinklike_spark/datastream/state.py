@@ -1,0 +1,41 @@
+"""PyFlink's pyflink.datastream.state: state handles, descriptors and TTL (one implementation:
+flinklike_spark.state).
+"""
+
+from flinklike_spark.state import (
+    AggregatingState,
+    AggregatingStateDescriptor,
+    AppendingState,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    MergingState,
+    ReducingState,
+    ReducingStateDescriptor,
+    State,
+    StateDescriptor,
+    StateTtlConfig,
+    TtlValue,
+    ValueState,
+    ValueStateDescriptor,
+)
+
+__all__ = [
+    "AggregatingState",
+    "AggregatingStateDescriptor",
+    "AppendingState",
+    "ListState",
+    "ListStateDescriptor",
+    "MapState",
+    "MapStateDescriptor",
+    "MergingState",
+    "ReducingState",
+    "ReducingStateDescriptor",
+    "State",
+    "StateDescriptor",
+    "StateTtlConfig",
+    "TtlValue",
+    "ValueState",
+    "ValueStateDescriptor",
+]
