@@ -1,12 +1,13 @@
 """A function returning the wrong type fails the job naming the operator and what it
-must return (issue 9 item 8), instead of ``AttributeError: 'str' object has no attribute 'keys'``."""
+must return, instead of ``AttributeError: 'str' object has no attribute 'keys'``; plain
+values on a stream without a declared type are pickled, as in PyFlink."""
 
 from __future__ import annotations
 
 import pytest
 
 from connectors import CollectSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, ProcessFunction, StreamExecutionEnvironment
+from flinklike_spark import KeyedProcessFunction, ProcessFunction, StreamExecutionEnvironment, Types
 from flinklike_spark.errors import JobExecutionError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
@@ -20,6 +21,9 @@ class ReturnsDict(ProcessFunction):
 class KeyedReturnsDict(KeyedProcessFunction):
     def process_element(self, value, ctx):
         return {"key": value["key"]}
+
+
+KEY_ROW = Types.ROW_NAMED(["key"], [Types.LONG()])
 
 
 class YieldsInts(KeyedProcessFunction):
@@ -45,7 +49,7 @@ CASES = {
         "process_element() of operator 'count' (uid 'keyed-process-1') returned dict",
     ),
     "process_element yields ints": (
-        lambda s: s.key_by("key").process(YieldsInts()).name("seqs"),
+        lambda s: s.key_by("key").process(YieldsInts(), output_type=KEY_ROW).name("seqs"),
         "process_element() of operator 'seqs' (uid 'keyed-process-1') produced int 0 as a row",
     ),
     "on_timer returns a dict": (
@@ -53,11 +57,11 @@ CASES = {
         "on_timer() of operator 'timers' (uid 'keyed-process-1') returned dict",
     ),
     "map returns an int": (
-        lambda s: s.map(lambda r: 5).name("to int"),
+        lambda s: s.map(lambda r: 5, output_type=KEY_ROW).name("to int"),
         "map() of operator 'to int' (uid 'map-1') returned int 5; it must return a row",
     ),
     "map returns None, then a chained map": (
-        lambda s: s.map(lambda r: None).name("drop").map(lambda r: r["key"]),
+        lambda s: s.map(lambda r: None, output_type=KEY_ROW).name("drop").map(lambda r: r["key"]),
         "map() of operator 'drop' (uid 'map-1') returned NoneType None; it must return a row; "
         "to drop rows use filter() or flat_map()",
     ),
@@ -91,7 +95,7 @@ def test_program_errors_fail_at_once_under_a_restart_strategy(tmp_path, error):
     })
     stream = env.from_source(SequenceSource(num_keys=2, records_per_key=3), name="seq")
     if error == "FunctionResultError":
-        stream = stream.map(lambda r: 5)
+        stream = stream.map(lambda r: 5, output_type=KEY_ROW)
     else:
         stream = stream.map(lambda r: {**r, "extra": 1} if r["seq"] == 2 else r)  # schema fixed by the first rows
     stream.sink_to(CollectSink("out"))
@@ -114,3 +118,23 @@ def test_a_value_that_does_not_fit_the_declared_type_fails_the_job_naming_it():
     ).name("prices").sink_to(CollectSink("prices"))
     with pytest.raises(JobExecutionError, match=r"SchemaMismatchError: stream 'prices': field 'price' .* 0\.99"):
         env.execute("declared types")
+
+
+class Point:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+def test_plain_values_and_objects_without_a_declared_type_are_pickled_as_in_pyflink():
+    env = StreamExecutionEnvironment.get_execution_environment({"flinklike.local.taskmanager-mode": "thread"})
+    words = env.from_collection(["to be", "or not", "to be"])  # PyFlink: no type_info, pickled strings
+    counted = (
+        words.flat_map(lambda line: line.split())
+        .map(lambda word: Point(len(word)))
+        .map(lambda point: (point.x, 1), output_type=Types.TUPLE([Types.INT(), Types.INT()]))
+        .key_by(lambda pair: pair[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+    )
+    counted.map(lambda pair: None if pair[1] < 0 else pair[1]).sink_to(CollectSink("out"))
+    rows = CollectSink.rows(env.execute("pickled"))
+    assert sorted(rows) == [1, 1, 2, 3, 4, 5]  # rolling counts: five words of length 2, one of 3

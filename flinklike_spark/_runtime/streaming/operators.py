@@ -320,11 +320,13 @@ def extend_results(out: list, produced: Any, operator: StreamOperator, method: s
 
 
 def check_rows(rows: list, operator: StreamOperator, method: str) -> list[dict]:
-    """``rows`` unchanged if every one is a record (a dict, Row or tuple, or any value on a stream
-    declared with a basic type); else FunctionResultError naming the operator."""
+    """``rows`` unchanged if every one is a record (a dict, Row or tuple), or any value on a stream
+    declared with a basic type or without a declared type (pickled, as in PyFlink); else
+    FunctionResultError naming the operator (a plain value on a stream declared with fields)."""
+    output_schema = operator.spec.output_schema
     for row in rows:
         if type(row) is not dict and not isinstance(row, (dict, tuple, Row)):
-            if declared_kind(operator.spec.output_schema) in (RecordKind.VALUE, RecordKind.PICKLED):
+            if output_schema is None or declared_kind(output_schema) in (RecordKind.VALUE, RecordKind.PICKLED):
                 return rows
             if method == "map":
                 hint = "; to drop rows use filter() or flat_map()" if row is None else ""
@@ -332,9 +334,9 @@ def check_rows(rows: list, operator: StreamOperator, method: str) -> list[dict]:
             else:
                 what = f"produced {type(row).__name__} {short_repr(row)} as a row"
             raise FunctionResultError(
-                f"{method}() of {describe_operator(operator)} {what}; rows are dicts of field name -> value, Rows or "
-                f"tuples (plain values need a declared output_type, e.g. Types.STRING() or "
-                f"Types.PICKLED_BYTE_ARRAY())"
+                f"{method}() of {describe_operator(operator)} {what}; its declared output_type has fields "
+                f"{output_schema.names}: return dicts, Rows or tuples of them (or declare a basic type such as "
+                f"Types.STRING(), or Types.PICKLED_BYTE_ARRAY())"
             )
     return rows
 

@@ -6,7 +6,9 @@ fields or values of another type raises :class:`SchemaMismatchError` that names
 the stream, the field and the schema; nothing of that batch is emitted.
 
 Records are dicts, PyFlink ``Row`` objects, tuples, or (on a stream declared
-with a basic type such as ``Types.STRING()``) plain values. On the data plane
+with a basic type such as ``Types.STRING()``) plain values. A stream without a
+declared type whose first records are neither dicts, Rows nor tuples is a
+stream of pickled objects, as in PyFlink. On the data plane
 every kind is Arrow columns: a dict's and a named Row's by name, a positional
 Row's and a tuple's ``f0``, ``f1``, ... (Flink's tuple field names), a plain
 value's ``f0``. A batch of non-dict records says its kind in its schema
@@ -85,6 +87,11 @@ class RowsConverter:
         if type(first) is dict:
             return self._dicts_to_batch(rows)
         kind = _kind_of(first)
+        if kind is None and self.schema is None:
+            # An undeclared stream of plain values or objects is pickled, as PyFlink does
+            # (Types.PICKLED_BYTE_ARRAY semantics); declared types keep the columnar fast path.
+            self._declared_kind = RecordKind.PICKLED
+            return self.to_batch(rows)
         if kind is None and self._declared_kind == RecordKind.VALUE:
             kind = RecordKind.VALUE
         if kind is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import pickle
+from fractions import Fraction
 
 import pyarrow as pa
 import pytest
@@ -77,11 +78,22 @@ def test_positional_records_take_the_declared_names_and_kind_as_in_pyflink():
         rows.to_batch([(1, "a", 3)])
 
 
-def test_mixed_or_plain_records_are_refused_naming_the_record():
+def test_mixed_records_are_refused_naming_the_record():
     with pytest.raises(SchemaMismatchError, match=r"record \{'a': 1\} is not a tuple"):
         RowsConverter(None, stream_name="s").to_batch([(1,), {"a": 1}])
+    rows = RowsConverter(None, stream_name="s")
+    rows.to_batch([{"a": 1}])
     with pytest.raises(SchemaMismatchError, match="dicts, Rows or tuples"):
-        RowsConverter(None, stream_name="s").to_batch(["plain"])  # no declared basic type
+        rows.to_batch(["plain"])  # a stream of rows stays one
+
+
+def test_undeclared_plain_values_and_objects_are_pickled_as_in_pyflink():
+    converter = RowsConverter(None, stream_name="s")
+    values = ["plain", None, 3, {"a": 1}, (1, 2), Fraction(1, 3)]
+    first = converter.to_batch(values[:1])  # the first records decide: not a dict, Row or tuple
+    batch = converter.to_batch(values)
+    assert first.schema.names == batch.schema.names == ["f0"] and batch.schema.field("f0").type == pa.binary()
+    assert records_of(batch) == values
 
 
 def test_timestamps_travel_in_a_reserved_trailing_column():
