@@ -241,15 +241,9 @@ _parse_failover_strategy = _enum_parser(FailoverStrategyType)
 
 
 def _parse_runtime_mode(value: object, *, key: str) -> str:
-    """Flink's ``execution.runtime-mode``: STREAMING, or AUTOMATIC (which is STREAMING here); BATCH is refused
-    with the reason, since bounded jobs run in streaming mode with the same results."""
-    text = str(value).strip().lower()
-    if text == "batch":
-        raise ConfigurationError(
-            f"{key}: BATCH is not supported; valid values: streaming, automatic. Bounded jobs run in STREAMING "
-            f"mode and give the same results (event-time timers fire on the final watermark)"
-        )
-    return "streaming" if text == "automatic" else _choice_parser("streaming", "automatic")(value, key=key)
+    """Flink's ``execution.runtime-mode``: STREAMING, BATCH, or AUTOMATIC (which is STREAMING here)."""
+    text = _choice_parser("streaming", "batch", "automatic")(value, key=key)
+    return "streaming" if text == "automatic" else text
 
 
 def _parse_float(value: object, *, key: str) -> float:

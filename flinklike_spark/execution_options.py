@@ -22,8 +22,10 @@ __all__ = ["CheckpointConfig", "RuntimeExecutionMode"]
 
 
 class RuntimeExecutionMode(Enum):
-    """``execution.runtime-mode``. Only STREAMING runs here: bounded jobs run in streaming mode (with a
-    final watermark and checkpoint), which gives the same results BATCH would; AUTOMATIC means STREAMING."""
+    """``execution.runtime-mode``. BATCH runs a job of bounded sources with Flink's batch results:
+    no checkpoints, no watermark before the end of the input (so nothing is late), keyed rolling
+    aggregations (``reduce``, ``sum``, ...) emit only their final value per key. AUTOMATIC means
+    STREAMING here."""
 
     STREAMING = "streaming"
     BATCH = "batch"
@@ -31,15 +33,10 @@ class RuntimeExecutionMode(Enum):
 
 
 def runtime_mode_value(mode: RuntimeExecutionMode) -> str:
-    """The configuration value for ``mode``; BATCH is a clear error."""
+    """The configuration value of ``execution.runtime-mode`` for ``mode``."""
     if not isinstance(mode, RuntimeExecutionMode):
         raise ConfigurationError(f"set_runtime_mode expects a RuntimeExecutionMode, got {mode!r}")
-    if mode is RuntimeExecutionMode.BATCH:
-        raise ConfigurationError(
-            "RuntimeExecutionMode.BATCH is not supported: run bounded jobs in STREAMING (or AUTOMATIC) mode, "
-            "which gives the same results (event-time timers fire on the final watermark)"
-        )
-    return "streaming"
+    return "streaming" if mode is RuntimeExecutionMode.AUTOMATIC else mode.value
 
 
 def _millis(value: timedelta | None) -> int:

@@ -24,7 +24,7 @@ from flinklike_spark._runtime.graph.translation import (
     upstream_closure,
 )
 from flinklike_spark.config import Configuration
-from flinklike_spark.connector_api import Source
+from flinklike_spark.connector_api import Boundedness, Source
 from flinklike_spark.datastream.data_stream import DataStream
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.storage import UsesStorage
@@ -236,13 +236,30 @@ class StreamExecutionEnvironment:
         :mod:`flinklike_spark._runtime.cluster.targets`).
         """
         job_graph = self.get_job_graph(job_name)
+        context = {k: v for k, v in self.context_configuration.items() if k not in self._config}
+        config = self._config.with_values(context)
+        if config.get("execution.runtime-mode") == "batch":
+            config = self._batch_configuration(config)
         # As in PyFlink, the next execute() runs only what is defined after this one.
         self._executed_upto = len(self._transformations)
-        context = {k: v for k, v in self.context_configuration.items() if k not in self._config}
-        client = execute_job_graph(job_graph, self._config.with_values(context))
+        client = execute_job_graph(job_graph, config)
         for listener in list(StreamExecutionEnvironment.context_job_listeners):
             listener(client)
         return client
+
+    def _batch_configuration(self, config: Configuration) -> Configuration:
+        """BATCH execution (Flink's): every source bounded, and no checkpoints.
+
+        Raises:
+            ConfigurationError: a source is unbounded (it names the source).
+        """
+        for t in self._pending_transformations():
+            if t.kind == "source" and t.function.boundedness is not Boundedness.BOUNDED:
+                raise ConfigurationError(
+                    f"execution.runtime-mode: batch needs bounded sources; {t.name} ({type(t.function).__name__}) is "
+                    f"unbounded: use execution.runtime-mode: streaming, or bound the source"
+                )
+        return config.with_values({"execution.checkpointing.interval": None})
 
     def _pending_transformations(self) -> list[Transformation]:
         """The transformations of the next job: those defined since the last ``execute`` plus, as in

@@ -121,7 +121,11 @@ class KeyedFilterOperator(_KeyedFunctionOperator):
 
 
 class KeyedReduceOperator(_KeyedFunctionOperator):
-    """Rolling reduce: emits ``reduce(previous result, row)`` for every row (the first row as is)."""
+    """Rolling reduce: emits ``reduce(previous result, row)`` for every row (the first row as is).
+
+    In BATCH execution it emits only each key's final result, at the end of the input
+    (Flink's batch semantics), with the timestamp of the key's last record.
+    """
 
     method = "reduce"
     function_type = ReduceFunction
@@ -129,17 +133,33 @@ class KeyedReduceOperator(_KeyedFunctionOperator):
     def open(self) -> None:
         super().open()
         self.state = self.backend.get_state(ValueStateDescriptor(_REDUCE_STATE), ValueStateDescriptor)
+        #: BATCH: key -> timestamp of its last record (insertion order: first arrival)
+        self._batch_keys: dict[Any, int | None] | None = {} if self.context.batch_execution else None
 
     def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
-        call, state = self.call, self.state
+        call, state, batch_keys = self.call, self.state, self._batch_keys
         out: list[dict] = []
-        for row in self._keys(rows):
+        for index, row in enumerate(self._keys(rows)):
             current = state.value()
             result = row if current is None else call(current, row)
             state.update(result)
-            out.append(result)
+            if batch_keys is None:
+                out.append(result)
+            else:
+                batch_keys[self.backend.current_key] = timestamps[index] if timestamps is not None else None
         if out:
             self.output.emit_rows(out, timestamps)
+
+    def finish(self) -> None:
+        if not self._batch_keys:
+            return
+        out, out_ts = [], []
+        for key, timestamp in self._batch_keys.items():
+            self.backend.current_key = key
+            out.append(self.state.value())
+            out_ts.append(timestamp)
+        self._batch_keys.clear()
+        self.output.emit_rows(out, out_ts if any(ts is not None for ts in out_ts) else None)
 
 
 _AGGREGATIONS = ("sum", "min", "max", "min_by", "max_by")

@@ -170,6 +170,8 @@ class OperatorContext:
     lineage_id: str = ""  # first job of the restore lineage; see SinkWriterContext.transactional_id_prefix
     clock_ms: Callable[[], int] = dataclasses.field(default=lambda: int(time.time() * 1000))
     state_backend_type: StateBackendType = StateBackendType.HASHMAP  # Flink's state.backend.type
+    #: ``execution.runtime-mode: batch``: no watermark before the end of input, final values only
+    batch_execution: bool = False
     #: the task's user metrics (reported with the task's metrics)
     metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
 

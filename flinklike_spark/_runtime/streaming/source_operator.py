@@ -96,7 +96,7 @@ class SourceOperator(StreamOperator):
             else:
                 self.output.emit_batch(with_timestamps(batch, self._watermarks.assign(batch)))
                 watermark = self._watermarks.current_watermark()
-                if watermark > self._last_watermark:
+                if watermark > self._last_watermark and not self.context.batch_execution:
                     self._last_watermark = watermark
                     self.output.emit_watermark(watermark)
         return result

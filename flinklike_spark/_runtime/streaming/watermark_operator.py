@@ -57,7 +57,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         batch, previous = split_timestamps(batch)
         self.output.emit_batch(with_timestamps(batch, self._generator.assign(batch, previous)))
         watermark = self._generator.current_watermark()
-        if watermark > self._last:
+        if watermark > self._last and not self.context.batch_execution:  # batch: only the final one
             self._last = watermark
             self.output.emit_watermark(watermark)
 

@@ -142,10 +142,9 @@ def test_checkpoint_config_and_runtime_mode_are_views_over_the_keys():
     with pytest.raises(ConfigurationError, match="max-concurrent"):
         config.set_max_concurrent_checkpoints(0)
     e.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-    with pytest.raises(ConfigurationError, match="BATCH is not supported"):
-        e.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    with pytest.raises(ConfigurationError, match="BATCH is not supported; valid values: streaming, automatic"):
-        env(**{"execution.runtime-mode": "batch"})
+    assert e.set_runtime_mode(RuntimeExecutionMode.BATCH).config.get("execution.runtime-mode") == "batch"
+    with pytest.raises(ConfigurationError, match="'bulk'; valid values: streaming, batch, automatic"):
+        env(**{"execution.runtime-mode": "bulk"})
     assert env(**{"execution.runtime-mode": "automatic"}).config.get("execution.runtime-mode") == "streaming"
 
 

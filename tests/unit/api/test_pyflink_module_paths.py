@@ -36,7 +36,7 @@ def test_every_name_of_the_datastream_package_is_the_packages_own_object():
 
 
 def test_a_pyflink_program_with_only_its_import_prefix_changed_translates():
-    from flinklike_spark.common import Duration, Types, WatermarkStrategy
+    from flinklike_spark.common import Duration, TimestampAssigner, Types, WatermarkStrategy
     from flinklike_spark.datastream import StreamExecutionEnvironment
     from flinklike_spark.datastream.functions import ProcessWindowFunction
     from flinklike_spark.datastream.window import TimeWindow, TumblingEventTimeWindows
@@ -47,8 +47,12 @@ def test_a_pyflink_program_with_only_its_import_prefix_changed_translates():
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
+    class SecondField(TimestampAssigner):
+        def extract_timestamp(self, value, record_timestamp):
+            return value[1]
+
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(1)).with_timestamp_assigner(
-        lambda value, _: value[1]
+        SecondField()
     )
     data = env.from_collection([("a", 1000), ("b", 2000)], type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
     (data.assign_timestamps_and_watermarks(strategy)
