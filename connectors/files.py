@@ -1,14 +1,16 @@
 """FileSource and FileSink over fsspec (local paths, ``memory://``, object stores).
 
 FileSource reads text files line by line: ``format="lines"`` gives one row
-``{"line": str}`` per line, ``format="json"`` reads newline-delimited JSON
+``{"line": str}`` per line, ``format="text"`` one plain ``str`` record per line
+(PyFlink's text line format), ``format="json"`` reads newline-delimited JSON
 objects (one object per line, blank lines skipped) into their fields. Each file
 is one split; a split's position is the byte offset of the next unread line
 (plus that line's number, for error messages), so a reader restored from a
 snapshot continues exactly at the first line not yet returned.
 
 FileSink writes one part file per subtask and attempt, named
-``part-{subtask}-{attempt}-{n}.{ext}``; it is written as ``<name>.inprogress``
+``{prefix}-{subtask}-{attempt}-{n}{suffix}`` (``part-...`` and the format's
+extension by default); it is written as ``<name>.inprogress``
 and renamed to its final name in ``finish()``.
 """
 
@@ -44,12 +46,15 @@ from flinklike_spark.errors import (
     MalformedRecordError,
     SchemaMismatchError,
 )
+from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, records_of
 from flinklike_spark.storage import StorageConfig
 
 __all__ = ["FileReader", "FileSink", "FileSource", "FileSplit", "FileWriter"]
 
-_SOURCE_FORMATS = ("json", "lines")
-_SINK_FORMATS = {"json": "json", "lines": "txt", "parquet": "parquet"}
+_SOURCE_FORMATS = ("json", "lines", "text")
+_SINK_FORMATS = {"json": ".json", "lines": ".txt", "parquet": ".parquet", "string": ""}
+#: ``format="text"``: each line is one plain ``str`` record (PyFlink's ``StreamFormat.text_line_format()``).
+_TEXT_SCHEMA = pa.schema([("f0", pa.string())], metadata={RECORD_KIND_KEY: RecordKind.VALUE})
 _READ_CHUNK = 1 << 20
 _BAD_TEXT_LIMIT = 120  # characters of an offending line quoted in error messages
 _INFER_MAX_RECORDS = 1000
@@ -120,7 +125,8 @@ class FileSource(Source):
         path_or_glob: a file, a directory (all files below it), a glob, or a
             list of those; local paths or fsspec URLs (``memory://``, ``s3://``...).
         format: ``"lines"`` gives the schema ``line: string`` (trailing ``\\r``
-            stripped, empty lines kept); ``"json"`` reads one JSON object per
+            stripped, empty lines kept); ``"text"`` the same lines as plain ``str``
+            records (PyFlink's ``StreamFormat.text_line_format()``); ``"json"`` reads one JSON object per
             line (blank lines skipped) into the fields of ``schema``.
         schema: the Arrow schema of JSON rows. If None it is inferred from the
             first records (up to 1000) of the first file that has any; a field
@@ -146,7 +152,7 @@ class FileSource(Source):
         self,
         path_or_glob: str | list[str],
         *,
-        format: Literal["lines", "json"] = "lines",
+        format: Literal["lines", "json", "text"] = "lines",
         schema: pa.Schema | None = None,
         storage_options: dict[str, Any] | None = None,
         batch_size: int = 4096,
@@ -171,7 +177,7 @@ class FileSource(Source):
         self.storage: StorageConfig | None = None  # the job's settings, bound when the job is built
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.schema_inferred = schema is None and format == "json"
-        self._schema = pa.schema([("line", pa.string())]) if format == "lines" else schema
+        self._schema = {"lines": pa.schema([("line", pa.string())]), "text": _TEXT_SCHEMA}.get(format, schema)
 
     def __repr__(self) -> str:
         return f"FileSource({self.patterns!r}, format={self.format!r}, batch_size={self.batch_size})"
@@ -360,7 +366,7 @@ class FileReader(SourceReader):
     def _to_batch(self, lines: list[bytes], path: str, first_line: int) -> pa.RecordBatch | None:
         if not lines:
             return None
-        if self._source.format == "lines":
+        if self._source.format in ("lines", "text"):
             lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
             try:
                 column = pa.array(lines, type=pa.binary()).cast(pa.string())
@@ -428,13 +434,16 @@ class FileSink(Sink):
         path: a directory (local path or fsspec URL); created if missing.
         format: ``"json"`` (one JSON object per line, ``.json``), ``"lines"``
             (the single column's values as text, one per line, ``.txt``; nulls
-            become empty lines), or ``"parquet"`` (``.parquet``).
+            become empty lines), ``"parquet"`` (``.parquet``), or ``"string"`` (each
+            record's ``str()``, one per line: PyFlink's ``Encoder.simple_string_encoder()``).
         storage_options: passed to fsspec, over what the job's configuration gives for ``path``.
         max_rows_per_part: roll to a new part file once a part holds at least
             this many rows (checked after each batch, so a part may exceed it by
             less than one batch); None = one part per writer.
+        part_prefix / part_suffix: part file names (Flink's ``OutputFileConfig``);
+            the suffix defaults to the format's extension.
 
-    Each writer writes ``part-{subtask}-{attempt}-{n}.{ext}`` (``n`` counts the
+    Each writer writes ``{part_prefix}-{subtask}-{attempt}-{n}{part_suffix}`` (``n`` counts the
     parts of that writer from 0) as ``<name>.inprogress`` and renames it in
     ``finish()`` (or when rolling). A writer that received no rows writes no
     file. ``close()`` without ``finish()`` (a failure) deletes the in-progress
@@ -445,9 +454,11 @@ class FileSink(Sink):
         self,
         path: str,
         *,
-        format: Literal["json", "lines", "parquet"] = "json",
+        format: Literal["json", "lines", "parquet", "string"] = "json",
         storage_options: dict[str, Any] | None = None,
         max_rows_per_part: int | None = None,
+        part_prefix: str = "part",
+        part_suffix: str | None = None,
     ) -> None:
         if not isinstance(path, str) or not path:
             raise ConfigurationError(f"path must be a non-empty directory path or URL, got {path!r}")
@@ -455,8 +466,14 @@ class FileSink(Sink):
             raise ConfigurationError(f"format must be one of {sorted(_SINK_FORMATS)}, got {format!r}")
         if storage_options is not None and not isinstance(storage_options, dict):
             raise ConfigurationError(f"storage_options must be a dict or None, got {storage_options!r}")
+        if not isinstance(part_prefix, str) or not part_prefix or "/" in part_prefix:
+            raise ConfigurationError(f"part_prefix must be a non-empty file name prefix, got {part_prefix!r}")
+        if part_suffix is not None and (not isinstance(part_suffix, str) or "/" in part_suffix):
+            raise ConfigurationError(f"part_suffix must be a file name suffix (e.g. '.txt') or None, got {part_suffix!r}")
         self.path = path
         self.format = format
+        self.part_prefix = part_prefix
+        self.part_suffix = _SINK_FORMATS[format] if part_suffix is None else part_suffix
         self.storage_options = dict(storage_options or {})
         self.storage: StorageConfig | None = None  # the job's settings, bound when the job is built
         self.max_rows_per_part = (
@@ -518,6 +535,8 @@ class FileWriter(SinkWriter):
         elif fmt == "json":
             text = "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in batch.to_pylist())
             self._handle.write(text.encode("utf-8"))
+        elif fmt == "string":  # PyFlink's Encoder.simple_string_encoder(): each record's string form
+            self._handle.write("".join(f"{record}\n" for record in records_of(batch)).encode("utf-8"))
         else:
             if batch.num_columns != 1:
                 raise ConfigurationError(
@@ -547,8 +566,8 @@ class FileWriter(SinkWriter):
 
     def _start_part(self, schema: pa.Schema) -> None:
         ctx = self._context
-        ext = _SINK_FORMATS[self._sink.format]
-        name = f"part-{ctx.subtask_index}-{ctx.attempt_number}-{self._part_index}.{ext}"
+        sink = self._sink
+        name = f"{sink.part_prefix}-{ctx.subtask_index}-{ctx.attempt_number}-{self._part_index}{sink.part_suffix}"
         self._part_path = f"{self._root.rstrip('/')}/{name}"
         self._handle = self._fs.open(self._part_path + ".inprogress", "wb")
         if self._sink.format == "parquet":

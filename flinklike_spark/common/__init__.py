@@ -2,6 +2,7 @@
 one implementation each).
 """
 
+from flinklike_spark.common.serialization import Encoder
 from flinklike_spark.config import Configuration
 from flinklike_spark.duration import Duration
 from flinklike_spark.row import Row, RowKind
@@ -12,6 +13,7 @@ from flinklike_spark.window import Time
 __all__ = [
     "Configuration",
     "Duration",
+    "Encoder",
     "Row",
     "RowKind",
     "Time",

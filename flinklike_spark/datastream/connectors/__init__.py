@@ -1,0 +1,12 @@
+"""PyFlink's ``pyflink.datastream.connectors``: the file system connector (Kafka, Pulsar and
+Elasticsearch are not offered: read them with Spark and feed the engine through ``writeStream``)."""
+
+from flinklike_spark.datastream.connectors.file_system import (
+    FileSink,
+    FileSource,
+    OutputFileConfig,
+    RollingPolicy,
+    StreamFormat,
+)
+
+__all__ = ["FileSink", "FileSource", "OutputFileConfig", "RollingPolicy", "StreamFormat"]
