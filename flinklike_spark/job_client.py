@@ -102,7 +102,10 @@ class JobClient:
         attempts: Callable[[], dict[str, int]] = dict,
         restarts: Callable[[], int] | None = None,
         pending_checkpoints: Callable[[], list[str]] = list,
+        web_interface_url: str | None = None,
     ) -> None:
+        self.web_interface_url = web_interface_url
+        """The cluster's REST API and web dashboard (``rest.port``), e.g. ``http://127.0.0.1:8081``."""
         self._pending_checkpoints = pending_checkpoints
         self._restarts = restarts
         self._exception_history = exception_history

@@ -245,10 +245,20 @@ class TaskMetrics:
     and its sinks took (``count_out`` adds them up when asked).
     """
 
-    def __init__(self, count_out: Callable[[], int] = lambda: 0, user: MetricRegistry | None = None) -> None:
+    def __init__(
+        self,
+        count_out: Callable[[], int] = lambda: 0,
+        user: MetricRegistry | None = None,
+        *,
+        count_bytes_out: Callable[[], int] = lambda: 0,
+        input_watermark: Callable[[], int] | None = None,
+    ) -> None:
         self.records_in = 0
+        self.bytes_in = 0  # network input only (Flink's numBytesIn)
         self._user = user
         self._count_out = count_out
+        self._count_bytes_out = count_bytes_out
+        self._input_watermark = input_watermark
         self.backpressured_seconds = 0.0
         self.idle_seconds = 0.0
         self.started = time.monotonic()
@@ -261,6 +271,9 @@ class TaskMetrics:
         return {
             "records_in": self.records_in,
             "records_out": self.records_out,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self._count_bytes_out(),
+            **({"input_watermark": self._input_watermark()} if self._input_watermark is not None else {}),
             "backpressured_seconds": self.backpressured_seconds,
             "idle_seconds": self.idle_seconds,
             "uptime_seconds": time.monotonic() - self.started,
@@ -314,9 +327,16 @@ class StreamTask:
         self.chain = chain
         self.gates = list(input_gates)
         self.mailbox = Mailbox()
-        counters = [*chain.network_outputs, *(op for op in chain.operators if hasattr(op, "records_out"))]
+        # A source operator's own count is what its network outputs count again: sinks are added, sources not.
+        counters = [*chain.network_outputs, *(op for op in chain.operators
+                                              if hasattr(op, "records_out") and not isinstance(op, SourceOperator))]
         registry = chain.operators[0].context.metric_registry if chain.operators else None
-        self.metrics = TaskMetrics(count_out=lambda: sum(c.records_out for c in counters), user=registry)
+        self.metrics = TaskMetrics(
+            count_out=lambda: sum(c.records_out for c in counters),
+            user=registry,
+            count_bytes_out=lambda: sum(getattr(o, "bytes_out", 0) for o in chain.network_outputs),
+            input_watermark=(lambda: self._valve.current) if self.gates else None,
+        )
         self._buffer_timeout = buffer_timeout
         self._source_batch_rows = source_batch_rows
         self._clock = clock
@@ -482,6 +502,7 @@ class StreamTask:
             channel, item = polled
             if item.buffer is not None:
                 self.metrics.records_in += item.buffer.num_rows
+                self.metrics.bytes_in += item.buffer.nbytes
                 checkpoints = self.checkpoints
                 if checkpoints is not None and checkpoints.recording:
                     checkpoints.on_buffer(index, channel, item.buffer)

@@ -26,6 +26,8 @@ import os
 import threading
 import time
 
+import psutil
+
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
@@ -47,6 +49,8 @@ class TaskExecutorRegistration:
     address: str
     num_slots: int
     pid: int
+    cpu_cores: int = 0  # of the TaskExecutor's machine (the REST API's /taskmanagers)
+    physical_memory: int = 0  # bytes
 
 
 class TaskExecutor:
@@ -111,6 +115,8 @@ class TaskExecutor:
                 address=node.address,
                 num_slots=self._config.cluster.slots_per_task_manager,
                 pid=os.getpid(),
+                cpu_cores=os.cpu_count() or 0,
+                physical_memory=psutil.virtual_memory().total,
             ),
         )
         self._heartbeat_thread.start()
@@ -244,6 +250,7 @@ class TaskExecutor:
             with self._tasks_lock:
                 task = self._tasks.pop(state.execution_id, None)
                 if task is not None:
+                    state = dataclasses.replace(state, metrics=task.metrics())  # the final counts, for the REST API
                     try:
                         self.slot_table.remove_task(state.execution_id)
                     except Exception:  # noqa: BLE001
@@ -256,9 +263,11 @@ class TaskExecutor:
         last_ok = time.monotonic()
         while not self._closed.wait(interval):
             try:
+                # Task metrics travel with the heartbeat (also from Spark executors, which nothing else polls).
+                report = self.slot_table.create_slot_report(self.resource_id)
                 known = self._jobmaster.call(
                     "heartbeat",
-                    (self.resource_id, self.slot_table.create_slot_report(self.resource_id)),
+                    (self.resource_id, report, self._rpc_task_metrics()),
                     timeout=max(1.0, interval),
                 )
                 if known is not False:
