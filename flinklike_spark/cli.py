@@ -176,12 +176,16 @@ def _run_command(options: argparse.Namespace) -> int:
     reporters: list[ProgressReporter] = []
 
     def on_submit(client: JobClient) -> None:
+        if client.web_interface_url:
+            print(f"job {client.job_id} submitted; dashboard and REST API: {client.web_interface_url}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        if options.no_progress:
+            return
         reporter = ProgressReporter(client, interval=options.progress_interval)
         reporters.append(reporter)
         reporter.start()
 
-    if not options.no_progress:
-        StreamExecutionEnvironment.context_job_listeners.append(on_submit)
+    StreamExecutionEnvironment.context_job_listeners.append(on_submit)
     if options.execution_target is not None:
         StreamExecutionEnvironment.context_configuration["execution.target"] = options.execution_target
     try:
@@ -190,8 +194,7 @@ def _run_command(options: argparse.Namespace) -> int:
         StreamExecutionEnvironment.context_configuration.pop("execution.target", None)
         for reporter in reporters:
             reporter.stop()
-        if not options.no_progress:
-            StreamExecutionEnvironment.context_job_listeners.remove(on_submit)
+        StreamExecutionEnvironment.context_job_listeners.remove(on_submit)
     return 0
 
 
