@@ -43,7 +43,7 @@ CHECKPOINT_CONFIG_FIELDS = {"mode", "interval", "timeout", "min_pause", "max_con
                             "tolerable_failed_checkpoints", "aligned_checkpoint_timeout",
                             "checkpoints_after_tasks_finish"}  # fmt: skip
 EXCEPTIONS_FIELDS = {"root-exception", "timestamp", "all-exceptions", "truncated", "exceptionHistory"}
-EXCEPTION_ENTRY_FIELDS = {"exceptionName", "stacktrace", "timestamp", "taskName", "location", "taskManagerId",
+EXCEPTION_ENTRY_FIELDS = {"exceptionName", "stacktrace", "timestamp", "taskName", "endpoint", "taskManagerId",
                           "failureLabels", "concurrentExceptions"}  # fmt: skip
 VERTEX_DETAILS_FIELDS = {"id", "name", "parallelism", "maxParallelism", "now", "subtasks"}
 SUBTASK_FIELDS = {"subtask", "status", "attempt", "endpoint", "start-time", "end-time", "duration", "metrics",

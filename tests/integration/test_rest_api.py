@@ -111,6 +111,10 @@ def _check_vertex_endpoints(base: str, job_id: str, vertex_id: str, *, running: 
         has_fields(subtask, SUBTASK_FIELDS, "a subtask of /jobs/:jobid/vertices/:vertexid")
         has_fields(subtask["metrics"], IO_METRICS_FIELDS, "a subtask's metrics")
         assert subtask["taskmanager-id"].startswith("taskmanager-")
+        assert subtask["endpoint"].startswith("127.0.0.1:")
+        entered = {"CREATED", "SCHEDULED", "DEPLOYING", "RUNNING"} if running else {"CREATED", "SCHEDULED"}
+        assert set(subtask["status-duration"]) >= entered, subtask
+        assert all(ms >= 0 for ms in subtask["status-duration"].values())
     backpressure = get(f"{base}/jobs/{job_id}/vertices/{vertex_id}/backpressure")
     has_fields(backpressure, BACKPRESSURE_FIELDS, "/backpressure")
     assert backpressure["backpressure-level"] in ("ok", "low", "high")
@@ -141,6 +145,8 @@ def test_running_job_checkpoints_savepoint_and_cancel(tmp_path):
         overview = get(f"{base}/jobs/overview")["jobs"]
         assert [j["jid"] for j in overview] == [job_id]
         has_fields(overview[0], JOB_OVERVIEW_FIELDS, "/jobs/overview")
+        assert set(overview[0]["tasks"]) == {s.lower() for s in TASK_STATES} | {"total"}
+        assert overview[0]["tasks"]["total"] == 4
 
         # checkpoints complete and records flow
         stats = wait_for(
@@ -298,7 +304,7 @@ def test_failed_job_reports_the_exception_history():
         assert first["exceptionName"].endswith("ValueError")
         assert "rest test rejects" in first["stacktrace"]
         assert first["taskName"].startswith("failing -> Sink: CollectSink (") and first["timestamp"] >= job["start-time"]
-        assert first["location"].startswith("grpc+tcp://127.0.0.1:")
+        assert first["endpoint"].startswith("127.0.0.1:") and first["taskManagerId"].startswith("taskmanager-")
         failing = job["vertices"][1]
         _check_vertex_endpoints(base, job_id, failing["id"], running=False)
         assert get(f"{base}/overview")["jobs-failed"] == 1

@@ -153,6 +153,7 @@ def job_overview(master) -> dict[str, Any]:
     """One entry of ``/jobs/overview``."""
     start, end, duration = _job_times(master)
     history = master.graph.job_status_history
+    counts = [v.current_execution.state for v in master.graph.vertices()]
     return {
         "jid": master.job_id,
         "name": master.job_graph.name,
@@ -161,7 +162,8 @@ def job_overview(master) -> dict[str, Any]:
         "end-time": end,
         "duration": duration,
         "last-modification": _ms(history[-1][0]) if history else start,
-        "tasks": _state_counts(v.current_execution.state for v in master.graph.vertices()),
+        # Flink's JobDetails spell these lower case and add the total (unlike a vertex's "tasks")
+        "tasks": {"total": len(counts), **{state.lower(): n for state, n in _state_counts(counts).items()}},
     }
 
 
@@ -205,19 +207,18 @@ def vertex_details(master, vertex_id: str, metrics_of: MetricsOf) -> dict[str, A
         execution = vertex.current_execution
         start, end, duration = _subtask_times(execution)
         slot = execution.last_slot
-        stamps = execution.state_timestamps
         subtasks.append({
             "subtask": vertex.subtask_index,
             "status": execution.state.name,
             "attempt": execution.attempt_number,
-            "endpoint": slot.physical.address if slot is not None else "(unassigned)",
+            "endpoint": _endpoint(slot) if slot is not None else "(unassigned)",
             "start-time": start,
             "end-time": end,
             "duration": duration,
             "metrics": _subtask_metrics_info(metrics_of(execution.attempt_id.full_id), execution.is_terminal),
             "taskmanager-id": slot.resource_id if slot is not None else "(unassigned)",
             "start_time": start,
-            "status-duration": {s.name: _ms(stamps[s]) for s in stamps},
+            "status-duration": _status_durations(execution),
         })  # fmt: skip
     return {
         "id": ejv.id,
@@ -227,6 +228,21 @@ def vertex_details(master, vertex_id: str, metrics_of: MetricsOf) -> dict[str, A
         "now": _ms(time.time()),
         "subtasks": subtasks,
     }
+
+
+def _endpoint(slot) -> str:
+    """``host:port`` of the TaskExecutor holding ``slot`` (Flink's ``endpoint``)."""
+    return slot.physical.address.rpartition("://")[2]
+
+
+def _status_durations(execution) -> dict[str, int]:
+    """Milliseconds the attempt spent in each state it entered (the current one until now)."""
+    history = execution.history
+    result = {}
+    for (at, state), following in zip(history, [*history[1:], (time.time(), None)], strict=True):
+        end = following[0] if not (state.is_terminal and following[1] is None) else at
+        result[state.name] = result.get(state.name, 0) + _ms(end - at)
+    return result
 
 
 def backpressure_level(ratio: float) -> str:
@@ -285,9 +301,7 @@ def job_exceptions(master, max_exceptions: int = 20) -> dict[str, Any]:
     for entry in reversed(history[-max_exceptions:]):
         cause = entry.root_cause
         name = getattr(cause, "exception_type", "") or f"{type(cause).__module__}.{type(cause).__name__}"
-        location = None
-        if entry.task is not None:
-            location = _task_location(master, entry.task)
+        location, resource_id = _task_location(master, entry.task) if entry.task is not None else (None, None)
         entries.append({
             "exceptionName": name,
             "stacktrace": _stack_trace(cause),
@@ -295,7 +309,7 @@ def job_exceptions(master, max_exceptions: int = 20) -> dict[str, Any]:
             "taskName": entry.task,
             "location": location,
             "endpoint": location,
-            "taskManagerId": None,
+            "taskManagerId": resource_id,
             "failureLabels": {},
             "concurrentExceptions": [],
         })  # fmt: skip
@@ -310,14 +324,15 @@ def job_exceptions(master, max_exceptions: int = 20) -> dict[str, Any]:
     }
 
 
-def _task_location(master, task: str) -> str | None:
-    """The TaskExecutor address a task name ``"<name> (<i>/<n>)#<attempt>"`` ran on, if still known."""
+def _task_location(master, task: str) -> tuple[str | None, str | None]:
+    """(``host:port``, resource id) of the TaskExecutor a task ``"<name> (<i>/<n>)#<attempt>"`` ran on, if known."""
     for vertex in master.graph.vertices():
         for execution in (*vertex.prior_executions, vertex.current_execution):
             label = f"{vertex.job_vertex.name} ({vertex.subtask_index + 1}/{vertex.job_vertex.parallelism})"
-            if task == f"{label}#{execution.attempt_number}" and execution.last_slot is not None:
-                return execution.last_slot.physical.address
-    return None
+            slot = execution.last_slot
+            if task == f"{label}#{execution.attempt_number}" and slot is not None:
+                return _endpoint(slot), slot.resource_id
+    return None, None
 
 
 # -- checkpoints -------------------------------------------------------------------------------

@@ -61,8 +61,8 @@ async function refreshCluster() {
   list.replaceChildren(...sorted.map((job) => {
     const item = el("li", { "data-job-id": job.jid, class: job.jid === state.selected ? "selected" : "" },
       el("span", { class: `badge ${job.state}` }, job.state), " ", job.name,
-      el("div", { class: "muted" }, `${fmtDuration(job.duration)} · ${job.tasks.RUNNING} of ` +
-        `${Object.values(job.tasks).reduce((a, b) => a + b, 0)} tasks running`));
+      el("div", { class: "muted" }, `${fmtDuration(job.duration)} · ${job.tasks.running} of ` +
+        `${job.tasks.total} tasks running`));
     item.addEventListener("click", () => { location.hash = job.jid; });
     return item;
   }));
