@@ -71,8 +71,44 @@ class Counted(MapFunction):
         return value
 
 
-def _fail(row):
-    raise ValueError(f"rest test rejects {row['key']}")
+def _fail_late(row):
+    if row["seq"] >= 150:  # after a few checkpoints completed
+        raise ValueError(f"rest test rejects {row['key']}")
+    return row
+
+
+def _check_every_get(base: str, job_id: str, state: str, *, checkpointing: bool) -> dict:
+    """Every GET endpoint answers for the job in ``state`` with Flink's fields; returns /jobs/:jobid."""
+    _check_cluster(base)
+    assert {"id": job_id, "status": state} in get(f"{base}/jobs")["jobs"]
+    overview = [j for j in get(f"{base}/jobs/overview")["jobs"] if j["jid"] == job_id]
+    assert len(overview) == 1 and overview[0]["state"] == state
+    has_fields(overview[0], JOB_OVERVIEW_FIELDS, "/jobs/overview")
+    job = get(f"{base}/jobs/{job_id}")
+    _check_job_details(job, job_id, state)
+    plan = get(f"{base}/jobs/{job_id}/plan")["plan"]
+    assert plan["jid"] == job_id and [n["id"] for n in plan["nodes"]] == [v["id"] for v in job["vertices"]]
+    for node in plan["nodes"]:
+        has_fields(node, PLAN_NODE_FIELDS, "a plan node")
+    has_fields(get(f"{base}/jobs/{job_id}/exceptions"), EXCEPTIONS_FIELDS, "/exceptions")
+    assert {m["id"] for m in get(f"{base}/jobs/{job_id}/metrics")} >= {"numRestarts"}
+    for vertex in job["vertices"]:
+        _check_vertex_endpoints(base, job_id, vertex["id"], running=state == "RUNNING")
+        watermarks = get(f"{base}/jobs/{job_id}/vertices/{vertex['id']}/watermarks")
+        assert all(m["id"].endswith(".currentInputWatermark") and int(m["value"]) for m in watermarks)
+        names = {m["id"] for m in get(f"{base}/jobs/{job_id}/vertices/{vertex['id']}/subtasks/metrics")}
+        assert {"numRecordsIn", "numRecordsOutPerSecond", "busyTimeMsPerSecond"} <= names, names
+        assert {m["id"] for m in get(f"{base}/jobs/{job_id}/vertices/{vertex['id']}/metrics")} >= {
+            "0.numRecordsIn", "1.numRecordsIn"}
+    status, body = request(f"{base}/jobs/{job_id}/checkpoints")
+    status_config, config = request(f"{base}/jobs/{job_id}/checkpoints/config")
+    if checkpointing:
+        assert status == status_config == 200
+        has_fields(body, CHECKPOINTS_FIELDS, "/checkpoints")
+        has_fields(config, CHECKPOINT_CONFIG_FIELDS, "/checkpoints/config")
+    else:
+        assert status == status_config == 404 and "Checkpointing is not enabled" in body["errors"][0]
+    return job
 
 
 def _check_job_details(details: dict, job_id: str, state: str) -> None:
@@ -140,7 +176,8 @@ def test_running_job_checkpoints_savepoint_and_cancel(tmp_path):
     base, job_id = client.web_interface_url, client.job_id
     assert base.startswith("http://127.0.0.1:")
     try:
-        _check_cluster(base)
+        wait_for("every task RUNNING", lambda: get(f"{base}/jobs/overview")["jobs"][0]["tasks"]["running"] == 4)
+        _check_every_get(base, job_id, "RUNNING", checkpointing=True)
         assert get(f"{base}/jobs") == {"jobs": [{"id": job_id, "status": "RUNNING"}]}
         overview = get(f"{base}/jobs/overview")["jobs"]
         assert [j["jid"] for j in overview] == [job_id]
@@ -252,8 +289,7 @@ def test_finished_job_reports_final_counts_and_refuses_cancel():
     base, job_id = client.web_interface_url, client.job_id
     try:
         wait_for("FINISHED", lambda: client.get_job_status().name == "FINISHED")
-        job = get(f"{base}/jobs/{job_id}")
-        _check_job_details(job, job_id, "FINISHED")
+        job = _check_every_get(base, job_id, "FINISHED", checkpointing=False)
         assert job["end-time"] >= job["start-time"] > 0
         for vertex in job["vertices"]:
             assert vertex["status"] == "FINISHED" and vertex["tasks"]["FINISHED"] == 2
@@ -268,9 +304,6 @@ def test_finished_job_reports_final_counts_and_refuses_cancel():
         assert get(f"{base}/config")["features"]["web-cancel"] is False
         status, body = request(f"{base}/jobs/{job_id}?mode=cancel", "PATCH")
         assert status == 403 and "web.cancel.enable" in body["errors"][0]
-        status, body = request(f"{base}/jobs/{job_id}/checkpoints")
-        assert status == 404 and "Checkpointing is not enabled" in body["errors"][0]
-        assert request(f"{base}/jobs/{job_id}/checkpoints/config")[0] == 404
         status, body = request(f"{base}/jobs/{job_id}/savepoints", "POST", {})
         assert status == 409 and "FINISHED" in body["errors"][0]
         assert get(f"{base}/jobs/{job_id}/exceptions")["exceptionHistory"]["entries"] == []
@@ -280,18 +313,23 @@ def test_finished_job_reports_final_counts_and_refuses_cancel():
     assert len(CollectSink.rows(result, name="out")) == 1000
 
 
-def test_failed_job_reports_the_exception_history():
-    env = StreamExecutionEnvironment.get_execution_environment(_config(**{"restart-strategy.type": "none"}))
-    env.from_source(SequenceSource(num_keys=5, records_per_key=100_000), source_name="seq").key_by("key").map(
-        _fail
-    ).name("failing").sink_to(CollectSink("never"))
+def test_failed_job_reports_the_exception_history_and_its_checkpoints(tmp_path):
+    env = StreamExecutionEnvironment.get_execution_environment(_config(**{
+        "restart-strategy.type": "none", "execution.checkpointing.interval": "100ms",
+        "execution.checkpointing.dir": f"file://{tmp_path}/chk"}))  # fmt: skip
+    source = SequenceSource(num_keys=5, records_per_key=None, rows_per_second=500)
+    env.from_source(source, source_name="seq").key_by("key").map(_fail_late).name("failing").sink_to(
+        CollectSink("never")
+    )
     client = env.execute_async("rest failed")
     base, job_id = client.web_interface_url, client.job_id
     try:
         wait_for("FAILED", lambda: client.get_job_status().name == "FAILED")
-        job = get(f"{base}/jobs/{job_id}")
-        _check_job_details(job, job_id, "FAILED")
+        job = _check_every_get(base, job_id, "FAILED", checkpointing=True)
         assert job["end-time"] >= job["start-time"]
+        checkpoints = get(f"{base}/jobs/{job_id}/checkpoints")
+        assert checkpoints["counts"]["completed"] >= 1 and checkpoints["latest"]["completed"]["status"] == "COMPLETED"
+        assert checkpoints["counts"]["in_progress"] == 0
         assert "FAILED" in {v["status"] for v in job["vertices"]}
         exceptions = get(f"{base}/jobs/{job_id}/exceptions")
         has_fields(exceptions, EXCEPTIONS_FIELDS, "/exceptions")
@@ -305,8 +343,6 @@ def test_failed_job_reports_the_exception_history():
         assert "rest test rejects" in first["stacktrace"]
         assert first["taskName"].startswith("failing -> Sink: CollectSink (") and first["timestamp"] >= job["start-time"]
         assert first["endpoint"].startswith("127.0.0.1:") and first["taskManagerId"].startswith("taskmanager-")
-        failing = job["vertices"][1]
-        _check_vertex_endpoints(base, job_id, failing["id"], running=False)
         assert get(f"{base}/overview")["jobs-failed"] == 1
         assert {m["id"]: m["value"] for m in get(f"{base}/jobs/{job_id}/metrics?get=numRestarts")} == {
             "numRestarts": "0"
