@@ -151,13 +151,16 @@ def _check_vertex_endpoints(base: str, job_id: str, vertex_id: str, *, running: 
         entered = {"CREATED", "SCHEDULED", "DEPLOYING", "RUNNING"} if running else {"CREATED", "SCHEDULED"}
         assert set(subtask["status-duration"]) >= entered, subtask
         assert all(ms >= 0 for ms in subtask["status-duration"].values())
-    backpressure = get(f"{base}/jobs/{job_id}/vertices/{vertex_id}/backpressure")
+    url = f"{base}/jobs/{job_id}/vertices/{vertex_id}/backpressure"
+    backpressure = get(url)
     has_fields(backpressure, BACKPRESSURE_FIELDS, "/backpressure")
     assert backpressure["backpressure-level"] in ("ok", "low", "high")
     for subtask in backpressure["subtasks"]:
         has_fields(subtask, BACKPRESSURE_SUBTASK_FIELDS, "a subtask of /backpressure")
-        if running:
-            assert subtask["ratio"] + subtask["idleRatio"] + subtask["busyRatio"] == pytest.approx(1.0, abs=0.01)
+    if running:  # once every subtask reported metrics, its time splits into backpressured, idle and busy
+        wait_for("time shares of every subtask", lambda: all(
+            s["ratio"] + s["idleRatio"] + s["busyRatio"] == pytest.approx(1.0, abs=0.01) for s in get(url)["subtasks"]
+        ))  # fmt: skip
     return details
 
 

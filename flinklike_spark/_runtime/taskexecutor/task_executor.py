@@ -238,7 +238,8 @@ class TaskExecutor:
     def _rpc_task_metrics(self, _=None) -> dict[str, dict[str, float]]:
         with self._tasks_lock:
             tasks = list(self._tasks.values())
-        return {task.execution_id: task.metrics() for task in tasks}
+        metrics = {task.execution_id: task.metrics() for task in tasks}
+        return {execution_id: values for execution_id, values in metrics.items() if values}  # started tasks only
 
     def _rpc_shutdown(self, _=None) -> None:
         threading.Thread(target=self.close, name="tm-shutdown", daemon=True).start()
