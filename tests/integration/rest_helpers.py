@@ -10,7 +10,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-# Field names of the responses, as Flink's REST API reference documents them (flink-docs, rest_v1_dispatcher).
+# Field names of the responses, as Flink's REST API reference documents them (flink-docs rest_v1_dispatcher and
+# the OpenAPI specification generated from Flink's message classes, e.g. SubtaskBackPressureInfo.backpressureLevel).
 CONFIG_FIELDS = {"refresh-interval", "timezone-name", "timezone-offset", "flink-version", "flink-revision", "features"}
 FEATURES_FIELDS = {"web-submit", "web-cancel", "web-history", "web-rescale"}
 OVERVIEW_FIELDS = {"taskmanagers", "slots-total", "slots-available", "jobs-running", "jobs-finished",
@@ -48,10 +49,10 @@ EXCEPTION_ENTRY_FIELDS = {"exceptionName", "stacktrace", "timestamp", "taskName"
 VERTEX_DETAILS_FIELDS = {"id", "name", "parallelism", "maxParallelism", "now", "subtasks"}
 SUBTASK_FIELDS = {"subtask", "status", "attempt", "endpoint", "start-time", "end-time", "duration", "metrics",
                   "taskmanager-id", "status-duration"}  # fmt: skip
-BACKPRESSURE_FIELDS = {"status", "backpressure-level", "end-timestamp", "subtasks"}
-BACKPRESSURE_SUBTASK_FIELDS = {"subtask", "attempt-number", "backpressure-level", "ratio", "idleRatio", "busyRatio"}
+BACKPRESSURE_FIELDS = {"status", "backpressureLevel", "end-timestamp", "subtasks"}
+BACKPRESSURE_SUBTASK_FIELDS = {"subtask", "attempt-number", "backpressureLevel", "ratio", "idleRatio", "busyRatio"}
 TASKMANAGER_FIELDS = {"id", "path", "dataPort", "jmxPort", "timeSinceLastHeartbeat", "slotsNumber", "freeSlots",
-                      "totalResource", "freeResource", "hardware", "memoryConfiguration"}  # fmt: skip
+                      "totalResource", "freeResource", "hardware", "memoryConfiguration", "blocked"}  # fmt: skip
 HARDWARE_FIELDS = {"cpuCores", "physicalMemory", "freeMemory", "managedMemory"}
 
 

@@ -154,7 +154,7 @@ def _check_vertex_endpoints(base: str, job_id: str, vertex_id: str, *, running: 
     url = f"{base}/jobs/{job_id}/vertices/{vertex_id}/backpressure"
     backpressure = get(url)
     has_fields(backpressure, BACKPRESSURE_FIELDS, "/backpressure")
-    assert backpressure["backpressure-level"] in ("ok", "low", "high")
+    assert backpressure["backpressureLevel"] in ("ok", "low", "high")
     for subtask in backpressure["subtasks"]:
         has_fields(subtask, BACKPRESSURE_SUBTASK_FIELDS, "a subtask of /backpressure")
     if running:  # once every subtask reported metrics, its time splits into backpressured, idle and busy

@@ -258,18 +258,21 @@ def vertex_backpressure(master, vertex_id: str, metrics_of: MetricsOf) -> dict[s
         execution = vertex.current_execution
         metrics = metrics_of(execution.attempt_id.full_id) or {}
         ratio = metrics.get("backPressuredTimeMsPerSecond", 0.0) / 1000.0
+        level = backpressure_level(ratio)
         subtasks.append({
             "subtask": vertex.subtask_index,
             "attempt-number": execution.attempt_number,
-            "backpressure-level": backpressure_level(ratio),
+            "backpressureLevel": level,
+            "backpressure-level": level,  # the spelling of Flink's older REST docs
             "ratio": round(ratio, 3),
             "idleRatio": round(metrics.get("idleTimeMsPerSecond", 0.0) / 1000.0, 3),
             "busyRatio": round(metrics.get("busyTimeMsPerSecond", 0.0) / 1000.0, 3),
         })  # fmt: skip
-    worst = max((s["ratio"] for s in subtasks), default=0.0)
+    worst = backpressure_level(max((s["ratio"] for s in subtasks), default=0.0))
     return {
         "status": "ok",
-        "backpressure-level": backpressure_level(worst),
+        "backpressureLevel": worst,
+        "backpressure-level": worst,
         "end-timestamp": _ms(time.time()),
         "subtasks": subtasks,
     }

@@ -266,6 +266,8 @@ class RestServerEndpoint:
             "jobs-finished": statuses.count(JobStatus.FINISHED),
             "jobs-cancelled": statuses.count(JobStatus.CANCELED),
             "jobs-failed": statuses.count(JobStatus.FAILED),
+            "slots-free-and-blocked": 0,
+            "taskmanagers-blocked": 0,
             "flink-version": job_views.FLINK_VERSION,
             "flink-commit": "flinklike-spark",
         }
@@ -283,6 +285,7 @@ class RestServerEndpoint:
                 "path": executor.address,
                 "dataPort": int(data_port) if data_port.isdigit() else -1,
                 "jmxPort": -1,
+                "blocked": False,
                 "timeSinceLastHeartbeat": int(since * 1000),
                 "slotsNumber": slots,
                 "freeSlots": slots - allocated,
