@@ -118,12 +118,17 @@ class ProgressReporter:
                 records_in, records_out, backpressured = self.summarize(self._client.task_metrics())
             except Exception:  # noqa: BLE001 - progress is best effort
                 continue
+            status = self._client.get_job_status()
+            if status.is_globally_terminal:  # its tasks are gone: nothing left to report a rate of
+                break
             now = time.monotonic()
             elapsed = max(now - last_time, 1e-9)
-            rate_in, rate_out = (records_in - last_in) / elapsed, (records_out - last_out) / elapsed
+            # Counters restart with restarted tasks: a drop is not a negative rate.
+            rate_in = max(records_in - last_in, 0.0) / elapsed
+            rate_out = max(records_out - last_out, 0.0) / elapsed
             last_in, last_out, last_time = records_in, records_out, now
             line = (
-                f"job {self._client.job_id[:8]} {self._client.get_job_status().name}: "
+                f"job {self._client.job_id[:8]} {status.name}: "
                 f"in {records_in:,.0f} ({rate_in:,.0f}/s), out {records_out:,.0f} ({rate_out:,.0f}/s), "
                 f"backpressured {backpressured:.0%}, restarts {self._client.num_restarts}"
             )
@@ -176,12 +181,16 @@ def _run_command(options: argparse.Namespace) -> int:
     reporters: list[ProgressReporter] = []
 
     def on_submit(client: JobClient) -> None:
+        if client.web_interface_url:
+            print(f"job {client.job_id} submitted; dashboard and REST API: {client.web_interface_url}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        if options.no_progress:
+            return
         reporter = ProgressReporter(client, interval=options.progress_interval)
         reporters.append(reporter)
         reporter.start()
 
-    if not options.no_progress:
-        StreamExecutionEnvironment.context_job_listeners.append(on_submit)
+    StreamExecutionEnvironment.context_job_listeners.append(on_submit)
     if options.execution_target is not None:
         StreamExecutionEnvironment.context_configuration["execution.target"] = options.execution_target
     try:
@@ -190,8 +199,7 @@ def _run_command(options: argparse.Namespace) -> int:
         StreamExecutionEnvironment.context_configuration.pop("execution.target", None)
         for reporter in reporters:
             reporter.stop()
-        if not options.no_progress:
-            StreamExecutionEnvironment.context_job_listeners.remove(on_submit)
+        StreamExecutionEnvironment.context_job_listeners.remove(on_submit)
     return 0
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "FailoverStrategyType",
     "NetworkOptions",
     "PipelineOptions",
+    "RestOptions",
     "RestartStrategyType",
     "StateBackendType",
     "TaskManagerMode",
@@ -271,6 +272,35 @@ def _parse_restart_strategy(value: object, *, key: str) -> RestartStrategyType:
     if strategy is None:
         raise ConfigurationError(f"{key}: invalid value {value!r}; valid values: {', '.join(_RESTART_STRATEGY_ALIASES)}")
     return strategy
+PROMETHEUS_REPORTER_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
+
+
+def _parse_reporter_factory(value: object, *, key: str) -> str | None:
+    """The factory of a metric reporter; only Prometheus's exists here (through ``prometheus_client``)."""
+    if value is None or value == "":
+        return None
+    if str(value).strip() != PROMETHEUS_REPORTER_FACTORY:
+        raise ConfigurationError(f"{key}: unknown reporter factory {value!r}; valid values: {PROMETHEUS_REPORTER_FACTORY}")
+    return PROMETHEUS_REPORTER_FACTORY
+
+
+def _parse_port_range(value: object, *, key: str) -> tuple[int, int]:
+    """Flink's port setting: one port (``9249``; 0 picks a free one) or a range (``9250-9260``)."""
+    if isinstance(value, tuple) and len(value) == 2:
+        low, high = value
+    else:
+        text = str(value).strip()
+        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", text) if not isinstance(value, bool) else None
+        if match is None:
+            raise ConfigurationError(f"{key}: expected a port (e.g. 9249, 0 for any free port) or a range "
+                                     f"(e.g. 9250-9260), got {value!r}")  # fmt: skip
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+    if not (0 <= low <= high <= 65535):
+        raise ConfigurationError(f"{key}: {value!r} is not a port range within 0..65535 (low <= high)")
+    return (low, high)
+
+
 
 
 def _parse_optional_str(value: object, *, key: str) -> str | None:
@@ -507,6 +537,23 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.state-recovery.accept-duplicate-sink-output", False, _parse_bool,
              "Restore even when an exactly-once sink already committed output of a newer checkpoint "
              "(that output is written again: at-least-once)."),
+        # -- observability (flinklike_spark/_runtime/rest/ reads the typed view Configuration.rest) --
+        _opt("rest.port", 8081, _parse_int, "Port of the REST API and web dashboard (0: any free port; if "
+             "unset and 8081 is taken, a free one).", 0, 65535),
+        _opt("rest.address", None, _parse_optional_str,
+             "Address clients use for the REST API; unset: the bind address."),
+        _opt("rest.bind-address", None, _parse_optional_str,
+             "Interface the REST server binds; unset: 127.0.0.1 (loopback only)."),
+        _opt("web.cancel.enable", True, _parse_bool, "Allow cancelling jobs from the REST API and dashboard."),
+        _opt("web.refresh-interval", timedelta(seconds=3), _duration, "How often the dashboard refreshes.",
+             timedelta(milliseconds=100)),
+        _opt("metrics.fetcher.update-interval", timedelta(seconds=10), _duration,
+             "Oldest task metrics the REST API serves before it asks the TaskExecutors again "
+             "(they also send metrics with every heartbeat).", _ZERO),
+        _opt("metrics.reporter.prom.factory.class", None, _parse_reporter_factory,
+             f"Set to {PROMETHEUS_REPORTER_FACTORY} to serve every metric to Prometheus.", optional=True),
+        _opt("metrics.reporter.prom.port", (9249, 9249), _parse_port_range,
+             "Port (or range, e.g. 9250-9260) of the Prometheus endpoint; 0: any free port."),
         # -- object storage (flinklike_spark/storage.py derives each client's options from these) --
         _opt("s3.endpoint", None, _parse_optional_str, "S3 endpoint URL (MinIO, a local server); unset: AWS."),
         _opt("s3.access-key", None, _parse_optional_str, "S3 access key; unset: the standard AWS credential chain."),
@@ -603,6 +650,33 @@ class CheckpointingOptions:
     accept_duplicate_sink_output: bool = False
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestOptions:
+    """The REST API, dashboard and metric reporting of a cluster endpoint.
+
+    Attributes:
+        port: ``rest.port`` (0: any free port).
+        port_explicit: ``rest.port`` was configured; if not and the default
+            port is taken, a free port is used instead.
+        address: the host clients use (``rest.address``), or None (the bind address).
+        bind_address: the interface the server binds (``rest.bind-address``, default loopback).
+        cancel_enabled: ``web.cancel.enable``.
+        refresh_interval: ``web.refresh-interval``.
+        fetcher_update_interval: ``metrics.fetcher.update-interval``.
+        prometheus_port_range: (low, high) of ``metrics.reporter.prom.port`` if
+            the Prometheus reporter is configured, else None.
+    """
+
+    port: int
+    port_explicit: bool
+    address: str | None
+    bind_address: str
+    cancel_enabled: bool
+    refresh_interval: timedelta
+    fetcher_update_interval: timedelta
+    prometheus_port_range: tuple[int, int] | None
+
+
 class Configuration(Mapping[str, Any]):
     """An immutable, validated set of configuration values keyed by Flink's keys.
 
@@ -639,7 +713,7 @@ class Configuration(Mapping[str, Any]):
         self._values = parsed
         self._views: dict[str, Any] = {}
         # Build the views now so that cross-key validation fails at construction.
-        _ = (self.pipeline, self.cluster, self.network, self.checkpointing, self.storage)
+        _ = (self.pipeline, self.cluster, self.network, self.checkpointing, self.storage, self.rest, self.failover)
 
     @staticmethod
     def valid_keys() -> list[str]:
@@ -733,6 +807,25 @@ class Configuration(Mapping[str, Any]):
                 floating_buffers_per_gate=g("taskmanager.network.memory.floating-buffers-per-gate"),
                 max_buffers_per_channel=g("taskmanager.network.memory.max-buffers-per-channel"),
                 partition_request_timeout=g("taskmanager.network.request-backoff.max"),
+            ),
+        )
+
+    @property
+    def rest(self) -> RestOptions:
+        g = self.get
+        return self._view(
+            "rest",
+            lambda: RestOptions(
+                port=g("rest.port"),
+                port_explicit="rest.port" in self._values,
+                address=g("rest.address"),
+                bind_address=g("rest.bind-address") or "127.0.0.1",
+                cancel_enabled=g("web.cancel.enable"),
+                refresh_interval=g("web.refresh-interval"),
+                fetcher_update_interval=g("metrics.fetcher.update-interval"),
+                prometheus_port_range=(
+                    g("metrics.reporter.prom.port") if g("metrics.reporter.prom.factory.class") else None
+                ),
             ),
         )
 

@@ -80,6 +80,10 @@ class JobClient:
     waiting cancels the job and shuts its local cluster down before it
     propagates.
 
+    ``web_interface_url`` is the cluster's REST API and web dashboard
+    (``rest.port``), e.g. ``http://127.0.0.1:8081``; it serves the job until
+    ``wait`` closed a cluster the job owns.
+
     Thread rules: every method may be called from any thread. Requests that
     need the job (``cancel``, ``trigger_savepoint``) check its status and are
     posted under one lock that ``wait`` also holds while it closes the cluster,
@@ -102,7 +106,9 @@ class JobClient:
         attempts: Callable[[], dict[str, int]] = dict,
         restarts: Callable[[], int] | None = None,
         pending_checkpoints: Callable[[], list[str]] = list,
+        web_interface_url: str | None = None,
     ) -> None:
+        self.web_interface_url = web_interface_url
         self._pending_checkpoints = pending_checkpoints
         self._restarts = restarts
         self._exception_history = exception_history

@@ -3,7 +3,10 @@
 ``runtime_context.get_metrics_group()`` in a function's ``open`` gives the
 metric group of its operator (subtask); metrics registered there are updated
 on the task thread and read with the task's own metrics
-(``JobClient.task_metrics()``: ``"<operator>.<group>...<name>"`` keys)::
+(``JobClient.task_metrics()``: ``"<operator>.<group>...<name>"`` keys; the
+REST API's ``/jobs/:jobid/vertices/:vertexid/subtasks/metrics`` under the same
+names; Prometheus as ``flink_taskmanager_job_task_operator_<group>_<name>``
+with an ``operator_name`` label)::
 
     class Parse(MapFunction):
         def open(self, runtime_context):

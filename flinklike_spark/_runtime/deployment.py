@@ -132,3 +132,4 @@ class TaskExecutionState:
     error: BaseException | None = None
     accumulators: dict[str, Any] = dataclasses.field(default_factory=dict)
     committables: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # sink uid -> final committables
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # a terminal task's last raw metrics

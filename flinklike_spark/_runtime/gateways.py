@@ -136,10 +136,12 @@ class RegisterTaskExecutor:
 
 @_message
 class Heartbeat:
-    """A TaskExecutor's heartbeat with its slot report; the answer is False once it was declared lost."""
+    """A TaskExecutor's heartbeat with its slot report and its tasks' metrics (execution id -> name -> value);
+    the answer is False once it was declared lost."""
 
     resource_id: str
     slot_report: Any
+    metrics: dict[str, dict[str, float]] | None = None
 
 
 @_message
@@ -218,8 +220,11 @@ class ResourceManagerGateway:
     def register_task_executor(self, registration: Any) -> bool:
         return self._client.call(RegisterTaskExecutor(registration=registration))
 
-    def heartbeat(self, resource_id: str, slot_report: Any, *, timeout: float) -> bool:
-        return self._client.call(Heartbeat(resource_id=resource_id, slot_report=slot_report), timeout=timeout)
+    def heartbeat(
+        self, resource_id: str, slot_report: Any, metrics: dict[str, dict[str, float]] | None = None, *, timeout: float
+    ) -> bool:
+        message = Heartbeat(resource_id=resource_id, slot_report=slot_report, metrics=metrics)
+        return self._client.call(message, timeout=timeout)
 
 
 class JobMasterGateway:
@@ -257,7 +262,7 @@ class ClusterEndpointRpc(Protocol):
     """What the cluster endpoint serves for the ResourceManager and the JobMasters."""
 
     def register_task_executor(self, registration: Any) -> bool: ...
-    def heartbeat(self, resource_id: str, slot_report: Any) -> bool: ...
+    def heartbeat(self, resource_id: str, slot_report: Any, metrics: dict | None = None) -> bool: ...
     def update_task_execution_state(self, state: Any) -> None: ...
     def report_checkpoint(self, report: Any) -> None: ...
 
@@ -281,6 +286,6 @@ def serve_task_executor(node: FlightNode, te: TaskExecutorRpc) -> None:
 def serve_cluster_endpoint(node: FlightNode, endpoint: ClusterEndpointRpc) -> None:
     """Register ``endpoint``'s handler for every message the cluster endpoint serves."""
     node.register_handler(RegisterTaskExecutor, lambda m: endpoint.register_task_executor(m.registration))
-    node.register_handler(Heartbeat, lambda m: endpoint.heartbeat(m.resource_id, m.slot_report))
+    node.register_handler(Heartbeat, lambda m: endpoint.heartbeat(m.resource_id, m.slot_report, m.metrics))
     node.register_handler(UpdateTaskExecutionState, lambda m: endpoint.update_task_execution_state(m.state))
     node.register_handler(ReportCheckpoint, lambda m: endpoint.report_checkpoint(m.report))

@@ -49,6 +49,7 @@ from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Boundedness
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError, FlinklikeError, JobCancelledError
+from flinklike_spark.spark.bridge_progress import ProgressReporter
 
 __all__ = [
     "OUTPUT_SINK_UID",
@@ -122,7 +123,16 @@ class JobSpec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JobRecord:
-    """The runner's record in ``_bridge/job.json``."""
+    """The runner's record in ``_bridge/job.json``.
+
+    Attributes:
+        web_interface_url: the engine job's dashboard and REST API (``rest.port``
+            of the query's options; a free port if unset and 8081 is taken).
+        progress: the engine's progress, refreshed every few seconds while the job
+            runs (see :mod:`flinklike_spark.spark.bridge_progress`): Flink's job metrics
+            (``numRestarts``, ``numberOfCompletedCheckpoints``, ``lastCheckpointDuration``
+            ...) and per vertex ``read-records`` / ``write-records``.
+    """
 
     pid: int
     state: RunnerState
@@ -130,6 +140,8 @@ class JobRecord:
     bounded: bool = False
     error: str | None = None
     updated: float = 0.0
+    web_interface_url: str | None = None
+    progress: dict[str, Any] | None = None
 
 
 def record_dir(directory: str) -> Path:
@@ -220,15 +232,22 @@ def _run(spec: JobSpec, stop: threading.Event) -> RunnerState:
     )
     client = env.execute_async(f"spark bridge: {spec.pipeline}")
     bounded = _is_bounded(env)
-    _write_record(directory, JobRecord(pid=os.getpid(), state=RunnerState.RUNNING, job_id=client.job_id,
-                                       bounded=bounded))
+    running = JobRecord(pid=os.getpid(), state=RunnerState.RUNNING, job_id=client.job_id, bounded=bounded,
+                        web_interface_url=client.web_interface_url)  # fmt: skip
+    _write_record(directory, running)
+    _log.info("engine job %s runs; its dashboard and REST API: %s", client.job_id, client.web_interface_url)
     threading.Thread(target=lambda: (stop.wait(), client.cancel()), name="cancel-on-stop", daemon=True).start()
+    reporter = ProgressReporter(client, lambda progress: _write_record(
+        directory, dataclasses.replace(running, progress=progress)))  # fmt: skip
+    reporter.start()
     try:
         client.wait()
     except JobCancelledError:
         if stop.is_set():
             return RunnerState.STOPPED
         raise
+    finally:
+        reporter.stop()
     return RunnerState.FINISHED
 
 
@@ -237,6 +256,7 @@ def main() -> int:
     # Warnings only: a job checkpointing every second would log five lines a second at INFO.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _log.setLevel(logging.INFO)
+    logging.getLogger("flinklike_spark.spark.bridge_progress").setLevel(logging.INFO)  # a line every 5 s
     spec = JobSpec.from_json(sys.stdin.readline())
     stop = threading.Event()
 

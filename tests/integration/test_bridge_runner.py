@@ -35,3 +35,40 @@ def test_a_finished_bounded_job_is_not_resumed_and_no_warning_is_logged(tmp_path
     messages = [(r.levelno, r.getMessage()) for r in caplog.records]
     assert not [m for level, m in messages if level >= logging.WARNING], messages
     assert any("finished" in m for _, m in messages), messages
+
+
+def test_the_runner_reports_its_dashboard_and_the_engines_progress(tmp_path):
+    from tests.integration.rest_helpers import get, wait_for
+
+    job = EngineJob(
+        JobSpec(
+            pipeline="tests.spark.pipelines:keyed_count",
+            config={"execution.checkpointing.interval": "200 ms", "execution.checkpointing.dir": str(tmp_path),
+                    "rest.port": 0},  # fmt: skip
+            schema=COUNTED,
+            directory=str(tmp_path),
+        )
+    )
+    try:
+        record = job.wait_started(timeout=120)
+        assert record.state is RunnerState.RUNNING and record.web_interface_url.startswith("http://127.0.0.1:")
+        assert get(f"{record.web_interface_url}/jobs/{record.job_id}")["state"] == "RUNNING"
+
+        def source_records(progress):
+            return next(v for name, v in progress["vertices"].items() if name.startswith("Source: seq"))
+
+        # task metrics are at most metrics.fetcher.update-interval (10 s) old, reports come every 5 s
+        progress = wait_for(
+            "progress with completed checkpoints and records in the runner's record",
+            lambda: (p := job.record.progress) and p["numberOfCompletedCheckpoints"] >= 1
+            and source_records(p)["write-records"] > 0 and p,
+            timeout=60,
+        )
+        assert progress["state"] == "RUNNING" and progress["numRestarts"] == 0
+        assert progress["lastCheckpointDuration"] >= 0 and progress["lastCheckpointSize"] > 0
+        log = (tmp_path / "_bridge" / "runner.log").read_text()
+        assert f"dashboard and REST API: {record.web_interface_url}" in log
+        assert "checkpoints completed" in log
+    finally:
+        job.stop()
+    assert job.record.state is RunnerState.STOPPED and job.record.web_interface_url == record.web_interface_url

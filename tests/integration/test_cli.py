@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -52,6 +53,9 @@ def test_run_file_shows_progress_and_program_output(tmp_path):
     progress = [line for line in done.stderr.splitlines() if "backpressured" in line]
     assert progress, f"no progress lines on stderr:\n{done.stderr}"
     assert "RUNNING" in progress[-1] and "/s)" in progress[-1]
+    assert re.search(r"job [0-9a-f]{32} submitted; dashboard and REST API: http://127\.0\.0\.1:\d+", done.stderr), (
+        done.stderr
+    )
 
 
 def test_run_module_function_and_bad_target(tmp_path, monkeypatch):

@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import time
+import urllib.request
 
 from checkpointing import list_completed_checkpoints
 from connectors import DeltaSink, SequenceSource
@@ -101,13 +102,33 @@ def wait_for_checkpoints(client, directory: str, count: int, timeout: float = 18
         time.sleep(0.1)
 
 
+def rest_view(client, timeout: float = 60.0) -> dict:
+    """What the driver's REST API says once every vertex counted records: read by vertex, TaskExecutor pids.
+
+    heartbeat.interval is 1 s here, so the metrics stay younger than metrics.fetcher.update-interval
+    (10 s) and the REST API never asks the TaskExecutors itself: what it shows came with the heartbeats.
+    """
+    base = client.web_interface_url
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(f"{base}/jobs/{client.job_id}", timeout=10) as response:
+            job = json.loads(response.read())
+        records = {v["name"]: v["metrics"]["read-records"] + v["metrics"]["write-records"] for v in job["vertices"]}
+        if all(records.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    with urllib.request.urlopen(f"{base}/taskmanagers", timeout=10) as response:
+        managers = json.loads(response.read())["taskmanagers"]
+    return {"records": records, "rest_url": base, "task_executor_pids": sorted(m["pid"] for m in managers)}
+
+
 def keyed_delta(spark, args: dict) -> None:
     env = keyed_delta_job(args, records_per_key=args["records_per_key"], rate=args.get("rate"))
     client = env.execute_async("keyed delta on spark")
     report("submitted", job_id=client.job_id, driver_pid=os.getpid())
     if args.get("report_checkpointed"):
         wait_for_checkpoints(client, args["checkpoints"], 2)
-        report("checkpointed")
+        report("checkpointed", **rest_view(client))
     result = client.wait(600)
     report("finished", restarts=client.num_restarts, job_id=result.job_id)
 

@@ -89,9 +89,14 @@ def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(
     records_per_key = 2_500
     args = job_args(tmp_path, records_per_key=records_per_key, rate=2_000, report_checkpointed=True)
     session_driver.run("keyed-delta", args)
-    session_driver.expect("checkpointed", timeout=240)
+    checkpointed = session_driver.expect("checkpointed", timeout=240)
 
-    assert_one_task_executor_per_executor(spark_cluster)
+    workers = assert_one_task_executor_per_executor(spark_cluster)
+    # the driver's REST API shows the TaskExecutors on the executors and their tasks' metrics,
+    # which travelled with the heartbeats
+    assert checkpointed["task_executor_pids"] == sorted(workers), checkpointed
+    assert checkpointed["rest_url"].startswith("http://127.0.0.1:")
+    assert checkpointed["records"] and all(n > 0 for n in checkpointed["records"].values()), checkpointed
     spark_cluster.executor_processes()[0].send_signal(signal.SIGKILL)
 
     finished = session_driver.expect("finished", timeout=300)

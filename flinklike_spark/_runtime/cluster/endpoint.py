@@ -32,6 +32,7 @@ from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
 from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
+from flinklike_spark._runtime.rest.web_monitor import WebMonitor
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
 from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutorRegistration
 from flinklike_spark.config import Configuration
@@ -80,6 +81,10 @@ class ClusterEndpoint:
         self._closed = threading.Event()
         self._launch_lock = threading.Lock()  # close() never misses a replacement started meanwhile
         self._monitor = threading.Thread(target=self._monitor_task_executors, name="cluster-monitor", daemon=True)
+        # REST API, dashboard and Prometheus (flinklike_spark/_runtime/rest/); jobs stay listed after they end
+        self.web_monitor = WebMonitor(config, jobs=lambda: dict(self._jobs), main_thread=self._main,
+                                      resource_manager=self.resource_manager)  # fmt: skip
+        self.metric_store = self.web_monitor.metric_store
 
     def __enter__(self) -> ClusterEndpoint:
         self.start()
@@ -106,6 +111,7 @@ class ClusterEndpoint:
         node.start()
         count = self.config.cluster.number_of_task_managers
         try:
+            self.web_monitor.start()
             self._launch([f"{self._prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(count)])
             self._monitor.start()
             self.resource_manager.add_job_listener(self)  # kills what it declares lost
@@ -114,8 +120,8 @@ class ClusterEndpoint:
         except BaseException:
             self.close()
             raise
-        log.info("cluster up: %d TaskExecutors on %s, JobMaster RPC at %s", count, self.launcher.description,
-                 node.address)  # fmt: skip
+        log.info("cluster up: %d TaskExecutors on %s, JobMaster RPC at %s, dashboard at %s", count,
+                 self.launcher.description, node.address, self.web_monitor.url)  # fmt: skip
 
     def _wait_for_registrations(self, count: int) -> None:
         deadline = time.monotonic() + REGISTRATION_TIMEOUT
@@ -192,13 +198,17 @@ class ClusterEndpoint:
         self.resource_manager.register(registration)
         return True
 
-    def heartbeat(self, resource_id: str, slot_report) -> bool:
+    def heartbeat(self, resource_id: str, slot_report, metrics: dict | None = None) -> bool:
+        if metrics:
+            self.metric_store.add_task_metrics(metrics)
         return self.resource_manager.heartbeat(resource_id, slot_report)
 
     def update_task_execution_state(self, state) -> bool:
         job = self._jobs.get(state.job_id)
         if job is None:
             return False
+        if state.metrics:
+            self.metric_store.add_task_metrics({state.execution_id: state.metrics})
         job.update_task_execution_state(state)
         return True
 
@@ -230,6 +240,7 @@ class ClusterEndpoint:
             attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
             pending_checkpoints=job.describe_pending_checkpoints,
             on_done=self.close if owns_cluster else None,
+            web_interface_url=self.web_monitor.url,
         )
 
     def close(self) -> None:
@@ -244,6 +255,7 @@ class ClusterEndpoint:
             job.wait_terminal(timeout=10.0)
         acknowledged = self.resource_manager.shutdown_task_executors()
         self.launcher.close(acknowledged, timeout=10.0)
+        self.web_monitor.close()
         self.resource_manager.close()
         self._node.shutdown()
         self._main.shutdown()

@@ -194,6 +194,7 @@ class Execution:
             f"execution {attempt_id}", ExecutionState.CREATED, transition_table(), clock=clock
         )
         self._slot: Any = None
+        self._last_slot: Any = None  # kept after the slot is released: where the attempt ran
         self._failure_cause: BaseException | None = None
 
     @property
@@ -232,6 +233,11 @@ class Execution:
         return self._slot
 
     @property
+    def last_slot(self) -> Any:
+        """The slot this attempt was deployed into, also after it was released (None if never)."""
+        return self._last_slot
+
+    @property
     def failure_cause(self) -> BaseException | None:
         return self._failure_cause
 
@@ -261,7 +267,7 @@ class Execution:
                 f"execution {self._attempt_id}: a slot can only be assigned in SCHEDULED, it is {self.state.name}",
                 source=self.state,
             )
-        self._slot = slot
+        self._slot = self._last_slot = slot
 
     def take_slot(self) -> Any:
         """Return the assigned slot (or None) and forget it, so it is released only once."""

@@ -52,6 +52,7 @@ from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
+from flinklike_spark._runtime.jobmaster.checkpoint_stats import CheckpointStatsTracker
 from flinklike_spark._runtime.network.events import (
     AlignmentType,
     CheckpointBarrier,
@@ -158,6 +159,7 @@ class CheckpointCoordinator:
         self._drained: concurrent.futures.Future[None] | None = None  # set by stop()
         self.completed: list[CompletedCheckpointInfo] = []
         self.num_failed = 0
+        self.stats = CheckpointStatsTracker()  # for the REST API and metrics
 
     @property
     def storage(self) -> CheckpointLayout:
@@ -341,6 +343,9 @@ class CheckpointCoordinator:
             future=future,
         )
         self._pending[checkpoint_id] = pending
+        alignment = self._barrier_options(kind).alignment
+        self.stats.report_pending(checkpoint_id, kind, pending.trigger_time, len(executions),
+                                  unaligned=alignment is not AlignmentType.ALIGNED and kind == "checkpoint")  # fmt: skip
         pending.timeout = self._main.schedule(self._options.timeout, lambda: self._expire(checkpoint_id))
         barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self._barrier_options(kind))
         log.info("triggering %s %d of job %s (%s)", kind, checkpoint_id, self._graph.job_id, barrier.options)
@@ -372,6 +377,8 @@ class CheckpointCoordinator:
             return
         pending.waiting.discard(ack.execution_id)
         pending.acks.append(ack)
+        attempt = ExecutionAttemptID.from_full_id(ack.execution_id)
+        self.stats.report_ack(ack.checkpoint_id, attempt.job_vertex_id, attempt.subtask_index, ack, datetime.now(UTC))
         if not pending.waiting:
             self._complete(pending)
 
@@ -464,6 +471,7 @@ class CheckpointCoordinator:
             duration=record_duration,
         )
         self.completed.append(info)
+        self.stats.report_completed(checkpoint_id, record_duration, info.path)
         log.info(
             "completed %s %d of job %s (%s) in %.0f ms",
             pending.kind, checkpoint_id, self._graph.job_id, mode, info.duration.total_seconds() * 1000,
@@ -489,6 +497,7 @@ class CheckpointCoordinator:
         if pending.timeout is not None:
             pending.timeout.cancel()
         self.num_failed += 1
+        self.stats.report_failed(pending.checkpoint_id, datetime.now(UTC), reason)
         log.log(
             logging.INFO if quiet else logging.WARNING,
             "%s %d of job %s aborted: %s", pending.kind, pending.checkpoint_id, self._graph.job_id, reason,

@@ -54,6 +54,9 @@ class RegisteredTaskExecutor:
     pid: int
     gateway: TaskExecutorGateway
     last_heartbeat: float
+    cpu_cores: int = 0
+    physical_memory: int = 0
+    registered_at: float = 0.0  # epoch seconds
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
@@ -117,6 +120,9 @@ class ResourceManager:
                 pid=registration.pid,
                 gateway=gateway,
                 last_heartbeat=time.monotonic(),
+                cpu_cores=getattr(registration, "cpu_cores", 0),
+                physical_memory=getattr(registration, "physical_memory", 0),
+                registered_at=time.time(),
             )
             self._lock.notify_all()
         self._serve_waiting()
@@ -214,6 +220,15 @@ class ResourceManager:
         for resource_id, reason in dead.items():
             self.task_executor_lost(resource_id, reason)
         return dead
+
+    def task_executor_infos(self) -> list[tuple[RegisteredTaskExecutor, int, float]]:
+        """Every registered TaskExecutor with its allocated slot count and seconds since its last heartbeat."""
+        with self._lock:
+            now = time.monotonic()
+            return [
+                (e, sum(1 for (rid, _) in self._allocated if rid == e.resource_id), now - e.last_heartbeat)
+                for e in self._executors.values()
+            ]
 
     # -- slots --------------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ class RecordWriterOutput(Output):
         self._pending_bytes = [0.0] * n  # estimated
         self._oldest_pending: float | None = None
         self.records_out = 0
+        self.bytes_out = 0  # Flink's numBytesOut (Arrow bytes of the emitted rows)
 
     def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         if rows:
@@ -57,7 +58,9 @@ class RecordWriterOutput(Output):
         self.records_out += rows
         # Sizes are estimated from the batch's bytes per row: ``nbytes`` of every piece
         # and remainder would cost more than the rest of the bookkeeping together.
-        row_bytes = batch.nbytes / rows
+        nbytes = batch.nbytes
+        self.bytes_out += nbytes
+        row_bytes = nbytes / rows
         pending, sizes = self._pending, self._pending_bytes
         for channel, piece in self._selector.split(batch):
             pending[channel].append(piece)

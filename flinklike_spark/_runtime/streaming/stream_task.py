@@ -241,10 +241,22 @@ class TaskMetrics:
     and its sinks took (``count_out`` adds them up when asked).
     """
 
-    def __init__(self, count_out: Callable[[], int] = lambda: 0, user: MetricRegistry | None = None) -> None:
+    def __init__(
+        self,
+        count_out: Callable[[], int] = lambda: 0,
+        user: MetricRegistry | None = None,
+        *,
+        count_bytes_out: Callable[[], int] = lambda: 0,
+        input_watermark: Callable[[], int] | None = None,
+    ) -> None:
         self.records_in = 0
+        self.bytes_in = 0  # network input only (Flink's numBytesIn), see count_input
+        self._row_bytes = 0.0
+        self._until_sample = 0
         self._user = user
         self._count_out = count_out
+        self._count_bytes_out = count_bytes_out
+        self._input_watermark = input_watermark
         self.backpressured_seconds = 0.0
         self.idle_seconds = 0.0
         self.started = time.monotonic()
@@ -253,10 +265,29 @@ class TaskMetrics:
     def records_out(self) -> int:
         return self._count_out()
 
+    def count_input(self, batch) -> None:
+        """Count a buffer from the network: its rows, and its Arrow bytes.
+
+        ``RecordBatch.nbytes`` costs ~20 us (more than the rest of a buffer's
+        bookkeeping), so the bytes per row are measured on every 32nd buffer and
+        the others are counted at that rate: exact for fixed-width rows, an
+        estimate otherwise.
+        """
+        rows = batch.num_rows
+        self.records_in += rows
+        self._until_sample -= 1
+        if self._until_sample <= 0:
+            self._until_sample = 32
+            self._row_bytes = batch.nbytes / rows if rows else 0.0
+        self.bytes_in += int(rows * self._row_bytes)
+
     def snapshot(self) -> dict[str, float]:
         return {
             "records_in": self.records_in,
             "records_out": self.records_out,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self._count_bytes_out(),
+            **({"input_watermark": self._input_watermark()} if self._input_watermark is not None else {}),
             "backpressured_seconds": self.backpressured_seconds,
             "idle_seconds": self.idle_seconds,
             "uptime_seconds": time.monotonic() - self.started,
@@ -310,9 +341,16 @@ class StreamTask:
         self.chain = chain
         self.gates = list(input_gates)
         self.mailbox = Mailbox()
-        counters = [*chain.network_outputs, *(op for op in chain.operators if hasattr(op, "records_out"))]
+        # A source operator's own count is what its network outputs count again: sinks are added, sources not.
+        counters = [*chain.network_outputs, *(op for op in chain.operators
+                                              if hasattr(op, "records_out") and not isinstance(op, SourceOperator))]
         registry = chain.operators[0].context.metric_registry if chain.operators else None
-        self.metrics = TaskMetrics(count_out=lambda: sum(c.records_out for c in counters), user=registry)
+        self.metrics = TaskMetrics(
+            count_out=lambda: sum(c.records_out for c in counters),
+            user=registry,
+            count_bytes_out=lambda: sum(getattr(o, "bytes_out", 0) for o in chain.network_outputs),
+            input_watermark=(lambda: self._valve.current) if self.gates else None,
+        )
         self._buffer_timeout = buffer_timeout
         self._source_batch_rows = source_batch_rows
         self._clock = clock
@@ -477,7 +515,7 @@ class StreamTask:
             self._gate_cursor = (index + 1) % n
             channel, item = polled
             if item.buffer is not None:
-                self.metrics.records_in += item.buffer.num_rows
+                self.metrics.count_input(item.buffer)
                 checkpoints = self.checkpoints
                 if checkpoints is not None and checkpoints.recording:
                     checkpoints.on_buffer(index, channel, item.buffer)

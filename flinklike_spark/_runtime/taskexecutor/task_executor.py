@@ -26,6 +26,8 @@ import os
 import threading
 import time
 
+import psutil
+
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.gateways import JobMasterGateway, ResourceManagerGateway, serve_task_executor
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
@@ -48,6 +50,8 @@ class TaskExecutorRegistration:
     address: str
     num_slots: int
     pid: int
+    cpu_cores: int = 0  # of the TaskExecutor's machine (the REST API's /taskmanagers)
+    physical_memory: int = 0  # bytes
 
 
 class TaskExecutor:
@@ -110,6 +114,8 @@ class TaskExecutor:
                 address=node.address,
                 num_slots=self._config.cluster.slots_per_task_manager,
                 pid=os.getpid(),
+                cpu_cores=os.cpu_count() or 0,
+                physical_memory=psutil.virtual_memory().total,
             ),
         )
         self._heartbeat_thread.start()
@@ -228,7 +234,8 @@ class TaskExecutor:
     def task_metrics(self) -> dict[str, dict[str, float]]:
         with self._tasks_lock:
             tasks = list(self._tasks.values())
-        return {task.execution_id: task.metrics() for task in tasks}
+        metrics = {task.execution_id: task.metrics() for task in tasks}
+        return {execution_id: values for execution_id, values in metrics.items() if values}  # started tasks only
 
     def shutdown(self) -> None:
         threading.Thread(target=self.close, name="tm-shutdown", daemon=True).start()
@@ -240,6 +247,7 @@ class TaskExecutor:
             with self._tasks_lock:
                 task = self._tasks.pop(state.execution_id, None)
                 if task is not None:
+                    state = dataclasses.replace(state, metrics=task.metrics())  # the final counts, for the REST API
                     try:
                         self.slot_table.remove_task(state.execution_id)
                     except Exception:  # noqa: BLE001
@@ -252,8 +260,10 @@ class TaskExecutor:
         last_ok = time.monotonic()
         while not self._closed.wait(interval):
             try:
+                # Task metrics travel with the heartbeat (also from Spark executors, which nothing else polls).
+                report = self.slot_table.create_slot_report(self.resource_id)
                 known = self._resource_manager.heartbeat(
-                    self.resource_id, self.slot_table.create_slot_report(self.resource_id), timeout=max(1.0, interval)
+                    self.resource_id, report, self.task_metrics(), timeout=max(1.0, interval)
                 )
                 if known is not False:
                     last_ok = time.monotonic()

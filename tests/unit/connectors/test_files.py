@@ -202,7 +202,7 @@ def test_missing_path_raises_file_not_found_naming_it(base):
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
-        (("x",), {"format": "csv"}, "format must be one of ['json', 'lines'], got 'csv'"),
+        (("x",), {"format": "csv"}, "format must be one of ['json', 'lines', 'text'], got 'csv'"),
         (("x",), {"batch_size": 0}, "batch_size must be a positive int (>= 1), got 0"),
         (("x",), {"schema": pa.schema([("a", pa.int64())])}, "schema applies only to format='json'"),
         (([],), {}, "path_or_glob must be a non-empty path"),
@@ -276,7 +276,7 @@ def test_file_sink_rolls_parts(base):
 
 
 def test_file_sink_bad_arguments():
-    with pytest.raises(ConfigurationError, match="format must be one of \\['json', 'lines', 'parquet'\\], got 'csv'"):
+    with pytest.raises(ConfigurationError, match="format must be one of \\['json', 'lines', 'parquet', 'string'\\], got 'csv'"):
         FileSink("x", format="csv")
     with pytest.raises(ConfigurationError, match="max_rows_per_part must be a positive int"):
         FileSink("x", max_rows_per_part=0)
