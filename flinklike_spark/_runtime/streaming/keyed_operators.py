@@ -15,6 +15,7 @@ import copy
 import dataclasses
 from typing import Any
 
+from flinklike_spark._runtime.streaming.incremental_snapshot import incremental_snapshots, take_keyed_snapshot
 from flinklike_spark._runtime.streaming.keyed_state import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
     OperatorSnapshot,
@@ -57,6 +58,7 @@ class _KeyedFunctionOperator(_UserFunctionOperator):
     def setup(self, context, output) -> None:
         super().setup(context, output)
         self.backend = create_keyed_state_backend(context)
+        self.incremental = incremental_snapshots(self.backend, context)
 
     def open(self) -> None:
         _call_open(self.function, _RuntimeContext(self.context, self.backend, self.name))
@@ -67,7 +69,8 @@ class _KeyedFunctionOperator(_UserFunctionOperator):
                 self.backend.restore_entry(entry.state_name, entry.key, entry.value)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        return OperatorSnapshot(keyed=self.backend.snapshot_entries())
+        keyed, changes, chain = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
+        return OperatorSnapshot(keyed=keyed, keyed_changes=changes, chain=chain)
 
     def _keys(self, rows: list[dict]):
         """Every row, with the backend's current key set to the row's key before it is yielded."""

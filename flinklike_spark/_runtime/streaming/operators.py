@@ -27,6 +27,11 @@ import pyarrow as pa
 
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
+from flinklike_spark._runtime.streaming.incremental_snapshot import (
+    IncrementalConfig,
+    incremental_snapshots,
+    take_keyed_snapshot,
+)
 from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, create_keyed_state_backend
 from flinklike_spark._runtime.streaming.record_timestamps import (
     Timestamps,
@@ -133,6 +138,10 @@ class OperatorSnapshot:
 
     keyed: list[tuple[str, str, list[tuple[int, Any, Any]]]] = dataclasses.field(default_factory=list)
     operator: list[tuple[str, str, list[tuple[Any, Any]]]] = dataclasses.field(default_factory=list)
+    #: incremental checkpoints: ``(state name, kind, upserted entries, deleted entries)`` per changed state
+    keyed_changes: list[tuple[str, str, Any, Any]] = dataclasses.field(default_factory=list)
+    #: incremental checkpoints: the checkpoints whose rows make up the keyed state; None: self-contained
+    chain: tuple[int, ...] | None = None
 
 
 class RestoredEntry(NamedTuple):
@@ -181,6 +190,8 @@ class OperatorContext:
     lineage_id: str = ""  # first job of the restore lineage; see SinkWriterContext.transactional_id_prefix
     clock_ms: Callable[[], int] = dataclasses.field(default=lambda: int(time.time() * 1000))
     state_backend_type: StateBackendType = StateBackendType.HASHMAP  # Flink's state.backend.type
+    #: execution.checkpointing.incremental: when to write a new base (None: full checkpoints)
+    incremental: IncrementalConfig | None = None
     #: the task's user metrics (reported with the task's metrics)
     metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
 
@@ -533,6 +544,7 @@ class KeyedProcessOperator(ProcessOperator):
     def setup(self, context: OperatorContext, output: Output) -> None:
         super().setup(context, output)
         self.backend = create_keyed_state_backend(context)
+        self.incremental = incremental_snapshots(self.backend, context)
         self.timers = KeyedTimers()
 
     def initialize_state(self, restored: RestoredState | None) -> None:
@@ -547,12 +559,12 @@ class KeyedProcessOperator(ProcessOperator):
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         max_parallelism = self.context.max_parallelism
-        keyed = self.backend.snapshot_entries()
+        keyed, changes, chain = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
         for name, queue in ((_EVENT_TIMERS, self.timers.event_time), (_PROCESSING_TIMERS, self.timers.processing_time)):
             entries = [(key_group_for(key, max_parallelism), key, timestamp) for timestamp, key in queue.entries()]
             if entries:
                 keyed.append((name, "timer", entries))
-        return OperatorSnapshot(keyed=keyed)
+        return OperatorSnapshot(keyed=keyed, keyed_changes=changes, chain=chain)
 
     def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         fn = self.function.process_element
