@@ -77,8 +77,12 @@ class IncrementalConfig:
 
     @classmethod
     def from_configuration(cls, config: Any) -> IncrementalConfig | None:
-        """The config when ``execution.checkpointing.incremental`` is on, else None."""
-        if not config.get("execution.checkpointing.incremental"):
+        """The config when ``execution.checkpointing.incremental`` is on and checkpoints are periodic, else None.
+
+        Without ``execution.checkpointing.interval`` only savepoints are taken, which are
+        always full: tracking changes would cost per record and never be used.
+        """
+        if not config.get("execution.checkpointing.incremental") or config.get("execution.checkpointing.interval") is None:
             return None
         return cls(
             materialize_interval=config.get("state.backend.changelog.periodic-materialize.interval"),
