@@ -451,20 +451,15 @@ class State:  # noqa: B024 - a common base with shared behaviour, not an interfa
     Every access is one dict operation on ``table``.
     """
 
-    __slots__ = ("_backend", "_changed", "_table")
+    __slots__ = ("_backend", "_table")
 
     def __init__(self, backend: Any, table: dict) -> None:
         self._backend = backend
         self._table = table
-        # Keys written since the backend's last snapshot (incremental checkpoints): the
-        # backend's set for this state, or a sink that forgets them when it tracks none.
-        self._changed = getattr(backend, "change_tracker", _no_tracking)(table)
 
     def clear(self) -> None:
         """Remove the current key's entry."""
-        key = self._backend.current_key
-        self._table.pop(key, None)
-        self._changed.add(key)
+        self._table.pop(self._backend.current_key, None)
 
 
 class ValueState(State):
@@ -476,12 +471,10 @@ class ValueState(State):
 
     def update(self, value: Any) -> None:
         """Set the current key's value; None clears it."""
-        key = self._backend.current_key
         if value is None:
-            self._table.pop(key, None)
+            self._table.pop(self._backend.current_key, None)
         else:
-            self._table[key] = value
-        self._changed.add(key)
+            self._table[self._backend.current_key] = value
 
 
 class AppendingState(State):
@@ -510,24 +503,18 @@ class ListState(MergingState):
         return list(self._table.get(self._backend.current_key, ()))
 
     def add(self, value: Any) -> None:
-        key = self._backend.current_key
-        self._table.setdefault(key, []).append(value)
-        self._changed.add(key)
+        self._table.setdefault(self._backend.current_key, []).append(value)
 
     def add_all(self, values: Iterable[Any]) -> None:
         values = list(values)
         if values:
-            key = self._backend.current_key
-            self._table.setdefault(key, []).extend(values)
-            self._changed.add(key)
+            self._table.setdefault(self._backend.current_key, []).extend(values)
 
     def update(self, values: Iterable[Any]) -> None:
         """Replace the current key's list; an empty one clears it."""
         values = list(values)
         if values:
-            key = self._backend.current_key
-            self._table[key] = values
-            self._changed.add(key)
+            self._table[self._backend.current_key] = values
         else:
             self.clear()
 
@@ -547,10 +534,7 @@ class MapState(State):
     __slots__ = ()
 
     def _map(self) -> dict:
-        """The current key's map, created if missing; the caller is about to change it."""
-        key = self._backend.current_key
-        self._changed.add(key)
-        return self._table.setdefault(key, {})
+        return self._table.setdefault(self._backend.current_key, {})
 
     def get(self, key: Any) -> Any:
         return self._table.get(self._backend.current_key, {}).get(key)
@@ -563,11 +547,9 @@ class MapState(State):
             self._map().update(dict_value)
 
     def remove(self, key: Any) -> None:
-        current = self._backend.current_key
-        entries = self._table.get(current)
+        entries = self._table.get(self._backend.current_key)
         if entries is not None:
             entries.pop(key, None)
-            self._changed.add(current)
             if not entries:
                 self.clear()
 
@@ -616,7 +598,6 @@ class ReducingState(MergingState):
         key = self._backend.current_key
         current = self._table.get(key)
         self._table[key] = value if current is None else self._reduce(current, value)
-        self._changed.add(key)
 
 
 class AggregatingState(MergingState):
@@ -639,23 +620,6 @@ class AggregatingState(MergingState):
         if accumulator is None:
             accumulator = self._agg.create_accumulator()
         self._table[key] = self._agg.add(value, accumulator)
-        self._changed.add(key)
-
-
-class _NoTracking:
-    """A change set that forgets what it is given (backends that track no changes)."""
-
-    __slots__ = ()
-
-    def add(self, key: Any) -> None:
-        pass
-
-
-_NO_TRACKING = _NoTracking()
-
-
-def _no_tracking(table: dict) -> _NoTracking:
-    return _NO_TRACKING
 
 
 #: The handle class of each descriptor kind without TTL.

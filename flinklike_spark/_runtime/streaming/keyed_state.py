@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, stable_hash_scalar
+from flinklike_spark._runtime.streaming.tracked_state import TRACKED_HANDLE_OF_KIND
 from flinklike_spark._runtime.streaming.ttl_state import (
     IncrementalCleanup,
     TtlPolicy,
@@ -182,8 +183,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         max_parallelism: number of key groups.
         clock_ms: processing time in ms, for state TTL (injectable for tests).
         track_changes: record which keys each state handle writes, for
-            :meth:`snapshot_changes` (incremental checkpoints). A write then costs one
-            more ``set.add``; without it nothing is recorded. States with time-to-live
+            :meth:`snapshot_changes` (incremental checkpoints): handles are then the
+            tracking subclasses of :mod:`~flinklike_spark._runtime.streaming.tracked_state`
+            (one more ``set.add`` per write); without it, the plain handles. States with time-to-live
             change on reads and in background cleanups, so a backend holding one stops
             tracking (:attr:`tracks_changes` turns False) and snapshots are full.
     """
@@ -194,7 +196,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self.max_parallelism = max_parallelism
         self._track_changes = track_changes
         self._changes: dict[str, set] = {}  # state name -> keys written since the last snapshot
-        self._table_names: dict[int, str] = {}  # id(table) -> state name, for change_tracker
         self.current_key: Any = None
         self.clock_ms = clock_ms if clock_ms is not None else _wall_clock_ms
         self._tables: dict[str, dict] = {}
@@ -221,7 +222,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 )
             return self._handles[name]
         table = self._tables.setdefault(name, {})
-        self._table_names[id(table)] = name
         ttl = descriptor.ttl_config
         self._check_restored_ttl(descriptor, table, ttl is not None)
         if ttl is None:
@@ -243,12 +243,16 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         return handle
 
     def _plain_handle(self, descriptor: StateDescriptor, table: dict) -> Any:
-        cls = HANDLE_OF_KIND[descriptor.kind]
+        cls = (TRACKED_HANDLE_OF_KIND if self._track_changes else HANDLE_OF_KIND)[descriptor.kind]
         if descriptor.kind == "reducing":
-            return cls(self, table, descriptor.reduce_function)
-        if descriptor.kind == "aggregating":
-            return cls(self, table, descriptor.agg_function)
-        return cls(self, table)
+            handle = cls(self, table, descriptor.reduce_function)
+        elif descriptor.kind == "aggregating":
+            handle = cls(self, table, descriptor.agg_function)
+        else:
+            handle = cls(self, table)
+        if self._track_changes:
+            handle._changed = self._changes.setdefault(descriptor.name, set())
+        return handle
 
     @staticmethod
     def _check_restored_ttl(descriptor: StateDescriptor, table: dict, ttl: bool) -> None:
@@ -286,14 +290,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def state_names(self) -> list[str]:
         return sorted(self._tables)
-
-    def change_tracker(self, table: dict) -> Any:
-        """The set a handle of ``table`` adds every key it writes to (called by the handle's constructor)."""
-        from flinklike_spark.state import _NO_TRACKING
-
-        if not self._track_changes:
-            return _NO_TRACKING
-        return self._changes.setdefault(self._table_names[id(table)], set())
 
     @property
     def tracks_changes(self) -> bool:
