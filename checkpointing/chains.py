@@ -101,21 +101,29 @@ def resolve_chain_rows(parts: list[tuple[int, pa.Table]]) -> pa.Table:
     last_position = parts[-1][0]
     pieces: list[pa.Table] = []
     newer: dict[str, list[pa.Array]] = {}  # state name -> keys of newer parts
+    # Filters copy the binary columns: each is skipped when it would keep every row.
     for position, table in reversed(parts):
         is_entry = pc.and_(pc.greater_equal(table["key_group"], 0), pc.not_equal(table["state_kind"], _TIMER_KIND))
-        if position == last_position:
+        all_entries = pc.all(is_entry).as_py() is not False
+        if position == last_position and not all_entries:
             pieces.append(table.filter(pc.invert(is_entry)))  # timers and operator state: only the newest
-        entries = table.filter(is_entry)
+        entries = table if all_entries else table.filter(is_entry)
         if entries.num_rows == 0:
             continue
         names = entries["state_name"].unique().to_pylist()
         for name in names:
             rows = entries if len(names) == 1 else entries.filter(pc.equal(entries["state_name"], name))
             seen = newer.setdefault(name, [])
+            keys = rows["key"].combine_chunks()
             if seen:
                 value_set = seen[0] if len(seen) == 1 else pa.concat_arrays(seen)
-                rows = rows.filter(pc.invert(pc.is_in(rows["key"], value_set=value_set)))
-            seen.append(rows["key"].combine_chunks())
+                superseded = pc.is_in(keys, value_set=value_set)
+                if pc.any(superseded).as_py():
+                    keep = pc.invert(superseded)
+                    rows, keys = rows.filter(keep), keys.filter(keep)
+            seen.append(keys)
+            deleted = pc.equal(rows["change"], CHANGE_DELETE)
+            if pc.any(deleted).as_py():  # deletes were needed above, to hide older rows
+                rows = rows.filter(pc.invert(pc.fill_null(deleted, False)))
             pieces.append(rows)
-    out = pa.concat_tables(pieces)
-    return out.filter(pc.fill_null(pc.not_equal(out["change"], CHANGE_DELETE), True))
+    return pa.concat_tables(pieces) if pieces else parts[-1][1].slice(0, 0)

@@ -293,14 +293,17 @@ def read_state_files(
     filter: pds.Expression | None = None,
     columns: list[str] | None = None,
     checkpoint_ids: Collection[int] | None = None,
-) -> pa.Table:
+    per_file: bool = False,
+) -> pa.Table | list[pa.Table]:
     """Read committed rows of ``operator_state`` or ``channel_state``, file by file.
 
     ``checkpoint_ids`` (with or instead of ``checkpoint_id``) selects several
-    partitions. Files written before the ``change`` column existed read it as null.
-    Rows are the stored ones: incremental chains are not resolved here
-    (:func:`read_operator_state` does that). Does not check for a completion row (inspection reads partial commits too);
-    the restore functions do. Each file is checked for existence and size first.
+    partitions; ``per_file`` returns one table per file instead of one table.
+    Files written before the ``change`` column existed read it as null. Rows are
+    the stored ones: incremental chains are not resolved here
+    (:func:`read_operator_state` does that). Does not check for a completion row
+    (inspection reads partial commits too); the restore functions do. Each file
+    is checked for existence and size first.
 
     Raises:
         CorruptCheckpointError: a committed file is missing, truncated or unreadable.
@@ -323,9 +326,11 @@ def read_state_files(
         for name in schema.names:
             if name not in data.column_names and name not in ("job_id", "checkpoint_id"):
                 data = data.append_column(schema.field(name), pa.nulls(n, schema.field(name).type))
-        data = data.add_column(0, "checkpoint_id", pa.array([cid] * n, pa.int64()))
-        data = data.add_column(0, "job_id", pa.array([job] * n, pa.string()))
+        data = data.add_column(0, "checkpoint_id", pa.repeat(pa.scalar(cid, pa.int64()), n))
+        data = data.add_column(0, "job_id", pa.repeat(pa.scalar(job, pa.string()), n))
         parts.append(data.select(schema.names).cast(schema))
+    if per_file:
+        return [p.select(columns) if columns is not None else p for p in parts]
     result = pa.concat_tables(parts) if parts else schema.empty_table()
     return result.select(columns) if columns is not None else result
 
@@ -515,24 +520,31 @@ def _resolve_chains(
 ) -> pa.Table:
     """``own`` (the checkpoint's selected rows) with each chained subtask's keyed state resolved."""
     parent_ids = {c for chain in chains.values() for c in chain[:-1]}
-    parents = read_state_files(
+    # Read per file (a file holds one subtask's rows of one checkpoint), so that the
+    # large base needs no filtering to split it by checkpoint and subtask.
+    parts: dict[tuple[int, int], list[pa.Table]] = {}
+    files = read_state_files(
         layout, OPERATOR_STATE, job_id=job_id, checkpoint_ids=parent_ids,
         filter=expr & (pds.field("key_group") >= 0) & pds.field("subtask").isin(sorted(chains)),
+        per_file=True,
     )  # fmt: skip
+    for table in files:
+        if table.num_rows:
+            parts.setdefault((table["checkpoint_id"][0].as_py(), table["subtask"][0].as_py()), []).append(table)
     chained = pa.array(sorted(chains), pa.int32())
     out = [own.filter(pc.invert(pc.is_in(own["subtask"], value_set=chained)))]
     for subtask, chain in sorted(chains.items()):
-        of_subtask = parents.filter(pc.equal(parents["subtask"], subtask))
-        parts = [
-            (position, of_subtask.filter(pc.equal(of_subtask["checkpoint_id"], cid)))
+        links = [
+            (position, pa.concat_tables(parts[(cid, subtask)]))
             for position, cid in enumerate(chain[:-1])
+            if (cid, subtask) in parts
         ]
-        parts.append((len(chain) - 1, own.filter(pc.equal(own["subtask"], subtask))))
-        out.append(resolve_chain_rows(parts))
+        links.append((len(chain) - 1, own.filter(pc.equal(own["subtask"], subtask))))
+        out.append(resolve_chain_rows(links))
     table = pa.concat_tables([t.select(OPERATOR_STATE_SCHEMA.names).cast(OPERATOR_STATE_SCHEMA) for t in out])
     # Every resolved row belongs to this checkpoint's state, wherever it was stored.
     field = OPERATOR_STATE_SCHEMA.field("checkpoint_id")
-    return table.set_column(1, field, pa.array([checkpoint_id] * table.num_rows, pa.int64()))
+    return table.set_column(1, field, pa.repeat(pa.scalar(checkpoint_id, pa.int64()), table.num_rows))
 
 
 def decode_operator_state(table: pa.Table) -> Iterator[StateEntry]:
