@@ -133,3 +133,17 @@ def test_corrupt_incremental_checkpoint_falls_back_to_the_previous_one(tmp_path,
     with caplog.at_level(logging.WARNING):
         assert resume(directory, "unaligned") == EXPECTED
     assert any(f"checkpoint {latest}" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+
+
+def test_window_job_with_incremental_checkpoints_resumes_exactly_once(tmp_path):
+    """Window operators keep writing full snapshots when incremental checkpoints are on."""
+    from test_windows import assert_resumed, build_resumable, expected_resumable
+
+    directory = str(tmp_path / "checkpoints")
+    job_id = run_and_cancel_when(
+        build_resumable(config(directory, "aligned"), rows_per_second=2_500), directory, lambda c: len(c) >= 2
+    )
+    assert not any(chains_of(directory, job_id).values()), "a window operator wrote an incremental snapshot"
+    resumed = build_resumable(config(directory, "aligned") | {"execution.state-recovery.path": directory},
+                              rows_per_second=None).execute("resumed")  # fmt: skip
+    assert_resumed(resumed, expected_resumable()[0])
