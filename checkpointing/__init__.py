@@ -22,7 +22,9 @@ Task (async snapshot phase)::
         w.add_keyed_state("count", [(key_group, key, value), ...], kind="value")
         w.add_operator_state("offsets", [(split_id, offset)], kind="source_split")
         w.add_channel_state("input", gate, channel, sequence, record_batch)
+        w.add_keyed_changes("count", upserts, deletes)   # incremental: KeyedColumns of changes
         handle = w.finish()     # picklable StateHandle -> acknowledge to the JobMaster
+                                # (incremental: w.finish(chain=(base, ..., checkpoint_id)))
     # or w.discard() when declining; an exception inside ``with`` discards.
 
 JobMaster (checkpoint coordinator main thread)::
@@ -46,6 +48,11 @@ Restore (JobMaster picks, tasks read)::
     read_operator_state(base_url, job_id, cp.checkpoint_id, uid, key_groups=range(0, 64))
     read_operator_state(base_url, job_id, cp.checkpoint_id, uid, keyed=False)
     read_channel_state(base_url, job_id, cp.checkpoint_id, uid, subtask, "input")
+
+Incremental checkpoints (:mod:`checkpointing.chains`): a checkpoint's keyed
+rows may be changes (``change`` = put / delete) on top of older checkpoints; its
+``checkpoints`` row records each subtask's chain, ``read_operator_state``
+resolves it, and retention keeps every partition a retained chain names.
 
 Inspection (CLI): :mod:`checkpointing.inspect` (``list_checkpoints``,
 ``operator_state``, ``channel_state``, ``format_history``).

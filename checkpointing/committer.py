@@ -35,6 +35,7 @@ from deltalake.transaction import AddAction, CommitProperties, Transaction
 from flinklike_spark.errors import CheckpointCommitConflictError, CheckpointStorageError, CorruptCheckpointError
 
 from .app_transactions import commit_files, is_committed
+from .chains import encode_chains, live_checkpoint_ids
 from .layout import (
     CHANNEL_STATE,
     CHECKPOINTS,
@@ -52,6 +53,7 @@ from .schemas import (
     FORMAT_VERSION,
     LINEAGE_PROPERTY,
     MAX_PARALLELISM_PROPERTY_PREFIX,
+    STATE_CHAINS_PROPERTY,
     STATE_PARTITION_COLUMNS,
     CheckpointKind,
     SnapshotAlignment,
@@ -222,6 +224,7 @@ class CheckpointCommitter:
                 job_id=job_id, checkpoint_id=checkpoint_id, table_versions={}, skipped=frozenset(skipped)
             )
 
+        self._check_chains(job_id, checkpoint_id, handles, record)
         for table in STATE_TABLES:
             if not files[table]:
                 continue
@@ -263,6 +266,40 @@ class CheckpointCommitter:
         discard_handles(self._layout, keep)
 
     # -- steps ---------------------------------------------------------------
+
+    def _check_chains(
+        self, job_id: str, checkpoint_id: int, handles: Sequence[StateHandle], record: CheckpointRecord
+    ) -> None:
+        """Refuse an incremental checkpoint whose chain names a checkpoint that is not alive.
+
+        Alive: retained (it has a completion row) or named by a retained checkpoint's
+        chain; retention keeps exactly those partitions (:mod:`checkpointing.retention`),
+        so an alive chain's files exist. A chain on a checkpoint that never completed,
+        or whose state retention already deleted, would restore wrong state.
+
+        Raises:
+            CorruptCheckpointError: naming the checkpoint and the dead ids.
+        """
+        parents = {c for h in handles if h.chain is not None for c in h.chain[:-1]}
+        if not parents:
+            return
+        if record.kind == "savepoint":
+            raise ValueError(f"savepoint {checkpoint_id} of job {job_id!r} has incremental state; savepoints are self-contained")
+        from .reader import read_checkpoints_table
+
+        rows = read_checkpoints_table(self._layout, job_id).select(["checkpoint_id", "properties"]).to_pylist()
+        live = live_checkpoint_ids((r["checkpoint_id"], dict(r["properties"] or ())) for r in rows)
+        dead = sorted(parents - live)
+        if dead:
+            raise CorruptCheckpointError(
+                f"cannot commit incremental checkpoint {checkpoint_id} of job {job_id!r}: its state builds on "
+                f"checkpoints {dead}, which are neither retained nor shared by a retained checkpoint "
+                f"(aborted, or deleted by retention); the next checkpoint writes a full snapshot",
+                url=self._layout.base_url,
+                job_id=job_id,
+                checkpoint_id=checkpoint_id,
+                path=self._layout.table_path(OPERATOR_STATE),
+            )
 
     def _check_files(self, job_id: str, checkpoint_id: int, files: list[StateFile]) -> None:
         fs, _ = self._layout.filesystem()
@@ -440,5 +477,14 @@ class CheckpointCommitter:
             "operator_state_version": versions.get(OPERATOR_STATE),
             "channel_state_version": versions.get(CHANNEL_STATE),
             "format_version": FORMAT_VERSION,
-            "properties": sorted(record.stored_properties().items()),
+            "properties": sorted(_properties(record, handles).items()),
         }
+
+
+def _properties(record: CheckpointRecord, handles: Sequence[StateHandle]) -> dict[str, str]:
+    """The row's ``properties``: the record's, plus the chains of incremental subtasks."""
+    stored = record.stored_properties()
+    chains = {(h.operator_uid, h.subtask): h.chain for h in handles if h.chain is not None and len(h.chain) > 1}
+    if chains:
+        stored[STATE_CHAINS_PROPERTY] = encode_chains(chains)
+    return stored

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
+from .chains import decode_chains
 from .layout import (
     CHANNEL_STATE,
     OPERATOR_STATE,
@@ -25,7 +26,7 @@ from .layout import (
     as_layout,
     check_job_id,
 )
-from .reader import _committed_files, read_checkpoints_table, read_state_files
+from .reader import _committed_files, read_checkpoints_table, read_operator_state, read_state_files
 
 __all__ = [
     "StoredCheckpoint",
@@ -85,18 +86,47 @@ def _filter(operator_uid: str | None) -> pds.Expression | None:
 
 
 def operator_state(
-    base: Base, checkpoint_id: int, operator_uid: str | None = None, *, job_id: str | None = None
+    base: Base,
+    checkpoint_id: int,
+    operator_uid: str | None = None,
+    *,
+    job_id: str | None = None,
+    resolve: bool = True,
 ) -> pa.Table:
-    """Committed ``operator_state`` rows of a checkpoint id (every job unless ``job_id``)."""
+    """Committed ``operator_state`` rows of a checkpoint id (every job unless ``job_id``).
+
+    With ``resolve`` (the default) the keyed state of an incremental checkpoint is
+    resolved from its chain (the full state, as a restore reads it) and the
+    ``change`` column is left out; ``resolve=False`` shows the stored rows, with
+    ``change`` (``put`` / ``delete``, null in full snapshots).
+    """
     if job_id is not None:
         check_job_id(job_id)
     table = read_state_files(
         base, OPERATOR_STATE, job_id=job_id, checkpoint_id=checkpoint_id, filter=_filter(operator_uid)
     )
+    if resolve:
+        table = _resolved(as_layout(base), table, checkpoint_id, job_id, operator_uid).drop_columns(["change"])
     return table.sort_by(
         [("job_id", "ascending"), ("operator_uid", "ascending"), ("key_group", "ascending"),
          ("state_name", "ascending"), ("subtask", "ascending")]
     )
+
+
+def _resolved(
+    layout, table: pa.Table, checkpoint_id: int, job_id: str | None, operator_uid: str | None
+) -> pa.Table:
+    """``table`` with the rows of every chained (job, operator) replaced by its resolved state."""
+    rows = read_checkpoints_table(layout, job_id).filter(pc.equal(pc.field("checkpoint_id"), checkpoint_id))
+    for row in rows.select(["job_id", "properties"]).to_pylist():
+        uids = {uid for uid, _ in decode_chains(dict(row["properties"] or ()))}
+        for uid in sorted(uids):
+            if operator_uid is not None and uid != operator_uid:
+                continue
+            resolved = read_operator_state(layout, row["job_id"], checkpoint_id, uid)
+            others = pc.invert(pc.and_(pc.equal(table["job_id"], row["job_id"]), pc.equal(table["operator_uid"], uid)))
+            table = pa.concat_tables([table.filter(others), resolved])
+    return table
 
 
 def channel_state(

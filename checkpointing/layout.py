@@ -34,6 +34,7 @@ from .schemas import (
     CHANNEL_STATE_SCHEMA,
     CHECKPOINTS_SCHEMA,
     OPERATOR_STATE_SCHEMA,
+    OPTIONAL_COLUMNS,
     STATE_PARTITION_COLUMNS,
 )
 
@@ -193,12 +194,32 @@ class CheckpointLayout:
                 url=uri,
             ) from exc
         present = set(pa.schema(dt.schema()).names)
-        missing = [n for n in schema.names if n not in present]
+        missing = [n for n in schema.names if n not in present and n not in OPTIONAL_COLUMNS]
+        if create and any(n not in present for n in schema.names):
+            dt = self._add_optional_columns(dt, [f for f in schema if f.name not in present and f.name in OPTIONAL_COLUMNS])
         if missing:
             raise IncompatibleCheckpointError(
                 f"checkpoint table {uri!r} lacks columns {missing} of format this library writes",
                 url=uri,
             )
+        return dt
+
+    def _add_optional_columns(self, dt: DeltaTable, fields: list[pa.Field]) -> DeltaTable:
+        """Evolve a table written by an older version: add its missing optional (nullable) columns."""
+        if not fields:
+            return dt
+        from deltalake.schema import Field, PrimitiveType
+
+        types = {pa.string(): "string", pa.int64(): "long", pa.int32(): "integer"}
+        try:
+            dt.alter.add_columns([Field(f.name, PrimitiveType(types[f.type]), nullable=True) for f in fields])
+            dt.update_incremental()
+        except (DeltaError, OSError) as exc:
+            raise CheckpointStorageError(
+                f"cannot add columns {[f.name for f in fields]} to checkpoint table {dt.table_uri!r}: "
+                f"{type(exc).__name__}: {exc}",
+                url=dt.table_uri,
+            ) from exc
         return dt
 
     def _make_dirs(self, table: TableName) -> None:

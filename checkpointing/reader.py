@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import os
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -30,6 +30,7 @@ from flinklike_spark.errors import (
     CorruptCheckpointError,
 )
 
+from .chains import decode_chains, resolve_chain_rows
 from .layout import (
     CHANNEL_STATE,
     CHECKPOINTS,
@@ -213,7 +214,11 @@ def _completed(layout: CheckpointLayout, job_id: str, checkpoint_id: int) -> Com
 
 
 def _committed_files(
-    layout: CheckpointLayout, table: TableName, job_id: str | None, checkpoint_id: int | None
+    layout: CheckpointLayout,
+    table: TableName,
+    job_id: str | None,
+    checkpoint_id: int | None,
+    checkpoint_ids: Collection[int] | None = None,
 ) -> list[tuple[str, int, str, int]]:
     """``(relative path, size, job_id, checkpoint_id)`` of the committed files of a table."""
     dt = layout.open_table(table)
@@ -230,6 +235,9 @@ def _committed_files(
         selected = selected.filter(pc.equal(selected["partition.job_id"], job_id))
     if checkpoint_id is not None:
         selected = selected.filter(pc.equal(selected["partition.checkpoint_id"], checkpoint_id))
+    if checkpoint_ids is not None:
+        wanted = pa.array(sorted(checkpoint_ids), selected.schema.field("partition.checkpoint_id").type)
+        selected = selected.filter(pc.is_in(selected["partition.checkpoint_id"], value_set=wanted))
     out = list(
         zip(
             selected["path"].to_pylist(),
@@ -284,11 +292,18 @@ def read_state_files(
     checkpoint_id: int | None = None,
     filter: pds.Expression | None = None,
     columns: list[str] | None = None,
-) -> pa.Table:
+    checkpoint_ids: Collection[int] | None = None,
+    per_file: bool = False,
+) -> pa.Table | list[pa.Table]:
     """Read committed rows of ``operator_state`` or ``channel_state``, file by file.
 
-    Does not check for a completion row (inspection reads partial commits too);
-    the restore functions do. Each file is checked for existence and size first.
+    ``checkpoint_ids`` (with or instead of ``checkpoint_id``) selects several
+    partitions; ``per_file`` returns one table per file instead of one table.
+    Files written before the ``change`` column existed read it as null. Rows are
+    the stored ones: incremental chains are not resolved here
+    (:func:`read_operator_state` does that). Does not check for a completion row
+    (inspection reads partial commits too); the restore functions do. Each file
+    is checked for existence and size first.
 
     Raises:
         CorruptCheckpointError: a committed file is missing, truncated or unreadable.
@@ -299,7 +314,7 @@ def read_state_files(
     schema = OPERATOR_STATE_SCHEMA if table == OPERATOR_STATE else CHANNEL_STATE_SCHEMA
     fs, _ = layout.filesystem()
     parts: list[pa.Table] = []
-    for relative, size, job, cid in _committed_files(layout, table, job_id, checkpoint_id):
+    for relative, size, job, cid in _committed_files(layout, table, job_id, checkpoint_id, checkpoint_ids):
         path = layout.file_path(table, relative)
         _check_file(layout, job, cid, path, size, footer=False)
         try:
@@ -308,9 +323,14 @@ def read_state_files(
         except (OSError, pa.ArrowException) as exc:
             raise _corrupt(layout, job, cid, path, f"is damaged ({type(exc).__name__}: {exc})") from exc
         n = data.num_rows
-        data = data.add_column(0, "checkpoint_id", pa.array([cid] * n, pa.int64()))
-        data = data.add_column(0, "job_id", pa.array([job] * n, pa.string()))
+        for name in schema.names:
+            if name not in data.column_names and name not in ("job_id", "checkpoint_id"):
+                data = data.append_column(schema.field(name), pa.nulls(n, schema.field(name).type))
+        data = data.add_column(0, "checkpoint_id", pa.repeat(pa.scalar(cid, pa.int64()), n))
+        data = data.add_column(0, "job_id", pa.repeat(pa.scalar(job, pa.string()), n))
         parts.append(data.select(schema.names).cast(schema))
+    if per_file:
+        return [p.select(columns) if columns is not None else p for p in parts]
     result = pa.concat_tables(parts) if parts else schema.empty_table()
     return result.select(columns) if columns is not None else result
 
@@ -335,6 +355,26 @@ def verify_checkpoint(base: Base, job_id: str, checkpoint_id: int, *, full: bool
         OPERATOR_STATE: completed.operator_state_files,
         CHANNEL_STATE: completed.channel_state_files,
     }
+    parents = {c for chain in decode_chains(completed.properties).values() for c in chain[:-1]}
+    if parents:
+        # Files shared with older checkpoints of its incremental chains: present and readable.
+        for relative, size, _, cid in _committed_files(layout, OPERATOR_STATE, job_id, None, parents):
+            path = layout.file_path(OPERATOR_STATE, relative)
+            try:
+                _check_file(layout, job_id, cid, path, size, footer=True)
+            except CorruptCheckpointError as exc:
+                raise _corrupt(
+                    layout, job_id, checkpoint_id, path,
+                    f"(shared with checkpoint {cid} in its incremental chain) is bad: {exc}",
+                ) from exc
+            if full:
+                try:
+                    with fs.open(path, "rb") as f:
+                        pq.read_table(f)
+                except (OSError, pa.ArrowException) as exc:
+                    raise _corrupt(
+                        layout, job_id, checkpoint_id, path, f"is damaged ({type(exc).__name__}: {exc})"
+                    ) from exc
     for table in STATE_TABLES:
         files = _committed_files(layout, table, job_id, checkpoint_id)
         if len(files) != expected[table]:
@@ -415,7 +455,12 @@ def read_operator_state(
     keyed: bool | None = None,
     state_name: str | None = None,
 ) -> pa.Table:
-    """Rows of ``operator_state`` of one operator in a completed checkpoint.
+    """Rows of ``operator_state`` of one operator in a completed checkpoint: its full state.
+
+    For an incremental checkpoint the keyed state of each chained subtask is
+    resolved from its chain (base rows plus later changes, newest wins, deletes
+    dropped; see :mod:`checkpointing.chains`), so the result reads like a full
+    snapshot's rows, all with this ``checkpoint_id``.
 
     Args:
         key_groups: keep keyed rows whose key group lies in this range (step 1),
@@ -438,7 +483,7 @@ def read_operator_state(
     """
     layout = as_layout(base)
     check_job_id(job_id)
-    _completed(layout, job_id, checkpoint_id)
+    completed = _completed(layout, job_id, checkpoint_id)
     expr = pds.field("operator_uid") == operator_uid
     if key_groups is not None:
         if not isinstance(key_groups, range) or key_groups.step != 1:
@@ -457,7 +502,49 @@ def read_operator_state(
     if state_name is not None:
         expr &= pds.field("state_name") == state_name
     table = read_state_files(layout, OPERATOR_STATE, job_id=job_id, checkpoint_id=checkpoint_id, filter=expr)
+    chains = {s: c for (uid, s), c in decode_chains(completed.properties).items() if uid == operator_uid}
+    if subtask is not None:
+        chains = {s: c for s, c in chains.items() if s == subtask}
+    if chains and keyed is not False:
+        table = _resolve_chains(layout, job_id, checkpoint_id, table, chains, expr)
     return table.sort_by([("key_group", "ascending"), ("state_name", "ascending"), ("subtask", "ascending")])
+
+
+def _resolve_chains(
+    layout: CheckpointLayout,
+    job_id: str,
+    checkpoint_id: int,
+    own: pa.Table,
+    chains: Mapping[int, tuple[int, ...]],
+    expr: pds.Expression,
+) -> pa.Table:
+    """``own`` (the checkpoint's selected rows) with each chained subtask's keyed state resolved."""
+    parent_ids = {c for chain in chains.values() for c in chain[:-1]}
+    # Read per file (a file holds one subtask's rows of one checkpoint), so that the
+    # large base needs no filtering to split it by checkpoint and subtask.
+    parts: dict[tuple[int, int], list[pa.Table]] = {}
+    files = read_state_files(
+        layout, OPERATOR_STATE, job_id=job_id, checkpoint_ids=parent_ids,
+        filter=expr & (pds.field("key_group") >= 0) & pds.field("subtask").isin(sorted(chains)),
+        per_file=True,
+    )  # fmt: skip
+    for table in files:
+        if table.num_rows:
+            parts.setdefault((table["checkpoint_id"][0].as_py(), table["subtask"][0].as_py()), []).append(table)
+    chained = pa.array(sorted(chains), pa.int32())
+    out = [own.filter(pc.invert(pc.is_in(own["subtask"], value_set=chained)))]
+    for subtask, chain in sorted(chains.items()):
+        links = [
+            (position, pa.concat_tables(parts[(cid, subtask)]))
+            for position, cid in enumerate(chain[:-1])
+            if (cid, subtask) in parts
+        ]
+        links.append((len(chain) - 1, own.filter(pc.equal(own["subtask"], subtask))))
+        out.append(resolve_chain_rows(links))
+    table = pa.concat_tables([t.select(OPERATOR_STATE_SCHEMA.names).cast(OPERATOR_STATE_SCHEMA) for t in out])
+    # Every resolved row belongs to this checkpoint's state, wherever it was stored.
+    field = OPERATOR_STATE_SCHEMA.field("checkpoint_id")
+    return table.set_column(1, field, pa.repeat(pa.scalar(checkpoint_id, pa.int64()), table.num_rows))
 
 
 def decode_operator_state(table: pa.Table) -> Iterator[StateEntry]:

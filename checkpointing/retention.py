@@ -12,6 +12,11 @@ Order of operations, chosen so that a crash at any point never leaves a
    it deletes only files removed from the log, never the uncommitted files of
    checkpoints still being written).
 
+Incremental checkpoints share files: a checkpoint's partition stays while a
+retained checkpoint or savepoint is that checkpoint or names it in a chain
+(:func:`checkpointing.chains.live_checkpoint_ids`, Flink's
+``SharedStateRegistry``), even after its own ``checkpoints`` row is dropped.
+
 Savepoints are never deleted. Time travel to table versions older than the
 vacuum no longer finds the dropped files (that is the point).
 """
@@ -26,6 +31,7 @@ from deltalake.exceptions import DeltaError
 
 from flinklike_spark.errors import CheckpointStorageError
 
+from .chains import live_checkpoint_ids
 from .layout import CHECKPOINTS, STATE_TABLES, CheckpointLayout, as_layout, check_job_id
 from .reader import _committed_files, list_completed_checkpoints
 from .schemas import CheckpointKind
@@ -47,6 +53,8 @@ class RetentionResult:
         dropped: ids of completed checkpoints whose rows and state were deleted.
         vacuumed_files: paths (relative to their table) deleted from storage.
         orphan_files: uncommitted files of abandoned checkpoints deleted.
+        shared: ids of dropped checkpoints whose state was kept because a retained
+            checkpoint's incremental chain reads it.
     """
 
     job_id: str
@@ -54,6 +62,7 @@ class RetentionResult:
     dropped: tuple[int, ...]
     vacuumed_files: tuple[str, ...]
     orphan_files: tuple[str, ...]
+    shared: tuple[int, ...] = ()
 
 
 def retain(
@@ -95,15 +104,19 @@ def retain(
     if not retained:
         return RetentionResult(job_id=job_id, retained=(), dropped=(), vacuumed_files=(), orphan_files=())
     oldest = retained[0]
+    kept = [c for c in completed if c.kind == "savepoint" or c.checkpoint_id in retained]
+    # Partitions that retained checkpoints (and savepoints) read: their own and their chains'.
+    shared = live_checkpoint_ids((c.checkpoint_id, c.properties) for c in kept)
 
     if dropped:
         _delete(layout, CHECKPOINTS, f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})")
+    protected = sorted(c for c in shared | savepoints if c < oldest)
     if drop_abandoned:
         state_predicate = f"job_id = '{job_id}' AND checkpoint_id < {oldest}"
-        if savepoints:
-            state_predicate += f" AND checkpoint_id NOT IN ({_ids(sorted(savepoints))})"
-    elif dropped:
-        state_predicate = f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})"
+        if protected:
+            state_predicate += f" AND checkpoint_id NOT IN ({_ids(protected)})"
+    elif [c for c in dropped if c not in shared]:
+        state_predicate = f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(c for c in dropped if c not in shared)})"
     else:
         state_predicate = None
     vacuumed: list[str] = []
@@ -112,7 +125,7 @@ def retain(
             _delete(layout, table, state_predicate)
     for table in (CHECKPOINTS, *STATE_TABLES):
         vacuumed.extend(f"{table}/{p}" for p in _vacuum(layout, table))
-    orphans = _delete_orphans(layout, job_id, oldest, savepoints) if drop_abandoned else []
+    orphans = _delete_orphans(layout, job_id, oldest, savepoints | shared) if drop_abandoned else []
     _log.info(
         "retention of job %s: kept %s, dropped %s, vacuumed %d files, %d orphans",
         job_id, retained, dropped, len(vacuumed), len(orphans),
@@ -123,6 +136,7 @@ def retain(
         dropped=dropped,
         vacuumed_files=tuple(vacuumed),
         orphan_files=tuple(orphans),
+        shared=tuple(c for c in dropped if c in shared),
     )
 
 

@@ -15,6 +15,8 @@ from typing import Final, Literal, TypeVar, get_args
 import pyarrow as pa
 
 __all__ = [
+    "CHANGE_DELETE",
+    "CHANGE_PUT",
     "CHANNEL_STATE_FILE_SCHEMA",
     "CHANNEL_STATE_SCHEMA",
     "CHECKPOINTS_SCHEMA",
@@ -24,7 +26,9 @@ __all__ = [
     "NON_KEYED_KEY_GROUP",
     "OPERATOR_STATE_FILE_SCHEMA",
     "OPERATOR_STATE_SCHEMA",
+    "OPTIONAL_COLUMNS",
     "REPR_LIMIT",
+    "STATE_CHAINS_PROPERTY",
     "STATE_PARTITION_COLUMNS",
     "CheckpointKind",
     "Direction",
@@ -47,6 +51,19 @@ LINEAGE_PROPERTY: Final = "lineage_id"
 #: ``properties`` key prefix of a ``checkpoints`` row: ``<prefix><vertex id>`` ->
 #: the vertex's max parallelism (number of key groups) when the checkpoint was taken.
 MAX_PARALLELISM_PROPERTY_PREFIX: Final = "max_parallelism."
+
+#: ``properties`` key of a ``checkpoints`` row written with incremental checkpoints: a JSON
+#: list of ``{"uid": operator uid, "subtask": n, "chain": [checkpoint ids]}``, one per
+#: subtask whose keyed state in this checkpoint is changes on top of older checkpoints.
+#: ``chain`` starts with the checkpoint holding the base (a full snapshot) and ends with
+#: this checkpoint; the state is the base's keyed rows, then each later checkpoint's
+#: ``change`` rows in order (last write wins). A subtask without an entry is self-contained.
+STATE_CHAINS_PROPERTY: Final = "state_chains"
+
+#: ``change`` of an ``operator_state`` row: the key's entry at this checkpoint ...
+CHANGE_PUT: Final = "put"
+#: ... or the key's entry was removed since the previous checkpoint of the chain.
+CHANGE_DELETE: Final = "delete"
 
 #: ``key_group`` of operator (non-keyed) state rows.
 NON_KEYED_KEY_GROUP: Final = -1
@@ -100,8 +117,12 @@ OPERATOR_STATE_FILE_SCHEMA: Final = pa.schema(
         pa.field("value", pa.binary()),
         pa.field("key_repr", pa.string()),
         pa.field("value_repr", pa.string()),
+        # null: an entry of a full snapshot; "put" / "delete": a change of an incremental one
+        pa.field("change", pa.string()),
     ]
 )
+#: Columns a table written by an older version may lack (they read as null).
+OPTIONAL_COLUMNS: Final = frozenset({"change"})
 OPERATOR_STATE_SCHEMA: Final = pa.schema(_PARTITION_FIELDS + list(OPERATOR_STATE_FILE_SCHEMA))
 
 CHANNEL_STATE_FILE_SCHEMA: Final = pa.schema(

@@ -40,6 +40,8 @@ from .layout import (
     check_job_id,
 )
 from .schemas import (
+    CHANGE_DELETE,
+    CHANGE_PUT,
     CHANNEL_STATE_FILE_SCHEMA,
     NON_KEYED_KEY_GROUP,
     OPERATOR_STATE_FILE_SCHEMA,
@@ -109,6 +111,10 @@ class StateHandle:
     channel_state_bytes: int
     operator_state_rows: int
     channel_state_rows: int
+    #: Incremental keyed state: the checkpoints whose ``operator_state`` rows of this
+    #: operator and subtask make up its keyed state (base first, this checkpoint last;
+    #: see :data:`checkpointing.schemas.STATE_CHAINS_PROPERTY`). None: self-contained.
+    chain: tuple[int, ...] | None = None
 
 
 def serialize_batch(batch: pa.RecordBatch) -> bytes:
@@ -306,6 +312,26 @@ class SnapshotWriter:
                 raise ValueError(f"key_group must be an int >= 0, got {key_group!r}")
             self._add_state_row(state_name, kind, key_group, key, value)
 
+    def add_keyed_changes(
+        self,
+        state_name: str,
+        upserts: KeyedColumns,
+        deletes: KeyedColumns,
+        *,
+        kind: StateKind = "value",
+    ) -> None:
+        """Add the changes of one keyed state since the previous checkpoint of its chain.
+
+        ``upserts`` are ``(key_group, key, value)`` entries written with ``change`` =
+        ``"put"``; ``deletes`` are ``(key_group, key, _)`` of removed keys, written with
+        ``change`` = ``"delete"`` and a null value. Pass the chain to :meth:`finish`.
+        """
+        check_literal(kind, StateKind, "state kind")
+        self._check_open("add_keyed_changes")
+        self._check_name(state_name)
+        self._add_keyed_columns(state_name, kind, upserts, change=CHANGE_PUT)
+        self._add_keyed_columns(state_name, kind, deletes, change=CHANGE_DELETE)
+
     def add_operator_state(
         self,
         state_name: str,
@@ -358,13 +384,24 @@ class SnapshotWriter:
 
     # -- completion ----------------------------------------------------------
 
-    def finish(self) -> StateHandle:
+    def finish(self, *, chain: Sequence[int] | None = None) -> StateHandle:
         """Flush pending rows and return the handle of every file written.
+
+        Args:
+            chain: for an incremental snapshot, the checkpoint ids whose rows make up
+                this subtask's keyed state, oldest (the base) first, ending with this
+                checkpoint. None for a self-contained snapshot.
 
         After this the writer is closed; the files belong to the handle until
         the coordinator commits or aborts it.
         """
         self._check_open("finish")
+        if chain is not None:
+            chain = tuple(int(c) for c in chain)
+            if not chain or chain[-1] != self.checkpoint_id or list(chain) != sorted(set(chain)):
+                raise ValueError(
+                    f"chain must be increasing checkpoint ids ending with {self.checkpoint_id}, got {chain!r}"
+                )
         try:
             for table in (OPERATOR_STATE, CHANNEL_STATE):
                 self._flush(table)
@@ -384,6 +421,7 @@ class SnapshotWriter:
             channel_state_bytes=sum(f.size for f in files if f.table == CHANNEL_STATE),
             operator_state_rows=self._rows[OPERATOR_STATE],
             channel_state_rows=self._rows[CHANNEL_STATE],
+            chain=chain,
         )
 
     @property
@@ -449,10 +487,13 @@ class SnapshotWriter:
                 "value": _dumps(value),
                 "key_repr": truncated_repr(key),
                 "value_repr": truncated_repr(value),
+                "change": None,
             },
         )
 
-    def _add_keyed_columns(self, state_name: str, kind: str, entries: KeyedColumns) -> None:
+    def _add_keyed_columns(
+        self, state_name: str, kind: str, entries: KeyedColumns, *, change: str | None = None
+    ) -> None:
         """Column-wise ``add_keyed_state``: all entries become one Arrow table sorted by key
         group, written in files of ``max_rows_per_file`` rows, so each file covers a narrow
         key-group range (a restore of some key groups skips other files by their statistics)."""
@@ -479,9 +520,10 @@ class SnapshotWriter:
                 pa.array([state_name]).take(zeros),
                 pa.array([kind]).take(zeros),
                 pa.array(_dumps_all(keys), type=pa.binary()),
-                pa.array(_dumps_all(values), type=pa.binary()),
+                pa.nulls(rows, pa.binary()) if change == CHANGE_DELETE else pa.array(_dumps_all(values), type=pa.binary()),
                 _reprs(keys),
-                _reprs(values),
+                pa.nulls(rows, pa.string()) if change == CHANGE_DELETE else _reprs(values),
+                pa.nulls(rows, pa.string()) if change is None else pa.array([change]).take(zeros),
             ],
             schema=OPERATOR_STATE_FILE_SCHEMA,
         )

@@ -530,6 +530,15 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, _parse_int,
              "Consecutive checkpoint failures tolerated before the job fails.", 0),
         _opt("execution.checkpointing.num-retained", 1, _parse_int, "Completed checkpoints kept.", 1),
+        _opt("execution.checkpointing.incremental", False, _parse_bool,
+             "Keyed state checkpoints write only the keys changed since the previous checkpoint, on top of a "
+             "periodically materialized full base (savepoints stay self-contained)."),
+        _opt("state.backend.changelog.periodic-materialize.interval", timedelta(minutes=10), _duration,
+             "With incremental checkpoints: write a full base at the first checkpoint after this much time "
+             "since the last one.", _MS),
+        _opt("execution.checkpointing.incremental.max-chain-length", 20, _parse_int,
+             "With incremental checkpoints: write a full base when a subtask's chain (base plus changes) "
+             "would get longer than this, which bounds what a restore reads.", 1, 10_000),
         _opt("state.backend.type", StateBackendType.HASHMAP, _parse_state_backend,
              "Where keyed state lives: hashmap (the Python heap)."),
         _opt("execution.checkpointing.dir", None, _parse_optional_location, "Checkpoint storage URL (fsspec)."),

@@ -31,6 +31,8 @@ __all__ = [
     "keyed_state",
     "operator_state_as_of",
     "register",
+    "register_state_view",
+    "resolved_operator_state",
     "session",
 ]
 
@@ -47,6 +49,8 @@ _HOMES = {
     "keyed_state": "inspection",
     "operator_state_as_of": "inspection",
     "job_record": "inspection",
+    "register_state_view": "state_views",
+    "resolved_operator_state": "state_views",
 }
 
 

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from checkpointing.layout import CHANNEL_STATE, CHECKPOINTS, OPERATOR_STATE
 from flinklike_spark.errors import CheckpointNotFoundError
 from flinklike_spark.spark.job_runner import JobRecord, read_record
+from flinklike_spark.spark.state_views import resolved_operator_state
 
 __all__ = ["channel_state", "checkpoint_history", "job_record", "keyed_state", "operator_state_as_of"]
 
@@ -67,14 +68,17 @@ def keyed_state(
 ) -> DataFrame:
     """State per key of ``operator_uid`` at a checkpoint (the latest one by default).
 
+    An incremental checkpoint's state is resolved from its chain (one SQL query,
+    :mod:`flinklike_spark.spark.state_views`): the full state at that checkpoint.
+
     Columns: ``state_name``, ``key`` (``key_repr``), ``value`` (``value_repr``),
     ``key_group``, ``subtask``, plus ``job_id``/``checkpoint_id``.
     """
     cp = _latest(spark, directory, job_id, checkpoint_id)
-    df = _table(spark, directory, OPERATOR_STATE).where(
-        (F.col("job_id") == cp.job_id) & (F.col("checkpoint_id") == cp.checkpoint_id)
-        & (F.col("operator_uid") == operator_uid) & (F.col("key_group") >= 0)
-    )  # fmt: skip
+    # Resolved: an incremental checkpoint's rows are changes on top of older ones.
+    df = resolved_operator_state(spark, directory, job_id=cp.job_id, checkpoint_ids=[cp.checkpoint_id]).where(
+        (F.col("operator_uid") == operator_uid) & (F.col("key_group") >= 0)
+    )
     if state_name is not None:
         df = df.where(F.col("state_name") == state_name)
     return df.select(
@@ -105,19 +109,38 @@ def channel_state(
 
 
 def operator_state_as_of(
-    spark: SparkSession, directory: str | os.PathLike[str], checkpoint_id: int, *, job_id: str | None = None
+    spark: SparkSession,
+    directory: str | os.PathLike[str],
+    checkpoint_id: int,
+    *,
+    job_id: str | None = None,
+    resolve: bool = True,
 ) -> DataFrame:
     """The ``operator_state`` table as it was when ``checkpoint_id`` committed (Delta time travel).
 
     Rows of checkpoints completed after it are absent; the checkpoint's own
-    rows are readable while it is retained.
+    rows are readable while it is retained. With ``resolve`` (the default) the
+    rows are the full state of each retained checkpoint up to ``checkpoint_id``,
+    incremental chains resolved (``checkpoint_id`` the checkpoint a row belongs
+    to, ``stored_in`` the one whose files hold it); ``resolve=False`` gives the
+    stored rows, changes of incremental checkpoints included.
     """
     cp = _latest(spark, directory, job_id, checkpoint_id)
     if cp.operator_state_version is None:
         raise CheckpointNotFoundError(
             f"checkpoint {checkpoint_id} of job {cp.job_id} wrote no operator state", url=os.fspath(directory)
         )
-    return _table(spark, directory, OPERATOR_STATE, version=cp.operator_state_version)
+    if not resolve:
+        return _table(spark, directory, OPERATOR_STATE, version=cp.operator_state_version)
+    retained = [
+        r.checkpoint_id
+        for r in checkpoint_history(spark, directory)
+        .where((F.col("job_id") == cp.job_id) & (F.col("checkpoint_id") <= cp.checkpoint_id))
+        .select("checkpoint_id").collect()
+    ]  # fmt: skip
+    return resolved_operator_state(
+        spark, directory, job_id=cp.job_id, checkpoint_ids=retained, version=cp.operator_state_version
+    )
 
 
 def job_record(directory: str | os.PathLike[str]) -> JobRecord | None:

@@ -16,6 +16,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from flinklike_spark._runtime.record_timestamps import Timestamps
+from flinklike_spark._runtime.streaming.incremental_snapshot import incremental_snapshots, take_keyed_snapshot
 from flinklike_spark._runtime.streaming.keyed_state import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
     OperatorRuntimeContext,
@@ -59,6 +60,7 @@ class _KeyedFunctionOperator(UserFunctionOperator):
     def setup(self, context, output) -> None:
         super().setup(context, output)
         self.backend = create_keyed_state_backend(context)
+        self.incremental = incremental_snapshots(self.backend, context)
 
     def open(self) -> None:
         call_open(self.function, OperatorRuntimeContext(self.context, self.backend, self.name))
@@ -69,7 +71,8 @@ class _KeyedFunctionOperator(UserFunctionOperator):
                 self.backend.restore_entry(entry.state_name, entry.key, entry.value)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        return OperatorSnapshot(keyed=self.backend.snapshot_entries())
+        keyed, changes, chain = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
+        return OperatorSnapshot(keyed=keyed, keyed_changes=changes, chain=chain)
 
     def _keys(self, rows: list[dict]):
         """Every row, with the backend's current key set to the row's key before it is yielded."""

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, stable_hash_scalar
+from flinklike_spark._runtime.streaming.tracked_state import TRACKED_HANDLE_OF_KIND
 from flinklike_spark._runtime.streaming.ttl_state import (
     IncrementalCleanup,
     TtlPolicy,
@@ -139,6 +140,30 @@ class KeyedStateBackend(abc.ABC):
         """
 
     @abc.abstractmethod
+    def snapshot_changes(self) -> list[tuple[str, str, KeyedColumns, list]]:
+        """Synchronous part of an incremental snapshot: (state name, kind, upserted entries, deleted keys)
+        per state changed since the previous snapshot (full or incremental).
+
+        Like :meth:`snapshot_entries`, the result must not change when working state
+        changes afterwards, and both reset the change tracking: the next call returns
+        the changes since this snapshot. Only valid while :attr:`tracks_changes` is True.
+
+        Deleted keys are record keys (their key group is ``key_group_for(key, max_parallelism)``).
+
+        Raises:
+            NotImplementedError: the backend does not track changes (see :attr:`tracks_changes`).
+        """
+
+    @property
+    def tracks_changes(self) -> bool:
+        """True when :meth:`snapshot_changes` can describe every change since the last snapshot.
+
+        A backend tracks changes when it was asked to (``track_changes``) and every
+        registered state supports it; otherwise callers take full snapshots.
+        """
+        return False
+
+    @abc.abstractmethod
     def restore_entry(self, state_name: str, key: Any, value: Any) -> None:
         """Put one restored entry back (before the user function's ``open``)."""
 
@@ -157,10 +182,20 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     Args:
         max_parallelism: number of key groups.
         clock_ms: processing time in ms, for state TTL (injectable for tests).
+        track_changes: record which keys each state handle writes, for
+            :meth:`snapshot_changes` (incremental checkpoints): handles are then the
+            tracking subclasses of :mod:`~flinklike_spark._runtime.streaming.tracked_state`
+            (one more ``set.add`` per write); without it, the plain handles. States with time-to-live
+            change on reads and in background cleanups, so a backend holding one stops
+            tracking (:attr:`tracks_changes` turns False) and snapshots are full.
     """
 
-    def __init__(self, *, max_parallelism: int, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self, *, max_parallelism: int, clock_ms: Callable[[], int] | None = None, track_changes: bool = False
+    ) -> None:
         self.max_parallelism = max_parallelism
+        self._track_changes = track_changes
+        self._changes: dict[str, set] = {}  # state name -> keys written since the last snapshot
         self.current_key: Any = None
         self.clock_ms = clock_ms if clock_ms is not None else _wall_clock_ms
         self._tables: dict[str, dict] = {}
@@ -208,12 +243,16 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         return handle
 
     def _plain_handle(self, descriptor: StateDescriptor, table: dict) -> Any:
-        cls = HANDLE_OF_KIND[descriptor.kind]
+        cls = (TRACKED_HANDLE_OF_KIND if self._track_changes else HANDLE_OF_KIND)[descriptor.kind]
         if descriptor.kind == "reducing":
-            return cls(self, table, descriptor.reduce_function)
-        if descriptor.kind == "aggregating":
-            return cls(self, table, descriptor.agg_function)
-        return cls(self, table)
+            handle = cls(self, table, descriptor.reduce_function)
+        elif descriptor.kind == "aggregating":
+            handle = cls(self, table, descriptor.agg_function)
+        else:
+            handle = cls(self, table)
+        if self._track_changes:
+            handle._changed = self._changes.setdefault(descriptor.name, set())
+        return handle
 
     @staticmethod
     def _check_restored_ttl(descriptor: StateDescriptor, table: dict, ttl: bool) -> None:
@@ -252,12 +291,61 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def state_names(self) -> list[str]:
         return sorted(self._tables)
 
+    @property
+    def tracks_changes(self) -> bool:
+        return self._track_changes and not self._ttl and not any(
+            d.ttl_config is not None for d in self._descriptors.values()
+        )
+
+    def snapshot_changes(self) -> list[tuple[str, str, KeyedColumns, list]]:
+        """Synchronous part of an incremental snapshot: the current entry of every key written since
+        the previous snapshot (upserts), and those keys that hold no entry any more (deletes)."""
+        if not self.tracks_changes:
+            raise NotImplementedError(
+                "snapshot_changes() on a keyed state backend that does not track changes "
+                "(created without track_changes, or holding a state with time-to-live)"
+            )
+        max_parallelism = self.max_parallelism
+        group_key = self._group_key
+        result = []
+        for name, changed in self._changes.items():
+            if not changed:
+                continue
+            written = list(changed)
+            changed.clear()  # in place: the state's handle holds this set
+            table = self._tables.get(name, {})
+            descriptor = self._descriptors.get(name)
+            kind = descriptor.kind if descriptor is not None else "value"
+            keys, values, deleted = [], [], []
+            get = table.get
+            for key in written:
+                value = get(key, _MISSING)
+                if value is _MISSING:
+                    deleted.append(key)
+                else:
+                    keys.append(key)
+                    values.append(value)
+            values = detach_values(values)
+            group_keys = keys if group_key is None else [group_key(k) for k in keys]
+            result.append((
+                self._snapshot_prefix + name,
+                kind,
+                KeyedColumns(keys, values, lambda g=group_keys: key_groups_of(g, max_parallelism)),
+                deleted,
+            ))  # fmt: skip
+        return result
+
+    def _reset_changes(self) -> None:
+        for changed in self._changes.values():
+            changed.clear()
+
     def snapshot_entries(self) -> list[tuple[str, str, KeyedColumns]]:
         """Synchronous part of a snapshot; see the module docstring for what is copied.
 
         Entries of states with ``cleanup_full_snapshot`` TTL leave out what has
         expired (working state keeps it until read or cleaned up).
         """
+        self._reset_changes()
         max_parallelism = self.max_parallelism
         group_key = self._group_key
         now = self.clock_ms() if self._ttl else 0
@@ -294,6 +382,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
 
 _LISTENING_CLASSES: dict[type, type] = {}
+_MISSING = object()
 
 
 def _get_key(self: HeapKeyedStateBackend) -> Any:
@@ -330,7 +419,11 @@ def create_keyed_state_backend(context: Any) -> KeyedStateBackend:
     """
     backend_type = getattr(context, "state_backend_type", StateBackendType.HASHMAP)
     if backend_type is StateBackendType.HASHMAP:
-        return HeapKeyedStateBackend(max_parallelism=context.max_parallelism, clock_ms=context.clock_ms)
+        return HeapKeyedStateBackend(
+            max_parallelism=context.max_parallelism,
+            clock_ms=context.clock_ms,
+            track_changes=getattr(context, "incremental", None) is not None,
+        )
     raise ConfigurationError(
         f"state.backend.type {backend_type.value!r} is not available; valid: "
         f"{[t.value for t in StateBackendType if t is StateBackendType.HASHMAP]}"

@@ -32,6 +32,7 @@ from flinklike_spark._runtime.record_timestamps import (
     split_timestamps,
     with_timestamps,
 )
+from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig
 from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
 from flinklike_spark.config import StateBackendType
@@ -122,6 +123,10 @@ class OperatorSnapshot:
 
     keyed: list[tuple[str, str, list[tuple[int, Any, Any]]]] = dataclasses.field(default_factory=list)
     operator: list[tuple[str, str, list[tuple[Any, Any]]]] = dataclasses.field(default_factory=list)
+    #: incremental checkpoints: ``(state name, kind, upserted entries, deleted entries)`` per changed state
+    keyed_changes: list[tuple[str, str, Any, Any]] = dataclasses.field(default_factory=list)
+    #: incremental checkpoints: the checkpoints whose rows make up the keyed state; None: self-contained
+    chain: tuple[int, ...] | None = None
 
 
 class RestoredEntry(NamedTuple):
@@ -172,6 +177,8 @@ class OperatorContext:
     state_backend_type: StateBackendType = StateBackendType.HASHMAP  # Flink's state.backend.type
     #: ``execution.runtime-mode: batch``: no watermark before the end of input, final values only
     batch_execution: bool = False
+    #: execution.checkpointing.incremental: when to write a new base (None: full checkpoints)
+    incremental: IncrementalConfig | None = None
     #: the task's user metrics (reported with the task's metrics)
     metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
 

@@ -10,6 +10,7 @@ from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.record_timestamps import (
     Timestamps,
 )
+from flinklike_spark._runtime.streaming.incremental_snapshot import incremental_snapshots, take_keyed_snapshot
 from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
     EVENT_TIMERS,
@@ -135,6 +136,7 @@ class KeyedProcessOperator(ProcessOperator):
     def setup(self, context: OperatorContext, output: Output) -> None:
         super().setup(context, output)
         self.backend = create_keyed_state_backend(context)
+        self.incremental = incremental_snapshots(self.backend, context)
         self.timers = KeyedTimers()
 
     def initialize_state(self, restored: RestoredState | None) -> None:
@@ -149,12 +151,12 @@ class KeyedProcessOperator(ProcessOperator):
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         max_parallelism = self.context.max_parallelism
-        keyed = self.backend.snapshot_entries()
+        keyed, changes, chain = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
         for name, queue in ((EVENT_TIMERS, self.timers.event_time), (PROCESSING_TIMERS, self.timers.processing_time)):
             entries = [(key_group_for(key, max_parallelism), key, timestamp) for timestamp, key in queue.entries()]
             if entries:
                 keyed.append((name, "timer", entries))
-        return OperatorSnapshot(keyed=keyed)
+        return OperatorSnapshot(keyed=keyed, keyed_changes=changes, chain=chain)
 
     def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         fn = self.function.process_element

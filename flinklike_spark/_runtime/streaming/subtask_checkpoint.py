@@ -42,7 +42,7 @@ from datetime import timedelta
 from typing import Any
 
 from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles
-from checkpointing.schemas import SnapshotAlignment
+from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
@@ -57,6 +57,7 @@ from flinklike_spark._runtime.streaming.channel_state import (
     InputChannelInfo,
     ResultSubpartitionInfo,
 )
+from flinklike_spark._runtime.streaming.incremental_snapshot import notify_incremental, prepare_savepoint
 from flinklike_spark._runtime.streaming.operators import OperatorSnapshot
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
 
@@ -393,6 +394,8 @@ class SubtaskCheckpointCoordinator:
             self._emit_barrier(barrier)
             if unaligned:
                 self.channel_state.finish_output(checkpoint_id)
+            if barrier.options.checkpoint_type is CheckpointKind.SAVEPOINT:
+                prepare_savepoint(self._chain.operators)  # savepoints are self-contained
             snapshots = [(op.uid, op.snapshot_state(checkpoint_id)) for op in self._chain.operators]
         except CheckpointDeclinedError as exc:
             self._decline(checkpoint_id, exc.reason, str(exc))
@@ -454,6 +457,7 @@ class SubtaskCheckpointCoordinator:
         discarded: Callable[[], bool],
     ) -> tuple[StateHandle, ...]:
         writers: dict[str, SnapshotWriter] = {}
+        chains: dict[str, tuple[int, ...]] = {}
         finished: list[StateHandle] = []
 
         def writer(uid: str) -> SnapshotWriter:
@@ -467,6 +471,11 @@ class SubtaskCheckpointCoordinator:
                     continue
                 for name, kind, entries in snapshot.keyed:
                     writer(uid).add_keyed_state(name, entries, kind=kind)
+                for name, kind, upserts, deletes in snapshot.keyed_changes:
+                    writer(uid).add_keyed_changes(name, upserts, deletes, kind=kind)
+                if snapshot.chain is not None:
+                    writer(uid)  # the handle carries the chain even when nothing changed
+                    chains[uid] = snapshot.chain
                 for name, kind, entries in snapshot.operator:
                     writer(uid).add_operator_state(name, entries, kind=kind)
                 if discarded():
@@ -486,8 +495,8 @@ class SubtaskCheckpointCoordinator:
                     f"checkpoint {checkpoint_id} was discarded", checkpoint_id=checkpoint_id,
                     reason=CheckpointDeclineReason.SUBSUMED,
                 )  # fmt: skip
-            for w in writers.values():
-                finished.append(w.finish())
+            for uid, w in writers.items():
+                finished.append(w.finish(chain=chains.get(uid)))
             return tuple(finished)
         except BaseException:
             # Report the original error: a writer that already finished hands its files to
@@ -559,6 +568,7 @@ class SubtaskCheckpointCoordinator:
     # -- notifications and shutdown (task thread) -----------------------------------------------
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        notify_incremental(self._chain.operators, checkpoint_id, completed=True)
         for operator in self._chain.operators:
             operator.notify_checkpoint_complete(checkpoint_id)
 
@@ -572,6 +582,7 @@ class SubtaskCheckpointCoordinator:
                 reason=CheckpointDeclineReason.CHECKPOINT_ABORTED,
             ),
         )
+        notify_incremental(self._chain.operators, checkpoint_id, completed=False)
         for operator in self._chain.operators:
             operator.notify_checkpoint_aborted(checkpoint_id)
 

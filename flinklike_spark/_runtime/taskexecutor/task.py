@@ -34,6 +34,7 @@ from flinklike_spark._runtime.network.partitioner import create_channel_selector
 from flinklike_spark._runtime.network.remote_input_channel import RemoteInputChannel
 from flinklike_spark._runtime.network.result_partition import ResultPartition
 from flinklike_spark._runtime.state_machine import StateMachine
+from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig
 from flinklike_spark._runtime.streaming.operators import OperatorContext
 from flinklike_spark._runtime.streaming.record_writer import RecordWriterOutput
 from flinklike_spark._runtime.streaming.rows import RowsConverter
@@ -258,6 +259,7 @@ class Task:
             lineage_id=tdd.lineage_id or tdd.job_id,
             state_backend_type=config.get("state.backend.type"),
             batch_execution=config.get("execution.runtime-mode") == "batch",
+            incremental=IncrementalConfig.from_configuration(config),
         )
         specs = list(tdd.operators)
         if tdd.splits:
