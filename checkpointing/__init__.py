@@ -78,7 +78,7 @@ from .reader import (
 )
 from .retention import RetentionResult, retain
 from .schemas import CheckpointKind, CheckpointMode, Direction, StateKind
-from .writer import KeyedColumns, SnapshotWriter, StateFile, StateHandle, discard_handles
+from .writer import KeyedColumnChunks, KeyedColumns, SnapshotWriter, StateFile, StateHandle, discard_handles
 
 __all__ = [
     "ChannelBuffer",
@@ -90,6 +90,7 @@ __all__ = [
     "CommitResult",
     "CompletedCheckpoint",
     "Direction",
+    "KeyedColumnChunks",
     "KeyedColumns",
     "RetentionResult",
     "SnapshotWriter",

@@ -61,6 +61,12 @@ class _KeyedFunctionOperator(_UserFunctionOperator):
     def open(self) -> None:
         _call_open(self.function, _RuntimeContext(self.context, self.backend, self.name))
 
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.backend.close()
+
     def initialize_state(self, restored: RestoredState | None) -> None:
         if restored is not None:
             for entry in restored.keyed:

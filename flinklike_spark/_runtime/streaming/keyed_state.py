@@ -6,8 +6,8 @@ the keyed operator before it calls user code; state handles (see
 costs one dict operation per state access.
 
 Which backend an operator gets is chosen by Flink's ``state.backend.type``
-(:func:`create_keyed_state_backend`); ``hashmap`` (:class:`HeapKeyedStateBackend`)
-is the only one so far.
+(:func:`create_keyed_state_backend`): ``hashmap`` (:class:`HeapKeyedStateBackend`,
+the default) or ``rocksdb`` (:mod:`~flinklike_spark._runtime.streaming.rocksdb_state`).
 
 Snapshots: :meth:`KeyedStateBackend.snapshot_entries` is the *synchronous* part
 of a checkpoint and does as little as possible on the task thread: it copies
@@ -149,6 +149,10 @@ class KeyedStateBackend(abc.ABC):
     @abc.abstractmethod
     def state_names(self) -> list[str]:
         """Names of the states that hold or held entries, sorted."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook: the heap backend holds nothing to release
+        """Release what the backend holds outside the Python heap (idempotent; the operator's
+        ``close`` calls it). Snapshots already returned stay readable."""
 
 
 class HeapKeyedStateBackend(KeyedStateBackend):
@@ -331,7 +335,15 @@ def create_keyed_state_backend(context: Any) -> KeyedStateBackend:
     backend_type = getattr(context, "state_backend_type", StateBackendType.HASHMAP)
     if backend_type is StateBackendType.HASHMAP:
         return HeapKeyedStateBackend(max_parallelism=context.max_parallelism, clock_ms=context.clock_ms)
+    if backend_type is StateBackendType.ROCKSDB:
+        from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend
+
+        return RocksDBKeyedStateBackend(
+            max_parallelism=context.max_parallelism,
+            options=getattr(context, "rocksdb", None),
+            clock_ms=context.clock_ms,
+        )
     raise ConfigurationError(
         f"state.backend.type {backend_type.value!r} is not available; valid: "
-        f"{[t.value for t in StateBackendType if t is StateBackendType.HASHMAP]}"
+        f"{[t.value for t in (StateBackendType.HASHMAP, StateBackendType.ROCKSDB)]}"
     )

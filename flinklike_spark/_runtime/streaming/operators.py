@@ -37,7 +37,7 @@ from flinklike_spark._runtime.streaming.record_timestamps import (
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
-from flinklike_spark.config import StateBackendType
+from flinklike_spark.config import RocksDBOptions, StateBackendType
 from flinklike_spark.connector_api import (
     END_OF_INPUT,
     Committer,
@@ -181,6 +181,7 @@ class OperatorContext:
     lineage_id: str = ""  # first job of the restore lineage; see SinkWriterContext.transactional_id_prefix
     clock_ms: Callable[[], int] = dataclasses.field(default=lambda: int(time.time() * 1000))
     state_backend_type: StateBackendType = StateBackendType.HASHMAP  # Flink's state.backend.type
+    rocksdb: RocksDBOptions | None = None  # state.backend.rocksdb.* (None: the defaults)
     #: the task's user metrics (reported with the task's metrics)
     metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
 
@@ -534,6 +535,12 @@ class KeyedProcessOperator(ProcessOperator):
         super().setup(context, output)
         self.backend = create_keyed_state_backend(context)
         self.timers = KeyedTimers()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.backend.close()
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         if restored is None:

@@ -404,8 +404,11 @@ class WindowOperator(StreamOperator):
             _call_open(function, self.runtime_context)
 
     def close(self) -> None:
-        for function in self.descriptor.functions():
-            _call_close(function)
+        try:
+            for function in self.descriptor.functions():
+                _call_close(function)
+        finally:
+            self.global_state.close()
 
     # -- pane contents ------------------------------------------------------------------------
 

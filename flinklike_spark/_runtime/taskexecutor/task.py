@@ -257,6 +257,7 @@ class Task:
             job_id=tdd.job_id,
             lineage_id=tdd.lineage_id or tdd.job_id,
             state_backend_type=config.get("state.backend.type"),
+            rocksdb=config.rocksdb,
         )
         specs = list(tdd.operators)
         if tdd.splits:

@@ -1,0 +1,682 @@
+"""The RocksDB keyed state backend (Flink's ``EmbeddedRocksDBStateBackend``, ``state.backend.type: rocksdb``).
+
+Working state lives in an embedded RocksDB (the ``rocksdict`` binding) per
+operator subtask, so keyed state may be far larger than memory. Single reads
+from Python cost microseconds, so a bounded in-memory cache of recently used
+entries sits in front of it (write-back: a written entry reaches RocksDB when it
+is evicted or at the next snapshot).
+
+Layout: one RocksDB instance per backend, in a directory of its own under
+``state.backend.rocksdb.localdir`` (default: the system temp directory), removed
+by :meth:`RocksDBKeyedStateBackend.close`; directories left by killed processes
+are removed by the next backend created on the machine. A RocksDB key is
+``state id (2 bytes) | key group (2 bytes, big-endian) | encoded key``
+(Flink's key-group-prefixed layout, one prefix per state instead of a column
+family), so a scan of one state yields its entries ordered by key group, which
+is the order the checkpoint writer sorts into. Keys are encoded with
+:func:`encode_key`, a canonical type-tagged encoding (the same key always gives
+the same bytes, and keys equal in a Python dict, such as ``1``, ``1.0`` and
+``True``, give equal bytes); values are pickled.
+
+The local RocksDB is working state only, never a recovery source: the WAL is
+off, and restore reads the Delta checkpoint tables (as the heap backend does).
+
+Memory: ``state.backend.rocksdb.memory.fixed-per-slot`` (default 128 mb) is
+split in half: RocksDB's block cache, with write buffers charged to it
+(``write-buffer-ratio``), gets one half; the hot-entry cache the other, as an
+entry count derived from the measured serialized size of entries.
+
+Snapshots: the synchronous part writes the dirty cached entries to RocksDB and
+takes a RocksDB snapshot (a consistent read view); the asynchronous part scans
+that view in chunks (:class:`~checkpointing.writer.KeyedColumnChunks`), so a
+checkpoint never holds the whole state in memory.
+
+State TTL: expired entries are dropped on read (by the TTL handles, as on the
+heap) and left out of full snapshots under ``cleanup_full_snapshot``. RocksDB's
+compaction-filter cleanup needs a filter in native code that Python cannot
+supply through ``rocksdict``, and incremental cleanup is heap-only in Flink too;
+both settings are accepted and have no effect here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import decimal
+import enum
+import itertools
+import os
+import pickle
+import shutil
+import struct
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from checkpointing.writer import KeyedColumnChunks, KeyedColumns
+from flinklike_spark._runtime.network.partitioner import stable_hash_scalar
+from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, detach_values
+from flinklike_spark._runtime.streaming.ttl_state import TtlPolicy, create_ttl_handle, is_ttl_entry, strip_expired
+from flinklike_spark.config import RocksDBOptions
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.state import HANDLE_OF_KIND, StateDescriptor
+
+__all__ = ["RocksDBKeyedStateBackend", "decode_key", "encode_key"]
+
+#: Entries per chunk handed to the checkpoint writer (bounds the asynchronous part's memory).
+SNAPSHOT_CHUNK_ENTRIES = 50_000
+#: Restored entries written to RocksDB per batch.
+_RESTORE_BATCH = 20_000
+#: Estimated Python heap bytes of one cached entry besides its serialized value size
+#: (dict slot, key and value objects, dirty-set slot); calibrated with tracemalloc on int and str entries.
+_ENTRY_OVERHEAD = 200
+#: Cached values the state handles mutate in place (list and map state): a read marks them dirty.
+_CONTAINERS = frozenset({list, dict})
+_MISSING = object()
+_DIR_PREFIX = "flinklike-rocksdb"
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_BIAS = 1 << 63
+
+
+# -- key encoding ------------------------------------------------------------------------------
+
+
+def _len4(data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + data
+
+
+def _encode(key: Any, out: list[bytes]) -> None:
+    kind = type(key)
+    if kind is int or kind is bool:
+        if _INT64_MIN <= key <= _INT64_MAX:
+            out.append(b"I" + (int(key) + _BIAS).to_bytes(8, "big"))
+        else:
+            out.append(b"J" + _len4(str(int(key)).encode()))
+    elif kind is str:
+        out.append(b"S" + _len4(key.encode("utf-8", "surrogatepass")))
+    elif key is None:
+        out.append(b"N")
+    elif kind is float:
+        if key.is_integer() and _INT64_MIN <= key <= _INT64_MAX:
+            _encode(int(key), out)
+        else:
+            out.append(b"F" + struct.pack(">d", key))
+    elif isinstance(key, (bytes, bytearray)):
+        out.append(b"B" + _len4(bytes(key)))
+    elif isinstance(key, tuple) and not hasattr(kind, "_fields"):
+        out.append(b"T" + struct.pack(">I", len(key)))
+        for item in key:
+            _encode(item, out)
+    elif isinstance(key, decimal.Decimal) and key.is_finite() and key == key.to_integral_value():
+        _encode(int(key), out)
+    elif isinstance(key, (int, float, str)) and not isinstance(key, enum.Enum):
+        # subclasses (numpy scalars are not, but e.g. str subclasses): their plain value
+        base = int if isinstance(key, int) else float if isinstance(key, float) else str
+        _encode(base(key), out)
+    elif isinstance(
+        key, (tuple, enum.Enum, datetime.date, datetime.time, datetime.timedelta, decimal.Decimal)
+    ):  # NamedTuples, enums, dates, times, non-integral decimals: stdlib pickle of these is canonical
+        out.append(b"P" + _len4(pickle.dumps(key, protocol=4)))
+    else:
+        stable_hash_scalar(key)  # raises the partitioner's TypeError naming the supported key types
+        raise TypeError(f"key {key!r} of type {kind.__name__} cannot be used as a RocksDB state key")
+
+
+def encode_key(key: Any) -> bytes:
+    """Canonical bytes of a state key: equal keys (as dict keys) give equal bytes.
+
+    Raises:
+        TypeError: a key type without a canonical encoding (the types
+            :func:`~flinklike_spark._runtime.network.partitioner.stable_hash_scalar` supports work).
+    """
+    if type(key) is int and _INT64_MIN <= key <= _INT64_MAX:
+        return b"I" + (key + _BIAS).to_bytes(8, "big")
+    out: list[bytes] = []
+    _encode(key, out)
+    return b"".join(out)
+
+
+def _decode(data: bytes, pos: int) -> tuple[Any, int]:
+    tag = data[pos]
+    pos += 1
+    if tag == 0x49:  # I
+        return int.from_bytes(data[pos : pos + 8], "big") - _BIAS, pos + 8
+    if tag == 0x4E:  # N
+        return None, pos
+    if tag == 0x54:  # T
+        (count,) = struct.unpack_from(">I", data, pos)
+        pos += 4
+        items = []
+        for _ in range(count):
+            item, pos = _decode(data, pos)
+            items.append(item)
+        return tuple(items), pos
+    if tag == 0x46:  # F
+        return struct.unpack_from(">d", data, pos)[0], pos + 8
+    (length,) = struct.unpack_from(">I", data, pos)
+    pos += 4
+    body = data[pos : pos + length]
+    pos += length
+    if tag == 0x53:  # S
+        return body.decode("utf-8", "surrogatepass"), pos
+    if tag == 0x42:  # B
+        return bytes(body), pos
+    if tag == 0x4A:  # J
+        return int(body), pos
+    if tag == 0x50:  # P
+        return pickle.loads(body), pos
+    raise ValueError(f"corrupt RocksDB state key: unknown tag {tag:#x} at byte {pos - 1} of {data!r}")
+
+
+def decode_key(data: bytes) -> Any:
+    """The key :func:`encode_key` encoded (ints for bools and integral floats)."""
+    if data[0] == 0x49 and len(data) == 9:
+        return int.from_bytes(data[1:], "big") - _BIAS
+    key, _ = _decode(data, 0)
+    return key
+
+
+def _dumps(value: Any) -> bytes:
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        import cloudpickle
+
+        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# -- directories -----------------------------------------------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_dirs(parent: str) -> None:
+    """Remove instance directories of processes that no longer run (e.g. a SIGKILLed TaskExecutor)."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(parent):
+            pid_text = name.split("-", 1)[0]
+            if pid_text.isdigit() and int(pid_text) != os.getpid() and not _pid_alive(int(pid_text)):
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
+# -- the per-state table ---------------------------------------------------------------------------
+
+
+class _RocksTable:
+    """One state's entries: a dict-like view (what the state handles use) over the cache and RocksDB.
+
+    Supports the dict operations the handles in :mod:`flinklike_spark.state`
+    and :mod:`~flinklike_spark._runtime.streaming.ttl_state` use: ``get``,
+    ``[]``, ``[]=``, ``del``, ``pop``, ``setdefault``, ``in``. Values a handle
+    may mutate in place (lists, dicts) are marked dirty whenever they are read.
+    """
+
+    __slots__ = ("_backend", "_cache", "_changed", "_db", "_dirty", "_removed", "name", "prefix")
+
+    def __init__(self, backend: RocksDBKeyedStateBackend, name: str, state_id: int) -> None:
+        self._backend = backend
+        self._db = backend._db
+        self.name = name
+        self.prefix = struct.pack(">H", state_id)
+        self._cache: dict[Any, Any] = {}
+        self._dirty: set[Any] = set()  # cached keys whose value RocksDB does not have yet
+        self._changed: set[Any] = set()  # keys written since the last snapshot (incremental)
+        self._removed: set[Any] = set()  # keys deleted since the last snapshot (incremental)
+
+    def rocks_key(self, key: Any) -> bytes:
+        backend = self._backend
+        group = stable_hash_scalar(key) % backend.max_parallelism
+        return self.prefix + group.to_bytes(2, "big") + encode_key(key)
+
+    # dict protocol -------------------------------------------------------------------------------
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        value = self._cache.get(key, _MISSING)
+        if value is _MISSING:
+            raw = self._db.get(self.rocks_key(key))
+            if raw is None:
+                return default
+            value = pickle.loads(raw)
+            self._backend._reserve(len(raw))  # before the insert: eviction never drops this entry
+            self._cache[key] = value
+        if type(value) in _CONTAINERS:
+            self._dirty.add(key)
+            self._changed.add(key)
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        cache = self._cache
+        if key not in cache:
+            self._backend._reserve(0)
+        cache[key] = value
+        self._dirty.add(key)
+        self._changed.add(key)
+        self._removed.discard(key)
+
+    def pop(self, key: Any, default: Any = _MISSING) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        if self._cache.pop(key, _MISSING) is not _MISSING:
+            self._backend._cached -= 1
+        self._dirty.discard(key)
+        self._changed.discard(key)
+        self._removed.add(key)
+        self._db.delete(self.rocks_key(key))
+        return value
+
+    def __delitem__(self, key: Any) -> None:
+        self.pop(key)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            self[key] = default
+            return default
+        return value
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key, _MISSING) is not _MISSING
+
+    def __bool__(self) -> bool:
+        return bool(self._cache) or next(self._backend._scan(self._db, self.prefix), None) is not None
+
+    def __len__(self) -> int:
+        self.flush()
+        return sum(1 for _ in self._backend._scan(self._db, self.prefix))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([key for key, _ in self.items()])
+
+    def keys(self) -> Iterator[Any]:
+        return iter(self)
+
+    def values(self) -> list:
+        return [value for _, value in self.items()]
+
+    def items(self) -> list[tuple[Any, Any]]:
+        """Every entry (read from RocksDB after writing the dirty ones back)."""
+        self.flush()
+        return [(decode_key(k[4:]), pickle.loads(v)) for k, v in self._backend._scan(self._db, self.prefix)]
+
+    # cache management ----------------------------------------------------------------------------
+
+    def flush(self, batch: Any = None) -> int:
+        """Write the dirty cached entries to RocksDB (into ``batch`` when given); bytes written."""
+        dirty = self._dirty
+        if not dirty:
+            return 0
+        own = batch is None
+        if own:
+            batch = self._backend._new_batch()
+        cache, written = self._cache, 0
+        for key in dirty:
+            raw = _dumps(cache[key])
+            written += len(raw)
+            batch.put(self.rocks_key(key), raw)
+        dirty.clear()
+        if own:
+            self._db.write(batch)
+        return written
+
+    def evict(self, count: int) -> tuple[int, int]:
+        """Drop the ``count`` oldest cached entries, writing the dirty ones; (evicted, bytes written)."""
+        cache, dirty = self._cache, self._dirty
+        victims = list(itertools.islice(cache, count))
+        batch = self._backend._new_batch()
+        written = 0
+        for key in victims:
+            value = cache.pop(key)
+            if key in dirty:
+                dirty.discard(key)
+                raw = _dumps(value)
+                written += len(raw)
+                batch.put(self.rocks_key(key), raw)
+        if written:
+            self._db.write(batch)
+        return len(victims), written
+
+    def take_changes(self) -> tuple[set, set]:
+        changed, removed = self._changed, self._removed
+        self._changed, self._removed = set(), set()
+        return changed, removed
+
+    def close(self) -> None:
+        self._cache.clear()
+        self._dirty.clear()
+
+
+# -- the backend -----------------------------------------------------------------------------------
+
+
+class RocksDBKeyedStateBackend(KeyedStateBackend):
+    """Keyed state in an embedded RocksDB behind a bounded write-back cache; see the module docstring.
+
+    Args:
+        max_parallelism: number of key groups.
+        options: the ``state.backend.rocksdb.*`` settings.
+        clock_ms: processing time in ms, for state TTL (injectable for tests).
+
+    Raises:
+        ConfigurationError: ``rocksdict`` is not installed, or the local
+            directory cannot be created.
+
+    Call :meth:`close` when the operator ends (it removes the directory).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_parallelism: int,
+        options: RocksDBOptions | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        try:
+            import rocksdict
+        except ImportError as exc:
+            raise ConfigurationError(
+                "state.backend.type 'rocksdb' needs the rocksdict package: pip install 'flinklike-spark[rocksdb]'"
+            ) from exc
+        self._rocksdict = rocksdict
+        options = options if options is not None else RocksDBOptions()
+        self.options = options
+        self.max_parallelism = max_parallelism
+        self.current_key: Any = None
+        self.clock_ms = clock_ms if clock_ms is not None else _wall_clock_ms
+        parent = os.path.join(options.local_dir or tempfile.gettempdir(), _DIR_PREFIX)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            _remove_stale_dirs(parent)
+            self.directory = os.path.join(parent, f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
+            os.makedirs(self.directory)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"state.backend.rocksdb.localdir: cannot create a RocksDB directory under {parent!r}: {exc}"
+            ) from exc
+        budget = options.memory_per_slot
+        self._cache_bytes = budget // 2 if options.managed else budget
+        self._db = rocksdict.Rdict(self.directory, self._db_options(budget - self._cache_bytes))
+        write_options = rocksdict.WriteOptions()
+        write_options.disable_wal = True  # working state only: recovery reads the checkpoints
+        self._db.set_write_options(write_options)
+        self._tables: dict[str, _RocksTable] = {}
+        self._descriptors: dict[str, StateDescriptor] = {}
+        self._handles: dict[str, Any] = {}
+        self._ttl: dict[str, TtlPolicy] = {}
+        self._restore_batch: Any = None
+        self._cached = 0  # entries in all tables' caches
+        self._entry_bytes = 64  # running estimate of one entry's serialized value size
+        self._capacity = self._compute_capacity()
+        self._closed = False
+
+    def _db_options(self, rocks_bytes: int) -> Any:
+        rocksdict = self._rocksdict
+        opts = rocksdict.Options(raw_mode=True)
+        opts.create_if_missing(True)
+        table = rocksdict.BlockBasedOptions()
+        table.set_bloom_filter(10, False)
+        if self.options.managed:
+            # Flink's bounded-memory setup: one block cache that also accounts for the memtables,
+            # with index and filter blocks inside it, so RocksDB's native memory stays near rocks_bytes.
+            cache = rocksdict.Cache(rocks_bytes)
+            write_buffers = int(rocks_bytes * self.options.write_buffer_ratio)
+            table.set_block_cache(cache)
+            table.set_cache_index_and_filter_blocks(True)
+            table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+            opts.set_write_buffer_manager(
+                rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(write_buffers, False, cache)
+            )
+            opts.set_write_buffer_size(max(write_buffers // 2, 1 << 20))
+            opts.set_max_write_buffer_number(2)
+        opts.set_block_based_table_factory(table)
+        opts.set_max_background_jobs(2)
+        return opts
+
+    # -- cache accounting -------------------------------------------------------------------------
+
+    def _compute_capacity(self) -> int:
+        return max(1_000, self._cache_bytes // (_ENTRY_OVERHEAD + self._entry_bytes))
+
+    def _reserve(self, size: int) -> None:
+        """Count one entry about to enter a cache (``size``: its serialized size when known),
+        evicting first when the caches are full."""
+        if size:
+            self._entry_bytes += (size - self._entry_bytes) >> 6  # moving average over ~64 loads
+        self._cached += 1
+        if self._cached > self._capacity:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Bring the cache back to 90% of its capacity, oldest entries of the fullest tables first."""
+        target = self._capacity * 9 // 10
+        for candidate in sorted(self._tables.values(), key=lambda t: -len(t._cache)):
+            excess = self._cached - target
+            if excess <= 0:
+                break
+            evicted, written = candidate.evict(min(excess, len(candidate._cache)))
+            self._cached -= evicted
+            if evicted and written:
+                average = written // max(evicted, 1)
+                self._entry_bytes = (self._entry_bytes + average) // 2
+        self._capacity = self._compute_capacity()
+
+    def _new_batch(self) -> Any:
+        return self._rocksdict.WriteBatch(raw_mode=True)
+
+    def _scan(self, reader: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """``(rocks key, value)`` of one state prefix, in key order, from the DB or a snapshot."""
+        read_options = self._rocksdict.ReadOptions()
+        upper = (int.from_bytes(prefix, "big") + 1).to_bytes(2, "big")
+        read_options.set_iterate_upper_bound(upper)
+        # A generator, so that read_options lives as long as the iteration: rocksdict's iterator
+        # does not keep the bound alive, and a collected bound ends the scan early.
+        yield from reader.items(from_key=prefix, read_opt=read_options)
+        del read_options
+
+    # -- KeyedStateBackend ------------------------------------------------------------------------
+
+    def _table(self, name: str) -> _RocksTable:
+        table = self._tables.get(name)
+        if table is None:
+            if len(self._tables) >= 1 << 16:
+                raise ConfigurationError(f"too many keyed states in one operator (at most 65536), adding {name!r}")
+            table = self._tables[name] = _RocksTable(self, name, len(self._tables))
+        return table
+
+    def _finish_restore(self) -> None:
+        if self._restore_batch is not None:
+            self._db.write(self._restore_batch)
+            self._restore_batch = None
+
+    def get_state(self, descriptor: StateDescriptor, expected: type[StateDescriptor]) -> Any:
+        if not isinstance(descriptor, expected):
+            raise TypeError(f"expected a {expected.__name__}, got {type(descriptor).__name__} ({descriptor!r})")
+        self._check_open()
+        self._finish_restore()
+        name = descriptor.name
+        known = self._descriptors.get(name)
+        if known is not None:
+            if type(known) is not type(descriptor):
+                raise ValueError(
+                    f"state {name!r} was registered as {type(known).__name__}, "
+                    f"cannot get it as {type(descriptor).__name__}"
+                )
+            return self._handles[name]
+        table = self._table(name)
+        ttl = descriptor.ttl_config
+        self._check_restored_ttl(descriptor, table, ttl is not None)
+        if ttl is None:
+            cls = HANDLE_OF_KIND[descriptor.kind]
+            if descriptor.kind == "reducing":
+                handle = cls(self, table, descriptor.reduce_function)
+            elif descriptor.kind == "aggregating":
+                handle = cls(self, table, descriptor.agg_function)
+            else:
+                handle = cls(self, table)
+        else:
+            policy = TtlPolicy(ttl, self.clock_ms)
+            # Incremental cleanup is a heap-backend strategy (as in Flink): reads and full snapshots clean here.
+            handle = create_ttl_handle(descriptor, self, table, policy, None)
+            if ttl.get_cleanup_strategies().in_full_snapshot():
+                self._ttl[name] = policy
+        self._descriptors[name] = descriptor
+        self._handles[name] = handle
+        return handle
+
+    def _check_restored_ttl(self, descriptor: StateDescriptor, table: _RocksTable, ttl: bool) -> None:
+        first = next(self._scan(self._db, table.prefix), None)
+        if first is None:
+            return
+        if is_ttl_entry(descriptor.kind, pickle.loads(first[1])) != ttl:
+            had = "with" if not ttl else "without"
+            raise ConfigurationError(
+                f"state {descriptor.name!r} was checkpointed {had} time-to-live but is now registered "
+                f"{'with' if ttl else 'without'} it; enabling or disabling TTL on existing state is not "
+                f"supported (use a new state name)"
+            )
+
+    def restore_entry(self, state_name: str, key: Any, value: Any) -> None:
+        self._check_open()
+        table = self._table(state_name)
+        batch = self._restore_batch
+        if batch is None:
+            batch = self._restore_batch = self._new_batch()
+        batch.put(table.rocks_key(key), _dumps(value))
+        if batch.len() >= _RESTORE_BATCH:
+            self._finish_restore()
+
+    def flush(self) -> int:
+        """Write every dirty cached entry (and pending restored ones) to RocksDB; bytes written."""
+        self._check_open()
+        self._finish_restore()
+        batch = self._new_batch()
+        written = sum(table.flush(batch) for table in self._tables.values())
+        if written:
+            self._db.write(batch)
+        return written
+
+    def snapshot_entries(self) -> list[tuple[str, str, KeyedColumnChunks]]:
+        """Write the cache back, take a RocksDB snapshot, and return lazy chunked scans of it.
+
+        The scans run when the checkpoint writer iterates them (the asynchronous
+        part); entries of states with ``cleanup_full_snapshot`` TTL leave out
+        what had expired when this method ran. Resets incremental change tracking.
+        """
+        self.flush()
+        snapshot = self._db.snapshot()
+        now = self.clock_ms() if self._ttl else 0
+        result = []
+        for name, table in self._tables.items():
+            table.take_changes()
+            if next(self._scan(snapshot, table.prefix), None) is None:
+                continue
+            descriptor = self._descriptors.get(name)
+            kind = descriptor.kind if descriptor is not None else "value"
+            policy = self._ttl.get(name)
+            result.append((
+                name,
+                kind,
+                KeyedColumnChunks(
+                    lambda s=snapshot, p=table.prefix, k=kind, pol=policy: self._chunks(s, p, k, pol, now)
+                ),
+            ))  # fmt: skip
+        return result
+
+    def _chunks(
+        self, snapshot: Any, prefix: bytes, kind: str, policy: TtlPolicy | None, now: int
+    ) -> Iterator[KeyedColumns]:
+        keys: list = []
+        values: list = []
+        groups: list[int] = []
+        loads = pickle.loads
+        for rocks_key, raw in self._scan(snapshot, prefix):
+            value = loads(raw)
+            if policy is not None:
+                value = strip_expired(kind, value, policy, now)
+                if value is None:
+                    continue
+            groups.append((rocks_key[2] << 8) | rocks_key[3])
+            keys.append(decode_key(rocks_key[4:]))
+            values.append(value)
+            if len(keys) >= SNAPSHOT_CHUNK_ENTRIES:
+                yield KeyedColumns(keys, values, groups)
+                keys, values, groups = [], [], []
+        if keys:
+            yield KeyedColumns(keys, values, groups)
+
+    def snapshot_changes(self) -> list[tuple[str, str, KeyedColumns, list]]:
+        """Synchronous part of an incremental snapshot: ``(state name, kind, upserted entries,
+        deleted keys)`` per state changed since the previous snapshot (full or incremental).
+
+        Upserted values are read back from RocksDB after the cache is written
+        back, so they are copies the task thread cannot change.
+        """
+        self.flush()
+        result = []
+        for name, table in self._tables.items():
+            changed, removed = table.take_changes()
+            if not changed and not removed:
+                continue
+            descriptor = self._descriptors.get(name)
+            kind = descriptor.kind if descriptor is not None else "value"
+            keys = list(changed)
+            rocks_keys = [table.rocks_key(k) for k in keys]
+            raws = self._db.get(rocks_keys) if rocks_keys else []
+            values = detach_values([pickle.loads(raw) for raw in raws])
+            groups = [(rk[2] << 8) | rk[3] for rk in rocks_keys]
+            result.append((name, kind, KeyedColumns(keys, values, groups), list(removed)))
+        return result
+
+    def num_keys(self) -> int:
+        self.flush()
+        keys: set[bytes] = set()
+        for table in self._tables.values():
+            keys.update(rocks_key[2:] for rocks_key, _ in self._scan(self._db, table.prefix))
+        return len(keys)
+
+    def state_names(self) -> list[str]:
+        return sorted(self._tables)
+
+    def cached_entries(self) -> int:
+        """Entries currently held in the in-memory cache (for tests and metrics)."""
+        return self._cached
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"the RocksDB state backend at {self.directory!r} is closed")
+
+    def close(self) -> None:
+        """Close RocksDB and delete its directory; idempotent. Snapshots taken before stay readable."""
+        if self._closed:
+            return
+        self._closed = True
+        for table in self._tables.values():
+            table.close()
+        self._restore_batch = None
+        try:
+            self._db.close()
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _wall_clock_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
