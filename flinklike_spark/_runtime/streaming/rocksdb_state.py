@@ -27,9 +27,14 @@ split in half: RocksDB's block cache, with write buffers charged to it
 entry count derived from the measured serialized size of entries.
 
 Snapshots: the synchronous part writes the dirty cached entries to RocksDB and
-takes a RocksDB snapshot (a consistent read view); the asynchronous part scans
-that view in chunks (:class:`~checkpointing.writer.KeyedColumnChunks`), so a
-checkpoint never holds the whole state in memory.
+takes a RocksDB checkpoint (a directory of hard links to the immutable SST
+files, after a memtable flush: Flink's native snapshot); the asynchronous part
+opens it read-only and scans it in chunks
+(:class:`~checkpointing.writer.KeyedColumnChunks`), so a checkpoint never holds
+the whole state in memory. (A RocksDB ``Snapshot`` would be cheaper, but
+``rocksdict`` 0.3.29 iterates a snapshot with the live view: only its point reads
+honour it.) The checkpoint directory is removed when the last chunk source of
+that snapshot is garbage-collected, or at :meth:`close`.
 
 State TTL: expired entries are dropped on read (by the TTL handles, as on the
 heap) and left out of full snapshots under ``cleanup_full_snapshot``. RocksDB's
@@ -50,7 +55,9 @@ import pickle
 import shutil
 import struct
 import tempfile
+import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -363,6 +370,32 @@ class _RocksTable:
         self._dirty.clear()
 
 
+class _LocalSnapshot:
+    """A RocksDB checkpoint directory, opened read-only on first use, closed and deleted when
+    this object is garbage-collected (or by the backend's ``close``)."""
+
+    def __init__(self, path: str, open_read_only: Callable[[str], Any]) -> None:
+        self.path = path
+        self._open = open_read_only
+        self._lock = threading.Lock()
+        self._db: list[Any] = []  # the open instance, shared with the finalizer
+        self._finalizer = weakref.finalize(self, _drop_local_snapshot, self._db, path)
+
+    def reader(self) -> Any:
+        with self._lock:
+            if not self._db:
+                self._db.append(self._open(self.path))
+            return self._db[0]
+
+
+def _drop_local_snapshot(opened: list, path: str) -> None:
+    for db in opened:
+        with contextlib.suppress(Exception):
+            db.close()
+    opened.clear()
+    shutil.rmtree(path, ignore_errors=True)
+
+
 # -- the backend -----------------------------------------------------------------------------------
 
 
@@ -412,7 +445,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             ) from exc
         budget = options.memory_per_slot
         self._cache_bytes = budget // 2 if options.managed else budget
+        self._block_cache: Any = None
         self._db = rocksdict.Rdict(self.directory, self._db_options(budget - self._cache_bytes))
+        self._snapshot_root = self.directory + ".snapshots"
+        self._snapshots = itertools.count(1)
         write_options = rocksdict.WriteOptions()
         write_options.disable_wal = True  # working state only: recovery reads the checkpoints
         self._db.set_write_options(write_options)
@@ -435,7 +471,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if self.options.managed:
             # Flink's bounded-memory setup: one block cache that also accounts for the memtables,
             # with index and filter blocks inside it, so RocksDB's native memory stays near rocks_bytes.
-            cache = rocksdict.Cache(rocks_bytes)
+            cache = self._block_cache = rocksdict.Cache(rocks_bytes)
             write_buffers = int(rocks_bytes * self.options.write_buffer_ratio)
             table.set_block_cache(cache)
             table.set_cache_index_and_filter_blocks(True)
@@ -476,6 +512,17 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 average = written // max(evicted, 1)
                 self._entry_bytes = (self._entry_bytes + average) // 2
         self._capacity = self._compute_capacity()
+
+    def _open_read_only(self, path: str) -> Any:
+        """A read-only instance of a local checkpoint, sharing the block cache (so the budget holds)."""
+        rocksdict = self._rocksdict
+        opts = rocksdict.Options(raw_mode=True)
+        table = rocksdict.BlockBasedOptions()
+        if self._block_cache is not None:
+            table.set_block_cache(self._block_cache)
+            table.set_cache_index_and_filter_blocks(True)
+        opts.set_block_based_table_factory(table)
+        return rocksdict.Rdict(path, opts, access_type=rocksdict.AccessType.read_only())
 
     def _new_batch(self) -> Any:
         return self._rocksdict.WriteBatch(raw_mode=True)
@@ -573,19 +620,22 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return written
 
     def snapshot_entries(self) -> list[tuple[str, str, KeyedColumnChunks]]:
-        """Write the cache back, take a RocksDB snapshot, and return lazy chunked scans of it.
+        """Write the cache back, take a local RocksDB checkpoint, and return lazy chunked scans of it.
 
         The scans run when the checkpoint writer iterates them (the asynchronous
         part); entries of states with ``cleanup_full_snapshot`` TTL leave out
         what had expired when this method ran. Resets incremental change tracking.
         """
         self.flush()
-        snapshot = self._db.snapshot()
+        os.makedirs(self._snapshot_root, exist_ok=True)
+        path = os.path.join(self._snapshot_root, str(next(self._snapshots)))
+        self._rocksdict.Checkpoint(self._db).create_checkpoint(path)
+        snapshot = _LocalSnapshot(path, self._open_read_only)
         now = self.clock_ms() if self._ttl else 0
         result = []
         for name, table in self._tables.items():
             table.take_changes()
-            if next(self._scan(snapshot, table.prefix), None) is None:
+            if next(self._scan(self._db, table.prefix), None) is None:
                 continue
             descriptor = self._descriptors.get(name)
             kind = descriptor.kind if descriptor is not None else "value"
@@ -600,13 +650,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return result
 
     def _chunks(
-        self, snapshot: Any, prefix: bytes, kind: str, policy: TtlPolicy | None, now: int
+        self, snapshot: _LocalSnapshot, prefix: bytes, kind: str, policy: TtlPolicy | None, now: int
     ) -> Iterator[KeyedColumns]:
         keys: list = []
         values: list = []
         groups: list[int] = []
         loads = pickle.loads
-        for rocks_key, raw in self._scan(snapshot, prefix):
+        for rocks_key, raw in self._scan(snapshot.reader(), prefix):
             value = loads(raw)
             if policy is not None:
                 value = strip_expired(kind, value, policy, now)
@@ -663,7 +713,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             raise RuntimeError(f"the RocksDB state backend at {self.directory!r} is closed")
 
     def close(self) -> None:
-        """Close RocksDB and delete its directory; idempotent. Snapshots taken before stay readable."""
+        """Close RocksDB and delete its directories (also of snapshots not yet written); idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -674,6 +724,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._db.close()
         finally:
             shutil.rmtree(self.directory, ignore_errors=True)
+            shutil.rmtree(self._snapshot_root, ignore_errors=True)
 
 
 def _wall_clock_ms() -> int:
