@@ -60,6 +60,7 @@ __all__ = [
     "StateEntry",
     "decode_operator_state",
     "find_restorable_checkpoint",
+    "iter_keyed_state",
     "latest_completed",
     "list_completed_checkpoints",
     "read_channel_state",
@@ -297,8 +298,22 @@ def read_state_files(
     if table not in STATE_TABLES:
         raise ValueError(f"invalid state table {table!r}; valid choices: {STATE_TABLES}")
     schema = OPERATOR_STATE_SCHEMA if table == OPERATOR_STATE else CHANNEL_STATE_SCHEMA
+    parts = list(_iter_state_files(layout, table, job_id=job_id, checkpoint_id=checkpoint_id, filter=filter))
+    result = pa.concat_tables(parts) if parts else schema.empty_table()
+    return result.select(columns) if columns is not None else result
+
+
+def _iter_state_files(
+    layout: CheckpointLayout,
+    table: TableName,
+    *,
+    job_id: str | None,
+    checkpoint_id: int | None,
+    filter: pds.Expression | None,
+) -> Iterator[pa.Table]:
+    """The rows of each committed file of ``table`` (after ``filter``), one file at a time."""
+    schema = OPERATOR_STATE_SCHEMA if table == OPERATOR_STATE else CHANNEL_STATE_SCHEMA
     fs, _ = layout.filesystem()
-    parts: list[pa.Table] = []
     for relative, size, job, cid in _committed_files(layout, table, job_id, checkpoint_id):
         path = layout.file_path(table, relative)
         _check_file(layout, job, cid, path, size, footer=False)
@@ -310,9 +325,7 @@ def read_state_files(
         n = data.num_rows
         data = data.add_column(0, "checkpoint_id", pa.array([cid] * n, pa.int64()))
         data = data.add_column(0, "job_id", pa.array([job] * n, pa.string()))
-        parts.append(data.select(schema.names).cast(schema))
-    result = pa.concat_tables(parts) if parts else schema.empty_table()
-    return result.select(columns) if columns is not None else result
+        yield data.select(schema.names).cast(schema)
 
 
 def verify_checkpoint(base: Base, job_id: str, checkpoint_id: int, *, full: bool = False) -> CompletedCheckpoint:
@@ -439,6 +452,31 @@ def read_operator_state(
     layout = as_layout(base)
     check_job_id(job_id)
     _completed(layout, job_id, checkpoint_id)
+    expr = _operator_state_filter(operator_uid, key_groups, subtask, keyed, state_name)
+    table = read_state_files(layout, OPERATOR_STATE, job_id=job_id, checkpoint_id=checkpoint_id, filter=expr)
+    return table.sort_by([("key_group", "ascending"), ("state_name", "ascending"), ("subtask", "ascending")])
+
+
+def iter_keyed_state(base: Base, job_id: str, checkpoint_id: int, operator_uid: str, *, key_groups: range) -> Iterator[pa.Table]:
+    """:func:`read_operator_state`'s keyed rows of ``key_groups``, one committed file at a time.
+
+    For restores of state larger than memory: only one file's rows are in
+    memory at once. Rows are sorted within a file, not across files.
+
+    Raises:
+        CheckpointNotFoundError: the checkpoint is not completed (when called, not when iterated).
+        CorruptCheckpointError: a file of it is missing or damaged (when iterated).
+    """
+    layout = as_layout(base)
+    check_job_id(job_id)
+    _completed(layout, job_id, checkpoint_id)
+    expr = _operator_state_filter(operator_uid, key_groups, None, True, None)
+    return _iter_state_files(layout, OPERATOR_STATE, job_id=job_id, checkpoint_id=checkpoint_id, filter=expr)
+
+
+def _operator_state_filter(
+    operator_uid: str, key_groups: range | None, subtask: int | None, keyed: bool | None, state_name: str | None
+) -> pds.Expression:
     expr = pds.field("operator_uid") == operator_uid
     if key_groups is not None:
         if not isinstance(key_groups, range) or key_groups.step != 1:
@@ -456,8 +494,7 @@ def read_operator_state(
         expr &= pds.field("subtask") == subtask
     if state_name is not None:
         expr &= pds.field("state_name") == state_name
-    table = read_state_files(layout, OPERATOR_STATE, job_id=job_id, checkpoint_id=checkpoint_id, filter=expr)
-    return table.sort_by([("key_group", "ascending"), ("state_name", "ascending"), ("subtask", "ascending")])
+    return expr
 
 
 def decode_operator_state(table: pa.Table) -> Iterator[StateEntry]:

@@ -23,8 +23,10 @@ off, and restore reads the Delta checkpoint tables (as the heap backend does).
 
 Memory: ``state.backend.rocksdb.memory.fixed-per-slot`` (default 128 mb) is
 split in half: RocksDB's block cache, with write buffers charged to it
-(``write-buffer-ratio``), gets one half; the hot-entry cache the other, as an
-entry count derived from the measured serialized size of entries.
+(``write-buffer-ratio``), gets one half; the hot-entry cache the other, counted
+in estimated heap bytes per entry (``sys.getsizeof`` one level deep plus a fixed
+overhead; recounted at every snapshot, since list and map values grow in place).
+Eviction is oldest-first (insertion order), a quarter of a table at most per round.
 
 Snapshots: the synchronous part writes the dirty cached entries to RocksDB and
 takes a RocksDB checkpoint (a directory of hard links to the immutable SST
@@ -54,6 +56,7 @@ import os
 import pickle
 import shutil
 import struct
+import sys
 import tempfile
 import threading
 import uuid
@@ -71,16 +74,22 @@ from flinklike_spark.state import HANDLE_OF_KIND, StateDescriptor
 
 __all__ = ["RocksDBKeyedStateBackend", "decode_key", "encode_key"]
 
-#: Entries per chunk handed to the checkpoint writer (bounds the asynchronous part's memory).
+#: At most this many entries per chunk handed to the checkpoint writer ...
 SNAPSHOT_CHUNK_ENTRIES = 50_000
-#: Restored entries written to RocksDB per batch.
+#: ... and at most this share of the memory budget in serialized values (the writer holds a chunk
+#: a few times over while it pickles and encodes it); each chunk becomes its own Parquet file.
+SNAPSHOT_CHUNK_BUDGET_SHARE = 1 / 16
+#: Restored entries written to RocksDB per batch (and at most 1/16 of the budget in bytes).
 _RESTORE_BATCH = 20_000
-#: Estimated Python heap bytes of one cached entry besides its serialized value size
-#: (dict slot, key and value objects, dirty-set slot); calibrated with tracemalloc on int and str entries.
+#: Estimated Python heap bytes of one cached entry besides its value (dict slot, key object,
+#: dirty- and changed-set slots).
 _ENTRY_OVERHEAD = 200
+#: Estimated bytes per element of a cached list or dict beyond its own array (the element objects).
+_ELEMENT_BYTES = 64
 #: Cached values the state handles mutate in place (list and map state): a read marks them dirty.
 _CONTAINERS = frozenset({list, dict})
 _MISSING = object()
+_SCALARS = frozenset({bytes, str, int, float, bool, type(None)})
 _DIR_PREFIX = "flinklike-rocksdb"
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _BIAS = 1 << 63
@@ -184,6 +193,18 @@ def decode_key(data: bytes) -> Any:
     return key
 
 
+def _size(value: Any) -> int:
+    """Estimated heap bytes of a cached entry (the value one level deep, plus the entry overhead)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return _ENTRY_OVERHEAD + sys.getsizeof(value)
+    if kind in _CONTAINERS:
+        return _ENTRY_OVERHEAD + sys.getsizeof(value) + len(value) * _ELEMENT_BYTES
+    if isinstance(value, tuple):  # TtlValue, aggregation accumulators
+        return _ENTRY_OVERHEAD + sys.getsizeof(value) + sum(map(sys.getsizeof, value))
+    return _ENTRY_OVERHEAD + sys.getsizeof(value) + _ELEMENT_BYTES
+
+
 def _dumps(value: Any) -> bytes:
     try:
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -253,7 +274,7 @@ class _RocksTable:
             if raw is None:
                 return default
             value = pickle.loads(raw)
-            self._backend._reserve(len(raw))  # before the insert: eviction never drops this entry
+            self._backend._reserve(_size(value))  # before the insert: eviction never drops this entry
             self._cache[key] = value
         if type(value) in _CONTAINERS:
             self._dirty.add(key)
@@ -268,8 +289,11 @@ class _RocksTable:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         cache = self._cache
-        if key not in cache:
-            self._backend._reserve(0)
+        old = cache.get(key, _MISSING)
+        if old is _MISSING:
+            self._backend._reserve(_size(value))
+        else:
+            self._backend._cached_bytes += _size(value) - _size(old)
         cache[key] = value
         self._dirty.add(key)
         self._changed.add(key)
@@ -283,6 +307,7 @@ class _RocksTable:
             return default
         if self._cache.pop(key, _MISSING) is not _MISSING:
             self._backend._cached -= 1
+            self._backend._cached_bytes -= _size(value)
         self._dirty.discard(key)
         self._changed.discard(key)
         self._removed.add(key)
@@ -343,22 +368,31 @@ class _RocksTable:
             self._db.write(batch)
         return written
 
-    def evict(self, count: int) -> tuple[int, int]:
-        """Drop the ``count`` oldest cached entries, writing the dirty ones; (evicted, bytes written)."""
+    def evict(self, nbytes: int) -> tuple[int, int]:
+        """Drop the oldest cached entries until about ``nbytes`` are freed, writing the dirty ones;
+        ``(entries evicted, bytes freed)``."""
         cache, dirty = self._cache, self._dirty
-        victims = list(itertools.islice(cache, count))
         batch = self._backend._new_batch()
-        written = 0
-        for key in victims:
+        evicted = freed = 0
+        backend = self._backend
+        average = max(1, backend._cached_bytes // max(1, backend._cached))
+        count = min(max(1, len(cache) // 4), nbytes // average + 1)
+        for key in list(itertools.islice(cache, count)):
+            if freed >= nbytes:
+                break
             value = cache.pop(key)
+            evicted += 1
+            freed += _size(value)
             if key in dirty:
                 dirty.discard(key)
-                raw = _dumps(value)
-                written += len(raw)
-                batch.put(self.rocks_key(key), raw)
-        if written:
+                batch.put(self.rocks_key(key), _dumps(value))
+        if not batch.is_empty():
             self._db.write(batch)
-        return len(victims), written
+        return evicted, freed
+
+    def cached_bytes(self) -> int:
+        """Estimated bytes of the cached entries, recomputed (values may have grown in place)."""
+        return sum(map(_size, self._cache.values()))
 
     def take_changes(self) -> tuple[set, set]:
         changed, removed = self._changed, self._removed
@@ -457,9 +491,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._handles: dict[str, Any] = {}
         self._ttl: dict[str, TtlPolicy] = {}
         self._restore_batch: Any = None
+        self._restore_bytes = 0
+        #: bytes of serialized values per snapshot chunk and restore batch
+        self._chunk_bytes = max(1 << 20, int(budget * SNAPSHOT_CHUNK_BUDGET_SHARE))
         self._cached = 0  # entries in all tables' caches
-        self._entry_bytes = 64  # running estimate of one entry's serialized value size
-        self._capacity = self._compute_capacity()
+        self._cached_bytes = 0  # their estimated heap bytes (see _size)
         self._closed = False
 
     def _db_options(self, rocks_bytes: int) -> Any:
@@ -487,31 +523,27 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     # -- cache accounting -------------------------------------------------------------------------
 
-    def _compute_capacity(self) -> int:
-        return max(1_000, self._cache_bytes // (_ENTRY_OVERHEAD + self._entry_bytes))
-
     def _reserve(self, size: int) -> None:
-        """Count one entry about to enter a cache (``size``: its serialized size when known),
-        evicting first when the caches are full."""
-        if size:
-            self._entry_bytes += (size - self._entry_bytes) >> 6  # moving average over ~64 loads
+        """Count one entry of ``size`` bytes about to enter a cache, evicting first when the
+        caches would exceed their share of the budget."""
         self._cached += 1
-        if self._cached > self._capacity:
+        self._cached_bytes += size
+        if self._cached_bytes > self._cache_bytes:
             self._evict()
 
     def _evict(self) -> None:
-        """Bring the cache back to 90% of its capacity, oldest entries of the fullest tables first."""
-        target = self._capacity * 9 // 10
-        for candidate in sorted(self._tables.values(), key=lambda t: -len(t._cache)):
-            excess = self._cached - target
+        """Bring the caches back to 90% of their budget, oldest entries of the largest tables first."""
+        target = self._cache_bytes * 9 // 10
+        for _ in range(64):  # each round frees at most a quarter of one table
+            excess = self._cached_bytes - target
             if excess <= 0:
-                break
-            evicted, written = candidate.evict(min(excess, len(candidate._cache)))
+                return
+            table = max(self._tables.values(), key=lambda t: len(t._cache))
+            if not table._cache:
+                return
+            evicted, freed = table.evict(excess)
             self._cached -= evicted
-            if evicted and written:
-                average = written // max(evicted, 1)
-                self._entry_bytes = (self._entry_bytes + average) // 2
-        self._capacity = self._compute_capacity()
+            self._cached_bytes -= freed
 
     def _open_read_only(self, path: str) -> Any:
         """A read-only instance of a local checkpoint, sharing the block cache (so the budget holds)."""
@@ -551,6 +583,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if self._restore_batch is not None:
             self._db.write(self._restore_batch)
             self._restore_batch = None
+            self._restore_bytes = 0
 
     def get_state(self, descriptor: StateDescriptor, expected: type[StateDescriptor]) -> Any:
         if not isinstance(descriptor, expected):
@@ -605,8 +638,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         batch = self._restore_batch
         if batch is None:
             batch = self._restore_batch = self._new_batch()
-        batch.put(table.rocks_key(key), _dumps(value))
-        if batch.len() >= _RESTORE_BATCH:
+        raw = _dumps(value)
+        batch.put(table.rocks_key(key), raw)
+        self._restore_bytes += len(raw)
+        if self._restore_bytes >= self._chunk_bytes or batch.len() >= _RESTORE_BATCH:
             self._finish_restore()
 
     def flush(self) -> int:
@@ -617,6 +652,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         written = sum(table.flush(batch) for table in self._tables.values())
         if written:
             self._db.write(batch)
+        # Values grown in place (list and map state) drift from their recorded size: recount.
+        self._cached_bytes = sum(table.cached_bytes() for table in self._tables.values())
+        if self._cached_bytes > self._cache_bytes:
+            self._evict()
         return written
 
     def snapshot_entries(self) -> list[tuple[str, str, KeyedColumnChunks]]:
@@ -656,6 +695,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         values: list = []
         groups: list[int] = []
         loads = pickle.loads
+        max_bytes = self._chunk_bytes
+        size = 0
         for rocks_key, raw in self._scan(snapshot.reader(), prefix):
             value = loads(raw)
             if policy is not None:
@@ -665,9 +706,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             groups.append((rocks_key[2] << 8) | rocks_key[3])
             keys.append(decode_key(rocks_key[4:]))
             values.append(value)
-            if len(keys) >= SNAPSHOT_CHUNK_ENTRIES:
+            size += len(raw)
+            if len(keys) >= SNAPSHOT_CHUNK_ENTRIES or size >= max_bytes:
                 yield KeyedColumns(keys, values, groups)
-                keys, values, groups = [], [], []
+                keys, values, groups, size = [], [], [], 0
         if keys:
             yield KeyedColumns(keys, values, groups)
 
@@ -707,6 +749,14 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def cached_entries(self) -> int:
         """Entries currently held in the in-memory cache (for tests and metrics)."""
         return self._cached
+
+    def cached_bytes(self) -> int:
+        """Estimated heap bytes of the cached entries (see the module docstring)."""
+        return self._cached_bytes
+
+    def cache_budget(self) -> int:
+        """Bytes of the budget the in-memory cache may use (the rest is RocksDB's)."""
+        return self._cache_bytes
 
     def _check_open(self) -> None:
         if self._closed:
