@@ -64,15 +64,17 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from checkpointing.writer import KeyedColumnChunks, KeyedColumns
 from flinklike_spark._runtime.network.partitioner import stable_hash_scalar
-from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, detach_values
+from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, detach_values, key_groups_of
 from flinklike_spark._runtime.streaming.ttl_state import TtlPolicy, create_ttl_handle, is_ttl_entry, strip_expired
 from flinklike_spark.config import RocksDBOptions
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.state import HANDLE_OF_KIND, StateDescriptor
 
-__all__ = ["RocksDBKeyedStateBackend", "decode_key", "encode_key"]
+__all__ = ["RocksDBKeyedStateBackend", "decode_key", "encode_key", "release_freed_memory"]
 
 #: At most this many entries per chunk handed to the checkpoint writer ...
 SNAPSHOT_CHUNK_ENTRIES = 50_000
@@ -89,6 +91,8 @@ _ELEMENT_BYTES = 64
 #: Cached values the state handles mutate in place (list and map state): a read marks them dirty.
 _CONTAINERS = frozenset({list, dict})
 _MISSING = object()
+#: A RocksDB key of an int64 state key, as a numpy row: prefix, key group, tag b"I", biased key.
+_INT_KEY_ROW = np.dtype([("state", ">u2"), ("group", ">u2"), ("tag", "u1"), ("key", ">u8")])
 _SCALARS = frozenset({bytes, str, int, float, bool, type(None)})
 _DIR_PREFIX = "flinklike-rocksdb"
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -205,6 +209,14 @@ def _size(value: Any) -> int:
     return _ENTRY_OVERHEAD + sys.getsizeof(value) + _ELEMENT_BYTES
 
 
+def _dumps_all(values: list) -> list[bytes]:
+    """``_dumps`` of every value, with the C pickler mapped over the list while it works."""
+    try:
+        return list(map(pickle.dumps, values, itertools.repeat(pickle.HIGHEST_PROTOCOL, len(values))))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return [_dumps(value) for value in values]
+
+
 def _dumps(value: Any) -> bytes:
     try:
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -212,6 +224,33 @@ def _dumps(value: Any) -> bytes:
         import cloudpickle
 
         return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+
+def _load_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def release_freed_memory() -> None:
+    """Return memory freed to glibc's arenas to the OS (no-op elsewhere).
+
+    glibc keeps one arena per thread that allocated; a restarted task runs on a
+    new thread, so what the previous attempt's cache and restore freed would stay
+    resident beside what the new attempt allocates. Called after a restore and at
+    ``close``.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 # -- directories -----------------------------------------------------------------------------------
@@ -264,6 +303,22 @@ class _RocksTable:
         backend = self._backend
         group = stable_hash_scalar(key) % backend.max_parallelism
         return self.prefix + group.to_bytes(2, "big") + encode_key(key)
+
+    def rocks_keys(self, keys: list) -> list[bytes]:
+        """``rocks_key`` of every key; all-int64 key lists are encoded vectorized."""
+        if len(keys) >= 32 and set(map(type, keys)) == {int}:
+            try:
+                ints = np.array(keys, dtype=np.int64)
+            except OverflowError:
+                pass
+            else:
+                rows = np.empty(len(keys), dtype=_INT_KEY_ROW)
+                rows["state"] = int.from_bytes(self.prefix, "big")
+                rows["group"] = key_groups_of(keys, self._backend.max_parallelism)
+                rows["tag"] = ord("I")
+                rows["key"] = ints.view(np.uint64) ^ np.uint64(_BIAS)
+                return rows.view(f"V{_INT_KEY_ROW.itemsize}").tolist()
+        return [self.rocks_key(key) for key in keys]
 
     # dict protocol -------------------------------------------------------------------------------
 
@@ -358,11 +413,12 @@ class _RocksTable:
         own = batch is None
         if own:
             batch = self._backend._new_batch()
-        cache, written = self._cache, 0
-        for key in dirty:
-            raw = _dumps(cache[key])
-            written += len(raw)
-            batch.put(self.rocks_key(key), raw)
+        keys = list(dirty)
+        raws = _dumps_all(list(map(self._cache.__getitem__, keys)))
+        put = batch.put
+        for rocks_key, raw in zip(self.rocks_keys(keys), raws, strict=True):
+            put(rocks_key, raw)
+        written = sum(map(len, raws))
         dirty.clear()
         if own:
             self._db.write(batch)
@@ -377,6 +433,7 @@ class _RocksTable:
         backend = self._backend
         average = max(1, backend._cached_bytes // max(1, backend._cached))
         count = min(max(1, len(cache) // 4), nbytes // average + 1)
+        written_keys, written_values = [], []
         for key in list(itertools.islice(cache, count)):
             if freed >= nbytes:
                 break
@@ -385,8 +442,12 @@ class _RocksTable:
             freed += _size(value)
             if key in dirty:
                 dirty.discard(key)
-                batch.put(self.rocks_key(key), _dumps(value))
-        if not batch.is_empty():
+                written_keys.append(key)
+                written_values.append(value)
+        if written_keys:
+            put = batch.put
+            for rocks_key, raw in zip(self.rocks_keys(written_keys), _dumps_all(written_values), strict=True):
+                put(rocks_key, raw)
             self._db.write(batch)
         return evicted, freed
 
@@ -492,6 +553,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._ttl: dict[str, TtlPolicy] = {}
         self._restore_batch: Any = None
         self._restore_bytes = 0
+        self._restoring = False
         #: bytes of serialized values per snapshot chunk and restore batch
         self._chunk_bytes = max(1 << 20, int(budget * SNAPSHOT_CHUNK_BUDGET_SHARE))
         self._cached = 0  # entries in all tables' caches
@@ -584,12 +646,20 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._db.write(self._restore_batch)
             self._restore_batch = None
             self._restore_bytes = 0
+            self._restoring = True
+
+    def _restored(self) -> None:
+        """The restore is over (the first state access): write the last batch, give its memory back."""
+        self._finish_restore()
+        if self._restoring:
+            self._restoring = False
+            release_freed_memory()
 
     def get_state(self, descriptor: StateDescriptor, expected: type[StateDescriptor]) -> Any:
         if not isinstance(descriptor, expected):
             raise TypeError(f"expected a {expected.__name__}, got {type(descriptor).__name__} ({descriptor!r})")
         self._check_open()
-        self._finish_restore()
+        self._restored()
         name = descriptor.name
         known = self._descriptors.get(name)
         if known is not None:
@@ -729,7 +799,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             descriptor = self._descriptors.get(name)
             kind = descriptor.kind if descriptor is not None else "value"
             keys = list(changed)
-            rocks_keys = [table.rocks_key(k) for k in keys]
+            rocks_keys = table.rocks_keys(keys)
             raws = self._db.get(rocks_keys) if rocks_keys else []
             values = detach_values([pickle.loads(raw) for raw in raws])
             groups = [(rk[2] << 8) | rk[3] for rk in rocks_keys]
@@ -770,11 +840,14 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for table in self._tables.values():
             table.close()
         self._restore_batch = None
+        self._tables.clear()
+        self._handles.clear()
         try:
             self._db.close()
         finally:
             shutil.rmtree(self.directory, ignore_errors=True)
             shutil.rmtree(self._snapshot_root, ignore_errors=True)
+            release_freed_memory()
 
 
 def _wall_clock_ms() -> int:

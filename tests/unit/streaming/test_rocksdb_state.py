@@ -74,6 +74,15 @@ def test_keys_equal_in_a_dict_encode_equally_and_shared_objects_do_not_matter():
     assert len({encode_key(k) for k in (0, "", b"", None, (), 0.5)}) == 6
 
 
+def test_vectorized_int_keys_encode_like_single_keys(rocks):
+    backend = rocks()
+    backend.get_state(ValueStateDescriptor("v"), ValueStateDescriptor)
+    table = backend._tables["v"]
+    keys = [0, -1, 1, 255, 256, -(2**63), 2**63 - 1, *range(-50, 50)]
+    assert table.rocks_keys(keys) == [table.rocks_key(k) for k in keys]
+    assert table.rocks_keys([*keys, 2**64]) == [table.rocks_key(k) for k in [*keys, 2**64]]  # beyond int64
+
+
 def test_unsupported_key_types_are_refused_by_name():
     with pytest.raises(TypeError, match="cannot hash key of type set"):
         encode_key({1})
