@@ -574,6 +574,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             table.set_block_cache(cache)
             table.set_cache_index_and_filter_blocks(True)
             table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+            # Partitioned index and filters (Flink's state.backend.rocksdb.memory.partitioned-index-filters):
+            # with whole-file index blocks in a small cache, every point read of a large SST file
+            # reloads its index (~0.5 ms per get measured); partitions load only the part needed.
+            table.set_index_type(rocksdict.BlockBasedIndexType.two_level_index_search())
+            table.set_partition_filters(True)
+            table.set_pin_top_level_index_and_filter(True)
+            table.set_metadata_block_size(4096)
             opts.set_write_buffer_manager(
                 rocksdict.WriteBufferManager.new_write_buffer_manager_with_cache(write_buffers, False, cache)
             )
