@@ -14,9 +14,8 @@ are removed by the next backend created on the machine. A RocksDB key is
 (Flink's key-group-prefixed layout, one prefix per state instead of a column
 family), so a scan of one state yields its entries ordered by key group, which
 is the order the checkpoint writer sorts into. Keys are encoded with
-:func:`encode_key`, a canonical type-tagged encoding (the same key always gives
-the same bytes, and keys equal in a Python dict, such as ``1``, ``1.0`` and
-``True``, give equal bytes); values are pickled.
+:func:`~flinklike_spark._runtime.streaming.state_keys.encode_key` (canonical:
+the same key always gives the same bytes); values are pickled.
 
 The local RocksDB is working state only, never a recovery source: the WAL is
 off, and restore reads the Delta checkpoint tables (as the heap backend does).
@@ -48,9 +47,6 @@ both settings are accepted and have no effect here.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import decimal
-import enum
 import itertools
 import os
 import pickle
@@ -69,12 +65,13 @@ import numpy as np
 from checkpointing.writer import KeyedColumnChunks, KeyedColumns
 from flinklike_spark._runtime.network.partitioner import stable_hash_scalar
 from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, detach_values, key_groups_of
+from flinklike_spark._runtime.streaming.state_keys import INT_KEY_BIAS, decode_key, encode_key
 from flinklike_spark._runtime.streaming.ttl_state import TtlPolicy, create_ttl_handle, is_ttl_entry, strip_expired
 from flinklike_spark.config import RocksDBOptions
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.state import HANDLE_OF_KIND, StateDescriptor
 
-__all__ = ["RocksDBKeyedStateBackend", "decode_key", "encode_key", "release_freed_memory"]
+__all__ = ["RocksDBKeyedStateBackend", "release_freed_memory"]
 
 #: At most this many entries per chunk handed to the checkpoint writer ...
 SNAPSHOT_CHUNK_ENTRIES = 50_000
@@ -95,106 +92,6 @@ _MISSING = object()
 _INT_KEY_ROW = np.dtype([("state", ">u2"), ("group", ">u2"), ("tag", "u1"), ("key", ">u8")])
 _SCALARS = frozenset({bytes, str, int, float, bool, type(None)})
 _DIR_PREFIX = "flinklike-rocksdb"
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_BIAS = 1 << 63
-
-
-# -- key encoding ------------------------------------------------------------------------------
-
-
-def _len4(data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + data
-
-
-def _encode(key: Any, out: list[bytes]) -> None:
-    kind = type(key)
-    if kind is int or kind is bool:
-        if _INT64_MIN <= key <= _INT64_MAX:
-            out.append(b"I" + (int(key) + _BIAS).to_bytes(8, "big"))
-        else:
-            out.append(b"J" + _len4(str(int(key)).encode()))
-    elif kind is str:
-        out.append(b"S" + _len4(key.encode("utf-8", "surrogatepass")))
-    elif key is None:
-        out.append(b"N")
-    elif kind is float:
-        if key.is_integer() and _INT64_MIN <= key <= _INT64_MAX:
-            _encode(int(key), out)
-        else:
-            out.append(b"F" + struct.pack(">d", key))
-    elif isinstance(key, (bytes, bytearray)):
-        out.append(b"B" + _len4(bytes(key)))
-    elif isinstance(key, tuple) and not hasattr(kind, "_fields"):
-        out.append(b"T" + struct.pack(">I", len(key)))
-        for item in key:
-            _encode(item, out)
-    elif isinstance(key, decimal.Decimal) and key.is_finite() and key == key.to_integral_value():
-        _encode(int(key), out)
-    elif isinstance(key, (int, float, str)) and not isinstance(key, enum.Enum):
-        # subclasses (numpy scalars are not, but e.g. str subclasses): their plain value
-        base = int if isinstance(key, int) else float if isinstance(key, float) else str
-        _encode(base(key), out)
-    elif isinstance(
-        key, (tuple, enum.Enum, datetime.date, datetime.time, datetime.timedelta, decimal.Decimal)
-    ):  # NamedTuples, enums, dates, times, non-integral decimals: stdlib pickle of these is canonical
-        out.append(b"P" + _len4(pickle.dumps(key, protocol=4)))
-    else:
-        stable_hash_scalar(key)  # raises the partitioner's TypeError naming the supported key types
-        raise TypeError(f"key {key!r} of type {kind.__name__} cannot be used as a RocksDB state key")
-
-
-def encode_key(key: Any) -> bytes:
-    """Canonical bytes of a state key: equal keys (as dict keys) give equal bytes.
-
-    Raises:
-        TypeError: a key type without a canonical encoding (the types
-            :func:`~flinklike_spark._runtime.network.partitioner.stable_hash_scalar` supports work).
-    """
-    if type(key) is int and _INT64_MIN <= key <= _INT64_MAX:
-        return b"I" + (key + _BIAS).to_bytes(8, "big")
-    out: list[bytes] = []
-    _encode(key, out)
-    return b"".join(out)
-
-
-def _decode(data: bytes, pos: int) -> tuple[Any, int]:
-    tag = data[pos]
-    pos += 1
-    if tag == 0x49:  # I
-        return int.from_bytes(data[pos : pos + 8], "big") - _BIAS, pos + 8
-    if tag == 0x4E:  # N
-        return None, pos
-    if tag == 0x54:  # T
-        (count,) = struct.unpack_from(">I", data, pos)
-        pos += 4
-        items = []
-        for _ in range(count):
-            item, pos = _decode(data, pos)
-            items.append(item)
-        return tuple(items), pos
-    if tag == 0x46:  # F
-        return struct.unpack_from(">d", data, pos)[0], pos + 8
-    (length,) = struct.unpack_from(">I", data, pos)
-    pos += 4
-    body = data[pos : pos + length]
-    pos += length
-    if tag == 0x53:  # S
-        return body.decode("utf-8", "surrogatepass"), pos
-    if tag == 0x42:  # B
-        return bytes(body), pos
-    if tag == 0x4A:  # J
-        return int(body), pos
-    if tag == 0x50:  # P
-        return pickle.loads(body), pos
-    raise ValueError(f"corrupt RocksDB state key: unknown tag {tag:#x} at byte {pos - 1} of {data!r}")
-
-
-def decode_key(data: bytes) -> Any:
-    """The key :func:`encode_key` encoded (ints for bools and integral floats)."""
-    if data[0] == 0x49 and len(data) == 9:
-        return int.from_bytes(data[1:], "big") - _BIAS
-    key, _ = _decode(data, 0)
-    return key
 
 
 def _size(value: Any) -> int:
@@ -316,7 +213,7 @@ class _RocksTable:
                 rows["state"] = int.from_bytes(self.prefix, "big")
                 rows["group"] = key_groups_of(keys, self._backend.max_parallelism)
                 rows["tag"] = ord("I")
-                rows["key"] = ints.view(np.uint64) ^ np.uint64(_BIAS)
+                rows["key"] = ints.view(np.uint64) ^ np.uint64(INT_KEY_BIAS)
                 return rows.view(f"V{_INT_KEY_ROW.itemsize}").tolist()
         return [self.rocks_key(key) for key in keys]
 

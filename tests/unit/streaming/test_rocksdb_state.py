@@ -20,11 +20,8 @@ from checkpointing.writer import KeyedColumnChunks  # noqa: E402
 from flinklike_spark._runtime.network.partitioner import key_group_for  # noqa: E402
 from flinklike_spark._runtime.streaming import rocksdb_state  # noqa: E402
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend  # noqa: E402
-from flinklike_spark._runtime.streaming.rocksdb_state import (  # noqa: E402
-    RocksDBKeyedStateBackend,
-    decode_key,
-    encode_key,
-)
+from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend  # noqa: E402
+from flinklike_spark._runtime.streaming.state_keys import decode_key, encode_key  # noqa: E402
 from flinklike_spark._runtime.taskexecutor.restore import _entries  # noqa: E402
 from flinklike_spark.config import RocksDBOptions  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
