@@ -77,6 +77,7 @@ from .reader import (
     StateEntry,
     decode_operator_state,
     find_restorable_checkpoint,
+    iter_keyed_state,
     latest_completed,
     list_completed_checkpoints,
     read_channel_state,
@@ -85,7 +86,7 @@ from .reader import (
 )
 from .retention import RetentionResult, retain
 from .schemas import CheckpointKind, Direction, SnapshotAlignment, StateKind
-from .writer import KeyedColumns, SnapshotWriter, StateFile, StateHandle, discard_handles
+from .writer import KeyedColumnChunks, KeyedColumns, SnapshotWriter, StateFile, StateHandle, discard_handles
 
 __all__ = [
     "ChannelBuffer",
@@ -96,6 +97,7 @@ __all__ = [
     "CommitResult",
     "CompletedCheckpoint",
     "Direction",
+    "KeyedColumnChunks",
     "KeyedColumns",
     "RetentionResult",
     "SnapshotAlignment",
@@ -107,6 +109,7 @@ __all__ = [
     "decode_operator_state",
     "discard_handles",
     "find_restorable_checkpoint",
+    "iter_keyed_state",
     "latest_completed",
     "list_completed_checkpoints",
     "read_channel_state",

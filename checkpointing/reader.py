@@ -61,6 +61,7 @@ __all__ = [
     "StateEntry",
     "decode_operator_state",
     "find_restorable_checkpoint",
+    "iter_keyed_state",
     "latest_completed",
     "list_completed_checkpoints",
     "read_channel_state",
@@ -312,8 +313,24 @@ def read_state_files(
     if table not in STATE_TABLES:
         raise ValueError(f"invalid state table {table!r}; valid choices: {STATE_TABLES}")
     schema = OPERATOR_STATE_SCHEMA if table == OPERATOR_STATE else CHANNEL_STATE_SCHEMA
+    parts = list(_iter_state_files(layout, table, job_id, checkpoint_id, checkpoint_ids, filter))
+    if per_file:
+        return [p.select(columns) if columns is not None else p for p in parts]
+    result = pa.concat_tables(parts) if parts else schema.empty_table()
+    return result.select(columns) if columns is not None else result
+
+
+def _iter_state_files(
+    layout: CheckpointLayout,
+    table: TableName,
+    job_id: str | None,
+    checkpoint_id: int | None,
+    checkpoint_ids: Collection[int] | None,
+    filter: pds.Expression | None,
+) -> Iterator[pa.Table]:
+    """The rows of each committed file of ``table`` (after ``filter``), one file at a time."""
+    schema = OPERATOR_STATE_SCHEMA if table == OPERATOR_STATE else CHANNEL_STATE_SCHEMA
     fs, _ = layout.filesystem()
-    parts: list[pa.Table] = []
     for relative, size, job, cid in _committed_files(layout, table, job_id, checkpoint_id, checkpoint_ids):
         path = layout.file_path(table, relative)
         _check_file(layout, job, cid, path, size, footer=False)
@@ -328,11 +345,7 @@ def read_state_files(
                 data = data.append_column(schema.field(name), pa.nulls(n, schema.field(name).type))
         data = data.add_column(0, "checkpoint_id", pa.repeat(pa.scalar(cid, pa.int64()), n))
         data = data.add_column(0, "job_id", pa.repeat(pa.scalar(job, pa.string()), n))
-        parts.append(data.select(schema.names).cast(schema))
-    if per_file:
-        return [p.select(columns) if columns is not None else p for p in parts]
-    result = pa.concat_tables(parts) if parts else schema.empty_table()
-    return result.select(columns) if columns is not None else result
+        yield data.select(schema.names).cast(schema)
 
 
 def verify_checkpoint(base: Base, job_id: str, checkpoint_id: int, *, full: bool = False) -> CompletedCheckpoint:
@@ -484,15 +497,48 @@ def read_operator_state(
     layout = as_layout(base)
     check_job_id(job_id)
     completed = _completed(layout, job_id, checkpoint_id)
+    expr = _operator_state_filter(operator_uid, key_groups, subtask, keyed, state_name)
+    table = read_state_files(layout, OPERATOR_STATE, job_id=job_id, checkpoint_id=checkpoint_id, filter=expr)
+    chains = {s: c for (uid, s), c in decode_chains(completed.properties).items() if uid == operator_uid}
+    if subtask is not None:
+        chains = {s: c for s, c in chains.items() if s == subtask}
+    if chains and keyed is not False:
+        table = _resolve_chains(layout, job_id, checkpoint_id, table, chains, expr)
+    return table.sort_by([("key_group", "ascending"), ("state_name", "ascending"), ("subtask", "ascending")])
+
+
+def iter_keyed_state(
+    base: Base, job_id: str, checkpoint_id: int, operator_uid: str, *, key_groups: range
+) -> Iterator[pa.Table]:
+    """:func:`read_operator_state`'s keyed rows of ``key_groups``, one committed file at a time.
+
+    For restores of state larger than memory: only one file's rows are in memory
+    at once (rows are sorted within a file, not across files). An operator with
+    incremental chains in this checkpoint is resolved first and comes as one table.
+
+    Raises:
+        CheckpointNotFoundError: the checkpoint is not completed (when called, not when iterated).
+        CorruptCheckpointError: a file of it is missing or damaged (when iterated).
+    """
+    layout = as_layout(base)
+    check_job_id(job_id)
+    completed = _completed(layout, job_id, checkpoint_id)
+    if any(uid == operator_uid for uid, _ in decode_chains(completed.properties)):
+        return iter([read_operator_state(layout, job_id, checkpoint_id, operator_uid, key_groups=key_groups)])
+    expr = _operator_state_filter(operator_uid, key_groups, None, True, None)
+    return _iter_state_files(layout, OPERATOR_STATE, job_id, checkpoint_id, None, expr)
+
+
+def _operator_state_filter(
+    operator_uid: str, key_groups: range | None, subtask: int | None, keyed: bool | None, state_name: str | None
+) -> pds.Expression:
     expr = pds.field("operator_uid") == operator_uid
     if key_groups is not None:
         if not isinstance(key_groups, range) or key_groups.step != 1:
             raise ValueError(f"key_groups must be a range with step 1, got {key_groups!r}")
         if keyed is False:
             raise ValueError("key_groups selects keyed state; it contradicts keyed=False")
-        expr &= (pds.field("key_group") >= max(key_groups.start, 0)) & (
-            pds.field("key_group") < key_groups.stop
-        )
+        expr &= (pds.field("key_group") >= max(key_groups.start, 0)) & (pds.field("key_group") < key_groups.stop)
     if keyed is True:
         expr &= pds.field("key_group") >= 0
     elif keyed is False:
@@ -501,13 +547,7 @@ def read_operator_state(
         expr &= pds.field("subtask") == subtask
     if state_name is not None:
         expr &= pds.field("state_name") == state_name
-    table = read_state_files(layout, OPERATOR_STATE, job_id=job_id, checkpoint_id=checkpoint_id, filter=expr)
-    chains = {s: c for (uid, s), c in decode_chains(completed.properties).items() if uid == operator_uid}
-    if subtask is not None:
-        chains = {s: c for s, c in chains.items() if s == subtask}
-    if chains and keyed is not False:
-        table = _resolve_chains(layout, job_id, checkpoint_id, table, chains, expr)
-    return table.sort_by([("key_group", "ascending"), ("state_name", "ascending"), ("subtask", "ascending")])
+    return expr
 
 
 def _resolve_chains(

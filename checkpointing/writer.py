@@ -55,6 +55,7 @@ from .schemas import (
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "KeyedColumnChunks",
     "KeyedColumns",
     "SnapshotWriter",
     "StateFile",
@@ -224,6 +225,42 @@ class KeyedColumns(Sequence[tuple[int, Any, Any]]):
         return f"KeyedColumns({len(self)} entries)"
 
 
+class KeyedColumnChunks(Iterable[tuple[int, Any, Any]]):
+    """Keyed entries of one state produced as a stream of :class:`KeyedColumns` chunks.
+
+    What a state backend whose state may exceed memory (RocksDB) hands over
+    from the synchronous part of a snapshot: ``produce`` is called in the
+    asynchronous part, once per iteration, and yields chunks that
+    :meth:`SnapshotWriter.add_keyed_state` writes one at a time, so only one
+    chunk is in memory. Iterated directly it reads like the row form.
+    """
+
+    __slots__ = ("_produce",)
+
+    def __init__(self, produce: Callable[[], Iterable[KeyedColumns]]) -> None:
+        self._produce = produce
+
+    def chunks(self) -> Iterator[KeyedColumns]:
+        return iter(self._produce())
+
+    def __iter__(self) -> Iterator[tuple[int, Any, Any]]:
+        for chunk in self.chunks():
+            yield from chunk
+
+    def __len__(self) -> int:
+        return sum(len(chunk) for chunk in self.chunks())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Iterable) and not isinstance(other, (str, bytes)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "KeyedColumnChunks(...)"
+
+
 class _WriterState(enum.Enum):
     OPEN = "open"
     FINISHED = "finished"
@@ -306,6 +343,10 @@ class SnapshotWriter:
         self._check_name(state_name)
         if isinstance(entries, KeyedColumns):
             self._add_keyed_columns(state_name, kind, entries)
+            return
+        if isinstance(entries, KeyedColumnChunks):
+            for chunk in entries.chunks():
+                self._add_keyed_columns(state_name, kind, chunk)
             return
         for key_group, key, value in entries:
             if isinstance(key_group, bool) or not isinstance(key_group, int) or key_group < 0:

@@ -39,6 +39,7 @@ __all__ = [
     "PipelineOptions",
     "RestOptions",
     "RestartStrategyType",
+    "RocksDBOptions",
     "StateBackendType",
     "TaskManagerMode",
     "fold_key_case",
@@ -65,11 +66,46 @@ class StateBackendType(Enum):
     """Where keyed state lives (Flink's ``state.backend.type``)."""
 
     HASHMAP = "hashmap"  # Python dicts on the TaskExecutor's heap (the default)
-    ROCKSDB = "rocksdb"  # an embedded RocksDB per slot: not available yet
+    ROCKSDB = "rocksdb"  # an embedded RocksDB per slot behind a bounded hot-key cache (extra [rocksdb])
 
 
 #: Backend types this build can run; the parser rejects the others by name.
-AVAILABLE_STATE_BACKENDS = frozenset({StateBackendType.HASHMAP})
+AVAILABLE_STATE_BACKENDS = frozenset({StateBackendType.HASHMAP, StateBackendType.ROCKSDB})
+
+#: Memory budget of one slot's RocksDB backend when ``state.backend.rocksdb.memory.fixed-per-slot`` is
+#: unset: there is no managed-memory pool here (``taskmanager.memory.managed.*``), so this stands in
+#: for the slot's share of it.
+DEFAULT_ROCKSDB_MEMORY_PER_SLOT = 128 << 20
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RocksDBOptions:
+    """Settings of the RocksDB state backend (Flink's ``state.backend.rocksdb.*`` keys).
+
+    Attributes:
+        local_dir: parent directory of the per-slot RocksDB instances; None: the
+            system temp directory (Flink: the TaskManager's ``io.tmp.dirs``).
+        memory_per_slot: bytes one backend may use for its hot-key cache plus
+            RocksDB's block cache and write buffers.
+        managed: when False, RocksDB's native memory is not capped (RocksDB's
+            defaults); only the hot-key cache follows ``memory_per_slot``.
+        write_buffer_ratio: share of RocksDB's part of the budget for write buffers.
+    """
+
+    local_dir: str | None = None
+    memory_per_slot: int = DEFAULT_ROCKSDB_MEMORY_PER_SLOT
+    managed: bool = True
+    write_buffer_ratio: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.memory_per_slot < 1 << 20:
+            raise ConfigurationError(
+                f"state.backend.rocksdb.memory.fixed-per-slot: {self.memory_per_slot} bytes is too small; valid: >= 1 mb"
+            )
+        if not 0.0 < self.write_buffer_ratio < 1.0:
+            raise ConfigurationError(
+                f"state.backend.rocksdb.memory.write-buffer-ratio: {self.write_buffer_ratio!r}; valid: (0, 1)"
+            )
 
 
 def _parse_state_backend(value: object, *, key: str) -> StateBackendType:
@@ -540,7 +576,16 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "With incremental checkpoints: write a full base when a subtask's chain (base plus changes) "
              "would get longer than this, which bounds what a restore reads.", 1, 10_000),
         _opt("state.backend.type", StateBackendType.HASHMAP, _parse_state_backend,
-             "Where keyed state lives: hashmap (the Python heap)."),
+             "Where keyed state lives: hashmap (the Python heap) or rocksdb (an embedded RocksDB per slot)."),
+        _opt("state.backend.rocksdb.localdir", None, _parse_optional_str,
+             "Directory of the RocksDB instances of the rocksdb backend; unset: the system temp directory."),
+        _opt("state.backend.rocksdb.memory.managed", True, _parse_bool,
+             "Cap RocksDB's block cache and write buffers to the slot's memory budget."),
+        _opt("state.backend.rocksdb.memory.fixed-per-slot", None, _memory,
+             "Memory budget of one slot's rocksdb backend (hot-key cache + RocksDB); unset: 128 mb.",
+             1 << 20, optional=True),
+        _opt("state.backend.rocksdb.memory.write-buffer-ratio", 0.5, _parse_float,
+             "Share of RocksDB's memory for write buffers (memtables).", 0.01, 0.99),
         _opt("execution.checkpointing.dir", None, _parse_optional_location, "Checkpoint storage URL (fsspec)."),
         _opt("execution.state-recovery.path", None, _parse_optional_location, "Checkpoint or savepoint to start from."),
         _opt("execution.state-recovery.accept-duplicate-sink-output", False, _parse_bool,
@@ -856,6 +901,21 @@ class Configuration(Mapping[str, Any]):
             return FailoverOptions(restart_strategy=restart, failover_strategy=g("jobmanager.execution.failover-strategy"))
 
         return self._view("failover", build)
+
+    @property
+    def rocksdb(self) -> RocksDBOptions:
+        """The ``state.backend.rocksdb.*`` settings (used when ``state.backend.type`` is rocksdb)."""
+        g = self.get
+        fixed = g("state.backend.rocksdb.memory.fixed-per-slot")
+        return self._view(
+            "rocksdb",
+            lambda: RocksDBOptions(
+                local_dir=g("state.backend.rocksdb.localdir"),
+                memory_per_slot=DEFAULT_ROCKSDB_MEMORY_PER_SLOT if fixed is None else fixed,
+                managed=g("state.backend.rocksdb.memory.managed"),
+                write_buffer_ratio=g("state.backend.rocksdb.memory.write-buffer-ratio"),
+            ),
+        )
 
     @property
     def checkpointing(self) -> CheckpointingOptions:

@@ -80,6 +80,21 @@ def test_exactly_once_across_stop_and_resume(tmp_path, mode):
         assert latest.mode == "aligned" and latest.channel_state_bytes == 0
 
 
+@pytest.mark.parametrize(("first", "then"), [("rocksdb", "rocksdb"), ("rocksdb", "hashmap"), ("hashmap", "rocksdb")])
+def test_exactly_once_across_stop_and_resume_on_and_between_state_backends(tmp_path, first, then):
+    pytest.importorskip("rocksdict")
+    directory = str(tmp_path / "checkpoints")
+    config = checkpoint_config(directory, "unaligned") | {"state.backend.type": first}
+    run_and_cancel(build(config), directory, checkpoints=3)
+    config = checkpoint_config(directory, "unaligned") | {
+        "execution.state-recovery.path": directory,
+        "state.backend.type": then,
+    }
+    result = build(config, seconds_per_record=0).execute("resumed")
+    counts = {row["key"]: row["count"] for row in CollectSink.rows(result)}
+    assert counts == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
+
+
 def test_restore_at_a_different_parallelism(tmp_path):
     directory = str(tmp_path / "checkpoints")
     run_and_cancel(build(checkpoint_config(directory, "unaligned")), directory, checkpoints=3)

@@ -78,17 +78,24 @@ def checkpointed_counts(directory: str, job_id: str) -> dict[int, TtlValue]:
     return {e.key: e.value for e in decode_operator_state(table) if e.state_name == "count"}
 
 
-def resume(directory: str, ttl_ms: int) -> dict[int, int]:
-    config = checkpoint_config(directory, "aligned") | {"execution.state-recovery.path": directory}
+def resume(directory: str, ttl_ms: int, backend: str = "hashmap") -> dict[int, int]:
+    config = checkpoint_config(directory, "aligned") | {
+        "execution.state-recovery.path": directory,
+        "state.backend.type": backend,
+    }
     result = build(config, ttl_ms, 0).execute("resumed")
     return {row["key"]: row["count"] for row in CollectSink.rows(result)}
 
 
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 @pytest.mark.parametrize("expired", [False, True], ids=["alive", "expired"])
-def test_ttl_state_is_checkpointed_with_timestamps_and_expires_after_restore(tmp_path, expired):
+def test_ttl_state_is_checkpointed_with_timestamps_and_expires_after_restore(tmp_path, expired, backend):
+    if backend == "rocksdb":
+        pytest.importorskip("rocksdict")
     directory = str(tmp_path / "checkpoints")
     ttl_ms = SHORT_TTL_MS if expired else 3_600_000
-    job_id = run_and_cancel(build(checkpoint_config(directory, "aligned"), ttl_ms, 0.0003), directory, checkpoints=3)
+    config = checkpoint_config(directory, "aligned") | {"state.backend.type": backend}
+    job_id = run_and_cancel(build(config, ttl_ms, 0.0003), directory, checkpoints=3)
     stored = checkpointed_counts(directory, job_id)
     assert stored and all(isinstance(v, TtlValue) and 0 < v.value <= RECORDS_PER_KEY for v in stored.values())
     assert sum(v.value for v in stored.values()) < NUM_KEYS * RECORDS_PER_KEY  # cancelled mid-way
@@ -100,4 +107,4 @@ def test_ttl_state_is_checkpointed_with_timestamps_and_expires_after_restore(tmp
                     for key in range(NUM_KEYS)}  # fmt: skip
     else:
         expected = {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
-    assert resume(directory, ttl_ms) == expected
+    assert resume(directory, ttl_ms, backend) == expected

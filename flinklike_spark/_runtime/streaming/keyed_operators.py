@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.incremental_snapshot import incremental_snapshots, take_keyed_snapshot
-from flinklike_spark._runtime.streaming.keyed_state import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.operators import (
     OperatorRuntimeContext,
     OperatorSnapshot,
@@ -25,6 +24,7 @@ from flinklike_spark._runtime.streaming.operators import (
     UserFunctionOperator,
     call_open,
 )
+from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
 from flinklike_spark.row import Row
@@ -64,6 +64,12 @@ class _KeyedFunctionOperator(UserFunctionOperator):
 
     def open(self) -> None:
         call_open(self.function, OperatorRuntimeContext(self.context, self.backend, self.name))
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.backend.close()
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         if restored is not None:

@@ -6,8 +6,8 @@ the keyed operator before it calls user code; state handles (see
 costs one dict operation per state access.
 
 Which backend an operator gets is chosen by Flink's ``state.backend.type``
-(:func:`create_keyed_state_backend`); ``hashmap`` (:class:`HeapKeyedStateBackend`)
-is the only one so far.
+(:func:`create_keyed_state_backend`): ``hashmap`` (:class:`HeapKeyedStateBackend`,
+the default) or ``rocksdb`` (:mod:`~flinklike_spark._runtime.streaming.rocksdb_state`).
 
 Snapshots: :meth:`KeyedStateBackend.snapshot_entries` is the *synchronous* part
 of a checkpoint and does as little as possible on the task thread: it copies
@@ -40,7 +40,6 @@ from flinklike_spark._runtime.streaming.ttl_state import (
     is_ttl_entry,
     strip_expired,
 )
-from flinklike_spark.config import StateBackendType
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.state import (
     HANDLE_OF_KIND,
@@ -51,7 +50,6 @@ from flinklike_spark.state import (
 __all__ = [
     "HeapKeyedStateBackend",
     "KeyedStateBackend",
-    "create_keyed_state_backend",
     "detach_values",
     "key_groups_of",
 ]
@@ -174,6 +172,10 @@ class KeyedStateBackend(abc.ABC):
     @abc.abstractmethod
     def state_names(self) -> list[str]:
         """Names of the states that hold or held entries, sorted."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook: the heap backend holds nothing to release
+        """Release what the backend holds outside the Python heap (idempotent; the operator's
+        ``close`` calls it). Snapshots already returned stay readable."""
 
 
 class HeapKeyedStateBackend(KeyedStateBackend):
@@ -409,22 +411,3 @@ def _wall_clock_ms() -> int:
     import time
 
     return int(time.time() * 1000)
-
-
-def create_keyed_state_backend(context: Any) -> KeyedStateBackend:
-    """The keyed state backend ``state.backend.type`` selects, for an operator with ``context``.
-
-    Raises:
-        ConfigurationError: a backend type that is not available.
-    """
-    backend_type = getattr(context, "state_backend_type", StateBackendType.HASHMAP)
-    if backend_type is StateBackendType.HASHMAP:
-        return HeapKeyedStateBackend(
-            max_parallelism=context.max_parallelism,
-            clock_ms=context.clock_ms,
-            track_changes=getattr(context, "incremental", None) is not None,
-        )
-    raise ConfigurationError(
-        f"state.backend.type {backend_type.value!r} is not available; valid: "
-        f"{[t.value for t in StateBackendType if t is StateBackendType.HASHMAP]}"
-    )

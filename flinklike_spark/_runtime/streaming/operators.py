@@ -35,7 +35,7 @@ from flinklike_spark._runtime.record_timestamps import (
 from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig
 from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
-from flinklike_spark.config import StateBackendType
+from flinklike_spark.config import RocksDBOptions, StateBackendType
 from flinklike_spark.errors import FunctionResultError
 from flinklike_spark.functions import (
     FilterFunction,
@@ -179,6 +179,7 @@ class OperatorContext:
     batch_execution: bool = False
     #: execution.checkpointing.incremental: when to write a new base (None: full checkpoints)
     incremental: IncrementalConfig | None = None
+    rocksdb: RocksDBOptions | None = None  # state.backend.rocksdb.* (None: the defaults)
     #: the task's user metrics (reported with the task's metrics)
     metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
 

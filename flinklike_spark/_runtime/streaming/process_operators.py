@@ -11,7 +11,7 @@ from flinklike_spark._runtime.record_timestamps import (
     Timestamps,
 )
 from flinklike_spark._runtime.streaming.incremental_snapshot import incremental_snapshots, take_keyed_snapshot
-from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, create_keyed_state_backend
+from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend
 from flinklike_spark._runtime.streaming.operators import (
     EVENT_TIMERS,
     PROCESSING_TIMERS,
@@ -26,6 +26,7 @@ from flinklike_spark._runtime.streaming.operators import (
     extend_stamped,
 )
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
+from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 from flinklike_spark.functions import (
     KeyedProcessFunction,
@@ -138,6 +139,12 @@ class KeyedProcessOperator(ProcessOperator):
         self.backend = create_keyed_state_backend(context)
         self.incremental = incremental_snapshots(self.backend, context)
         self.timers = KeyedTimers()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.backend.close()
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         if restored is None:

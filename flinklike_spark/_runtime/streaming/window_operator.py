@@ -49,7 +49,6 @@ from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.keyed_state import (
     HeapKeyedStateBackend,
     KeyedStateBackend,
-    create_keyed_state_backend,
     detach_values,
     key_groups_of,
 )
@@ -62,6 +61,7 @@ from flinklike_spark._runtime.streaming.operators import (
     call_open,
 )
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
+from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.evictors import Evictor, TimestampedValue
@@ -406,8 +406,11 @@ class WindowOperator(StreamOperator):
             call_open(function, self.runtime_context)
 
     def close(self) -> None:
-        for function in self.descriptor.functions():
-            call_close(function)
+        try:
+            for function in self.descriptor.functions():
+                call_close(function)
+        finally:
+            self.global_state.close()
 
     # -- pane contents ------------------------------------------------------------------------
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from checkpointing import read_channel_state, read_operator_state
+from checkpointing import iter_keyed_state, read_channel_state, read_operator_state
 from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
@@ -62,6 +62,30 @@ def _entries(table: pa.Table) -> tuple[RestoredEntry, ...]:
     )
 
 
+class _StreamedEntries:
+    """Restored keyed entries, read and unpickled one checkpoint file at a time as they are iterated,
+    so restoring state larger than memory (into the RocksDB backend) never holds all of it.
+
+    Single pass: the operator's ``initialize_state`` iterates it once.
+    """
+
+    def __init__(self, first: pa.Table, rest: Iterator[pa.Table]) -> None:
+        self._files: Iterator[pa.Table] | None = _chain_first(first, rest)
+
+    def __iter__(self) -> Iterator[RestoredEntry]:
+        files, self._files = self._files, None
+        if files is None:
+            raise RuntimeError("restored keyed state is read once, file by file; it was iterated already")
+        for table in files:
+            yield from _entries(table)
+
+
+def _chain_first(first: pa.Table, rest: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    yield first
+    del first  # its entries are built; let the table go before the next file is read
+    yield from rest
+
+
 def load_restored_state(tdd: TaskDeploymentDescriptor) -> tuple[dict[str, RestoredState], list[pa.RecordBatch]]:
     """``(uid -> RestoredState, in-flight batches to replay first)`` for ``tdd.restore``."""
     restore = tdd.restore
@@ -69,14 +93,13 @@ def load_restored_state(tdd: TaskDeploymentDescriptor) -> tuple[dict[str, Restor
     key_groups = key_group_range(tdd.max_parallelism, tdd.parallelism, tdd.subtask_index)
     restored: dict[str, RestoredState] = {}
     for spec in tdd.operators:
-        keyed = read_operator_state(
-            restore.storage, restore.job_id, restore.checkpoint_id, spec.uid, key_groups=key_groups
-        )
+        files = iter_keyed_state(restore.storage, restore.job_id, restore.checkpoint_id, spec.uid, key_groups=key_groups)
+        first = next((table for table in files if table.num_rows), None)
         operator = read_operator_state(restore.storage, restore.job_id, restore.checkpoint_id, spec.uid, keyed=False)
-        if keyed.num_rows or operator.num_rows:
+        if first is not None or operator.num_rows:
             restored[spec.uid] = RestoredState(
                 checkpoint_id=restore.checkpoint_id,
-                keyed=_entries(keyed),
+                keyed=() if first is None else _StreamedEntries(first, files),
                 operator=_entries(operator),
                 parallelism=restore.parallelism.get(tdd.vertex_id, 0),
             )

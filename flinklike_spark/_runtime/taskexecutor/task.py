@@ -260,6 +260,7 @@ class Task:
             state_backend_type=config.get("state.backend.type"),
             batch_execution=config.get("execution.runtime-mode") == "batch",
             incremental=IncrementalConfig.from_configuration(config),
+            rocksdb=config.rocksdb,
         )
         specs = list(tdd.operators)
         if tdd.splits:

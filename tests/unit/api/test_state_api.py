@@ -3,6 +3,8 @@ backend seam: snapshots through the real SnapshotWriter and restores through the
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,15 +18,12 @@ from checkpointing import (
 from checkpointing.writer import KeyedColumns
 from flinklike_spark import Configuration, KeyedProcessFunction, Time
 from flinklike_spark._runtime.network.partitioner import key_group_for
-from flinklike_spark._runtime.streaming.keyed_state import (
-    HeapKeyedStateBackend,
-    create_keyed_state_backend,
-    detach_values,
-    key_groups_of,
-)
+from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend, detach_values, key_groups_of
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
+from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
 from flinklike_spark._runtime.taskexecutor.restore import _entries
+from flinklike_spark.config import StateBackendType
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import AggregateFunction, ReduceFunction
 from flinklike_spark.state import (
@@ -91,8 +90,10 @@ def with_ttl(descriptor, config):
     return descriptor
 
 
-def backend(clock=None):
-    return HeapKeyedStateBackend(max_parallelism=128, clock_ms=clock or ManualClock())
+@pytest.fixture
+def backend(make_backend):
+    """A backend of each ``state.backend.type`` (see tests/unit/conftest.py); the clock defaults to a manual one."""
+    return lambda clock=None: make_backend(clock or ManualClock())
 
 
 # -- descriptors ------------------------------------------------------------------------------
@@ -129,7 +130,7 @@ def test_bad_descriptor_arguments_name_the_value():
 # -- handles ----------------------------------------------------------------------------------
 
 
-def test_map_state_full_api():
+def test_map_state_full_api(backend):
     b = backend()
     state = b.get_state(MapStateDescriptor("m", None, None), MapStateDescriptor)
     b.current_key = "user"
@@ -153,7 +154,7 @@ def test_map_state_full_api():
     assert state.is_empty() and b.num_keys() == 0
 
 
-def test_aggregating_state_and_pyflink_base_classes():
+def test_aggregating_state_and_pyflink_base_classes(backend):
     b = backend()
     avg = b.get_state(AggregatingStateDescriptor("avg", Average(), None), AggregatingStateDescriptor)
     assert isinstance(avg, AggregatingState) and isinstance(avg, MergingState) and isinstance(avg, AppendingState)
@@ -179,7 +180,7 @@ def test_aggregating_state_and_pyflink_base_classes():
     assert items.get() == []
 
 
-def test_get_aggregating_state_from_a_keyed_process_functions_runtime_context():
+def test_get_aggregating_state_from_a_keyed_process_functions_runtime_context(state_backend_type, rocksdb_options):
     class RunningAverage(KeyedProcessFunction):
         def open(self, runtime_context):
             self.avg = runtime_context.get_aggregating_state(AggregatingStateDescriptor("avg", Average(), None))
@@ -203,12 +204,14 @@ def test_get_aggregating_state_from_a_keyed_process_functions_runtime_context():
 
     op = OperatorSpec(uid="p", name="p", kind="keyed_process", function=RunningAverage(), key_field="k").create()
     out = Rows()
-    op.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0), out)
+    op.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0,
+                             state_backend_type=state_backend_type, rocksdb=rocksdb_options), out)  # fmt: skip
     op.initialize_state(None)
     op.open()
     op.process_rows([{"k": "a", "x": 1}, {"k": "b", "x": 5}, {"k": "a", "x": 3}])
     assert out.rows == [{"k": "a", "avg": 1}, {"k": "b", "avg": 5}, {"k": "a", "avg": 2}]
     assert [(name, kind) for name, kind, _ in op.snapshot_state(1).keyed] == [("avg", "aggregating")]
+    op.close()
 
 
 # -- TTL --------------------------------------------------------------------------------------
@@ -244,7 +247,7 @@ def test_ttl_builder_defaults_and_options():
         StateTtlConfig.new_builder(Time.seconds(1)).cleanup_incrementally(-1, False)
 
 
-def test_value_expires_on_read_never_return_expired():
+def test_value_expires_on_read_never_return_expired(backend):
     clock = ManualClock()
     b = backend(clock)
     value = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10)), ValueStateDescriptor)
@@ -257,7 +260,7 @@ def test_value_expires_on_read_never_return_expired():
     assert b.num_keys() == 0  # the read removed it
 
 
-def test_return_expired_if_not_cleaned_up_returns_it_once():
+def test_return_expired_if_not_cleaned_up_returns_it_once(backend):
     clock = ManualClock()
     b = backend(clock)
     config = ttl_config(10, visibility=VISIBILITY.ReturnExpiredIfNotCleanedUp, no_background=True)
@@ -269,7 +272,7 @@ def test_return_expired_if_not_cleaned_up_returns_it_once():
     assert value.value() is None
 
 
-def test_on_read_and_write_extends_the_ttl_on_read():
+def test_on_read_and_write_extends_the_ttl_on_read(backend):
     clock = ManualClock()
     b = backend(clock)
     value = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10, update=TTL.OnReadAndWrite)),
@@ -283,7 +286,7 @@ def test_on_read_and_write_extends_the_ttl_on_read():
     assert value.value() is None
 
 
-def test_map_and_list_entries_expire_one_by_one():
+def test_map_and_list_entries_expire_one_by_one(backend):
     clock = ManualClock()
     b = backend(clock)
     mapping = b.get_state(with_ttl(MapStateDescriptor("m"), ttl_config(10)), MapStateDescriptor)
@@ -303,7 +306,7 @@ def test_map_and_list_entries_expire_one_by_one():
     assert b.num_keys() == 0
 
 
-def test_reducing_and_aggregating_state_restart_after_expiry():
+def test_reducing_and_aggregating_state_restart_after_expiry(backend):
     clock = ManualClock()
     b = backend(clock)
     total = b.get_state(with_ttl(ReducingStateDescriptor("r", lambda a, c: a + c), ttl_config(10)),
@@ -323,7 +326,7 @@ def test_reducing_and_aggregating_state_restart_after_expiry():
     assert (total.get(), avg.get()) == (1, 1)
 
 
-def test_cleanup_full_snapshot_leaves_expired_entries_out_of_the_snapshot_only():
+def test_cleanup_full_snapshot_leaves_expired_entries_out_of_the_snapshot_only(backend):
     clock = ManualClock()
     b = backend(clock)
     config = ttl_config(10, visibility=VISIBILITY.ReturnExpiredIfNotCleanedUp, full_snapshot=True, no_background=True)
@@ -345,7 +348,7 @@ def test_cleanup_full_snapshot_leaves_expired_entries_out_of_the_snapshot_only()
     assert value.value() == "old"  # working state still has it (ReturnExpiredIfNotCleanedUp)
 
 
-def test_incremental_cleanup_removes_expired_keys_nobody_reads():
+def test_incremental_cleanup_removes_expired_keys_nobody_reads(backend, state_backend_type):
     clock = ManualClock()
     b = backend(clock)
     value = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10, incremental=(3, False))),
@@ -357,10 +360,11 @@ def test_incremental_cleanup_removes_expired_keys_nobody_reads():
     b.current_key = "reader"
     for _ in range(4):  # 3 keys checked per access: 12 >= 10 keys
         value.value()
-    assert b.num_keys() == 0
+    # Incremental cleanup is a heap-backend strategy; on RocksDB (as in Flink) it has no effect.
+    assert b.num_keys() == (0 if state_backend_type is StateBackendType.HASHMAP else 10)
 
 
-def test_cleanup_for_every_record_runs_when_the_key_changes_and_default_cleanup_can_be_disabled():
+def test_cleanup_for_every_record_runs_when_the_key_changes_and_default_cleanup_can_be_disabled(backend, state_backend_type):
     clock = ManualClock()
     b = backend(clock)
     per_record = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10, incremental=(5, True))),
@@ -374,12 +378,15 @@ def test_cleanup_for_every_record_runs_when_the_key_changes_and_default_cleanup_
     for key in range(2):  # two records, no state access: 2 x 5 keys checked
         b.current_key = 100 + key
     snapshot = {name: len(entries) for name, _, entries in b.snapshot_entries()}
+    if state_backend_type is StateBackendType.ROCKSDB:
+        assert snapshot == {"v": 10, "k": 10}  # incremental cleanup: heap only, as in Flink
+        return
     assert snapshot == {"k": 10}  # "v" is empty; "k" has no background cleanup
     other = backend(clock)  # a backend without per-record cleanup keeps a plain attribute
     assert type(other) is HeapKeyedStateBackend and type(b) is not HeapKeyedStateBackend
 
 
-def _checkpoint_and_restore(base, source, *, clock, descriptors):
+def _checkpoint_and_restore(base, source, *, backend, clock, descriptors):
     writer = SnapshotWriter(base, "job", 1, "op", 0)
     for name, kind, entries in source.snapshot_entries():
         writer.add_keyed_state(name, entries, kind=kind)
@@ -391,7 +398,7 @@ def _checkpoint_and_restore(base, source, *, clock, descriptors):
     return restored, [restored.get_state(d, type(d)) for d in descriptors]
 
 
-def test_restored_state_keeps_its_timestamps_and_expires_on_schedule(tmp_path):
+def test_restored_state_keeps_its_timestamps_and_expires_on_schedule(backend, tmp_path):
     clock = ManualClock()
     b = backend(clock)
     descriptors = [
@@ -407,7 +414,7 @@ def test_restored_state_keeps_its_timestamps_and_expires_on_schedule(tmp_path):
         items.add(key)
         clock.advance(5_000)
     restored, (value, mapping, items) = _checkpoint_and_restore(
-        str(tmp_path), b, clock=clock, descriptors=descriptors
+        str(tmp_path), b, backend=backend, clock=clock, descriptors=descriptors
     )
     clock.advance(1)  # "early" written 10.001 s ago, "late" 5.001 s ago
     restored.current_key = "early"
@@ -418,21 +425,21 @@ def test_restored_state_keeps_its_timestamps_and_expires_on_schedule(tmp_path):
     assert (value.value(), mapping["x"], items.get()) == (None, None, [])
 
 
-def test_turning_ttl_on_or_off_for_checkpointed_state_is_refused(tmp_path):
+def test_turning_ttl_on_or_off_for_checkpointed_state_is_refused(backend, tmp_path):
     clock = ManualClock()
     b = backend(clock)
     b.get_state(ValueStateDescriptor("v"), ValueStateDescriptor)
     b.current_key = "a"
     b.get_state(ValueStateDescriptor("v"), ValueStateDescriptor).update(1)
     with pytest.raises(ConfigurationError, match="'v' was checkpointed without time-to-live"):
-        _checkpoint_and_restore(str(tmp_path), b, clock=clock,
+        _checkpoint_and_restore(str(tmp_path), b, backend=backend, clock=clock,
                                 descriptors=[with_ttl(ValueStateDescriptor("v"), ttl_config(10))])  # fmt: skip
 
 
 # -- snapshots and the backend seam -----------------------------------------------------------
 
 
-def test_snapshot_shares_immutable_values_and_copies_mutable_ones():
+def test_snapshot_shares_immutable_values_and_copies_mutable_ones(backend):
     shared = ("a", 1, (2.5, None))
     mutable = {"n": [1]}
     values = detach_values([1, "s", shared, mutable, TtlValue(3, 4), TtlValue([1], 4)])
@@ -480,15 +487,29 @@ def test_column_wise_snapshot_files_hold_the_same_rows_as_the_row_form(tmp_path)
     assert any(r[2].endswith("...") and len(r[2]) == 200 for r in tables["columns"])  # value_repr truncated
 
 
-def test_state_backend_type_selects_the_backend():
+def test_state_backend_type_selects_the_backend(tmp_path):
     assert Configuration().get("state.backend.type").value == "hashmap"
     context = OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=64, attempt_number=0,
                               state_backend_type=Configuration({"state.backend.type": "hashmap"})
                               .get("state.backend.type"))  # fmt: skip
     created = create_keyed_state_backend(context)
     assert isinstance(created, HeapKeyedStateBackend) and created.max_parallelism == 64
-    with pytest.raises(ConfigurationError, match="'rocksdb' is not available yet.*valid values: hashmap"):
-        Configuration({"state.backend.type": "rocksdb"})
+    pytest.importorskip("rocksdict")
+    from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend
+
+    config = Configuration({"state.backend.type": "rocksdb", "state.backend.rocksdb.localdir": str(tmp_path),
+                            "state.backend.rocksdb.memory.fixed-per-slot": "16 mb"})  # fmt: skip
+    context = dataclasses.replace(context, state_backend_type=config.get("state.backend.type"), rocksdb=config.rocksdb)
+    created = create_keyed_state_backend(context)
+    try:
+        assert isinstance(created, RocksDBKeyedStateBackend) and created.max_parallelism == 64
+        assert created.options.memory_per_slot == 16 << 20
+        assert created.directory.startswith(str(tmp_path)) and os.path.isdir(created.directory)
+    finally:
+        created.close()
+    assert not os.path.exists(created.directory)  # close removes the instance directory
+    with pytest.raises(ConfigurationError, match="fixed-per-slot: '1 kb' is out of range; valid: at least 1 mb"):
+        Configuration({"state.backend.rocksdb.memory.fixed-per-slot": "1 kb"})
     with pytest.raises(ConfigurationError, match="invalid value 'memory'; valid values: hashmap, rocksdb"):
         Configuration({"state.backend.type": "memory"})
 
@@ -513,7 +534,7 @@ def test_window_state_supports_aggregating_and_map_state():
     assert sorted(entries["_window/scoped/m"]) == [(group, ("key", "w1"), {"w1": 2}), (group, ("key", "w2"), {"w2": 4})]
 
 
-def test_list_and_map_reads_extend_ttl_on_read_and_write_and_return_expired_once():
+def test_list_and_map_reads_extend_ttl_on_read_and_write_and_return_expired_once(backend):
     clock = ManualClock()
     b = backend(clock)
     extend = ttl_config(10, update=TTL.OnReadAndWrite, no_background=True)

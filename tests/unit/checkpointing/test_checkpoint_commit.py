@@ -11,6 +11,7 @@ from deltalake import DeltaTable
 
 from checkpointing import (
     CheckpointCommitter,
+    iter_keyed_state,
     list_completed_checkpoints,
     read_operator_state,
 )
@@ -40,6 +41,19 @@ def test_two_subtasks_read_back_by_key_group_range(base):
     operator_only = read_operator_state(base, JOB, 1, UID, keyed=False)
     assert sorted(operator_only["key_repr"].to_pylist()) == ["'split-0'", "'split-1'"]
     assert set(operator_only["key_group"].to_pylist()) == {-1}
+
+
+def test_iter_keyed_state_yields_the_keyed_rows_of_a_range_file_by_file(base):
+    complete(base, 1)
+    files = list(iter_keyed_state(base, JOB, 1, UID, key_groups=range(3, 6)))
+    assert len(files) >= 2  # one per subtask's file at least: never concatenated
+    columns = ("key_group", "state_name", "key_repr")
+    rows = sorted(row for table in files for row in zip(*(table[c].to_pylist() for c in columns)))
+    expected = read_operator_state(base, JOB, 1, UID, key_groups=range(3, 6))
+    assert rows == sorted(zip(*(expected[c].to_pylist() for c in columns)))
+    assert all(set(table["key_group"].to_pylist()) <= {3, 4, 5} for table in files)  # no operator state
+    with pytest.raises(CheckpointNotFoundError):
+        iter_keyed_state(base, JOB, 2, UID, key_groups=range(8))
 
 
 def test_handle_is_small_and_picklable(base):

@@ -9,7 +9,6 @@ from flinklike_spark import (
     TimeDomain,
     ValueStateDescriptor,
 )
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
 
@@ -38,8 +37,8 @@ class TestRowsConverter:
 
 
 class TestKeyedState:
-    def test_states_are_scoped_to_current_key(self):
-        backend = HeapKeyedStateBackend(max_parallelism=128)
+    def test_states_are_scoped_to_current_key(self, make_backend):
+        backend = make_backend()
         value = backend.get_state(ValueStateDescriptor("v"), ValueStateDescriptor)
         items = backend.get_state(ListStateDescriptor("l"), ListStateDescriptor)
         mapping = backend.get_state(MapStateDescriptor("m"), MapStateDescriptor)
@@ -63,16 +62,16 @@ class TestKeyedState:
         backend.current_key = "b"
         assert value.value() == "B"
 
-    def test_same_name_other_kind_is_rejected(self):
-        backend = HeapKeyedStateBackend(max_parallelism=128)
+    def test_same_name_other_kind_is_rejected(self, make_backend):
+        backend = make_backend()
         backend.get_state(ValueStateDescriptor("s"), ValueStateDescriptor)
         with pytest.raises(ValueError, match="registered as ValueStateDescriptor"):
             backend.get_state(ListStateDescriptor("s"), ListStateDescriptor)
 
-    def test_snapshot_is_deep(self):
+    def test_snapshot_is_deep(self, make_backend):
         from flinklike_spark._runtime.network.partitioner import key_group_for
 
-        backend = HeapKeyedStateBackend(max_parallelism=128)
+        backend = make_backend()
         items = backend.get_state(ListStateDescriptor("l"), ListStateDescriptor)
         backend.current_key = 1
         items.add("x")

@@ -76,6 +76,18 @@ class Clock:
         return self.now
 
 
+#: state.backend.type and state.backend.rocksdb.* of the operators make() creates (set per test below).
+_STATE_BACKEND: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def _state_backend(state_backend_type, rocksdb_options):
+    """Every window test runs on both keyed state backends (the window function's global state)."""
+    _STATE_BACKEND.update(state_backend_type=state_backend_type, rocksdb=rocksdb_options)
+    yield
+    _STATE_BACKEND.clear()
+
+
 def make(descriptor, *, restored=None, subtask=0, parallelism=1, clock=None, side=True, key_field="k"):
     spec = OperatorSpec(
         uid="window",
@@ -95,6 +107,7 @@ def make(descriptor, *, restored=None, subtask=0, parallelism=1, clock=None, sid
         max_parallelism=128,
         attempt_number=0,
         clock_ms=clock or Clock(),
+        **_STATE_BACKEND,
     )
     op.setup(context, out)
     if side:
