@@ -102,7 +102,11 @@ class JobClient:
         attempts: Callable[[], dict[str, int]] = dict,
         restarts: Callable[[], int] | None = None,
         pending_checkpoints: Callable[[], list[str]] = list,
+        collect_results: Any = None,
     ) -> None:
+        #: engine-internal: the job's ``execute_and_collect`` results
+        #: (a ``_runtime.collect_results.CollectResults``), None where the job has no client channel
+        self.collect_results = collect_results
         self._pending_checkpoints = pending_checkpoints
         self._restarts = restarts
         self._exception_history = exception_history

@@ -209,6 +209,10 @@ class ClusterEndpoint:
         job.receive_checkpoint_report(message)
         return True
 
+    def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool:
+        job = self._jobs.get(job_id)
+        return job is not None and job.collect_results.deliver(collect_id, batch_id, payload)
+
     # -- jobs -----------------------------------------------------------------------------------
 
     def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
@@ -229,6 +233,7 @@ class ClusterEndpoint:
             restarts=lambda: job.failover.handler.number_of_restarts,
             attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
             pending_checkpoints=job.describe_pending_checkpoints,
+            collect_results=job.collect_results,
             on_done=self.close if owns_cluster else None,
         )
 
