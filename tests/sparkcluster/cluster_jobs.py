@@ -28,7 +28,9 @@ Scenarios:
         and the sinks' ``records_in`` every 0.1 s until the job ends. The test
         SIGKILLs the executor of one region and sends ``killed <epoch> <subtask>``;
         ``finished`` reports the restarts, the final attempts, the recovery time
-        (kill to the restarted sink's first record) and both regions' rates.
+        (kill to the restarted sink's first record), when the lost region's
+        sink was deployed again (a slot on the replacement TaskExecutor) and
+        the other region's rates before and during the recovery.
 """
 
 from __future__ import annotations
@@ -217,6 +219,7 @@ def regions(spark, args: dict) -> None:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    time.sleep(5)  # a baseline of both regions' rates before the test kills one
     report("placement", placement=client.get_task_placement())
     _, killed_at, victim = sys.stdin.readline().split()
     killed_at, victim = float(killed_at), int(victim)
@@ -228,6 +231,8 @@ def regions(spark, args: dict) -> None:
         sampler.join()
     recovered_at = next((t for t, m, _ in samples if t > killed_at and (r := _sink_records(m, victim))
                          and r[0] >= 1 and r[1] > 0), None)  # fmt: skip
+    redeployed_at = next((t for t, _, p in samples if t > killed_at and p[f"delta-{victim}"]["attempt"] >= 1
+                          and p[f"delta-{victim}"]["resource_id"] is not None), None)  # fmt: skip
     during = [p for t, _, p in samples if killed_at <= t <= (recovered_at or killed_at)]
     survivor_tasks = {f"{v}-{survivor}" for v in ("seq", "map", "delta")}
     survivor_states = sorted({(p[task]["state"], p[task]["attempt"]) for p in during for task in survivor_tasks})
@@ -240,6 +245,7 @@ def regions(spark, args: dict) -> None:
         survivor_states_during_recovery=survivor_states,
         samples_during_recovery=len(during),
         recovery_seconds=None if recovered_at is None else round(recovered_at - killed_at, 2),
+        redeployed_seconds=None if redeployed_at is None else round(redeployed_at - killed_at, 2),
         survivor_rate_before=_rate(samples, survivor, killed_at - 5, killed_at),
         survivor_rate_during=None if recovered_at is None else _rate(samples, survivor, killed_at, recovered_at),
     )
