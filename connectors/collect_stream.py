@@ -3,173 +3,171 @@
 PyFlink's ``execute_and_collect()`` returns an iterator over the stream's
 records as they arrive, also for an unbounded job; closing it (or
 ``execute_and_collect(limit=n)`` having collected ``n`` records) cancels the
-job. Here the sink's writers publish each batch they receive as an Arrow IPC
-file in a directory of the client's machine (the local cluster's
-TaskExecutors share its file system), named
-``<subtask>-<attempt>-<sequence>.arrow`` and made visible by an atomic
-rename; the iterator reads new files in name order, so each subtask's
-records come in the order it received them.
+job. The sink's tasks share no disk with the client (they may run on Spark
+executors): each batch they publish travels to the client process over the
+engine's authenticated RPC, the channel a task reports its state on
+(:class:`~flinklike_spark.connector_api.ClientResultChannel`, implemented in
+:mod:`flinklike_spark._runtime.collect_results`). A batch is identified as
+``<subtask>-<attempt>-<sequence>``; the client keeps the first delivery of
+each id, and yields each subtask's records in the order it received them.
 
 With checkpointing enabled the sink is two-phase (Flink's collect sink
-delivers checkpointed results only): a writer stages its files and they are
-published when the checkpoint that covers them completes (or when the job
-finishes), so a job restored after a failure shows no record twice. Without
-checkpointing a batch is published as soon as it arrives.
+delivers checkpointed results only): a writer keeps its batches, encoded, as
+the committables of the next checkpoint (so they are part of the checkpoint
+and survive the loss of the TaskExecutor), and they are delivered when that
+checkpoint completes (or by the JobMaster when the job finishes). A restored
+job re-commits the restored checkpoint's committables, which the client
+recognizes by id, so it shows no record twice. Without checkpointing a batch
+is delivered as soon as it arrives (at least once across restarts).
+
+Memory: delivered records wait in the client process until the iterator
+takes them (as they waited in files before); a sink does not slow down for a
+slow reader.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
 import uuid
 from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark._runtime.collect_results import CollectResultBuffer, encode_batch
 from flinklike_spark.connector_api import (
+    ClientResultChannel,
     Committer,
+    CommitterContext,
     PrecommittingSinkWriter,
     Sink,
     SinkWriter,
     SinkWriterContext,
     TwoPhaseCommittingSink,
 )
-from flinklike_spark.errors import JobCancelledError, JobExecutionError, JobNotRunningError
-from flinklike_spark.row import records_of
+from flinklike_spark.errors import ConfigurationError, JobCancelledError, JobExecutionError, JobNotRunningError
 
-__all__ = ["CheckpointedCollectSink", "CollectIterator", "StreamingCollectSink", "collect_sink_for"]
+__all__ = ["CheckpointedCollectSink", "CollectIterator", "StreamingCollectSink", "collect_sink_for", "new_collect_id"]
 
-_STAGING = "_staging"
 _POLL_SECONDS = 0.05
 
 
-def _write_ipc(path: str, batch: pa.RecordBatch) -> None:
-    """Write ``batch`` to ``path`` atomically (a temporary name, then a rename)."""
-    partial = f"{path}.{uuid.uuid4().hex[:8]}.partial"
-    with pa.OSFile(partial, "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    os.replace(partial, path)
+def new_collect_id() -> str:
+    """A fresh id naming one ``execute_and_collect`` call's results."""
+    return uuid.uuid4().hex
+
+
+def _require_channel(channel: ClientResultChannel | None, where: str) -> ClientResultChannel:
+    if channel is None:
+        raise ConfigurationError(
+            f"the collect sink's {where} has no result channel to the job's client: it runs only in a job "
+            "started by DataStream.execute_and_collect on a flinklike cluster (local or spark)"
+        )
+    return channel
 
 
 class _Writer(SinkWriter):
-    """Writes every batch to ``<directory>/<subtask>-<attempt>-<sequence>.arrow``."""
+    """Delivers every batch to the client at once, under id ``<subtask>-<attempt>-<sequence>``."""
 
-    def __init__(self, directory: str, context: SinkWriterContext) -> None:
-        self._directory = directory
+    def __init__(self, collect_id: str, context: SinkWriterContext) -> None:
+        self._collect_id = collect_id
+        self._channel = context.result_channel
         self._prefix = f"{context.subtask_index:05d}-{context.attempt_number:05d}-"
         self._sequence = 0
 
-    def _next_path(self, directory: str) -> str:
+    def _next_id(self) -> str:
         self._sequence += 1
-        return os.path.join(directory, f"{self._prefix}{self._sequence:09d}.arrow")
+        return f"{self._prefix}{self._sequence:09d}"
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
-            _write_ipc(self._next_path(self._directory), batch)
+            channel = _require_channel(self._channel, "writer")
+            channel.deliver(self._collect_id, self._next_id(), encode_batch(batch))  # False: nobody reads
 
 
 class StreamingCollectSink(Sink):
-    """Publishes each batch at once (at-least-once: for jobs without checkpointing)."""
+    """Delivers each batch at once (at-least-once: for jobs without checkpointing)."""
 
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
+    def __init__(self, collect_id: str) -> None:
+        self.collect_id = collect_id
 
     def create_writer(self, context: SinkWriterContext) -> SinkWriter:
-        return _Writer(self.directory, context)
+        return _Writer(self.collect_id, context)
 
 
 class _StagingWriter(_Writer, PrecommittingSinkWriter):
-    def __init__(self, directory: str, context: SinkWriterContext) -> None:
-        super().__init__(directory, context)
-        self._staging = os.path.join(directory, _STAGING)
-        self._staged: list[str] = []
+    """Keeps ``(batch id, encoded batch)`` pairs until the next checkpoint takes them as committables."""
+
+    def __init__(self, collect_id: str, context: SinkWriterContext) -> None:
+        super().__init__(collect_id, context)
+        self._staged: list[tuple[str, bytes]] = []
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
-            path = self._next_path(self._staging)
-            _write_ipc(path, batch)
-            self._staged.append(os.path.basename(path))
+            self._staged.append((self._next_id(), encode_batch(batch)))
 
     def prepare_commit(self, checkpoint_id: int) -> list[Any]:
         staged, self._staged = self._staged, []
         return staged
 
 
-class _Publisher(Committer):
-    """Moves staged files into the visible directory; a file already moved is skipped (idempotent)."""
+class _Deliverer(Committer):
+    """Delivers committed batches to the client; a batch delivered before is ignored there (idempotent)."""
 
-    def __init__(self, directory: str) -> None:
-        self._directory = directory
+    def __init__(self, collect_id: str, channel: ClientResultChannel) -> None:
+        self._collect_id = collect_id
+        self._channel = channel
 
     def commit(self, committables: list[Any]) -> None:
-        for name in committables:
-            staged = os.path.join(self._directory, _STAGING, name)
-            if os.path.exists(staged):
-                os.replace(staged, os.path.join(self._directory, name))
+        for batch_id, payload in committables:
+            if not self._channel.deliver(self._collect_id, batch_id, payload):
+                return  # the iterator was closed: nobody reads the rest either
 
 
 class CheckpointedCollectSink(StreamingCollectSink, TwoPhaseCommittingSink):
-    """Publishes a batch when the checkpoint after it completes (exactly once across restores)."""
+    """Delivers a batch when the checkpoint after it completes (exactly once across restores)."""
 
     def create_writer(self, context: SinkWriterContext) -> PrecommittingSinkWriter:
-        os.makedirs(os.path.join(self.directory, _STAGING), exist_ok=True)
-        return _StagingWriter(self.directory, context)
+        return _StagingWriter(self.collect_id, context)
 
     def create_committer(self) -> Committer:
-        return _Publisher(self.directory)
+        return self.create_committer_with(CommitterContext())
+
+    def create_committer_with(self, context: CommitterContext) -> Committer:
+        return _Deliverer(self.collect_id, _require_channel(context.result_channel, "committer"))
 
 
-def collect_sink_for(directory: str, *, checkpointing: bool) -> Sink:
+def collect_sink_for(collect_id: str, *, checkpointing: bool) -> Sink:
     """The collect sink for a job with or without checkpointing."""
-    return CheckpointedCollectSink(directory) if checkpointing else StreamingCollectSink(directory)
+    return CheckpointedCollectSink(collect_id) if checkpointing else StreamingCollectSink(collect_id)
 
 
 class CollectIterator:
     """PyFlink's ``CloseableIterator`` over a running job's collected records.
 
-    Iterating yields records as the job publishes them and ends when the job
-    has finished and every published record was yielded; a failed job raises
+    Iterating yields records as the job delivers them and ends when the job
+    has finished and every delivered record was yielded; a failed job raises
     its ``JobExecutionError``. ``close()`` (also on leaving a ``with`` block)
-    cancels a job that is still running and removes the result directory. It
-    is idempotent.
+    cancels a job that is still running and drops undelivered results. It is
+    idempotent.
     """
 
-    def __init__(self, client: Any, directory: str) -> None:
+    def __init__(self, client: Any, collect_id: str) -> None:
         self._client = client
-        self._directory = directory
-        self._seen: set[str] = set()
+        self._results: CollectResultBuffer = client.collect_results.buffer(collect_id)
         self._buffer: list[Any] = []
         self._position = 0
         self._closed = False
 
-    @staticmethod
-    def make_directory() -> str:
-        return tempfile.mkdtemp(prefix="flinklike-collect-")
-
     def __iter__(self) -> CollectIterator:
         return self
 
-    def _read_new(self) -> bool:
-        """Read files published since the last call into the buffer; whether there were any."""
-        try:
-            names = sorted(
-                name for name in os.listdir(self._directory) if name.endswith(".arrow") and name not in self._seen
-            )
-        except FileNotFoundError:
-            return False
-        records: list[Any] = []
-        for name in names:
-            with pa.memory_map(os.path.join(self._directory, name)) as source:
-                reader = pa.ipc.open_file(source)
-                for i in range(reader.num_record_batches):
-                    records.extend(records_of(reader.get_batch(i)))
-            self._seen.add(name)
+    def _read_new(self, timeout: float) -> bool:
+        """Move records delivered since the last call into the buffer; whether there were any."""
+        records = self._results.take(timeout)
         if records:
             self._buffer = self._buffer[self._position :] + records
             self._position = 0
-        return bool(names)
+        return bool(records)
 
     def __next__(self) -> Any:
         while True:
@@ -179,42 +177,40 @@ class CollectIterator:
                 return record
             if self._closed:
                 raise StopIteration
-            if self._read_new():
+            if self._read_new(0):
                 continue
             if self._client.done():
-                # The job ended: whatever it published before is there now; read it, then stop.
-                if self._read_new():
+                # The job ended: everything it delivered arrived before its result; read it, then stop.
+                if self._read_new(0):
                     continue
                 self._close(by_user=False)  # raises the job's failure, if it failed
                 raise StopIteration
-            time.sleep(_POLL_SECONDS)
+            if not self._read_new(_POLL_SECONDS):
+                time.sleep(0)  # let the job's threads run
 
     def close(self) -> None:
-        """Cancel the job if it still runs, wait for it to end, remove the results."""
+        """Cancel the job if it still runs, wait for it to end, drop undelivered results."""
         self._close(by_user=True)
 
     def _close(self, *, by_user: bool) -> None:
         if self._closed:
             return
         self._closed = True
-        self._closed_by_user = by_user
         if by_user:  # PyFlink: a closed iterator yields nothing more
             self._buffer, self._position = [], 0
-        try:
-            if not self._client.done():
-                try:
-                    self._client.cancel()
-                except JobNotRunningError:
-                    pass  # it ended meanwhile
+        self._results.close()  # deliveries from now on answer False: a blocked committer goes on
+        if not self._client.done():
             try:
-                self._client.wait()
-            except JobCancelledError:
-                pass  # what close() asked for
-            except JobExecutionError:
-                if not self._closed_by_user:
-                    raise
-        finally:
-            shutil.rmtree(self._directory, ignore_errors=True)
+                self._client.cancel()
+            except JobNotRunningError:
+                pass  # it ended meanwhile
+        try:
+            self._client.wait()
+        except JobCancelledError:
+            pass  # what close() asked for
+        except JobExecutionError:
+            if not by_user:
+                raise
 
     def __enter__(self) -> CollectIterator:
         return self

@@ -510,6 +510,10 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "TaskExecutors of the local MiniCluster; each is a Python process (or thread) of its own.", 1, 128),
         _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, _enum_parser(TaskManagerMode),
              "Run local TaskExecutors as child processes or as threads of the client."),
+        _opt("process.taskmanager.working-dir", None, _parse_optional_location,
+             "Local directory under which every local TaskExecutor process gets a private working directory "
+             "tm_<resource id> (its cwd, with its TMPDIR in tmp/); unset: TaskExecutors share the client's. "
+             "Only the object store is then shared (the no-shared-local-disk mode of issue 19)."),
         _opt("taskmanager.memory.segment-size", 32 * 1024, _memory, "Target bytes of one network buffer.",
              64, 64 << 20),
         _opt("taskmanager.network.memory.buffers-per-channel", 2, _parse_int,
@@ -666,12 +670,25 @@ class ClusterOptions:
     number_of_task_managers: int
     slots_per_task_manager: int
     task_manager_mode: TaskManagerMode
+    #: process.taskmanager.working-dir: parent of each local TaskExecutor's private working directory
+    task_manager_working_dir: str | None
     heartbeat_interval: timedelta
     heartbeat_timeout: timedelta
     slot_request_timeout: timedelta
     slot_timeout: timedelta
 
     def __post_init__(self) -> None:
+        if self.task_manager_working_dir is not None:
+            if "://" in self.task_manager_working_dir:
+                raise ConfigurationError(
+                    f"process.taskmanager.working-dir must be a local directory, got the URL "
+                    f"{self.task_manager_working_dir!r}"
+                )
+            if self.task_manager_mode is TaskManagerMode.THREAD:
+                raise ConfigurationError(
+                    "process.taskmanager.working-dir needs TaskExecutor processes "
+                    "(flinklike.local.taskmanager-mode: process); threads share the client's working directory"
+                )
         if self.heartbeat_timeout <= self.heartbeat_interval:
             raise ConfigurationError(
                 f"heartbeat.timeout ({self.heartbeat_timeout}) must exceed heartbeat.interval "
@@ -843,6 +860,7 @@ class Configuration(Mapping[str, Any]):
                 number_of_task_managers=g("local.number-taskmanager"),
                 slots_per_task_manager=g("taskmanager.numberOfTaskSlots"),
                 task_manager_mode=g("flinklike.local.taskmanager-mode"),
+                task_manager_working_dir=g("process.taskmanager.working-dir"),
                 heartbeat_interval=g("heartbeat.interval"),
                 heartbeat_timeout=g("heartbeat.timeout"),
                 slot_request_timeout=g("slot.request.timeout"),

@@ -32,14 +32,16 @@ from __future__ import annotations
 import abc
 import dataclasses
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
 __all__ = [
     "END_OF_INPUT",
     "Boundedness",
+    "ClientResultChannel",
     "Committer",
+    "CommitterContext",
     "PrecommittingSinkWriter",
     "ReadResult",
     "Sink",
@@ -110,6 +112,28 @@ class SinkWriterContext:
     job_id: str = ""
     operator_uid: str = ""
     transactional_id_prefix: str = ""
+    #: where results for the job's client go (``execute_and_collect``); None outside a TaskExecutor
+    result_channel: ClientResultChannel | None = None
+
+
+class ClientResultChannel(Protocol):
+    """Hands batches to the job's client over the engine's authenticated RPC (see
+    :mod:`flinklike_spark._runtime.collect_results`).
+
+    ``deliver`` blocks until the client process holds the batch; a ``batch_id``
+    delivered before is ignored (so a re-commit is idempotent). It returns False
+    when nobody collects ``collect_id`` any more, and raises the RPC's errors.
+    """
+
+    def deliver(self, collect_id: str, batch_id: str, payload: bytes) -> bool: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CommitterContext:
+    """What a committer may use (Flink's ``CommitterInitContext``)."""
+
+    #: see :class:`SinkWriterContext`; in the JobMaster, the job's own results
+    result_channel: ClientResultChannel | None = None
 
 
 class SourceReader(abc.ABC):
@@ -230,6 +254,10 @@ class TwoPhaseCommittingSink(Sink):
     @abc.abstractmethod
     def create_committer(self) -> Committer:
         """A committer (one per sink subtask, and one in the JobMaster for the final commit)."""
+
+    def create_committer_with(self, context: CommitterContext) -> Committer:
+        """What the runtime calls: a committer that may use ``context`` (default: :meth:`create_committer`)."""
+        return self.create_committer()
 
     def committed_checkpoint(self, transactional_id_prefix: str, max_subtasks: int) -> int | None:
         """The newest checkpoint id whose output writers under this prefix committed, or None.

@@ -107,8 +107,14 @@ class JobClient:
         restarts: Callable[[], int] | None = None,
         pending_checkpoints: Callable[[], list[str]] = list,
         web_interface_url: str | None = None,
+        collect_results: Any = None,
+        placement: Callable[[], dict[str, dict]] = dict,
     ) -> None:
         self.web_interface_url = web_interface_url
+        self._placement = placement
+        #: engine-internal: the job's ``execute_and_collect`` results
+        #: (a ``_runtime.collect_results.CollectResults``), None where the job has no client channel
+        self.collect_results = collect_results
         self._pending_checkpoints = pending_checkpoints
         self._restarts = restarts
         self._exception_history = exception_history
@@ -240,6 +246,12 @@ class JobClient:
     def get_attempt_numbers(self) -> dict[str, int]:
         """``"<vertex>-<subtask>" -> current attempt number`` (0 until the subtask first restarts)."""
         return self._attempts()
+
+    def get_task_placement(self) -> dict[str, dict]:
+        """``"<vertex>-<subtask>" -> {"state", "attempt", "resource_id", "pid"}`` of each subtask's current
+        attempt: its ExecutionState name, attempt number, and the TaskExecutor (and its process id) it was
+        deployed to (None before deployment)."""
+        return self._placement()
 
     def done(self) -> bool:
         return self._result.done()

@@ -18,7 +18,8 @@ Gateways:
 * :class:`ResourceManagerGateway`: what a TaskExecutor tells the
   ResourceManager (registration, heartbeats with slot reports).
 * :class:`JobMasterGateway`: what a TaskExecutor tells the JobMaster of a task
-  (execution state updates, checkpoint acknowledgements and declines).
+  (execution state updates, checkpoint acknowledgements and declines, batches
+  a collect sink publishes for the client's ``execute_and_collect``).
 
 The last two are served by the one cluster endpoint (the driver process), so a
 TaskExecutor reaches both over one client.
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "CancelTask",
     "ClusterEndpointRpc",
+    "DeliverCollectResult",
     "FreeSlot",
     "Heartbeat",
     "JobMasterGateway",
@@ -156,6 +158,20 @@ class ReportCheckpoint:
     report: Any
 
 
+@_message
+class DeliverCollectResult:
+    """One batch a collect sink published for ``execute_and_collect`` (Arrow IPC stream bytes).
+
+    The answer is False if nobody collects ``collect_id`` of ``job_id`` any more
+    (see :mod:`flinklike_spark._runtime.collect_results`).
+    """
+
+    job_id: str
+    collect_id: str
+    batch_id: str
+    payload: bytes
+
+
 # -- calling sides ---------------------------------------------------------------------------------
 
 
@@ -239,6 +255,11 @@ class JobMasterGateway:
     def report_checkpoint(self, report: Any) -> None:
         self._client.call(ReportCheckpoint(report=report))
 
+    def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool:
+        return self._client.call(
+            DeliverCollectResult(job_id=job_id, collect_id=collect_id, batch_id=batch_id, payload=payload)
+        )
+
 
 # -- serving sides ---------------------------------------------------------------------------------
 
@@ -265,6 +286,7 @@ class ClusterEndpointRpc(Protocol):
     def heartbeat(self, resource_id: str, slot_report: Any, metrics: dict | None = None) -> bool: ...
     def update_task_execution_state(self, state: Any) -> None: ...
     def report_checkpoint(self, report: Any) -> None: ...
+    def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool: ...
 
 
 def serve_task_executor(node: FlightNode, te: TaskExecutorRpc) -> None:
@@ -289,3 +311,5 @@ def serve_cluster_endpoint(node: FlightNode, endpoint: ClusterEndpointRpc) -> No
     node.register_handler(Heartbeat, lambda m: endpoint.heartbeat(m.resource_id, m.slot_report, m.metrics))
     node.register_handler(UpdateTaskExecutionState, lambda m: endpoint.update_task_execution_state(m.state))
     node.register_handler(ReportCheckpoint, lambda m: endpoint.report_checkpoint(m.report))
+    node.register_handler(DeliverCollectResult,
+                          lambda m: endpoint.deliver_collect_result(m.job_id, m.collect_id, m.batch_id, m.payload))  # fmt: skip

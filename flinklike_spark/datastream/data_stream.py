@@ -8,7 +8,6 @@ with the environment and returns the stream of its output.
 from __future__ import annotations
 
 import itertools
-import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -237,20 +236,17 @@ class DataStream:
         records, after which the job is cancelled if it still runs.
 
         With checkpointing enabled, records are delivered when the checkpoint after them completes
-        (so a restarted job delivers none twice); see ``connectors/collect_stream.py``.
+        (so a restarted job delivers none twice). Results reach this process over the engine's authenticated
+        RPC, not through files, so the job's TaskExecutors may run anywhere; see ``connectors/collect_stream.py``.
         """
-        from connectors.collect_stream import CollectIterator, collect_sink_for
+        from connectors.collect_stream import CollectIterator, collect_sink_for, new_collect_id
 
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
-        directory = CollectIterator.make_directory()
-        try:
-            checkpointing = self._env.config.get("execution.checkpointing.interval") is not None
-            self.sink_to(collect_sink_for(directory, checkpointing=checkpointing)).name("Collect Sink")
-            iterator = CollectIterator(self._env.execute_async(job_name), directory)
-        except BaseException:  # the job did not start: nothing will read or remove the directory
-            shutil.rmtree(directory, ignore_errors=True)
-            raise
+        collect_id = new_collect_id()
+        checkpointing = self._env.config.get("execution.checkpointing.interval") is not None
+        self.sink_to(collect_sink_for(collect_id, checkpointing=checkpointing)).name("Collect Sink")
+        iterator = CollectIterator(self._env.execute_async(job_name), collect_id)
         if limit is None:
             return iterator
         with iterator:

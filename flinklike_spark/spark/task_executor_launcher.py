@@ -1,15 +1,19 @@
 """``execution.target: spark``: TaskExecutors as long-lived tasks on the executors of a Spark cluster.
 
 The JobMaster (a :class:`~flinklike_spark._runtime.cluster.endpoint.ClusterEndpoint`)
-runs in the Spark driver, the user's process with the SparkSession. The
-TaskExecutors of one launch run as the tasks of ONE barrier stage
-(``sc.parallelize(range(n), n).barrier().mapPartitions(...)``), so they come
-up together, one per Spark task slot; each binds the host of the executor it
-landed on (``BarrierTaskContext.getTaskInfos()``, unless ``taskmanager.host``
-is set), registers with the JobMaster over the authenticated Flight RPC and
-exchanges data with the others over the engine's own network. The stage runs
-from a driver thread under a Spark job group of its own, so it can be
-cancelled (``sc.cancelJobGroup``).
+runs in the Spark driver, the user's process with the SparkSession. Every
+TaskExecutor runs as the one task of a barrier stage of its own
+(``sc.parallelize([0], 1).barrier().mapPartitions(...)``): a barrier stage
+is never retried by Spark (a retry would start a second TaskExecutor under the
+same resource id), and one stage per TaskExecutor means that Spark's abort of
+one stage takes no other TaskExecutor with it. The gang start that one shared
+stage gave is the engine's own: the cluster waits for all registrations up to
+its registration timeout. Each binds the host of the executor it landed on
+(``BarrierTaskContext.getTaskInfos()``, unless ``taskmanager.host`` is set),
+registers with the JobMaster over the authenticated Flight RPC and exchanges
+data with the others over the engine's own network. Each stage runs from a
+driver thread under a Spark job group of its own, so it can be cancelled
+(``sc.cancelJobGroup``).
 
 Lifetime: a TaskExecutor's task returns when the TaskExecutor closes: at the
 cluster's shutdown RPC (job finished or cancelled), which frees the Spark
@@ -18,13 +22,14 @@ executors, or on its own when the JobMaster has been unreachable for
 launcher cancels the job group of any stage still running after the grace
 period.
 
-Executor loss: Spark aborts a barrier ResultStage that lost a task and never
-retries it, and it kills the stage's surviving tasks (measured, see
-docs/architecture.md). Every TaskExecutor of an aborted stage is therefore
-reported gone (:meth:`exit_reason`); the endpoint reports them lost (failover
-restarts the affected regions) and launches replacements, which this
-launcher submits as a new barrier stage once the cluster has task slots for
-them.
+Executor loss: Spark aborts the barrier stage of each TaskExecutor that ran
+on the lost executor, and only those (issue 19 item 4; before, all
+TaskExecutors of a launch shared one stage and Spark killed the survivors
+too). Each of them is reported gone (:meth:`exit_reason`); the endpoint
+reports them lost (failover restarts the regions they hosted) and launches
+replacements, each again a stage of its own, once the cluster has task slots
+for them. A TaskExecutor declared lost by heartbeat timeout has its stage
+cancelled.
 
 Security: the bootstrap, with the cluster's RPC secret, travels inside the
 task closure, like any closure data. Protect it on an untrusted network with
@@ -73,8 +78,8 @@ class TaskExecutorLaunchError(FlinklikeError, RuntimeError):
     """TaskExecutors cannot start on the Spark executors (e.g. the project is missing there)."""
 
 
-def _task_executor_partition(payloads: list[bytes], not_importable: str, ship_help: str):
-    """The barrier task that runs one TaskExecutor (partition ``i`` runs ``payloads[i]``).
+def _task_executor_partition(payload: bytes, not_importable: str, ship_help: str):
+    """The barrier task that runs the TaskExecutor of ``payload`` (the stage's only partition).
 
     A nested function: cloudpickle ships it by value, so unpickling it on an
     executor needs no ``flinklike_spark``, and a missing package is reported
@@ -97,7 +102,7 @@ def _task_executor_partition(payloads: list[bytes], not_importable: str, ship_he
             raise RuntimeError(
                 f"{not_importable} {host} (Python {sys.executable}, pid {os.getpid()}): {exc}. {ship_help}"
             ) from None
-        bootstrap = TaskExecutorBootstrap.from_bytes(payloads[index]).with_host(host)
+        bootstrap = TaskExecutorBootstrap.from_bytes(payload).with_host(host)
         run_task_executor(bootstrap)
         yield bootstrap.resource_id
 
@@ -106,17 +111,17 @@ def _task_executor_partition(payloads: list[bytes], not_importable: str, ship_he
 
 @dataclasses.dataclass(kw_only=True, eq=False)
 class _Stage:
-    """One barrier stage of TaskExecutors and how it ended."""
+    """The barrier stage of one TaskExecutor and how it ended."""
 
     group: str
-    resource_ids: tuple[str, ...]
+    resource_id: str
     thread: threading.Thread | None = None
     ended: str | None = None  # why the stage is over (None while it runs)
-    lost: dict[str, str] = dataclasses.field(default_factory=dict)  # declared lost by the ResourceManager: why
+    lost: str | None = None  # declared lost by the ResourceManager: why
 
 
 class SparkTaskExecutorLauncher:
-    """Starts TaskExecutors as barrier stages on the executors of ``spark``'s cluster.
+    """Starts each TaskExecutor as a one-task barrier stage on the executors of ``spark``'s cluster.
 
     Args:
         spark: the driver's SparkSession.
@@ -137,18 +142,14 @@ class SparkTaskExecutorLauncher:
     # -- launching ------------------------------------------------------------------------------
 
     def launch(self, bootstraps: Sequence[TaskExecutorBootstrap]) -> None:
-        if not bootstraps:
-            return
-        stage = _Stage(group=f"flinklike-taskexecutors-{uuid.uuid4().hex[:8]}",
-                       resource_ids=tuple(b.resource_id for b in bootstraps))  # fmt: skip
-        payloads = [b.to_bytes() for b in bootstraps]
-        stage.thread = threading.Thread(
-            target=self._run_stage, args=(stage, payloads), name=f"spark-{stage.group}", daemon=True
-        )
-        with self._lock:
-            for resource_id in stage.resource_ids:
-                self._stages[resource_id] = stage
-        stage.thread.start()
+        for bootstrap in bootstraps:
+            stage = _Stage(group=f"flinklike-taskexecutor-{uuid.uuid4().hex[:8]}", resource_id=bootstrap.resource_id)
+            stage.thread = threading.Thread(
+                target=self._run_stage, args=(stage, bootstrap.to_bytes()), name=f"spark-{stage.group}", daemon=True
+            )
+            with self._lock:
+                self._stages[stage.resource_id] = stage
+            stage.thread.start()
 
     def _task_slots(self) -> int | None:
         """Task slots of the registered executors, or None where Spark runs tasks in the driver (local)."""
@@ -161,20 +162,19 @@ class SparkTaskExecutorLauncher:
 
     def _running_task_executors(self, excluding: _Stage) -> int:
         with self._lock:
-            stages = {id(s): s for s in self._stages.values() if s is not excluding and s.ended is None}
-        return sum(len(s.resource_ids) for s in stages.values())
+            return sum(1 for s in self._stages.values() if s is not excluding and s.ended is None)
 
     def _wait_for_slots(self, stage: _Stage) -> None:
-        """Wait until the cluster has a free task slot for every TaskExecutor of ``stage``: a barrier
-        stage submitted with too few slots is only re-checked by Spark every 15 s."""
+        """Wait until the cluster has a free task slot for ``stage`` beside the other running stages:
+        a barrier stage submitted without a free slot is only re-checked by Spark every 15 s."""
         deadline = time.monotonic() + self._slot_wait
         while not self._closed.is_set() and time.monotonic() < deadline:
             slots = self._task_slots()
-            if slots is None or slots - self._running_task_executors(stage) >= len(stage.resource_ids):
+            if slots is None or slots - self._running_task_executors(stage) >= 1:
                 return
             time.sleep(0.2)
 
-    def _run_stage(self, stage: _Stage, payloads: list[bytes]) -> None:
+    def _run_stage(self, stage: _Stage, payload: bytes) -> None:
         """Driver thread: run the barrier stage until its TaskExecutors return or Spark aborts it."""
         outcome = "its Spark tasks returned"
         try:
@@ -183,11 +183,9 @@ class SparkTaskExecutorLauncher:
                 outcome = "the launcher closed before it started"
                 return
             sc = self._sc
-            sc.setJobGroup(stage.group, f"flinklike TaskExecutors {', '.join(stage.resource_ids)}",
-                           interruptOnCancel=True)  # fmt: skip
-            n = len(payloads)
-            run = _task_executor_partition(payloads, _NOT_IMPORTABLE, _SHIP_HELP)
-            sc.parallelize(range(n), n).barrier().mapPartitions(run).collect()
+            sc.setJobGroup(stage.group, f"flinklike TaskExecutor {stage.resource_id}", interruptOnCancel=True)
+            run = _task_executor_partition(payload, _NOT_IMPORTABLE, _SHIP_HELP)
+            sc.parallelize([0], 1).barrier().mapPartitions(run).collect()
         except Exception as exc:  # noqa: BLE001 - the outcome is reported through exit_reason
             text = str(exc)
             outcome = f"its Spark stage failed: {_summary(text)}"
@@ -195,7 +193,7 @@ class SparkTaskExecutorLauncher:
                 with self._lock:
                     self._failure = _summary(text[text.index(_NOT_IMPORTABLE):])
             if not self._closed.is_set():
-                log.warning("Spark stage %s of TaskExecutors %s ended: %s", stage.group, stage.resource_ids, outcome)
+                log.warning("Spark stage %s of TaskExecutor %s ended: %s", stage.group, stage.resource_id, outcome)
         finally:
             with self._lock:
                 stage.ended = outcome
@@ -204,13 +202,12 @@ class SparkTaskExecutorLauncher:
 
     def exit_reason(self, resource_id: str) -> str | None:
         """Gone when its stage ended, or when it was declared lost: its task may still run until the
-        TaskExecutor notices that its heartbeats are refused, but it will never serve again, so it is
-        replaced now rather than after its stage-mates end."""
+        cancellation of its stage arrives, but it will never serve again, so it is replaced now."""
         with self._lock:
             stage = self._stages.get(resource_id)
             if stage is None:
                 return None
-            ended = stage.ended or stage.lost.get(resource_id)
+            ended = stage.ended or stage.lost
         if ended is None:
             return None
         return f"TaskExecutor {resource_id} on Spark is gone: {ended} (Spark job group {stage.group})"
@@ -228,20 +225,15 @@ class SparkTaskExecutorLauncher:
             self._stages.pop(resource_id, None)
 
     def kill(self, resource_id: str, reason: str) -> None:
-        """A TaskExecutor declared lost: its heartbeats are refused from now on, so it closes itself
-        within ``heartbeat.timeout`` and its task returns; :meth:`exit_reason` reports it gone at once,
-        so that it is replaced. One task of a barrier stage cannot be cancelled alone; if every
-        TaskExecutor of the stage is lost, the stage is cancelled."""
+        """A TaskExecutor declared lost: cancel its stage (its own only) and report it gone at once,
+        so that it is replaced; its heartbeats are refused from now on in any case."""
         with self._lock:
             stage = self._stages.get(resource_id)
             if stage is None or stage.ended is not None:
                 return
-            stage.lost[resource_id] = f"declared lost ({reason})"
-            cancel = set(stage.lost) >= set(stage.resource_ids)
-        log.warning("TaskExecutor %s on Spark declared lost (%s)%s", resource_id, reason,
-                    "; cancelling its Spark stage" if cancel else "")  # fmt: skip
-        if cancel:
-            self._cancel(stage)
+            stage.lost = f"declared lost ({reason})"
+        log.warning("TaskExecutor %s on Spark declared lost (%s); cancelling its Spark stage", resource_id, reason)
+        self._cancel(stage)
 
     def _cancel(self, stage: _Stage) -> None:
         try:
@@ -254,7 +246,7 @@ class SparkTaskExecutorLauncher:
         cancel the job groups of stages still running and wait for them to end."""
         self._closed.set()
         with self._lock:
-            stages = list({id(s): s for s in self._stages.values()}.values())
+            stages = list(self._stages.values())
         deadline = time.monotonic() + timeout
         for stage in stages:
             if stage.thread is not None:

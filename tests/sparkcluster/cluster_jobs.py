@@ -22,6 +22,15 @@ Scenarios:
     cancel-then-orphan: an unbounded job cancelled on the ``cancel`` command,
         a Spark job on the freed executors, then a second unbounded job that
         runs until the test kills this driver.
+    regions: two pipelined regions (seq -> map -> delta over forward edges,
+        chaining off, parallelism 2), one per TaskExecutor; after two
+        checkpoints it reports ``placement``, then samples the tasks' states
+        and the sinks' ``records_in`` every 0.1 s until the job ends. The test
+        SIGKILLs the executor of one region and sends ``killed <epoch> <subtask>``;
+        ``finished`` reports the restarts, the final attempts, the recovery time
+        (kill to the restarted sink's first record), when the lost region's
+        sink was deployed again (a slot on the replacement TaskExecutor) and
+        the other region's rates before and during the recovery.
 """
 
 from __future__ import annotations
@@ -29,12 +38,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import urllib.request
 
 from checkpointing import list_completed_checkpoints
 from connectors import DeltaSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
+from flinklike_spark import KeyedProcessFunction, MapFunction, StreamExecutionEnvironment
 
 NUM_KEYS = 8
 STARTED = time.monotonic()
@@ -171,7 +181,99 @@ def missing_package(spark, args: dict) -> None:
         sc.pythonExec = python
 
 
-SCENARIOS = {"keyed-delta": keyed_delta, "missing-package": missing_package, "cancel-then-orphan": cancel_then_orphan}
+class Pass(MapFunction):
+    def __init__(self, seconds_per_record: float) -> None:
+        self.seconds_per_record = seconds_per_record
+
+    def map(self, value):
+        time.sleep(self.seconds_per_record)
+        return value
+
+
+def _sink_records(metrics: dict, subtask: int) -> tuple[int, int] | None:
+    """(attempt, records_in) of the current attempt of sink subtask ``subtask``, or None."""
+    found = None
+    for execution_id, values in metrics.items():
+        name, _, rest = execution_id.partition("#")
+        if name == f"delta-{subtask}" and values:
+            attempt = int(rest.partition("/")[0])
+            if found is None or attempt > found[0]:
+                found = (attempt, int(values.get("records_in", 0)))
+    return found
+
+
+def _rate(samples: list, subtask: int, start: float, end: float) -> float | None:
+    """Records per second into sink ``subtask`` (attempt 0) between epoch times ``start`` and ``end``."""
+    points = [(t, r[1]) for t, m, _ in samples if start <= t <= end and (r := _sink_records(m, subtask)) and r[0] == 0]
+    if len(points) < 2 or points[-1][0] <= points[0][0]:
+        return None
+    return (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+
+
+def regions(spark, args: dict) -> None:
+    config = spark_config(args) | {"jobmanager.execution.failover-strategy": "region",
+                                   "execution.checkpointing.unaligned.enabled": False}  # fmt: skip
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    env.disable_operator_chaining()
+    (
+        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=args["records_per_key"],
+                                       rows_per_second=args["rate"], batch_size=64), name="seq")  # fmt: skip
+        .uid("seq")
+        .map(Pass(args.get("seconds_per_record", 0.0002)))
+        .uid("map")
+        .sink_to(DeltaSink(args["table"]))
+        .uid("delta")
+    )
+    client = env.execute_async("two regions on spark")
+    wait_for_checkpoints(client, args["checkpoints"], 2)
+    samples: list = []  # (epoch seconds, task metrics, placement)
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.1):
+            placement = client.get_task_placement()
+            try:
+                metrics = client.task_metrics()
+            except Exception:  # noqa: BLE001 - a TaskExecutor going away; the next sample asks again
+                metrics = {}
+            samples.append((time.time(), metrics, placement))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    time.sleep(5)  # a baseline of both regions' rates before the test kills one
+    report("placement", placement=client.get_task_placement())
+    _, killed_at, victim = sys.stdin.readline().split()
+    killed_at, victim = float(killed_at), int(victim)
+    survivor = 1 - victim
+    try:
+        result = client.wait(600)
+    finally:
+        stop.set()
+        sampler.join()
+    recovered_at = next((t for t, m, _ in samples if t > killed_at and (r := _sink_records(m, victim))
+                         and r[0] >= 1 and r[1] > 0), None)  # fmt: skip
+    redeployed_at = next((t for t, _, p in samples if t > killed_at and p[f"delta-{victim}"]["attempt"] >= 1
+                          and p[f"delta-{victim}"]["resource_id"] is not None), None)  # fmt: skip
+    during = [p for t, _, p in samples if killed_at <= t <= (recovered_at or killed_at)]
+    survivor_tasks = {f"{v}-{survivor}" for v in ("seq", "map", "delta")}
+    survivor_states = sorted({(p[task]["state"], p[task]["attempt"]) for p in during for task in survivor_tasks})
+    report(
+        "finished",
+        job_id=result.job_id,
+        restarts=client.num_restarts,
+        attempts=client.get_attempt_numbers(),
+        restarted=sorted(set().union(*(e.restarted for e in client.get_exception_history()))),
+        survivor_states_during_recovery=survivor_states,
+        samples_during_recovery=len(during),
+        recovery_seconds=None if recovered_at is None else round(recovered_at - killed_at, 2),
+        redeployed_seconds=None if redeployed_at is None else round(redeployed_at - killed_at, 2),
+        survivor_rate_before=_rate(samples, survivor, killed_at - 5, killed_at),
+        survivor_rate_during=None if recovered_at is None else _rate(samples, survivor, killed_at, recovered_at),
+    )
+
+
+SCENARIOS = {"keyed-delta": keyed_delta, "missing-package": missing_package, "cancel-then-orphan": cancel_then_orphan,
+             "regions": regions}  # fmt: skip
 
 
 def serve(spark) -> None:

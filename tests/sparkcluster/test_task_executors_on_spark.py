@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 from conftest import still_serving, task_executor_workers, wait_until
@@ -101,6 +103,47 @@ def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(
 
     finished = session_driver.expect("finished", timeout=300)
     assert finished["restarts"] >= 1, "the job did not notice the lost executor"
+    session_driver.expect("done", timeout=30)
+    assert_exactly_once_in_order(Path(args["table"]), records_per_key)
+
+
+def executor_of(cluster, pid: int):
+    """The executor JVM whose Python worker ``pid`` is."""
+    executors = {e.pid: e for e in cluster.executor_processes()}
+    [executor] = [executors[p.pid] for p in psutil.Process(pid).parents() if p.pid in executors]
+    return executor
+
+
+@pytest.mark.timeout(600)
+def test_a_killed_executor_restarts_only_the_region_it_hosted(spark_cluster, session_driver, tmp_path):
+    """Issue 19 item 4: one barrier stage per TaskExecutor, so Spark's abort of the killed executor's stage
+    leaves the other TaskExecutor running; only the region it hosted restarts, once, and its output flows
+    again from the restored checkpoint (exactly once per key in the Delta table)."""
+    records_per_key = 6_000  # 60 s at 800 rows/s: both regions still run while the lost one recovers
+    args = job_args(tmp_path, records_per_key=records_per_key, rate=800)
+    session_driver.run("regions", args)
+    placement = session_driver.expect("placement", timeout=240)["placement"]
+    workers = assert_one_task_executor_per_executor(spark_cluster)
+    hosts = {subtask: {placement[f"{v}-{subtask}"]["pid"] for v in ("seq", "map", "delta")} for subtask in (0, 1)}
+    assert all(len(pids) == 1 for pids in hosts.values()) and hosts[0] != hosts[1], placement  # a region each
+    assert {pid for pids in hosts.values() for pid in pids} == set(workers)
+    victim, survivor = 0, 1
+    [victim_pid] = hosts[victim]
+    executor_of(spark_cluster, victim_pid).send_signal(signal.SIGKILL)
+    session_driver.send(f"killed {time.time()} {victim}")
+
+    finished = session_driver.expect("finished", timeout=420)
+    print(f"region failover on Spark: {finished}")
+    assert finished["restarts"] == 1, finished
+    assert finished["restarted"] == sorted(f"{v}-{victim}" for v in ("seq", "map", "delta")), finished
+    assert {task: n for task, n in finished["attempts"].items() if task.endswith(f"-{survivor}")} == {
+        f"{v}-{survivor}": 0 for v in ("seq", "map", "delta")}, finished  # fmt: skip
+    assert {task: n for task, n in finished["attempts"].items() if task.endswith(f"-{victim}")} == {
+        f"{v}-{victim}": 1 for v in ("seq", "map", "delta")}, finished  # fmt: skip
+    # While the lost region recovered, the other TaskExecutor kept its tasks RUNNING at attempt 0.
+    assert finished["samples_during_recovery"] > 0 and finished["recovery_seconds"] is not None, finished
+    assert finished["survivor_states_during_recovery"] == [["RUNNING", 0]], finished
+    assert finished["survivor_rate_during"] and finished["survivor_rate_during"] > 0, finished
     session_driver.expect("done", timeout=30)
     assert_exactly_once_in_order(Path(args["table"]), records_per_key)
 

@@ -12,7 +12,7 @@ TaskExecutor is gone (its process exited, its Spark task ended); such a
 TaskExecutor is reported lost to the running jobs (failover restarts the
 affected regions) and the launcher is asked for replacements, all lost ones
 of one pass in one :meth:`~TaskExecutorLauncher.launch` (on Spark: one barrier
-stage). A TaskExecutor the ResourceManager declares lost by heartbeat timeout
+stage each). A TaskExecutor the ResourceManager declares lost by heartbeat timeout
 is killed through the launcher: like a worker that Flink's ResourceManager
 released, a frozen TaskExecutor must not come back and write for a job that
 moved on; once gone it is replaced the same way.
@@ -219,6 +219,10 @@ class ClusterEndpoint:
         job.receive_checkpoint_report(message)
         return True
 
+    def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool:
+        job = self._jobs.get(job_id)
+        return job is not None and job.collect_results.deliver(collect_id, batch_id, payload)
+
     # -- jobs -----------------------------------------------------------------------------------
 
     def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
@@ -239,9 +243,22 @@ class ClusterEndpoint:
             restarts=lambda: job.failover.handler.number_of_restarts,
             attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
             pending_checkpoints=job.describe_pending_checkpoints,
+            collect_results=job.collect_results,
+            placement=lambda: self._placement(job),
             on_done=self.close if owns_cluster else None,
             web_interface_url=self.web_monitor.url,
         )
+
+    def _placement(self, job: JobMaster) -> dict[str, dict]:
+        pids = self.resource_manager.task_executor_pids()
+        placement = {}
+        for vertex in job.graph.vertices():
+            execution = vertex.current_execution
+            slot = execution.assigned_slot
+            resource_id = getattr(slot, "resource_id", None)
+            placement[str(vertex.id)] = {"state": execution.state.name, "attempt": execution.attempt_number,
+                                         "resource_id": resource_id, "pid": pids.get(resource_id)}  # fmt: skip
+        return placement
 
     def close(self) -> None:
         """Cancel running jobs, stop every TaskExecutor, stop RPC. Idempotent."""

@@ -5,7 +5,10 @@ flinklike_spark._runtime.cluster.process_main`` with ``subprocess``
 (spawn semantics: nothing is forked and the user's ``__main__`` is never
 re-imported) and writes the bootstrap to the child's stdin, so the secret
 never appears on a command line; the pipe stays open and its EOF tells the
-child that the client died. :class:`ThreadLauncher` runs TaskExecutors as
+child that the client died. With ``process.taskmanager.working-dir`` each
+child runs in a private working directory of its own (cwd and ``TMPDIR``), so
+that tests can show that TaskExecutors share nothing local with the client or
+each other (only the object store). :class:`ThreadLauncher` runs TaskExecutors as
 threads of this process (``flinklike.local.taskmanager-mode: thread``: for
 ``memory://`` file systems and debugging).
 """
@@ -23,12 +26,22 @@ from collections.abc import Iterable, Sequence
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutor
 
-__all__ = ["LOCAL_HOST", "ProcessLauncher", "ThreadLauncher"]
+__all__ = ["LOCAL_HOST", "ProcessLauncher", "ThreadLauncher", "private_working_dir"]
 
 log = logging.getLogger(__name__)
 
 LOCAL_HOST = "127.0.0.1"
 """Where local TaskExecutors bind unless ``taskmanager.host`` says otherwise."""
+
+
+def private_working_dir(parent: str | None, resource_id: str) -> str | None:
+    """Create and return ``<parent>/tm_<resource_id>`` (with ``tmp/``), Flink's TaskManager working
+    directory under ``process.taskmanager.working-dir``; None without a parent (the client's cwd)."""
+    if parent is None:
+        return None
+    directory = os.path.join(os.path.abspath(parent), f"tm_{resource_id}")
+    os.makedirs(os.path.join(directory, "tmp"), exist_ok=True)
+    return directory
 
 
 class ProcessLauncher:
@@ -52,10 +65,14 @@ class ProcessLauncher:
     def _spawn(self, bootstrap: TaskExecutorBootstrap) -> None:
         data = bootstrap.to_bytes()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(bootstrap.sys_path)
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in bootstrap.sys_path)
+        cwd = private_working_dir(bootstrap.config.cluster.task_manager_working_dir, bootstrap.resource_id)
+        if cwd is not None:
+            env["TMPDIR"] = os.path.join(cwd, "tmp")
         process = subprocess.Popen(
-            [sys.executable, "-m", "flinklike_spark._runtime.cluster.process_main"], stdin=subprocess.PIPE, env=env
-        )
+            [sys.executable, "-m", "flinklike_spark._runtime.cluster.process_main"], stdin=subprocess.PIPE, env=env,
+            cwd=cwd,
+        )  # fmt: skip
         process.stdin.write(len(data).to_bytes(8, "big") + data)
         process.stdin.flush()  # keep stdin open: its EOF tells the child that we died
         with self._lock:

@@ -36,6 +36,7 @@ from typing import Any
 
 import flinklike_spark.errors as _errors
 from checkpointing.schemas import CheckpointKind
+from flinklike_spark._runtime.collect_results import CollectResults
 from flinklike_spark._runtime.deployment import (
     CheckpointDeployment,
     RestoreDeployment,
@@ -69,6 +70,7 @@ from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersione
 from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
 from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck
 from flinklike_spark.config import CheckpointingMode, Configuration
+from flinklike_spark.connector_api import CommitterContext
 from flinklike_spark.errors import (
     ConfigurationError,
     JobCancelledError,
@@ -113,6 +115,8 @@ class JobMaster:
         self.result: concurrent.futures.Future[JobExecutionResult] = concurrent.futures.Future()
         self._accumulators: dict[str, dict[int, Any]] = {}
         self._final_committables: dict[str, dict[int, list[Any]]] = {}  # sink uid -> subtask -> committables
+        #: what the job's collect sinks delivered for execute_and_collect (also the final commit's channel)
+        self.collect_results = CollectResults()
         self._started = time.monotonic()
         self._terminated = threading.Event()
         # resource id -> (the loss, when it was noticed), in order of loss (main thread)
@@ -408,7 +412,7 @@ class JobMaster:
         sinks = {spec.uid: spec.function for vertex in self.job_graph.vertices.values() for spec in vertex.operators}
         try:
             for uid, per_subtask in sorted(self._final_committables.items()):
-                committer = sinks[uid].create_committer()
+                committer = sinks[uid].create_committer_with(CommitterContext(result_channel=self.collect_results))
                 try:
                     committer.commit([c for subtask in sorted(per_subtask) for c in per_subtask[subtask]])
                 finally:

@@ -129,6 +129,11 @@ class ResourceManager:
         log.info("TaskExecutor %s registered (%d slots, pid %d)", registration.resource_id, registration.num_slots,
                  registration.pid)  # fmt: skip
 
+    def task_executor_pids(self) -> dict[str, int]:
+        """Process id of every registered TaskExecutor, by resource id."""
+        with self._lock:
+            return {rid: e.pid for rid, e in self._executors.items()}
+
     def is_registered(self, resource_id: str) -> bool:
         with self._lock:
             return resource_id in self._executors

@@ -182,6 +182,8 @@ class OperatorContext:
     rocksdb: RocksDBOptions | None = None  # state.backend.rocksdb.* (None: the defaults)
     #: the task's user metrics (reported with the task's metrics)
     metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
+    #: the job's client (a connector_api.ClientResultChannel), for execute_and_collect's sink
+    result_channel: Any = None
 
 
 class OperatorRuntimeContext(RuntimeContext):

@@ -18,6 +18,7 @@ from flinklike_spark._runtime.streaming.operators import (
 from flinklike_spark.connector_api import (
     END_OF_INPUT,
     Committer,
+    CommitterContext,
     Sink,
     SinkWriterContext,
     TwoPhaseCommittingSink,
@@ -83,11 +84,12 @@ class SinkOperator(StreamOperator):
                 job_id=ctx.job_id,
                 operator_uid=self.uid,
                 transactional_id_prefix=transactional_id_prefix(ctx.lineage_id or ctx.job_id, self.uid),
+                result_channel=ctx.result_channel,
             )
         )
         self.writer.open()
         if self.two_phase:
-            self._committer = self.sink.create_committer()
+            self._committer = self.sink.create_committer_with(CommitterContext(result_channel=ctx.result_channel))
             if self._pending:  # recovered: these checkpoints completed before the restart
                 self._commit_up_to(max(self._pending))
 

@@ -85,6 +85,7 @@ class Task:
         report: called with every TaskExecutionState change (from the task thread).
         report_checkpoint: sends a CheckpointAck / CheckpointDecline to the JobMaster (any thread).
         checkpoint_io: pool running the asynchronous part of snapshots.
+        result_channel: the job's client, for ``execute_and_collect``'s sink (a ClientResultChannel).
     """
 
     def __init__(
@@ -96,6 +97,7 @@ class Task:
         report: Callable[[TaskExecutionState], None],
         report_checkpoint: Callable[[Any], None] | None = None,
         checkpoint_io: concurrent.futures.Executor | None = None,
+        result_channel: Any = None,
     ) -> None:
         self.tdd = tdd
         self.execution_id = tdd.execution_id
@@ -107,6 +109,7 @@ class Task:
         self._report = report
         self._report_checkpoint = report_checkpoint
         self._checkpoint_io = checkpoint_io
+        self._result_channel = result_channel
         self._state = StateMachine(f"task {self.name}", ExecutionState.DEPLOYING, transition_table())
         self._lock = threading.Lock()
         self._stream_task: StreamTask | None = None
@@ -261,6 +264,7 @@ class Task:
             batch_execution=config.get("execution.runtime-mode") == "batch",
             incremental=IncrementalConfig.from_configuration(config),
             rocksdb=config.rocksdb,
+            result_channel=self._result_channel,
         )
         specs = list(tdd.operators)
         if tdd.splits:

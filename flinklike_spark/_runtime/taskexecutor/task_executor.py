@@ -28,6 +28,7 @@ import time
 
 import psutil
 
+from flinklike_spark._runtime.collect_results import JobResultChannel
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.gateways import JobMasterGateway, ResourceManagerGateway, serve_task_executor
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
@@ -171,6 +172,7 @@ class TaskExecutor:
             report=self._report,
             report_checkpoint=self._report_checkpoint,
             checkpoint_io=self._checkpoint_io,
+            result_channel=JobResultChannel(self._jobmaster, tdd.job_id),
         )
         with self._tasks_lock:
             if not self.slot_table.add_task(task):

@@ -153,3 +153,18 @@ def test_every_number_option_rejects_values_outside_its_range(key):
             Configuration({key: bad})
         message = str(info.value)
         assert key in message and repr(bad) in message and option.valid_range() in message, message
+
+
+def test_task_manager_working_dir_is_a_local_directory_for_task_executor_processes(tmp_path):
+    from flinklike_spark._runtime.cluster.local_launchers import private_working_dir
+
+    assert Configuration({}).cluster.task_manager_working_dir is None
+    assert Configuration({"process.taskmanager.working-dir": tmp_path}).cluster.task_manager_working_dir == str(tmp_path)
+    with pytest.raises(ConfigurationError, match="must be a local directory, got the URL 's3://b/tm'"):
+        _ = Configuration({"process.taskmanager.working-dir": "s3://b/tm"}).cluster
+    with pytest.raises(ConfigurationError, match="needs TaskExecutor processes"):
+        _ = Configuration({"process.taskmanager.working-dir": str(tmp_path),
+                           "flinklike.local.taskmanager-mode": "thread"}).cluster  # fmt: skip
+    directory = private_working_dir(str(tmp_path), "taskmanager-0-abc")
+    assert directory == str(tmp_path / "tm_taskmanager-0-abc") and (tmp_path / "tm_taskmanager-0-abc" / "tmp").is_dir()
+    assert private_working_dir(None, "taskmanager-0-abc") is None
