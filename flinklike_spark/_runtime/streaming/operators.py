@@ -888,7 +888,10 @@ class OperatorSpec:
             )
 
     def create(self) -> StreamOperator:
-        return _operator_class(self.kind)(self)
+        # issue 22: built-in aggregations run vectorized (same semantics and state layout)
+        from flinklike_spark._runtime.streaming.vectorized_aggregation import vectorized_operator_class
+
+        return (vectorized_operator_class(self) or _operator_class(self.kind))(self)
 
     # -- issue 13: side outputs ---------------------------------------------------------------
 
