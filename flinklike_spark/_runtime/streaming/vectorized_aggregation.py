@@ -11,7 +11,7 @@ when the chain creates the operator):
 * :class:`VectorizedRollingAggregateOperator` for ``KeyedStream.sum/min/max/
   min_by/max_by`` by field name or position, keyed by a field, on a stream of
   dict records with a declared schema, when the field is an integer (any
-  numeric type for ``sum``). Float ``min``/``max`` stay per record: Python's
+  numeric type for ``sum``; the same holds for the window's columns). Float ``min``/``max`` stay per record: Python's
   comparisons with NaN are not those of any grouped kernel.
 
 Semantics are the per-record operators' (Flink's): the rolling operator emits
@@ -19,10 +19,10 @@ one row per input row, in input order, with the input row's timestamp; the
 window operator emits one row per key and window when the watermark passes
 the window's end, with timestamp ``window.max_timestamp()``, and drops (and
 counts in ``num_late_records_dropped``) records whose window is already late.
-Integer results are exact; a float ``sum`` adds in record order per key, as
-the per-record path does, inside a batch, but the window operator adds a
-batch's partial sum to the pane's, so float window sums may differ from the
-per-record path in the last bits (addition is not associative).
+Integer results are exact (within int64: Python's ints do not overflow, a
+64-bit accumulator wraps); a float ``sum`` adds record by record in record
+order per key, as the per-record path does (``np.add.at`` and a per-key
+``np.cumsum``, not pandas' compensated sums), so it gives the same bits.
 
 Checkpoints use the per-record operators' state layout (``_reduce/value``:
 the key's current result record; ``_window/contents``: ``{TimeWindow:
@@ -112,8 +112,8 @@ def _window_eligible(spec: OperatorSpec) -> bool:
         if column.field not in schema.names:
             return False
         field_type = schema.field(column.field).type
-        numeric = pa.types.is_integer(field_type) or pa.types.is_floating(field_type)
-        if not numeric:
+        # Python's < and > with NaN are no kernel's: float min/max stay per record, as in the rolling case.
+        if not (pa.types.is_integer(field_type) or (column.kind == "sum" and pa.types.is_floating(field_type))):
             return False
     if isinstance(d.window_function, KeyedWindowResult):
         fixed = {d.window_function.key_name, d.window_function.start_name, d.window_function.end_name}
@@ -180,14 +180,14 @@ class VectorizedWindowAggregateOperator(StreamOperator):
         self.window_function: KeyedWindowResult | None = d.window_function
         self.key_field: str = spec.key_field
         self.watermark = MIN_WATERMARK
-        self.panes: dict[int, pa.Table] = {}  # window start -> (key, a0, a1, ...) one row per key
+        self.panes: dict[int, _Pane] = {}  # window start -> accumulators, one row per key
         self.num_late_records_dropped = 0
         schema = spec.input_schema
         self._acc_names = [f"a{i}" for i in range(len(self.columns))]
         self._acc_types = [
             pa.int64() if c.kind == "count" else _widened(schema.field(c.field).type) for c in self.columns
         ]
-        self._merge_ops = [("sum" if c.kind in ("count", "sum") else c.kind) for c in self.columns]
+        self._key_type = schema.field(self.key_field).type
 
     def setup(self, context, output) -> None:
         super().setup(context, output)
@@ -226,36 +226,25 @@ class VectorizedWindowAggregateOperator(StreamOperator):
             self._add(start, rows)
 
     def _add(self, start: int, rows: pa.Table) -> None:
-        keys = rows.column(self.key_field)
-        columns: dict[str, Any] = {_KEY: keys}
-        aggregations: list[tuple[Any, str]] = []
-        sources: list[str] = []  # per accumulator column, its column in the group_by output
-        for name, column in zip(self._acc_names, self.columns):
+        pane = self.panes.get(start)
+        if pane is None:
+            pane = self.panes[start] = _Pane(self._key_type, self.columns, self._acc_types)
+        slot = pane.slots(rows.column(self.key_field).combine_chunks())
+        for i, column in enumerate(self.columns):
             if column.kind == "count":
-                if ([], "count_all") not in aggregations:
-                    aggregations.append(([], "count_all"))
-                sources.append("count_all")
+                pane.accs[i] += np.bincount(slot, minlength=len(pane.keys))
                 continue
             values = rows.column(column.field)
             if values.null_count:
                 raise TypeError(f"{column.kind}({column.field!r}): the field is null in a record of {self.name!r}")
-            columns[name] = values
-            aggregations.append((name, column.kind))
-            sources.append(f"{name}_{column.kind}")
-        partial = self._normalize(pa.table(columns).group_by(_KEY, use_threads=False).aggregate(aggregations), sources)
-        pane = self.panes.get(start)
-        if pane is not None:
-            merged = pa.concat_tables([pane, partial]).group_by(_KEY, use_threads=False).aggregate(
-                [(name, op) for name, op in zip(self._acc_names, self._merge_ops)]
-            )
-            partial = self._normalize(merged, [f"{n}_{op}" for n, op in zip(self._acc_names, self._merge_ops)])
-        self.panes[start] = partial
-
-    def _normalize(self, grouped: pa.Table, sources: list[str]) -> pa.Table:
-        """``group_by(...).aggregate`` output as ``(__key, a0, a1, ...)`` with the accumulator types."""
-        arrays = [grouped.column(_KEY)]
-        arrays += [grouped.column(source).cast(t) for source, t in zip(sources, self._acc_types)]
-        return pa.table(arrays, names=[_KEY, *self._acc_names])
+            acc = pane.accs[i]
+            v = values.to_numpy().astype(acc.dtype, copy=False)
+            if column.kind == "sum":
+                np.add.at(acc, slot, v)  # unbuffered: row by row in row order, as the per-record path adds
+            elif column.kind == "min":
+                np.minimum.at(acc, slot, v)
+            else:
+                np.maximum.at(acc, slot, v)
 
     # -- firing ------------------------------------------------------------------------------
 
@@ -263,7 +252,7 @@ class VectorizedWindowAggregateOperator(StreamOperator):
         self.watermark = timestamp
         due = sorted(start for start in self.panes if start + self.size - 1 <= timestamp)
         for start in due:
-            self._fire(start, self.panes.pop(start))
+            self._fire(start, self.panes.pop(start).table(self._acc_names))
         self.output.emit_watermark(timestamp)
 
     def _fire(self, start: int, pane: pa.Table) -> None:
@@ -291,7 +280,8 @@ class VectorizedWindowAggregateOperator(StreamOperator):
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         by_key: dict[Any, dict[TimeWindow, list]] = {}
         timers: list[tuple[Any, int]] = []
-        for start, pane in sorted(self.panes.items()):
+        for start, accumulators_of in sorted(self.panes.items()):
+            pane = accumulators_of.table(self._acc_names)
             window = TimeWindow(start, start + self.size)
             keys = pane.column(_KEY).to_pylist()
             accumulators = zip(*(pane.column(name).to_pylist() for name in self._acc_names))
@@ -327,7 +317,52 @@ class VectorizedWindowAggregateOperator(StreamOperator):
             columns = [pa.array(keys, key_type)]
             for i, acc_type in enumerate(self._acc_types):
                 columns.append(pa.array([acc[i] for acc in accumulators], acc_type))
-            self.panes[start] = pa.table(columns, names=[_KEY, *self._acc_names])
+            self.panes[start] = _Pane.of(pa.table(columns, names=[_KEY, *self._acc_names]), self.columns)
+
+
+class _Pane:
+    """The panes of one window: its keys (slot = position) and one numpy accumulator per built-in column.
+
+    A new key's accumulators start at the identity of their aggregation (0, or
+    the type's largest / smallest value for min / max); a key only exists once
+    a record of it was added, so no identity is ever emitted.
+    """
+
+    __slots__ = ("accs", "columns", "keys")
+
+    def __init__(self, key_type: pa.DataType, columns, acc_types: list[pa.DataType]) -> None:
+        self.keys: pa.Array = pa.array([], key_type)
+        self.columns = columns
+        self.accs: list[np.ndarray] = [np.empty(0, t.to_pandas_dtype()) for t in acc_types]
+
+    @classmethod
+    def of(cls, table: pa.Table, columns) -> _Pane:
+        pane = cls.__new__(cls)
+        pane.keys = table.column(0).combine_chunks()
+        pane.columns = columns
+        pane.accs = [table.column(i + 1).to_numpy().copy() for i in range(len(columns))]
+        return pane
+
+    def slots(self, keys: pa.Array) -> np.ndarray:
+        """The slot of every key, new keys appended (in order of first appearance)."""
+        slots = pc.index_in(keys, value_set=self.keys)
+        if slots.null_count:
+            new = pc.unique(keys.filter(pc.is_null(slots)))
+            self.keys = pa.concat_arrays([self.keys, new])
+            self.accs = [np.concatenate([acc, np.full(len(new), _identity(c.kind, acc.dtype), acc.dtype)])
+                         for acc, c in zip(self.accs, self.columns)]  # fmt: skip
+            slots = pc.index_in(keys, value_set=self.keys)
+        return slots.to_numpy().astype(np.intp, copy=False)
+
+    def table(self, names: list[str]) -> pa.Table:
+        return pa.table([self.keys, *(pa.array(acc) for acc in self.accs)], names=[_KEY, *names])
+
+
+def _identity(kind: str, dtype: np.dtype) -> Any:
+    if kind in ("count", "sum"):
+        return 0
+    info = np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
+    return info.max if kind == "min" else info.min
 
 
 def _widened(field_type: pa.DataType) -> pa.DataType:
