@@ -888,10 +888,11 @@ class OperatorSpec:
             )
 
     def create(self) -> StreamOperator:
-        # issue 22: built-in aggregations run vectorized (same semantics and state layout)
-        from flinklike_spark._runtime.streaming.vectorized_aggregation import vectorized_operator_class
+        if self.kind in ("window", "keyed_reduce"):  # issue 22: built-ins run vectorized (same semantics, state)
+            from flinklike_spark._runtime.streaming.vectorized_aggregation import vectorized_operator_class
 
-        return (vectorized_operator_class(self) or _operator_class(self.kind))(self)
+            return (vectorized_operator_class(self) or _operator_class(self.kind))(self)
+        return _operator_class(self.kind)(self)
 
     # -- issue 13: side outputs ---------------------------------------------------------------
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -462,6 +461,7 @@ class VectorizedRollingAggregateOperator(StreamOperator):
     def _run(self, groups: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Per row of the combined table: the position of the row whose other fields the result has
         (the group's first, or for min_by/max_by its best so far) and the result's field value (None: as is)."""
+        import pandas as pd  # imported when a rolling aggregation first runs, not with every TaskExecutor
         positions = np.arange(len(groups))
         grouped_values = pd.Series(values).groupby(groups, sort=False)
         grouped_positions = pd.Series(positions).groupby(groups, sort=False)
