@@ -78,10 +78,8 @@ class Outcome:
     error: str | None = None
 
 
-def variants(engine: str, quick: bool) -> list[Variant]:
-    parallelisms = (1,) if quick else (1, 2)
+def variants(engine: str, parallelisms: list[int], modes: list[str]) -> list[Variant]:
     if engine == "pyflink":
-        modes = ("thread",) if quick else ("thread", "process")
         return [Variant(engine, p, m) for p in parallelisms for m in modes]
     return [Variant(engine, p) for p in parallelisms]
 
@@ -288,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--install", action=argparse.BooleanOptionalAction, default=None,
                         help="create missing peer venvs (default: yes, except with --quick)")  # fmt: skip
+    parser.add_argument("--parallelism", default=None, help="comma-separated parallelisms (default 1,2; quick: 1)")
+    parser.add_argument("--modes", default=None, help="PyFlink's execution modes (default thread,process; quick: thread)")
     parser.add_argument("--venv-dir", type=Path, default=default_venv_dir())
     parser.add_argument("--out", default=str(REPO / "docs"))
     parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600; quick: 120)")
@@ -306,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
         if workload not in WORKLOADS:
             parser.error(f"unknown workload {workload!r}; valid: {list(WORKLOADS)}")
     args.rounds = args.rounds or (1 if args.quick else 3)
+    args.parallelism = [int(p) for p in (args.parallelism or ("1" if args.quick else "1,2")).split(",") if p]
+    args.modes = [m for m in (args.modes or ("thread" if args.quick else "thread,process")).split(",") if m]
+    for mode in args.modes:
+        if mode not in ("thread", "process"):
+            parser.error(f"unknown PyFlink execution mode {mode!r}; valid: ['thread', 'process']")
     install = (not args.quick) if args.install is None else args.install
     timeout = args.timeout or (120.0 if args.quick else 600.0)
     started = datetime.datetime.now(datetime.UTC)
@@ -332,8 +337,12 @@ def main(argv: list[str] | None = None) -> int:
         for workload in args.workloads
         for engine in args.engines
         if engine in pythons and (engine, workload) not in NOT_RUN and engine in RECORDS[workload]
-        for variant in variants(engine, args.quick)
+        for variant in variants(engine, args.parallelism, args.modes)
     ]
+    # Every workload on every engine once (first parallelism and mode) before the other variants: a
+    # budget cut on a loaded machine then costs variants, not whole workloads.
+    plan.sort(key=lambda item: (args.parallelism.index(item[0].parallelism),
+                                args.modes.index(item[0].mode) if item[0].mode else 0))  # fmt: skip
     if args.quick:  # one round: this project's runs first, so the budget never cuts them
         plan.sort(key=lambda item: item[0].engine != "flinklike")
     budget = args.budget if args.budget is not None else (170.0 if args.quick else 1080.0)
