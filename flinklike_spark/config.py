@@ -513,7 +513,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("process.taskmanager.working-dir", None, _parse_optional_location,
              "Local directory under which every local TaskExecutor process gets a private working directory "
              "tm_<resource id> (its cwd, with its TMPDIR in tmp/); unset: TaskExecutors share the client's. "
-             "Only the object store is then shared (the no-shared-local-disk mode of issue 19)."),
+             "Only the object store is then shared (no shared local disk)."),
         _opt("taskmanager.memory.segment-size", 32 * 1024, _memory, "Target bytes of one network buffer.",
              64, 64 << 20),
         _opt("taskmanager.network.memory.buffers-per-channel", 2, _parse_int,

@@ -240,6 +240,9 @@ class StreamExecutionEnvironment:
         config = self._config.with_values(context)
         if config.get("execution.runtime-mode") == "batch":
             config = self._batch_configuration(config)
+            for vertex in job_graph:  # rolling aggregations emit final values only: the per-record operator
+                for spec in vertex.operators:
+                    spec.vectorizable = spec.kind != "keyed_reduce"
         # As in PyFlink, the next execute() runs only what is defined after this one.
         self._executed_upto = len(self._transformations)
         client = execute_job_graph(job_graph, config)

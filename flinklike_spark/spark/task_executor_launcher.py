@@ -23,9 +23,8 @@ launcher cancels the job group of any stage still running after the grace
 period.
 
 Executor loss: Spark aborts the barrier stage of each TaskExecutor that ran
-on the lost executor, and only those (issue 19 item 4; before, all
-TaskExecutors of a launch shared one stage and Spark killed the survivors
-too). Each of them is reported gone (:meth:`exit_reason`); the endpoint
+on the lost executor, and only those (with one stage for all TaskExecutors
+of a launch, Spark would kill the survivors too). Each of them is reported gone (:meth:`exit_reason`); the endpoint
 reports them lost (failover restarts the regions they hosted) and launches
 replacements, each again a stage of its own, once the cluster has task slots
 for them. A TaskExecutor declared lost by heartbeat timeout has its stage

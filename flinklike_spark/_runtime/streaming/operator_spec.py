@@ -33,6 +33,7 @@ from flinklike_spark._runtime.streaming.operators import (
 from flinklike_spark._runtime.streaming.process_operators import KeyedProcessOperator, ProcessOperator
 from flinklike_spark._runtime.streaming.sink_operator import SinkOperator
 from flinklike_spark._runtime.streaming.source_operator import SourceOperator
+from flinklike_spark._runtime.streaming.vectorized_aggregation import vectorized_operator_class
 from flinklike_spark._runtime.streaming.watermark_operator import TimestampsAndWatermarksOperator
 from flinklike_spark._runtime.streaming.window_operator import WindowOperator
 from flinklike_spark.watermarks import WatermarkStrategy
@@ -100,13 +101,20 @@ class OperatorSpec:
     chained_output_tags: dict[int, str] = dataclasses.field(default_factory=dict)
     network_output_tags: dict[int, str] = dataclasses.field(default_factory=dict)
     side_output_schemas: dict[str, pa.Schema | None] = dataclasses.field(default_factory=dict)
+    #: whether a built-in aggregation may run vectorized (BATCH execution keeps rolling ones per record)
+    vectorizable: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in OPERATOR_CLASSES:
             raise ValueError(f"unknown operator kind {self.kind!r}; valid kinds: {sorted(OPERATOR_CLASSES)}")
 
     def create(self) -> StreamOperator:
-        return OPERATOR_CLASSES[self.kind](self)
+        """The operator; a keyed or window aggregation of built-ins runs vectorized where it can
+        (same output, timestamps and state layout as the per-record operator)."""
+        cls = OPERATOR_CLASSES[self.kind]
+        if self.vectorizable:
+            cls = vectorized_operator_class(self) or cls
+        return cls(self)
 
     def network_output_schema(self, edge_index: int) -> pa.Schema | None:
         """Declared schema of the rows this operator sends on its output edge ``edge_index``."""
