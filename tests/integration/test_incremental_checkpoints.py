@@ -31,10 +31,18 @@ INCREMENTAL = {
     "execution.checkpointing.num-retained": 2,
 }
 EXPECTED = {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
+BACKEND = {"state.backend.type": "hashmap"}
+
+
+@pytest.fixture(autouse=True, params=["hashmap", "rocksdb"])
+def state_backend(request, monkeypatch):
+    """Every scenario runs on both keyed state backends."""
+    monkeypatch.setitem(BACKEND, "state.backend.type", request.param)
+    return request.param
 
 
 def config(directory: str, mode: str = "aligned", parallelism: int = 2) -> dict:
-    return checkpoint_config(directory, mode, parallelism) | INCREMENTAL
+    return checkpoint_config(directory, mode, parallelism) | INCREMENTAL | BACKEND
 
 
 def resume(directory: str, mode: str = "aligned", *, parallelism: int = 2, path: str | None = None) -> dict[int, int]:
