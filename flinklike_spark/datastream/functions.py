@@ -2,6 +2,7 @@
 flinklike_spark.functions).
 """
 
+from flinklike_spark.async_stream import AsyncFunction
 from flinklike_spark.functions import (
     AggregateFunction,
     AllWindowFunction,
@@ -31,6 +32,7 @@ from flinklike_spark.functions import (
 __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
+    "AsyncFunction",
     "BroadcastProcessFunction",
     "CoFlatMapFunction",
     "CoMapFunction",

@@ -2,6 +2,7 @@
 flinklike_spark.state).
 """
 
+from flinklike_spark._runtime.streaming.co_operators import BroadcastState, ReadOnlyBroadcastState
 from flinklike_spark.state import (
     AggregatingState,
     AggregatingStateDescriptor,
@@ -25,11 +26,13 @@ __all__ = [
     "AggregatingState",
     "AggregatingStateDescriptor",
     "AppendingState",
+    "BroadcastState",
     "ListState",
     "ListStateDescriptor",
     "MapState",
     "MapStateDescriptor",
     "MergingState",
+    "ReadOnlyBroadcastState",
     "ReducingState",
     "ReducingStateDescriptor",
     "State",
