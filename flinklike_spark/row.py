@@ -191,9 +191,9 @@ def records_of(batch: pa.RecordBatch) -> list[Any]:
     rows = list(zip(*columns)) if columns else [()] * batch.num_rows
     if kind == RecordKind.TUPLE:
         return rows
-    if kind == RecordKind.POSITIONAL_ROW:
-        return [Row(*values) for values in rows]
     names = batch.schema.names
+    if kind == RecordKind.POSITIONAL_ROW:  # as in PyFlink, Types.ROW's fields are named f0, f1, ... downstream
+        return [_rebuild(names, values, RowKind.INSERT) for values in rows]
     return [_rebuild(names, values, RowKind.INSERT) for values in rows]
 
 

@@ -65,7 +65,10 @@ def test_records_round_trip_through_arrow_batches_as_their_kind(records, schema,
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
     [received] = list(pa.ipc.open_stream(sink.getvalue()))
-    assert records_of(received) == records
+    expected = records
+    if kind == b"positional-row":  # as in PyFlink, downstream Types.ROW rows are named f0, f1, ...
+        expected = [Row(f0=r[0], f1=r[1]) for r in records]
+    assert records_of(received) == expected
 
 
 def test_positional_records_take_the_declared_names_and_kind_as_in_pyflink():
@@ -73,7 +76,8 @@ def test_positional_records_take_the_declared_names_and_kind_as_in_pyflink():
                           stream_name="s")  # fmt: skip
     assert records_of(named.to_batch([(1, "a"), (2, "b")])) == [Row("id", "name")(1, "a"), Row("id", "name")(2, "b")]
     rows = RowsConverter(to_arrow_schema(Types.ROW([Types.INT(), Types.STRING()])), stream_name="s")
-    assert records_of(rows.to_batch([(1, "a")])) == [Row(1, "a")]
+    [row] = records_of(rows.to_batch([(1, "a")]))
+    assert row == Row(f0=1, f1="a") and row.f0 == 1 and str(row) == "Row(f0=1, f1='a')"  # PyFlink's names
     with pytest.raises(SchemaMismatchError, match=r"record \(1, 'a', 3\) has 3 fields"):
         rows.to_batch([(1, "a", 3)])
 
