@@ -180,14 +180,20 @@ def register(spark):
     machine: nothing local is checked, and the data source is registered with
     the server (it must have flinklike-spark installed).
 
+    On a classic session it also installs the owner of the engine jobs of
+    ``writeStream.format("flinklike").option("pipeline", ...)`` queries in this
+    (the driver) process (:mod:`flinklike_spark.spark.writer_jobs`).
+
     Raises:
         SparkSetupError: the session's Python workers cannot import the project.
     """
     from flinklike_spark.spark.source import FlinklikeDataSource
+    from flinklike_spark.spark.writer_jobs import install_owner
 
     if not is_connect_session(spark):
         python = spark.sparkContext.pythonExec or os.environ.get("PYSPARK_PYTHON") or "python3"
         if os.path.realpath(shutil.which(python) or python) != os.path.realpath(sys.executable):
             check_python(python)
     spark.dataSource.register(FlinklikeDataSource)
+    install_owner(spark)
     return spark
