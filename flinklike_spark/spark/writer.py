@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
+import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -40,11 +42,22 @@ __all__ = ["FlinklikeStreamWriter", "StagedInput", "input_app_id"]
 _log = logging.getLogger(__name__)
 #: Commit info key recording the writing query's checkpointLocation.
 _LOCATION_KEY = "flinklike.spark.checkpointLocation"
-#: Task property Spark sets to the id of the query run a task belongs to (StreamExecution.RUN_ID_KEY).
-_RUN_ID_PROPERTY = "sql.streaming.runId"
+#: Task property naming the job group: a streaming query runs its micro-batches in the group of its runId.
+_JOB_GROUP_PROPERTY = "spark.jobGroup.id"
+_RUN_ID_IN_DESCRIPTION = re.compile(r"^runId = ([0-9a-f-]{36})$", re.MULTILINE)
 #: How long a commit waits for the driver's owner to take a new run, and for its job to start.
 _CLAIM_TIMEOUT_SECONDS = 60.0
 _START_TIMEOUT_SECONDS = 600.0
+
+
+def _run_id(context) -> str | None:
+    """The id of the query run a write task belongs to (its job group; else its job description's ``runId``)."""
+    group = context.getLocalProperty(_JOB_GROUP_PROPERTY)
+    try:
+        return str(uuid.UUID(group))
+    except (TypeError, ValueError):
+        match = _RUN_ID_IN_DESCRIPTION.search(context.getLocalProperty("spark.job.description") or "")
+        return match.group(1) if match else None
 
 
 def input_app_id(query_id: str) -> str:
@@ -75,7 +88,7 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else None
-        run_id = context.getLocalProperty(_RUN_ID_PROPERTY) if context is not None else None
+        run_id = _run_id(context) if context is not None else None
         table = BridgeTable(self._path, storage=self._options.storage)
         staged = stage_batches(table, iterator, self._schema, what=f"Spark rows for {table.uri!r}", partition=partition)
         return StagedInput(staged, run_id)
