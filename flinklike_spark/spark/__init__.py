@@ -32,6 +32,7 @@ __all__ = [
     "operator_state_as_of",
     "register",
     "session",
+    "transform",
 ]
 
 _HOMES = {
@@ -47,6 +48,7 @@ _HOMES = {
     "keyed_state": "inspection",
     "operator_state_as_of": "inspection",
     "job_record": "inspection",
+    "transform": "composition",
 }
 
 

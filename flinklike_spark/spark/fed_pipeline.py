@@ -13,6 +13,8 @@ This module does not import pyspark: the runner process builds the job with it.
 
 from __future__ import annotations
 
+import inspect
+
 import pyarrow as pa
 
 from connectors.spark_bridge import INPUT_TABLE, SparkInputSource
@@ -48,6 +50,16 @@ def build_fed_pipeline(
                         name="Source: Spark")
         .uid(INPUT_SOURCE_UID)
     )
+    try:
+        inspect.signature(function).bind(env, stream)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"option pipeline={pipeline!r}: a writeStream pipeline is called as function(env, stream) (the "
+            f"DataStream of the query's rows), but {pipeline.partition(':')[2]}{inspect.signature(function)} "
+            f"cannot take those arguments ({exc})"
+        ) from None
+    except ValueError:
+        pass  # no signature (a builtin): let the call tell
     result = function(env, stream)
     if result is not None and not isinstance(result, DataStream):
         raise ConfigurationError(

@@ -21,6 +21,8 @@ __all__ = [
     "bounded_count",
     "fed_count",
     "fed_count_output",
+    "fed_failing",
+    "fed_returns_stream",
     "keyed_count",
     "no_schema",
     "not_a_stream",
@@ -104,3 +106,26 @@ def fed_count(env: StreamExecutionEnvironment, stream):
         .sink_to(DeltaSink(fed_count_output(env.config.checkpointing.directory)))
         .uid("out")
     )
+
+
+class _BadValue(ValueError):
+    pass
+
+
+def _fail_on_five(row: dict) -> dict:
+    if row["value"] == 5:
+        raise _BadValue(f"bad value {row['value']}")
+    return row
+
+
+def fed_failing(env: StreamExecutionEnvironment, stream):
+    """A writeStream pipeline whose map fails on value 5 (run it with restart-strategy.type none)."""
+    (
+        stream.map(_fail_on_five, output_type=pa.schema([("value", pa.int64())]))
+        .sink_to(DeltaSink(fed_count_output(env.config.checkpointing.directory)))
+    )
+
+
+def fed_returns_stream(env: StreamExecutionEnvironment, stream):
+    """A writeStream pipeline returning its stream for a reader on the same directory."""
+    return stream.map(lambda r: {"doubled": r["value"] * 2}, output_type=pa.schema([("doubled", pa.int64())]))
