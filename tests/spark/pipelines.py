@@ -94,7 +94,7 @@ def fed_count_output(directory: str) -> str:
 def fed_count(env: StreamExecutionEnvironment, stream):
     """A writeStream pipeline: Spark's ``value`` column -> key ``value % 4``, seq ``value // 4`` -> running count -> Delta.
 
-    With Spark's rate source (numPartitions 2, values striped over partitions), each
+    With Spark's rate sources (numPartitions 2, values striped over partitions), each
     key's values come from one Spark partition, in order: seq 0, 1, 2, ... per key.
     """
     (
