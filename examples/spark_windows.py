@@ -1,7 +1,7 @@
 """Spark in, engine, Spark out: keyed event-time windows with late data on Spark's rate source.
 
 Spark's rate-micro-batch source produces values 0, 1, 2, ... (here the first
-``N``, 100 per micro-batch). The
+``N``, 500 per micro-batch). The
 engine pipeline :func:`windows` gives each value a key (``value % 3``) and an
 event time (``value * 100`` ms; every tenth value from the 400th on is 30 s late), sums each key's
 values per 2-second tumbling event-time window (watermark 1 s behind the
@@ -127,7 +127,7 @@ def main(workdir: str) -> int:
     spark = session("spark-windows", config={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     values = (
-        spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 100).option("numPartitions", 2).load()
+        spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 500).option("numPartitions", 2).load()
         .where(f"value < {N}").select("value")
     )
     results = transform(
