@@ -25,7 +25,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
+from flinklike_spark.spark.fed_pipeline import build_fed_pipeline, declared_schema
 from flinklike_spark.spark.options import WriteOptions
 
 __all__ = ["FEED_CHECKPOINT", "transform"]
@@ -78,7 +78,7 @@ def transform(
         {**flink, "path": directory, "pipeline": pipeline, "queryId": query_id, "checkpointLocation": location}
     )
     _, stream = build_fed_pipeline(pipeline, parsed.config, to_arrow_schema(df.schema, timezone="UTC"))
-    schema = None if stream is None else stream._schema()
+    schema = None if stream is None else declared_schema(stream)
     if schema is None:
         raise ConfigurationError(
             f"transform(): pipeline {pipeline!r} must return the DataStream whose rows come back to Spark, with a "

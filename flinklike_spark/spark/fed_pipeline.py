@@ -22,10 +22,16 @@ from flinklike_spark.config import Configuration
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError
 
-__all__ = ["INPUT_SOURCE_UID", "build_fed_pipeline"]
+__all__ = ["INPUT_SOURCE_UID", "build_fed_pipeline", "declared_schema"]
 
 #: The uid of the job's Spark input source (its split positions are restored by this uid).
 INPUT_SOURCE_UID = "flinklike-spark-input"
+
+
+def declared_schema(stream: DataStream) -> pa.Schema | None:
+    """The stream's declared schema (``get_output_schema()`` in the refactored API, ``_schema()`` before it)."""
+    getter = getattr(stream, "get_output_schema", None) or stream._schema
+    return getter()
 
 
 def build_fed_pipeline(

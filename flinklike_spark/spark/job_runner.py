@@ -49,7 +49,7 @@ from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Boundedness
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError, FlinklikeError, JobCancelledError
-from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
+from flinklike_spark.spark.fed_pipeline import build_fed_pipeline, declared_schema
 
 __all__ = [
     "OUTPUT_SINK_UID",
@@ -243,7 +243,7 @@ def _run(spec: JobSpec, stop: threading.Event) -> RunnerState:
         schema = spec.schema
     else:  # fed by a writeStream: function(env, stream), its own sinks and maybe a stream for Spark
         env, stream = build_fed_pipeline(spec.pipeline, config, spec.input_schema)
-        schema = spec.schema or (stream._schema() if stream is not None else None)
+        schema = spec.schema or (declared_schema(stream) if stream is not None else None)
         if stream is not None and schema is None:
             raise ConfigurationError(
                 f"pipeline {spec.pipeline!r} returns a stream without a declared schema: pass output_type= "

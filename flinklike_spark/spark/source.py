@@ -35,6 +35,7 @@ from pyspark.sql.types import StructType
 
 from connectors.spark_bridge import CHECKPOINT_COLUMN, OUTPUT_TABLE, BridgeTable, conform_batch, output_offset
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.spark.fed_pipeline import declared_schema
 from flinklike_spark.spark.job_runner import EngineJob, JobSpec, RunnerState, build_pipeline
 from flinklike_spark.spark.options import ReadOptions, WriteOptions
 
@@ -76,7 +77,7 @@ class FlinklikeDataSource(DataSource):
                 "on the same directory returns, give its schema with .schema(...)"
             )
         _, stream = build_pipeline(read.pipeline, read.config)
-        declared = stream._schema()
+        declared = declared_schema(stream)
         if declared is None:
             raise ConfigurationError(
                 f"pipeline {read.pipeline!r} returns a stream without a declared schema: pass "
