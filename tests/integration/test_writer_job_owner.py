@@ -116,3 +116,22 @@ def test_a_commit_without_an_owner_names_the_fix(tmp_path, monkeypatch):
 def test_a_bad_pipeline_fails_the_writer(tmp_path, pipeline, message):
     with pytest.raises(ConfigurationError, match=message):
         writer_for(tmp_path / "job", pipeline)
+
+
+def test_a_pipeline_returning_a_stream_commits_its_rows_for_a_reader(tmp_path):
+    job_dir = tmp_path / "job"
+    owner = WriterJobOwner()
+    run_id = str(uuid.uuid4())
+    try:
+        owner.onQueryStarted(event(run_id))
+        w = writer_for(job_dir, "tests.spark.pipelines:fed_returns_stream")
+        micro_batch(w, run_id, 0, [1, 2, 3])
+
+        def doubled():
+            path = str(job_dir / "output")
+            return sorted(DeltaTable(path).to_pyarrow_table().column("doubled").to_pylist()) \
+                if DeltaTable.is_deltatable(path) else []
+
+        assert wait_for(lambda: doubled() == [2, 4, 6] and doubled(), timeout=120, what="the output table")
+    finally:
+        owner.close()
