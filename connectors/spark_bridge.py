@@ -15,12 +15,15 @@ visible: that is the offset a Spark query reads up to, and a commit retried
 after a restore is skipped. Partition values live in the Delta log, not in the
 files, so a file's rows need not know their checkpoint when they are written.
 
-:class:`SparkInputSource` tails the ``input`` table: it reads the files that
-each table version added, in version order, and its split position
+:class:`SparkInputSource` tails the ``input`` table as splits: split ``i`` of
+``n`` reads the files of the Spark partitions ``p % n == i`` (a task's file
+names its partition), version by version in commit order, and its position
 ``(version, file, row)`` is checkpointed like any source offset, so a restored
 job continues exactly after the last row it had read. Spark's stream writer
 commits each micro-batch with app transaction ``(f"spark/{query}", batch_id)``,
-so a micro-batch Spark replays after a restart adds no version.
+so a micro-batch Spark replays after a restart adds no version. With
+``num_retained_checkpoints`` the readers delete the files that every retained
+checkpoint has read and record their removal (Delta FSCK).
 
 Nothing here imports pyspark: the engine runs without it.
 """
@@ -31,6 +34,7 @@ import copy
 import dataclasses
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -67,12 +71,14 @@ __all__ = [
     "OUTPUT_APP_ID",
     "OUTPUT_TABLE",
     "BridgeTable",
+    "SparkInputReader",
     "SparkInputSource",
     "SparkInputSplit",
     "SparkOutputSink",
     "conform_batch",
     "last_commit_info",
     "output_offset",
+    "spark_partition_of",
     "stage_batches",
 ]
 
@@ -203,16 +209,24 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema, *, what: str) -> pa.
         ) from exc
 
 
-def stage_batches(table: BridgeTable, batches, schema: pa.Schema | None, *, what: str) -> DataFile | None:
+def stage_batches(
+    table: BridgeTable, batches, schema: pa.Schema | None, *, what: str, partition: int | None = None
+) -> DataFile | None:
     """Write ``batches`` into one new Parquet file in ``table``'s directory (not yet committed).
 
     Args:
         schema: conform every batch to it; None takes the first batch's schema.
+        partition: the Spark partition the rows come from; it is part of the file name
+            (``part-<partition>-<uuid>...``, as Spark names its files), and
+            :class:`SparkInputSource` reads each partition's files in one split.
 
     Returns:
         The staged file, or None when there were no rows.
     """
-    relative = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
+    relative = (
+        f"part-{uuid.uuid4().hex}-c000.zstd.parquet" if partition is None
+        else f"part-{partition:05d}-{uuid.uuid4().hex}-c000.zstd.parquet"
+    )
     full = f"{table.root}/{relative}"
     writer = stream = None
     rows = 0
@@ -342,20 +356,45 @@ class _OutputCommitter(Committer):
 
 # -- Spark -> engine ------------------------------------------------------------------------------
 
+_PARTITION_IN_NAME = re.compile(r"(?:^|/)part-(\d{5})-[0-9a-f]{32}-")
+
+
+def spark_partition_of(uri: str) -> int:
+    """The Spark partition whose rows a file of the ``input`` table holds (0 when its name has none).
+
+    ``writeStream.format("flinklike")`` names each task's file ``part-<partition>-<uuid>...``;
+    ``feed_job`` writes one file per micro-batch without a partition (all of them are partition 0).
+    """
+    match = _PARTITION_IN_NAME.search(uri)
+    return int(match.group(1)) if match else 0
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SparkInputSplit(SourceSplit):
-    """The ``input`` table, read up to a position.
+    """The files of some Spark partitions in the ``input`` table, read up to a position.
+
+    The split reads the files of the Spark partitions ``p`` with ``p % count == index``,
+    table version by table version (a version's files sorted by name).
 
     Attributes:
-        version: the table version being read (its added files, sorted by path).
-        file_index: the next file of that version to read.
+        version: the table version being read (its added files of this split).
+        file_index: the next file of this split in that version.
         row: rows of that file already returned.
+        index, count: which Spark partitions the split reads.
     """
 
     version: int = 0
     file_index: int = 0
     row: int = 0
+    index: int = 0
+    count: int = 1
+
+    def owns(self, uri: str) -> bool:
+        return spark_partition_of(uri) % self.count == self.index
+
+    def position(self) -> tuple[int, int]:
+        """(version, file_index): files of this split strictly before it are fully read."""
+        return self.version, self.file_index
 
 
 class SparkInputSource(Source):
@@ -365,8 +404,17 @@ class SparkInputSource(Source):
         path: the ``input`` table (``<execution.checkpointing.dir>/input``); it may not exist yet.
         schema: the rows' schema (what the Spark query writes); files are cast to it.
         poll_interval: how often to look for a new table version when idle.
+        num_retained_checkpoints: remove files that the last this many completed
+            checkpoints have all read (the job's ``execution.checkpointing.num-retained``);
+            None keeps every file. Savepoints are not counted: a savepoint older than the
+            retained checkpoints cannot be restored once its input is removed.
 
-    Unbounded. One split, read by subtask 0; other subtasks stay idle.
+    Unbounded. One split per source subtask at the job's first start
+    (``create_splits(parallelism)``); split ``i`` of ``n`` reads the files of the
+    Spark partitions ``p % n == i``, in commit order. So each Spark partition's
+    rows are read in order by one subtask; rows of different partitions, and of
+    different micro-batches in different partitions, interleave. A restored job
+    keeps its splits (a changed parallelism redistributes them).
     """
 
     def __init__(
@@ -376,14 +424,20 @@ class SparkInputSource(Source):
         *,
         poll_interval: timedelta | str = timedelta(milliseconds=200),
         storage_options: Mapping[str, str] | None = None,
+        num_retained_checkpoints: int | None = None,
     ) -> None:
         if not isinstance(schema, pa.Schema):
             raise ConfigurationError(f"SparkInputSource needs a pyarrow.Schema, got {schema!r}")
+        if num_retained_checkpoints is not None and num_retained_checkpoints < 1:
+            raise ConfigurationError(
+                f"SparkInputSource: num_retained_checkpoints must be None or >= 1, got {num_retained_checkpoints!r}"
+            )
         self.path = os.fspath(path)
         self.schema = schema
         self.poll_interval = parse_duration(poll_interval, key="poll_interval")
         self.storage_options = dict(storage_options) if storage_options else None
         self.storage: StorageConfig | None = None  # the job's settings, bound when the job is submitted
+        self.num_retained_checkpoints = num_retained_checkpoints
 
     def __repr__(self) -> str:
         return f"SparkInputSource({self.path!r})"
@@ -404,79 +458,173 @@ class SparkInputSource(Source):
         return self.schema
 
     def create_splits(self, parallelism: int) -> list[SparkInputSplit]:
-        return [SparkInputSplit(split_id="spark-input")]
+        count = max(1, parallelism)
+        return [SparkInputSplit(split_id=f"spark-input-{i:05d}-of-{count:05d}", index=i, count=count)
+                for i in range(count)]
 
-    def create_reader(self, context: SourceReaderContext) -> _InputReader:
-        return _InputReader(self)
+    def create_reader(self, context: SourceReaderContext) -> SparkInputReader:
+        return SparkInputReader(self)
 
 
-class _InputReader(SourceReader):
-    def __init__(self, source: SparkInputSource) -> None:
-        self._source = source
-        self._table = BridgeTable(source.path, source.storage_options, source.storage)
-        self._split: SparkInputSplit | None = None
-        self._files: list[str] | None = None  # files added by the version being read
-        self._current: pa.Table | None = None  # the file being read
-        self._next_poll = 0.0
+class _VersionFiles:
+    """Files each table version added (set difference with the previous version), cached per reader."""
 
-    def add_splits(self, splits: list[SourceSplit]) -> None:
-        for split in splits:
-            if not isinstance(split, SparkInputSplit):
-                raise ConfigurationError(f"SparkInputSource cannot read split {split!r}")
-            self._split = split
+    def __init__(self, table: BridgeTable) -> None:
+        self._table = table
+        self._cache: dict[int, list[str]] = {}
 
-    def poll_next(self, max_rows: int) -> ReadResult:
-        idle = ReadResult(wait_seconds=self._source.poll_interval.total_seconds())
-        if self._split is None:
-            return idle
-        if self._current is None and not self._open_next_file():
-            return idle
-        split = self._split
-        batch = self._current.slice(split.row, max_rows)
-        row = split.row + batch.num_rows
-        if row >= self._current.num_rows:
-            self._current = None
-            self._split = dataclasses.replace(split, file_index=split.file_index + 1, row=0)
-        else:
-            self._split = dataclasses.replace(split, row=row)
-        if batch.num_rows == 0:
-            return ReadResult()
-        rows = batch.combine_chunks().to_batches()[0]
-        return ReadResult(batch=conform_batch(rows, self._source.schema, what=f"Spark input table {self._table.uri!r}"))
-
-    def _open_next_file(self) -> bool:
-        """Load the next file to read into ``_current``; False when nothing new is committed."""
-        while True:
-            split = self._split
-            if self._files is None:
-                now = time.monotonic()
-                if now < self._next_poll:
-                    return False
-                self._next_poll = now + self._source.poll_interval.total_seconds()
-                self._files = self._added_files(split.version)
-                if self._files is None:
-                    return False
-            if split.file_index < len(self._files):
-                uri = self._files[split.file_index]
-                with self._table.fs.open(uri, "rb") as stream:
-                    self._current = pq.read_table(stream)
-                return True
-            # This version is done: move to the next one.
-            self._split = dataclasses.replace(split, version=split.version + 1, file_index=0, row=0)
-            self._files = None
-            self._next_poll = 0.0
-
-    def _added_files(self, version: int) -> list[str] | None:
-        """Files added by ``version`` (sorted), or None if the table has no such version yet."""
+    def added(self, version: int) -> list[str] | None:
+        """Files ``version`` added, sorted; None if the table has no such version yet."""
+        if version in self._cache:
+            return self._cache[version]
         latest = self._table.open()
         if latest is None or latest.version() < version:
             return None
         now = set(latest.file_uris()) if latest.version() == version else set(self._table.open(version).file_uris())
         before = set() if version == 0 else set(self._table.open(version - 1).file_uris())
-        return sorted(now - before)
+        files = sorted(now - before)
+        self._cache[version] = files
+        for old in [v for v in self._cache if v < version - 64]:
+            del self._cache[old]
+        return files
+
+
+@dataclasses.dataclass
+class _Cursor:
+    split: SparkInputSplit
+    files: list[str] | None = None  # this split's files of split.version
+    current: pa.Table | None = None  # the file being read
+    next_poll: float = 0.0
+    start: tuple[int, int] = (0, 0)  # the position this reader started the split at
+    read: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # file -> (version, index)
+
+
+class SparkInputReader(SourceReader):
+    """Reads its splits round-robin, each in commit order; removes input every retained checkpoint has read."""
+
+    def __init__(self, source: SparkInputSource) -> None:
+        self._source = source
+        self._table = BridgeTable(source.path, source.storage_options, source.storage)
+        self._versions = _VersionFiles(self._table)
+        self._cursors: list[_Cursor] = []
+        self._turn = 0
+        self._snapshots: dict[int, dict[str, tuple[int, int]]] = {}  # checkpoint id -> split id -> position
+        self._completed: list[dict[str, tuple[int, int]]] = []  # positions of checkpoints completed by this reader
+
+    def add_splits(self, splits: list[SourceSplit]) -> None:
+        for split in splits:
+            if not isinstance(split, SparkInputSplit):
+                raise ConfigurationError(f"SparkInputSource cannot read split {split!r}")
+            self._cursors.append(_Cursor(split=split, start=split.position()))
+
+    def poll_next(self, max_rows: int) -> ReadResult:
+        for _ in range(len(self._cursors)):
+            cursor = self._cursors[self._turn % len(self._cursors)]
+            self._turn += 1
+            result = self._poll(cursor, max_rows)
+            if result is not None:
+                return result
+        return ReadResult(wait_seconds=self._source.poll_interval.total_seconds())
+
+    def _poll(self, cursor: _Cursor, max_rows: int) -> ReadResult | None:
+        if cursor.current is None and not self._open_next_file(cursor):
+            return None
+        split = cursor.split
+        batch = cursor.current.slice(split.row, max_rows)
+        row = split.row + batch.num_rows
+        if row >= cursor.current.num_rows:
+            cursor.current = None
+            cursor.split = dataclasses.replace(split, file_index=split.file_index + 1, row=0)
+        else:
+            cursor.split = dataclasses.replace(split, row=row)
+        if batch.num_rows == 0:
+            return ReadResult()
+        rows = batch.combine_chunks().to_batches()[0]
+        return ReadResult(batch=conform_batch(rows, self._source.schema, what=f"Spark input table {self._table.uri!r}"))
+
+    def _open_next_file(self, cursor: _Cursor) -> bool:
+        """Load the split's next file into ``cursor.current``; False when nothing new is committed."""
+        while True:
+            split = cursor.split
+            if cursor.files is None:
+                now = time.monotonic()
+                if now < cursor.next_poll:
+                    return False
+                cursor.next_poll = now + self._source.poll_interval.total_seconds()
+                added = self._versions.added(split.version)
+                if added is None:
+                    return False
+                cursor.files = [uri for uri in added if split.owns(uri)]
+                for index, uri in enumerate(cursor.files):
+                    cursor.read[uri] = (split.version, index)
+            if split.file_index < len(cursor.files):
+                with self._table.fs.open(cursor.files[split.file_index], "rb") as stream:
+                    cursor.current = pq.read_table(stream)
+                return True
+            # This version is done: move to the next one.
+            cursor.split = dataclasses.replace(split, version=split.version + 1, file_index=0, row=0)
+            cursor.files = None
+            cursor.next_poll = 0.0
 
     def snapshot_state(self, checkpoint_id: int) -> list[SparkInputSplit]:
-        return [] if self._split is None else [self._split]
+        splits = [cursor.split for cursor in self._cursors]
+        if self._source.num_retained_checkpoints is not None:
+            self._snapshots[checkpoint_id] = {s.split_id: s.position() for s in splits}
+        return splits
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        retained = self._source.num_retained_checkpoints
+        positions = self._snapshots.pop(checkpoint_id, None)
+        for older in [c for c in self._snapshots if c < checkpoint_id]:
+            del self._snapshots[older]  # subsumed: a later checkpoint completed
+        if retained is None or positions is None:
+            return
+        self._completed = ([*self._completed, positions])[-retained:]
+        # Until `retained` checkpoints completed here, older retained ones (from before a restore)
+        # may sit at positions this reader never saw: remove nothing yet.
+        if len(self._completed) == retained:
+            self._remove_consumed(self._completed[0])
+
+    def _remove_consumed(self, bound: Mapping[str, tuple[int, int]]) -> None:
+        """Delete this reader's files read before ``bound`` (per split), then record their removal in the log."""
+        doomed: list[str] = []
+        for cursor in self._cursors:
+            position = bound.get(cursor.split.split_id)
+            if position is None:
+                continue
+            if cursor.start > (0, 0):  # files before the start position were read by the restored checkpoint
+                doomed.extend(self._before_start(cursor))
+                cursor.start = (0, 0)
+            done = [uri for uri, at in cursor.read.items() if at < position]
+            doomed.extend(done)
+            for uri in done:
+                del cursor.read[uri]
+        if not doomed:
+            return
+        for uri in doomed:
+            try:
+                self._table.fs.rm_file(uri)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # retention is best effort: the rows are consumed either way
+                _log.warning("cannot remove consumed Spark input %s: %s", uri, exc)
+        try:  # FSCK: one remove action per file that is gone (ours, and other subtasks' if they raced)
+            retry_lost_races(lambda: self._table.open().repair(), attempts=_ATTEMPTS, table_uri=self._table.uri)
+        except DeltaError as exc:
+            _log.warning("cannot record the removal of consumed Spark input in %s: %s", self._table.uri, exc)
+
+    def _before_start(self, cursor: _Cursor) -> list[str]:
+        """This split's files that versions before its start position added, and the start version's earlier ones."""
+        version, index = cursor.start
+        files: list[str] = []
+        if version > 0:
+            before = self._table.open(version - 1)
+            live = set(self._table.open().file_uris())
+            files = [uri for uri in before.file_uris() if uri in live and cursor.split.owns(uri)]
+        added = self._versions.added(version) or []
+        files.extend([uri for uri in added if cursor.split.owns(uri)][:index])
+        return files
 
     def close(self) -> None:
-        self._current = None
+        for cursor in self._cursors:
+            cursor.current = None

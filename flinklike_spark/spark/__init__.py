@@ -34,6 +34,7 @@ __all__ = [
     "register_state_view",
     "resolved_operator_state",
     "session",
+    "transform",
 ]
 
 _HOMES = {
@@ -51,6 +52,7 @@ _HOMES = {
     "job_record": "inspection",
     "register_state_view": "state_views",
     "resolved_operator_state": "state_views",
+    "transform": "composition",
 }
 
 

@@ -25,7 +25,6 @@ import base64
 import dataclasses
 import fcntl
 import hashlib
-import importlib
 import json
 import logging
 import os
@@ -50,6 +49,8 @@ from flinklike_spark.connector_api import Boundedness
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError, FlinklikeError, JobCancelledError
 from flinklike_spark.spark.bridge_progress import ProgressReporter
+from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
+from flinklike_spark.spark.pipeline_functions import resolve_pipeline
 
 __all__ = [
     "OUTPUT_SINK_UID",
@@ -62,6 +63,7 @@ __all__ = [
     "main",
     "read_record",
     "record_dir",
+    "resolve_pipeline",
 ]
 
 _log = logging.getLogger(__name__)
@@ -91,22 +93,28 @@ class JobSpec:
         pipeline: ``module:function``; the function takes a StreamExecutionEnvironment
             and returns the DataStream whose rows go to Spark.
         config: Flink configuration (keys spelled as Flink spells them).
-        schema: the Arrow schema Spark reads (declared by the pipeline or given to Spark).
+        schema: the Arrow schema Spark reads (declared by the pipeline or given to Spark);
+            None for a job fed by a writeStream (its returned stream declares it).
         directory: ``execution.checkpointing.dir``.
+        input_schema: set for a job fed by ``df.writeStream.format("flinklike")``: the
+            DataFrame's schema; the pipeline is then ``function(env, stream)``
+            (:mod:`flinklike_spark.spark.fed_pipeline`).
     """
 
     pipeline: str
     config: Mapping[str, Any]
-    schema: pa.Schema
+    schema: pa.Schema | None
     directory: str
+    input_schema: pa.Schema | None = None
 
     def to_json(self) -> str:
         return json.dumps(
             {
                 "pipeline": self.pipeline,
                 "config": {k: str(v) if not isinstance(v, (int, float, bool)) else v for k, v in self.config.items()},
-                "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode(),
+                "schema": _schema_to_text(self.schema),
                 "directory": self.directory,
+                "input_schema": _schema_to_text(self.input_schema),
             }
         )
 
@@ -116,9 +124,18 @@ class JobSpec:
         return JobSpec(
             pipeline=raw["pipeline"],
             config=raw["config"],
-            schema=pa.ipc.read_schema(pa.py_buffer(base64.b64decode(raw["schema"]))),
+            schema=_schema_from_text(raw["schema"]),
             directory=raw["directory"],
+            input_schema=_schema_from_text(raw.get("input_schema")),
         )
+
+
+def _schema_to_text(schema: pa.Schema | None) -> str | None:
+    return None if schema is None else base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def _schema_from_text(text: str | None) -> pa.Schema | None:
+    return None if text is None else pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -180,29 +197,7 @@ def build_pipeline(pipeline: str, config: Configuration) -> tuple[StreamExecutio
         ConfigurationError: the spec is malformed, the module or function cannot be
             imported, or the function does not return a DataStream.
     """
-    module_name, sep, function_name = pipeline.partition(":")
-    if not sep or not module_name or not function_name:
-        raise ConfigurationError(
-            f"option pipeline={pipeline!r}: expected 'module:function', e.g. 'my_jobs.fraud:build'"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"option pipeline={pipeline!r}: cannot import module {module_name!r} ({exc}); it must be importable "
-            f"by Spark's Python workers (on PYTHONPATH, or shipped with spark-submit --py-files)"
-        ) from exc
-    function = getattr(module, function_name, None)
-    if function is None:
-        raise ConfigurationError(
-            f"option pipeline={pipeline!r}: module {module_name!r} has no attribute {function_name!r}; "
-            f"expected 'module:function' naming a function that builds the job"
-        )
-    if not callable(function):
-        raise ConfigurationError(
-            f"option pipeline={pipeline!r}: {module_name}.{function_name} is a {type(function).__name__} "
-            f"({function!r:.60}), not a function; expected 'module:function' naming a function that builds the job"
-        )
+    function = resolve_pipeline(pipeline)
     env = StreamExecutionEnvironment.get_execution_environment(config)
     stream = function(env)
     if not isinstance(stream, DataStream):
@@ -223,13 +218,24 @@ def _run(spec: JobSpec, stop: threading.Event) -> RunnerState:
     config = Configuration(spec.config)
     if list_completed_checkpoints(CheckpointLayout(base_url=directory, storage=config.storage)):
         config = config.with_values({"execution.state-recovery.path": directory})
-    env, stream = build_pipeline(spec.pipeline, config)
-    (
-        stream.sink_to(SparkOutputSink(f"{directory.rstrip('/')}/{OUTPUT_TABLE}", spec.schema))
-        .name("Sink: Spark")
-        .uid(OUTPUT_SINK_UID)
-        .set_parallelism(1)
-    )
+    if spec.input_schema is None:
+        env, stream = build_pipeline(spec.pipeline, config)
+        schema = spec.schema
+    else:  # fed by a writeStream: function(env, stream), its own sinks and maybe a stream for Spark
+        env, stream = build_fed_pipeline(spec.pipeline, config, spec.input_schema)
+        schema = spec.schema or (stream.get_output_schema() if stream is not None else None)
+        if stream is not None and schema is None:
+            raise ConfigurationError(
+                f"pipeline {spec.pipeline!r} returns a stream without a declared schema: pass output_type= "
+                f"to its last operator"
+            )
+    if stream is not None:
+        (
+            stream.sink_to(SparkOutputSink(f"{directory.rstrip('/')}/{OUTPUT_TABLE}", schema))
+            .name("Sink: Spark")
+            .uid(OUTPUT_SINK_UID)
+            .set_parallelism(1)
+        )
     client = env.execute_async(f"spark bridge: {spec.pipeline}")
     bounded = _is_bounded(env)
     running = JobRecord(pid=os.getpid(), state=RunnerState.RUNNING, job_id=client.job_id, bounded=bounded,

@@ -66,7 +66,7 @@ def _config(flink: dict[str, Any], directory: str, what: str) -> tuple[dict[str,
 
 
 _READ_OWN = frozenset({"pipeline", "maxcheckpointspertrigger", "path"})
-_WRITE_OWN = frozenset({"queryid", "path"})
+_WRITE_OWN = frozenset({"pipeline", "queryid", "path"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -74,7 +74,9 @@ class ReadOptions:
     """Options of ``spark.readStream.format("flinklike")``.
 
     Attributes:
-        pipeline: ``module:function`` building the job.
+        pipeline: ``module:function`` building the job; None reads the output of the job
+            that a ``df.writeStream.format("flinklike").option("pipeline", ...)`` query on
+            the same directory runs (this query then starts no job; Spark needs ``.schema(...)``).
         directory: ``execution.checkpointing.dir`` (checkpoints, ``output`` table, runner record).
         config: the job's Flink configuration (checkpoint interval 1 s unless set).
         flink_options: the same as given (strings, Flink's key spelling), to hand to the runner.
@@ -82,7 +84,7 @@ class ReadOptions:
             checkpoints' output per micro-batch (None: everything committed).
     """
 
-    pipeline: str
+    pipeline: str | None
     directory: str
     config: Configuration
     flink_options: Mapping[str, Any]
@@ -92,12 +94,7 @@ class ReadOptions:
     def parse(options: Mapping[str, str]) -> ReadOptions:
         what = 'spark.readStream.format("flinklike")'
         bridge, flink = _split(options, _READ_OWN)
-        pipeline = bridge.get("pipeline")
-        if not pipeline:
-            raise ConfigurationError(
-                f"{what}: option 'pipeline' is required: 'module:function' building the job on a "
-                f"StreamExecutionEnvironment and returning the DataStream whose rows go to Spark"
-            )
+        pipeline = bridge.get("pipeline") or None  # None: read a job that a writeStream query runs
         directory = _directory(bridge, flink, what)
         limit = bridge.get("maxcheckpointspertrigger")
         if limit is not None:
@@ -130,28 +127,43 @@ class WriteOptions:
             passes it; recorded with each commit, so that a query that reuses a
             queryId with another checkpointLocation is refused instead of having
             its micro-batches taken for replays.
+        pipeline: ``module:function`` (``function(env, stream)``) building the engine job
+            that consumes the micro-batches; None: the user runs the job.
+        config: with ``pipeline``, the job's Flink configuration (checkpoint interval 1 s unless set).
+        flink_options: with ``pipeline``, the Flink keys as given, to hand to the runner.
     """
 
     directory: str
     query_id: str
     checkpoint_location: str | None = None
     storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
+    pipeline: str | None = None
+    config: Configuration | None = None
+    flink_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
         what = 'df.writeStream.format("flinklike")'
         bridge, flink = _split(options, _WRITE_OWN)
         directory = _directory(bridge, flink, what)
+        location = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
+        pipeline = bridge.get("pipeline")
+        if pipeline:  # the job runs with the query: every Flink key is the job's configuration
+            flink_options, config = _config(flink, directory, what)
+            return WriteOptions(
+                directory=directory, query_id=bridge.get("queryid") or "default", checkpoint_location=location or None,
+                storage=config.storage, pipeline=pipeline, config=config, flink_options=flink_options,
+            )
         flink.pop(_DIR_KEY, None)
         storage_keys = {key: value for key, value in flink.items() if _is_storage_key(key)}
         unknown = sorted(set(flink) - set(storage_keys))
         if unknown:
             raise ConfigurationError(
                 f"{what}: unknown options {unknown}; valid: {_DIR_KEY}, {', '.join(sorted(_WRITE_OWN))}, "
-                f"and the storage keys (s3.*, {', '.join(sorted(PATTERN_OPTIONS))})"
+                f"and the storage keys (s3.*, {', '.join(sorted(PATTERN_OPTIONS))}); Flink configuration keys "
+                f"are options of a query that runs its job (option 'pipeline')"
             )
         storage = Configuration(storage_keys).storage
-        location = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
         return WriteOptions(
             directory=directory,
             query_id=bridge.get("queryid") or "default",

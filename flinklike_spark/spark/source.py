@@ -61,23 +61,28 @@ class FlinklikeDataSource(DataSource):
     def name(cls) -> str:
         return "flinklike"
 
-    def __init__(self, options) -> None:
-        super().__init__(options)
-        self._declared: pa.Schema | None = None
-        if "pipeline" in {k.lower() for k in options}:  # a reader; writers are checked in streamWriter
-            read = ReadOptions.parse(options)
-            _, stream = build_pipeline(read.pipeline, read.config)
-            self._declared = stream.get_output_schema()
-
     def schema(self) -> StructType:
-        if self._declared is None:
-            if not any(k.lower() == "pipeline" for k in self.options):
-                ReadOptions.parse(self.options)  # raises, naming the missing option
+        """The read schema when Spark was given none: the pipeline is built here, so a bad one fails ``load()``.
+
+        (Not in ``__init__``: Spark creates the data source for writers too, whose
+        pipelines take ``(env, stream)``; they are checked in :meth:`streamWriter`.)
+        """
+        read = ReadOptions.parse(self.options)
+        if read.pipeline is None:
             raise ConfigurationError(
-                f"pipeline {self.options.get('pipeline')!r} returns a stream without a declared schema: pass "
+                'spark.readStream.format("flinklike"): option \'pipeline\' is required: \'module:function\' '
+                "building the job on a StreamExecutionEnvironment and returning the DataStream whose rows go to "
+                "Spark; or, to read the stream that the pipeline of a df.writeStream.format(\"flinklike\") query "
+                "on the same directory returns, give its schema with .schema(...)"
+            )
+        _, stream = build_pipeline(read.pipeline, read.config)
+        declared = stream.get_output_schema()
+        if declared is None:
+            raise ConfigurationError(
+                f"pipeline {read.pipeline!r} returns a stream without a declared schema: pass "
                 f"output_type= to its last operator, or give the schema to Spark with .schema(...)"
             )
-        return from_arrow_schema(self._declared)
+        return from_arrow_schema(declared)
 
     def streamReader(self, schema: StructType) -> FlinklikeStreamReader:
         return FlinklikeStreamReader(ReadOptions.parse(self.options), schema)
@@ -100,7 +105,10 @@ class FlinklikeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     # -- source worker ---------------------------------------------------------------------------
 
-    def _engine(self) -> EngineJob:
+    def _engine(self) -> EngineJob | None:
+        """The job this query runs (None: it reads a job that a writeStream query runs)."""
+        if self._options.pipeline is None:
+            return None
         if self._job is None:
             self._job = EngineJob(
                 JobSpec(
@@ -140,7 +148,7 @@ class FlinklikeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ids = self._committed_after(begin)
         if self._target is not None:
             ids = [i for i in ids if i <= self._target]
-            if not ids and self._target > begin:
+            if not ids and self._target > begin and engine is not None:
                 ids = self._wait_for_bounded_job(begin, engine)
         if isinstance(limit, ReadMaxFiles):
             ids = ids[: limit.max_files]
@@ -148,7 +156,8 @@ class FlinklikeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Read what is committed now; a bounded job is read to its end (waiting for it)."""
-        record = self._engine().wait_started()
+        engine = self._engine()
+        record = engine.wait_started() if engine is not None else None
         self._target = (2**62) if record is not None and record.bounded else output_offset(self._output.open())
 
     def _wait_for_bounded_job(self, begin: int, engine: EngineJob) -> list[int]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flinklike_spark.errors import FlinklikeError
+from flinklike_spark.spark.connect_sessions import is_connect_session
 
 __all__ = ["DELTA_SPARK_PACKAGE", "SparkSetupError", "check_python", "is_connect_session", "register", "session"]
 
@@ -162,15 +163,6 @@ def session(
     return register(spark)
 
 
-def is_connect_session(spark) -> bool:
-    """True for a Spark Connect client session (``SparkSession.builder.remote(...)``), which has no SparkContext."""
-    try:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-    except ImportError:  # the Connect client's dependencies (pyspark[connect]) are not installed
-        return False
-    return isinstance(spark, ConnectSession)
-
-
 def register(spark):
     """Register the ``flinklike`` data source with ``spark`` (classic or Spark Connect) and return ``spark``.
 
@@ -180,14 +172,20 @@ def register(spark):
     machine: nothing local is checked, and the data source is registered with
     the server (it must have flinklike-spark installed).
 
+    On a classic session it also installs the owner of the engine jobs of
+    ``writeStream.format("flinklike").option("pipeline", ...)`` queries in this
+    (the driver) process (:mod:`flinklike_spark.spark.writer_jobs`).
+
     Raises:
         SparkSetupError: the session's Python workers cannot import the project.
     """
     from flinklike_spark.spark.source import FlinklikeDataSource
+    from flinklike_spark.spark.writer_jobs import install_owner
 
     if not is_connect_session(spark):
         python = spark.sparkContext.pythonExec or os.environ.get("PYSPARK_PYTHON") or "python3"
         if os.path.realpath(shutil.which(python) or python) != os.path.realpath(sys.executable):
             check_python(python)
     spark.dataSource.register(FlinklikeDataSource)
+    install_owner(spark)
     return spark

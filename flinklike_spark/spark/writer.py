@@ -7,12 +7,22 @@ transaction ``(f"spark/{queryId}", batch_id)``. A micro-batch that Spark
 replays after a restart finds its app transaction already recorded and adds
 nothing, so the job (whose :class:`~connectors.spark_bridge.SparkInputSource`
 tails the table) sees every micro-batch exactly once.
+
+With option ``pipeline`` the query also runs the job: the pipeline is built
+once here (a bad one fails the query at its start), each commit registers the
+query run's job with the driver's :class:`~flinklike_spark.spark.writer_jobs.WriterJobOwner`
+after the input is committed, and fails when that job failed
+(:mod:`flinklike_spark.spark.writer_jobs`). Each Spark task's file carries its
+partition id in its name, so the job reads each Spark partition's rows in one
+split, in commit order.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
+import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -23,6 +33,8 @@ from pyspark.sql.types import StructType
 from checkpointing.app_transactions import DataFile
 from connectors.spark_bridge import INPUT_TABLE, BridgeTable, last_commit_info, stage_batches
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
+from flinklike_spark.spark.job_runner import JobSpec
 from flinklike_spark.spark.options import WriteOptions
 
 __all__ = ["FlinklikeStreamWriter", "StagedInput", "input_app_id"]
@@ -30,6 +42,22 @@ __all__ = ["FlinklikeStreamWriter", "StagedInput", "input_app_id"]
 _log = logging.getLogger(__name__)
 #: Commit info key recording the writing query's checkpointLocation.
 _LOCATION_KEY = "flinklike.spark.checkpointLocation"
+#: Task property naming the job group: a streaming query runs its micro-batches in the group of its runId.
+_JOB_GROUP_PROPERTY = "spark.jobGroup.id"
+_RUN_ID_IN_DESCRIPTION = re.compile(r"^runId = ([0-9a-f-]{36})$", re.MULTILINE)
+#: How long a commit waits for the driver's owner to take a new run, and for its job to start.
+_CLAIM_TIMEOUT_SECONDS = 60.0
+_START_TIMEOUT_SECONDS = 600.0
+
+
+def _run_id(context) -> str | None:
+    """The id of the query run a write task belongs to (its job group; else its job description's ``runId``)."""
+    group = context.getLocalProperty(_JOB_GROUP_PROPERTY)
+    try:
+        return str(uuid.UUID(group))
+    except (TypeError, ValueError):
+        match = _RUN_ID_IN_DESCRIPTION.search(context.getLocalProperty("spark.job.description") or "")
+        return match.group(1) if match else None
 
 
 def input_app_id(query_id: str) -> str:
@@ -39,9 +67,10 @@ def input_app_id(query_id: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class StagedInput(WriterCommitMessage):
-    """The file one Spark task staged (None when the task had no rows)."""
+    """The file one Spark task staged (None when the task had no rows), and the task's query run."""
 
     file: DataFile | None
+    run_id: str | None = None
 
 
 class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
@@ -51,12 +80,37 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
         self._options = options
         self._schema = to_arrow_schema(schema, timezone="UTC")
         self._path = f"{options.directory.rstrip('/')}/{INPUT_TABLE}"
+        if options.pipeline is not None:
+            build_fed_pipeline(options.pipeline, options.config, self._schema)  # a bad pipeline fails start
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedInput:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else None
+        run_id = _run_id(context) if context is not None else None
         table = BridgeTable(self._path, storage=self._options.storage)
-        return StagedInput(stage_batches(table, iterator, self._schema, what=f"Spark rows for {table.uri!r}"))
+        staged = stage_batches(table, iterator, self._schema, what=f"Spark rows for {table.uri!r}", partition=partition)
+        return StagedInput(staged, run_id)
 
     def commit(self, messages: list[StagedInput | None], batchId: int) -> None:
+        self._commit_input(messages, batchId)
+        if self._options.pipeline is not None:
+            self._check_job(messages)
+
+    def _check_job(self, messages: list[StagedInput | None]) -> None:
+        """After the input is committed: make sure the driver runs this query run's job; raise if it failed."""
+        from flinklike_spark.spark.writer_jobs import register_run, wait_for_job
+
+        run_id = next((m.run_id for m in messages if m is not None and m.run_id), None)
+        if run_id is None:
+            return  # a micro-batch without tasks: the next one names the run
+        options = self._options
+        register_run(run_id, JobSpec(pipeline=options.pipeline, config=dict(options.flink_options), schema=None,
+                                     directory=options.directory, input_schema=self._schema))
+        wait_for_job(run_id, claim_timeout=_CLAIM_TIMEOUT_SECONDS, start_timeout=_START_TIMEOUT_SECONDS)
+
+    def _commit_input(self, messages: list[StagedInput | None], batchId: int) -> None:
         files = [m.file for m in messages if m is not None and m.file is not None]
         if not files:
             return  # an empty micro-batch: nothing to add (a replay of it adds nothing either)

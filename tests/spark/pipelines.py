@@ -6,9 +6,11 @@ they live in a module (``tests.spark.pipelines:<function>``), not in a test.
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
-from connectors import SequenceSource
+from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 
 __all__ = [
@@ -17,6 +19,10 @@ __all__ = [
     "Count",
     "bad_rows",
     "bounded_count",
+    "fed_count",
+    "fed_count_output",
+    "fed_failing",
+    "fed_returns_stream",
     "keyed_count",
     "no_schema",
     "not_a_stream",
@@ -75,3 +81,51 @@ def bad_rows(env: StreamExecutionEnvironment):
         env.from_source(SequenceSource(num_keys=2, records_per_key=None, rows_per_second=100), name="seq")
         .map(lambda r: {"key": r["key"], "seq": r["seq"], "count": "many"}, output_type=COUNTED)
     )
+
+
+FED_KEYS = 4
+
+
+def fed_count_output(directory: str) -> str:
+    """Where :func:`fed_count` writes: ``out`` beside the job directory."""
+    return os.path.join(os.path.dirname(directory.rstrip("/")), "out")
+
+
+def fed_count(env: StreamExecutionEnvironment, stream):
+    """A writeStream pipeline: Spark's ``value`` column -> key ``value % 4``, seq ``value // 4`` -> running count -> Delta.
+
+    With Spark's rate sources (numPartitions 2, values striped over partitions), each
+    key's values come from one Spark partition, in order: seq 0, 1, 2, ... per key.
+    """
+    (
+        stream.map(lambda r: {"key": r["value"] % FED_KEYS, "seq": r["value"] // FED_KEYS},
+                   output_type=pa.schema([("key", pa.int64()), ("seq", pa.int64())]))
+        .key_by("key")
+        .process(Count(), output_type=COUNTED)
+        .uid("counter")
+        .sink_to(DeltaSink(fed_count_output(env.config.checkpointing.directory)))
+        .uid("out")
+    )
+
+
+class _BadValue(ValueError):
+    pass
+
+
+def _fail_on_five(row: dict) -> dict:
+    if row["value"] == 5:
+        raise _BadValue(f"bad value {row['value']}")
+    return row
+
+
+def fed_failing(env: StreamExecutionEnvironment, stream):
+    """A writeStream pipeline whose map fails on value 5 (run it with restart-strategy.type none)."""
+    (
+        stream.map(_fail_on_five, output_type=pa.schema([("value", pa.int64())]))
+        .sink_to(DeltaSink(fed_count_output(env.config.checkpointing.directory)))
+    )
+
+
+def fed_returns_stream(env: StreamExecutionEnvironment, stream):
+    """A writeStream pipeline returning its stream for a reader on the same directory."""
+    return stream.map(lambda r: {"doubled": r["value"] * 2}, output_type=pa.schema([("doubled", pa.int64())]))

@@ -1,0 +1,137 @@
+"""The driver-side owner of writeStream pipelines' jobs, driven as Spark drives it (no SparkSession needed).
+
+Query start/stop events go to :class:`WriterJobOwner` as Spark's listener bus
+delivers them; micro-batches go through :class:`FlinklikeStreamWriter` as
+Spark's write tasks and driver-side commit do. The job is a real engine job
+in a real runner process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import types
+import uuid
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+pytest.importorskip("pyspark", reason="the bridge needs pyspark (the [spark] or [test] extra)")
+
+from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
+
+from flinklike_spark.errors import ConfigurationError  # noqa: E402
+from flinklike_spark.spark import writer  # noqa: E402
+from flinklike_spark.spark.job_runner import BridgeJobError, RunnerState, read_record  # noqa: E402
+from flinklike_spark.spark.options import WriteOptions  # noqa: E402
+from flinklike_spark.spark.writer import FlinklikeStreamWriter  # noqa: E402
+from flinklike_spark.spark.writer_jobs import RunState, WriterJobOwner, run_status  # noqa: E402
+from tests.spark.bridge_helpers import wait_for  # noqa: E402
+from tests.spark.pipelines import fed_count_output  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SCHEMA = StructType([StructField("value", LongType())])
+
+
+@pytest.fixture(autouse=True)
+def own_registry(tmp_path, monkeypatch):
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(registry))
+
+
+def writer_for(job_dir, pipeline: str, **flink) -> FlinklikeStreamWriter:
+    options = {"execution.checkpointing.dir": str(job_dir), "pipeline": pipeline, "checkpointLocation": "/ckpt/a",
+               "execution.checkpointing.interval": "200 ms", **flink}
+    return FlinklikeStreamWriter(WriteOptions.parse(options), SCHEMA)
+
+
+def micro_batch(w: FlinklikeStreamWriter, run_id: str, batch_id: int, values: list[int]) -> None:
+    batch = pa.RecordBatch.from_pylist([{"value": v} for v in values], schema=pa.schema([("value", pa.int64())]))
+    message = dataclasses.replace(w.write(iter([batch])), run_id=run_id)  # as a Spark task of that run
+    w.commit([message], batch_id)
+
+
+def event(run_id: str):
+    return types.SimpleNamespace(id=uuid.uuid4(), runId=run_id, name=None, exception=None)
+
+
+def test_the_owner_runs_the_job_of_a_run_and_stops_it_with_the_query(tmp_path):
+    job_dir = tmp_path / "job"
+    owner = WriterJobOwner()
+    run_id = str(uuid.uuid4())
+    try:
+        owner.onQueryStarted(event(run_id))
+        w = writer_for(job_dir, "tests.spark.pipelines:fed_count")
+        micro_batch(w, run_id, 0, list(range(0, 40)))  # returns once the job runs
+        assert run_status(run_id).state is RunState.RUNNING
+        assert read_record(str(job_dir)).state is RunnerState.RUNNING
+        micro_batch(w, run_id, 1, list(range(40, 80)))
+        out = fed_count_output(str(job_dir))
+        wait_for(lambda: DeltaTable(out).to_pyarrow_dataset().count_rows() == 80 if DeltaTable.is_deltatable(out)
+                 else False, timeout=120, what="the job's output")
+        owner.onQueryTerminated(event(run_id))
+        wait_for(lambda: read_record(str(job_dir)).state is RunnerState.STOPPED, timeout=120,
+                 what="the job to stop with the query")
+        assert run_status(run_id).state is RunState.STOPPED
+    finally:
+        owner.close()
+
+
+def test_a_failed_job_fails_the_next_commit_with_its_root_cause(tmp_path):
+    job_dir = tmp_path / "job"
+    owner = WriterJobOwner()
+    run_id = str(uuid.uuid4())
+    try:
+        owner.onQueryStarted(event(run_id))
+        w = writer_for(job_dir, "tests.spark.pipelines:fed_failing", **{"restart-strategy.type": "none"})
+        micro_batch(w, run_id, 0, [1, 2, 3])
+        micro_batch(w, run_id, 1, [4, 5, 6])  # value 5 fails the job
+        wait_for(lambda: run_status(run_id).state is RunState.FAILED, timeout=120, what="the job to fail")
+        with pytest.raises(BridgeJobError, match=r"bad value 5"):
+            micro_batch(w, run_id, 2, [7])
+        # The batch's input was committed before the job's failure was reported.
+        assert DeltaTable(str(job_dir / "input")).transaction_version("spark/default") == 2
+    finally:
+        owner.close()
+
+
+def test_a_commit_without_an_owner_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "_CLAIM_TIMEOUT_SECONDS", 0.5)
+    w = writer_for(tmp_path / "job", "tests.spark.pipelines:fed_count")
+    with pytest.raises(BridgeJobError, match=r"no driver process took the query run .*register\(spark\)"):
+        micro_batch(w, str(uuid.uuid4()), 0, [1])
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "message"),
+    [
+        ("tests.spark.pipelines:not_a_stream", r"called as function\(env, stream\).*not_a_stream\(env"),
+        ("tests.spark.pipelines:fed_count_output", r"called as function\(env, stream\)"),
+        ("tests.spark.pipelines:no_such", r"has no attribute 'no_such'"),
+    ],
+)
+def test_a_bad_pipeline_fails_the_writer(tmp_path, pipeline, message):
+    with pytest.raises(ConfigurationError, match=message):
+        writer_for(tmp_path / "job", pipeline)
+
+
+def test_a_pipeline_returning_a_stream_commits_its_rows_for_a_reader(tmp_path):
+    job_dir = tmp_path / "job"
+    owner = WriterJobOwner()
+    run_id = str(uuid.uuid4())
+    try:
+        owner.onQueryStarted(event(run_id))
+        w = writer_for(job_dir, "tests.spark.pipelines:fed_returns_stream")
+        micro_batch(w, run_id, 0, [1, 2, 3])
+
+        def doubled():
+            path = str(job_dir / "output")
+            return sorted(DeltaTable(path).to_pyarrow_table().column("doubled").to_pylist()) \
+                if DeltaTable.is_deltatable(path) else []
+
+        assert wait_for(lambda: doubled() == [2, 4, 6] and doubled(), timeout=120, what="the output table")
+    finally:
+        owner.close()
