@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -53,3 +54,17 @@ def test_fraud_detection_example_through_spark(tmp_path):
     )
     assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout}\n{done.stderr[-5000:]}"
     assert "exactly once and as expected: True" in done.stdout, done.stdout
+
+
+
+def test_pyflink_program_with_only_its_imports_changed():
+    source = (ROOT / "examples" / "pyflink_sessions.py").read_text()
+    code = [line for line in source.split('"""', 2)[2].splitlines() if line.strip()]
+    imports = [line for line in code if "import " in line and not line.startswith(("from typing", "from collections"))]
+    # PyFlink's module paths with the prefix changed: pyflink.common..., pyflink.datastream...
+    pyflink_paths = ("from flinklike_spark.common", "from flinklike_spark.datastream")
+    assert imports and all(line.startswith(pyflink_paths) for line in imports)
+    printed = [line.split("> ", 1)[-1] for line in run_example("pyflink_sessions.py").splitlines()]
+    records = [ast.literal_eval(line) for line in printed if line.startswith("(")]
+    # alice's sessions: 1-9 s (3 clicks) then 40-45 s (2); bob's: 2 s (1), then 30-31 s (2); (user, clicks, nth)
+    assert sorted(records) == [("alice", 2, 2), ("alice", 3, 1), ("bob", 1, 1), ("bob", 2, 2)]
