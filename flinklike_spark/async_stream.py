@@ -80,3 +80,23 @@ class AsyncDataStream:
                        output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
         """Results as soon as they complete (watermarks still wait for the requests before them)."""
         return AsyncDataStream._wait(data_stream, async_function, timeout, capacity, output_type, False)
+
+    @staticmethod
+    def ordered_wait_with_retry(data_stream: DataStream, async_function: AsyncFunction, timeout: Any,
+                                async_retry_strategy: Any, capacity: int = 100,
+                                output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
+        """``ordered_wait`` with ``async_retry_strategy``'s retries (the timeout covers all attempts)."""
+        from flinklike_spark.async_retry import RetryingAsyncFunction
+
+        retrying = RetryingAsyncFunction(async_function, async_retry_strategy)
+        return AsyncDataStream._wait(data_stream, retrying, timeout, capacity, output_type, True)
+
+    @staticmethod
+    def unordered_wait_with_retry(data_stream: DataStream, async_function: AsyncFunction, timeout: Any,
+                                  async_retry_strategy: Any, capacity: int = 100,
+                                  output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
+        """``unordered_wait`` with ``async_retry_strategy``'s retries (the timeout covers all attempts)."""
+        from flinklike_spark.async_retry import RetryingAsyncFunction
+
+        retrying = RetryingAsyncFunction(async_function, async_retry_strategy)
+        return AsyncDataStream._wait(data_stream, retrying, timeout, capacity, output_type, False)

@@ -4,6 +4,7 @@ PyFlink's submodules window, functions and state, so that a PyFlink program runs
 pyflink prefix of its imports with flinklike_spark.
 """
 
+from flinklike_spark.async_retry import AsyncRetryPredicate, AsyncRetryStrategy
 from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction
 from flinklike_spark.config import CheckpointingMode
 from flinklike_spark.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
@@ -76,6 +77,8 @@ __all__ = [
     "AppendingState",
     "AsyncDataStream",
     "AsyncFunction",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
     "BroadcastConnectedStream",
     "BroadcastProcessFunction",
     "BroadcastStream",

@@ -2,6 +2,7 @@
 flinklike_spark.functions).
 """
 
+from flinklike_spark.async_retry import AsyncRetryPredicate, AsyncRetryStrategy
 from flinklike_spark.async_stream import AsyncFunction
 from flinklike_spark.functions import (
     AggregateFunction,
@@ -33,6 +34,8 @@ __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
     "AsyncFunction",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
     "BroadcastProcessFunction",
     "CoFlatMapFunction",
     "CoMapFunction",

@@ -28,7 +28,6 @@ _CONNECTOR_FORMAT = (
     "a serialization format of Java connectors (Kafka, Pulsar): read those with Spark and feed the engine "
     "through writeStream"
 )
-_ASYNC_RETRY = "not built yet: async I/O retries (the operator itself, AsyncDataStream, is offered)"
 
 #: (PyFlink module, name) -> why it is not offered.
 UNSUPPORTED: dict[tuple[str, str], str] = {
@@ -52,10 +51,6 @@ UNSUPPORTED: dict[tuple[str, str], str] = {
     ("pyflink.datastream.functions", "SinkFunction"): "Java SinkFunctions; sinks implement Sink (sink_to / add_sink)",
     ("pyflink.datastream", "SlotSharingGroup"): "one default slot sharing group (Flink's default); no fine-grained resources",
     ("pyflink.datastream", "MemorySize"): "memory sizes are configuration strings ('128 mb'), parsed by the keys",
-    ("pyflink.datastream", "AsyncRetryPredicate"): _ASYNC_RETRY,
-    ("pyflink.datastream", "AsyncRetryStrategy"): _ASYNC_RETRY,
-    ("pyflink.datastream.functions", "AsyncRetryPredicate"): _ASYNC_RETRY,
-    ("pyflink.datastream.functions", "AsyncRetryStrategy"): _ASYNC_RETRY,
     ("pyflink.datastream.functions", "AsyncFunctionDescriptor"): "PyFlink's internal operator descriptor",
     ("pyflink.datastream.functions", "BaseBroadcastProcessFunction"): (
         "PyFlink's internal common base; subclass BroadcastProcessFunction or KeyedBroadcastProcessFunction"
