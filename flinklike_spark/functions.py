@@ -461,7 +461,11 @@ class KeyedBroadcastProcessFunction(Function):
         def get_current_key(self) -> Any: ...
 
     class Context(BroadcastProcessFunction.Context):
-        """The context of ``process_broadcast_element``: writable broadcast state."""
+        """The context of ``process_broadcast_element``: writable broadcast state, and every key's keyed state."""
+
+        @abc.abstractmethod
+        def apply_to_keyed_state(self, state_descriptor: Any, function: Any) -> None:
+            """Call ``function(key, state)`` for every key holding ``state_descriptor``'s state."""
 
     class OnTimerContext(ReadOnlyContext):
         @abc.abstractmethod

@@ -147,6 +147,27 @@ class _CoContext(ProcessContext):
         cls = BroadcastState if self.broadcast_side else ReadOnlyBroadcastState
         return cls(entries, state_descriptor.name)
 
+    def apply_to_keyed_state(self, state_descriptor: Any, function: Callable[[Any, Any], None]) -> None:
+        """Call ``function(key, state)`` for every key with an entry of ``state_descriptor``'s keyed state
+        (PyFlink's ``KeyedBroadcastProcessFunction.Context.apply_to_keyed_state``; broadcast side only).
+
+        Raises:
+            TypeError: not on the broadcast side of a KeyedBroadcastProcessFunction.
+        """
+        backend = self._op.backend
+        if backend is None or not self.broadcast_side:
+            raise TypeError(
+                "apply_to_keyed_state is only available in process_broadcast_element of a KeyedBroadcastProcessFunction"
+            )
+        state = backend.get_state(state_descriptor, type(state_descriptor))
+        previous = backend.current_key
+        try:
+            for key in backend.keys_of(state_descriptor.name):
+                backend.current_key = key
+                function(key, state)
+        finally:
+            backend.current_key = previous
+
 
 # The context objects of (keyed) broadcast functions are the PyFlink context types their
 # annotations name (isinstance holds; the ABCs document the methods).

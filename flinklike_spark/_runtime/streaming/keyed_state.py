@@ -166,6 +166,10 @@ class KeyedStateBackend(abc.ABC):
         """Put one restored entry back (before the user function's ``open``)."""
 
     @abc.abstractmethod
+    def keys_of(self, state_name: str) -> list[Any]:
+        """The keys holding an entry of state ``state_name`` (a snapshot: safe to change state while iterating)."""
+
+    @abc.abstractmethod
     def num_keys(self) -> int:
         """Number of distinct keys holding any state."""
 
@@ -375,6 +379,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def restore_entry(self, state_name: str, key: Any, value: Any) -> None:
         self._tables.setdefault(state_name, {})[key] = value
+
+    def keys_of(self, state_name: str) -> list[Any]:
+        return list(self._tables.get(state_name, ()))
 
     def num_keys(self) -> int:
         keys: set = set()

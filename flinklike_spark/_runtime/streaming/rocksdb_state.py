@@ -716,6 +716,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             result.append((name, kind, KeyedColumns(keys, values, groups), list(removed)))
         return result
 
+    def keys_of(self, state_name: str) -> list[Any]:
+        table = self._tables.get(state_name)
+        return [] if table is None else list(table.keys())
+
     def num_keys(self) -> int:
         self.flush()
         keys: set[bytes] = set()
