@@ -82,21 +82,25 @@ class AsyncDataStream:
         return AsyncDataStream._wait(data_stream, async_function, timeout, capacity, output_type, False)
 
     @staticmethod
+    def _wait_with_retry(stream: DataStream, function: AsyncFunction, timeout: Any, strategy: Any, capacity: int,
+                         output_type, ordered: bool) -> DataStream:  # fmt: skip
+        from flinklike_spark.async_retry import RetryingAsyncFunction
+
+        retrying = RetryingAsyncFunction(function, strategy)
+        return AsyncDataStream._wait(stream, retrying, timeout, capacity, output_type, ordered)
+
+    @staticmethod
     def ordered_wait_with_retry(data_stream: DataStream, async_function: AsyncFunction, timeout: Any,
                                 async_retry_strategy: Any, capacity: int = 100,
                                 output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
         """``ordered_wait`` with ``async_retry_strategy``'s retries (the timeout covers all attempts)."""
-        from flinklike_spark.async_retry import RetryingAsyncFunction
-
-        retrying = RetryingAsyncFunction(async_function, async_retry_strategy)
-        return AsyncDataStream._wait(data_stream, retrying, timeout, capacity, output_type, True)
+        return AsyncDataStream._wait_with_retry(data_stream, async_function, timeout, async_retry_strategy,
+                                                capacity, output_type, True)  # fmt: skip
 
     @staticmethod
     def unordered_wait_with_retry(data_stream: DataStream, async_function: AsyncFunction, timeout: Any,
                                   async_retry_strategy: Any, capacity: int = 100,
                                   output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
         """``unordered_wait`` with ``async_retry_strategy``'s retries (the timeout covers all attempts)."""
-        from flinklike_spark.async_retry import RetryingAsyncFunction
-
-        retrying = RetryingAsyncFunction(async_function, async_retry_strategy)
-        return AsyncDataStream._wait(data_stream, retrying, timeout, capacity, output_type, False)
+        return AsyncDataStream._wait_with_retry(data_stream, async_function, timeout, async_retry_strategy,
+                                                capacity, output_type, False)  # fmt: skip
