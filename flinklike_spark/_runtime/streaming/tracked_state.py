@@ -26,13 +26,19 @@ from flinklike_spark.state import (
 __all__ = ["TRACKED_HANDLE_OF_KIND"]
 
 
-class TrackedValueState(ValueState):
-    __slots__ = ("_changed",)
+class _TrackedClear:
+    """``clear`` that records the key (shared by every tracking handle)."""
+
+    __slots__ = ()
 
     def clear(self) -> None:
         key = self._backend.current_key
         self._table.pop(key, None)
         self._changed.add(key)
+
+
+class TrackedValueState(_TrackedClear, ValueState):
+    __slots__ = ("_changed",)
 
     def update(self, value: Any) -> None:
         key = self._backend.current_key
@@ -43,13 +49,8 @@ class TrackedValueState(ValueState):
         self._changed.add(key)
 
 
-class TrackedListState(ListState):
+class TrackedListState(_TrackedClear, ListState):
     __slots__ = ("_changed",)
-
-    def clear(self) -> None:
-        key = self._backend.current_key
-        self._table.pop(key, None)
-        self._changed.add(key)
 
     def add(self, value: Any) -> None:
         key = self._backend.current_key
@@ -65,13 +66,8 @@ class TrackedListState(ListState):
         self._changed.add(self._backend.current_key)
 
 
-class TrackedMapState(MapState):
+class TrackedMapState(_TrackedClear, MapState):
     __slots__ = ("_changed",)
-
-    def clear(self) -> None:
-        key = self._backend.current_key
-        self._table.pop(key, None)
-        self._changed.add(key)
 
     def _map(self) -> dict:
         key = self._backend.current_key
@@ -83,26 +79,16 @@ class TrackedMapState(MapState):
         self._changed.add(self._backend.current_key)
 
 
-class TrackedReducingState(ReducingState):
+class TrackedReducingState(_TrackedClear, ReducingState):
     __slots__ = ("_changed",)
-
-    def clear(self) -> None:
-        key = self._backend.current_key
-        self._table.pop(key, None)
-        self._changed.add(key)
 
     def add(self, value: Any) -> None:
         super().add(value)
         self._changed.add(self._backend.current_key)
 
 
-class TrackedAggregatingState(AggregatingState):
+class TrackedAggregatingState(_TrackedClear, AggregatingState):
     __slots__ = ("_changed",)
-
-    def clear(self) -> None:
-        key = self._backend.current_key
-        self._table.pop(key, None)
-        self._changed.add(key)
 
     def add(self, value: Any) -> None:
         super().add(value)
