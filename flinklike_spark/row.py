@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import enum
 import pickle
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["RECORD_KIND_KEY", "RecordKind", "Row", "RowKind", "declared_kind", "records_of"]
+__all__ = ["BIG_DEC_KEY", "RECORD_KIND_KEY", "RecordKind", "Row", "RowKind", "declared_kind", "records_of"]
 
 
 class RowKind(enum.Enum):
@@ -155,6 +156,8 @@ class Row:
 
 #: Schema metadata key naming the kind of the records of a batch (absent: dicts).
 RECORD_KIND_KEY = b"flinklike.record"
+#: Field metadata key of a ``Types.BIG_DEC()`` field (stored as decimal128(38, 18)).
+BIG_DEC_KEY = b"flinklike.big-dec"
 
 
 class RecordKind:
@@ -176,6 +179,28 @@ def declared_kind(schema: pa.Schema | None) -> str | None:
     return kind.decode() if kind is not None else None
 
 
+def _unpadded(value: Decimal | None) -> Decimal | None:
+    """A BIG_DEC value without the storage's 18-digit padding: 1.5, not 1.500000000000000000."""
+    if value is None:
+        return None
+    return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
+
+
+def _nested(value: Any, field: pa.Field) -> Any:
+    """A nested struct value (a dict from Arrow) as the record kind its field declares: tuple or Row."""
+    if value is None:
+        return None
+    for child in field.type:
+        if child.metadata and RECORD_KIND_KEY in child.metadata:
+            value[child.name] = _nested(value[child.name], child)
+        elif child.metadata and BIG_DEC_KEY in child.metadata:
+            value[child.name] = _unpadded(value[child.name])
+    kind = field.metadata[RECORD_KIND_KEY].decode()
+    if kind == RecordKind.TUPLE:
+        return tuple(value.values())
+    return _rebuild(list(value), tuple(value.values()), RowKind.INSERT)
+
+
 def records_of(batch: pa.RecordBatch) -> list[Any]:
     """The records of ``batch`` (without a timestamp column) as the producer emitted them."""
     metadata = batch.schema.metadata
@@ -184,16 +209,20 @@ def records_of(batch: pa.RecordBatch) -> list[Any]:
         return batch.to_pylist()
     columns = [column.to_pylist() for column in batch.columns]
     kind = kind.decode()
-    if kind == RecordKind.VALUE:
-        return columns[0]
     if kind == RecordKind.PICKLED:
         return [pickle.loads(value) for value in columns[0]]
+    for index, field in enumerate(batch.schema):
+        if field.metadata and RECORD_KIND_KEY in field.metadata:  # a nested ROW / TUPLE field
+            columns[index] = [_nested(value, field) for value in columns[index]]
+        elif field.metadata and BIG_DEC_KEY in field.metadata:
+            columns[index] = [_unpadded(value) for value in columns[index]]
+    if kind == RecordKind.VALUE:
+        return columns[0]
     rows = list(zip(*columns)) if columns else [()] * batch.num_rows
     if kind == RecordKind.TUPLE:
         return rows
+    # Named rows; as in PyFlink, Types.ROW's positional fields are named f0, f1, ... downstream.
     names = batch.schema.names
-    if kind == RecordKind.POSITIONAL_ROW:  # as in PyFlink, Types.ROW's fields are named f0, f1, ... downstream
-        return [_rebuild(names, values, RowKind.INSERT) for values in rows]
     return [_rebuild(names, values, RowKind.INSERT) for values in rows]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.row import BIG_DEC_KEY
 from flinklike_spark.row import RECORD_KIND_KEY as _RECORD_KIND_KEY
 
 __all__ = ["TypeInformation", "Types", "to_arrow_schema"]
@@ -78,8 +79,8 @@ class Types:
             raise ConfigurationError(
                 f"Types.ROW_NAMED needs as many names as types, got {len(field_names)} and {len(field_types)}"
             )
-        arrow = pa.struct([(name, t.to_arrow()) for name, t in zip(field_names, field_types, strict=True)])
-        return TypeInformation("ROW_NAMED", arrow, tuple(field_names))
+        arrow = pa.struct([_field(name, t) for name, t in zip(field_names, field_types, strict=True)])
+        return TypeInformation("ROW_NAMED", arrow, tuple(field_names), "row")
 
     @staticmethod
     def ROW(field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
@@ -108,7 +109,18 @@ class Types:
 
 def _positional(field_types: list[TypeInformation]) -> pa.DataType:
     """Flink's tuple and unnamed row fields are named ``f0``, ``f1``, ..."""
-    return pa.struct([(f"f{i}", t.to_arrow()) for i, t in enumerate(field_types)])
+    return pa.struct([_field(f"f{i}", t) for i, t in enumerate(field_types)])
+
+
+def _field(name: str, type_info: TypeInformation) -> pa.Field:
+    """A struct or schema field; one of a nested ROW / TUPLE type names its record kind in its metadata,
+    so that its values come back as Rows or tuples (as in PyFlink), not dicts."""
+    arrow = type_info.to_arrow()
+    if pa.types.is_struct(arrow) and type_info.record_kind is not None:
+        return pa.field(name, arrow, metadata={_RECORD_KIND_KEY: type_info.record_kind})
+    if type_info.name == "BIG_DEC":  # Java's BigDecimal keeps its scale: values come back without padding
+        return pa.field(name, arrow, metadata={BIG_DEC_KEY: b"1"})
+    return pa.field(name, arrow)
 
 
 def to_arrow_schema(output_type: Any) -> pa.Schema | None:
@@ -129,7 +141,7 @@ def to_arrow_schema(output_type: Any) -> pa.Schema | None:
             return pa.schema(list(arrow), metadata={_RECORD_KIND_KEY: output_type.record_kind})
         if pa.types.is_struct(arrow):  # pragma: no cover - every struct type is named or positional
             raise ConfigurationError(f"Types.{output_type.name} cannot describe a stream")
-        return pa.schema([("f0", arrow)], metadata={_RECORD_KIND_KEY: "value"})
+        return pa.schema([_field("f0", output_type)], metadata={_RECORD_KIND_KEY: "value"})
     raise ConfigurationError(
         f"output_type must be a pyarrow.Schema or a Types.* type information, got {output_type!r}"
     )

@@ -44,9 +44,22 @@ def _kind_of(record: Any) -> str | None:
     return None
 
 
+def _arrowable(value: Any) -> Any:
+    """``value`` with Rows (at any depth) as dicts (named) or tuples (positional), which Arrow converts."""
+    if isinstance(value, Row):
+        if value.get_field_names() is not None:
+            return {name: _arrowable(v) for name, v in zip(value.get_field_names(), value)}
+        return tuple(_arrowable(v) for v in value)
+    if isinstance(value, tuple):
+        return tuple(_arrowable(v) for v in value)
+    if isinstance(value, list):
+        return [_arrowable(v) for v in value]
+    return value
+
+
 def _encode(record: Any, kind: str) -> dict:
     if kind == RecordKind.NAMED_ROW:
-        return record.as_dict(recursive=True)
+        return _arrowable(record)
     if kind == RecordKind.VALUE:
         return {"f0": record}
     return {f"f{i}": value for i, value in enumerate(record)}
@@ -55,13 +68,14 @@ def _encode(record: Any, kind: str) -> dict:
 class RowsConverter:
     """Turns lists of records (dicts, Rows, tuples, values) into RecordBatches of one fixed schema."""
 
-    __slots__ = ("_declared", "_declared_kind", "_field_set", "_names", "schema", "stream_name")
+    __slots__ = ("_declared", "_declared_kind", "_field_set", "_names", "_nested", "schema", "stream_name")
 
     def __init__(self, schema: pa.Schema | None, *, stream_name: str) -> None:
         self.stream_name = stream_name
         self.schema: pa.Schema | None = None
         self._names: list[str] = []
         self._field_set: frozenset[str] = frozenset()
+        self._nested = False
         self._declared_kind = declared_kind(schema)
         self._declared = schema is not None
         if schema is not None:
@@ -72,6 +86,8 @@ class RowsConverter:
         self.schema = schema.remove_metadata() if schema.metadata else schema
         self._names = list(schema.names)
         self._field_set = frozenset(self._names)
+        # Rows nested in a declared ROW / TUPLE field go to Arrow as dicts or tuples.
+        self._nested = any(pa.types.is_struct(field.type) for field in schema)
 
     def to_batch(self, rows: list[Any]) -> pa.RecordBatch:
         """Convert ``rows`` (all or nothing): dicts, Rows, tuples, or values on a stream declared so.
@@ -121,6 +137,8 @@ class RowsConverter:
                 f"stream {self.stream_name!r}: record {_short(record)} has {len(record)} fields, the stream's "
                 f"schema [{_schema_text(self.schema)}] has {len(self._names)}"
             )
+        if self._nested:
+            return dict(zip(self._names, map(_arrowable, record)))
         return dict(zip(self._names, record))
 
     def _dicts_to_batch(self, rows: list[dict]) -> pa.RecordBatch:

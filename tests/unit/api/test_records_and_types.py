@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import pickle
+from decimal import Decimal
 from fractions import Fraction
 
 import pyarrow as pa
@@ -121,3 +122,20 @@ def test_source_assigner_reads_arrow_timestamp_columns_as_epoch_millis():
     assert generator.current_watermark() == epoch + 998
     by_function = WatermarkStrategy().with_timestamp_assigner(lambda r: r["when"]).create_generator()
     assert by_function.assign(batch) == [epoch, epoch + 999]
+
+
+def test_rows_and_tuples_nested_in_declared_types_come_back_as_declared():
+    inner_row, inner_tuple = Types.ROW([Types.INT(), Types.STRING()]), Types.TUPLE([Types.BIG_DEC(), Types.LONG()])
+    declared = Types.ROW_NAMED(["id", "pos", "pair"], [Types.INT(), inner_row, inner_tuple])
+    records = [Row(id=1, pos=Row(2, "x"), pair=(Decimal("1.5"), 7)), Row(id=2, pos=None, pair=(Decimal("10"), 8))]
+    [first, second] = records_of(RowsConverter(to_arrow_schema(declared), stream_name="s").to_batch(records))
+    assert first == Row("id", "pos", "pair")(1, Row(f0=2, f1="x"), (Decimal("1.5"), 7))  # PyFlink: Row(f0=..), tuple
+    assert second.pos is None and second.pair == (Decimal("10"), 8)
+    tuples = RowsConverter(to_arrow_schema(Types.TUPLE([Types.INT(), inner_row])), stream_name="s")
+    assert records_of(tuples.to_batch([(1, Row(2, "y"))])) == [(1, Row(f0=2, f1="y"))]
+
+
+def test_big_dec_values_come_back_without_the_storage_padding():
+    values = [Decimal("1.5"), Decimal("10"), Decimal("0.000123"), None]
+    batch = RowsConverter(to_arrow_schema(Types.BIG_DEC()), stream_name="s").to_batch(values)
+    assert [str(v) for v in records_of(batch)] == ["1.5", "10", "0.000123", "None"]
