@@ -14,9 +14,9 @@ import dataclasses
 import logging
 import os
 import pickle
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,6 +70,8 @@ __all__ = [
     "read_state_files",
     "verify_checkpoint",
 ]
+
+T = TypeVar("T")
 
 _log = logging.getLogger(__name__)
 
@@ -263,6 +265,16 @@ def _corrupt(
     )
 
 
+def _read_parquet(layout: CheckpointLayout, job_id: str, checkpoint_id: int, path: str, read: Callable[[Any], T]) -> T:
+    """``read`` (e.g. ``pq.read_table``) of the committed file ``path``; CorruptCheckpointError if it is unreadable."""
+    fs, _ = layout.filesystem()
+    try:
+        with fs.open(path, "rb") as f:
+            return read(f)
+    except (OSError, pa.ArrowException) as exc:
+        raise _corrupt(layout, job_id, checkpoint_id, path, f"is damaged ({type(exc).__name__}: {exc})") from exc
+
+
 def _check_file(
     layout: CheckpointLayout, job_id: str, checkpoint_id: int, path: str, size: int, *, footer: bool
 ) -> None:
@@ -276,13 +288,7 @@ def _check_file(
     if actual != size:
         raise _corrupt(layout, job_id, checkpoint_id, path, f"has {actual} bytes, the Delta log says {size}")
     if footer:
-        try:
-            with fs.open(path, "rb") as f:
-                pq.read_metadata(f)
-        except (OSError, pa.ArrowException) as exc:
-            raise _corrupt(
-                layout, job_id, checkpoint_id, path, f"is damaged ({type(exc).__name__}: {exc})"
-            ) from exc
+        _read_parquet(layout, job_id, checkpoint_id, path, pq.read_metadata)
 
 
 def read_state_files(
@@ -330,15 +336,10 @@ def _iter_state_files(
 ) -> Iterator[pa.Table]:
     """The rows of each committed file of ``table`` (after ``filter``), one file at a time."""
     schema = OPERATOR_STATE_SCHEMA if table == OPERATOR_STATE else CHANNEL_STATE_SCHEMA
-    fs, _ = layout.filesystem()
     for relative, size, job, cid in _committed_files(layout, table, job_id, checkpoint_id, checkpoint_ids):
         path = layout.file_path(table, relative)
         _check_file(layout, job, cid, path, size, footer=False)
-        try:
-            with fs.open(path, "rb") as f:
-                data = pq.read_table(f, filters=filter)
-        except (OSError, pa.ArrowException) as exc:
-            raise _corrupt(layout, job, cid, path, f"is damaged ({type(exc).__name__}: {exc})") from exc
+        data = _read_parquet(layout, job, cid, path, lambda f: pq.read_table(f, filters=filter))
         n = data.num_rows
         for name in schema.names:
             if name not in data.column_names and name not in ("job_id", "checkpoint_id"):
@@ -363,7 +364,6 @@ def verify_checkpoint(base: Base, job_id: str, checkpoint_id: int, *, full: bool
     layout = as_layout(base)
     check_job_id(job_id)
     completed = _completed(layout, job_id, checkpoint_id)
-    fs, _ = layout.filesystem()
     expected = {
         OPERATOR_STATE: completed.operator_state_files,
         CHANNEL_STATE: completed.channel_state_files,
@@ -381,13 +381,7 @@ def verify_checkpoint(base: Base, job_id: str, checkpoint_id: int, *, full: bool
                     f"(shared with checkpoint {cid} in its incremental chain) is bad: {exc}",
                 ) from exc
             if full:
-                try:
-                    with fs.open(path, "rb") as f:
-                        pq.read_table(f)
-                except (OSError, pa.ArrowException) as exc:
-                    raise _corrupt(
-                        layout, job_id, checkpoint_id, path, f"is damaged ({type(exc).__name__}: {exc})"
-                    ) from exc
+                _read_parquet(layout, job_id, checkpoint_id, path, pq.read_table)
     for table in STATE_TABLES:
         files = _committed_files(layout, table, job_id, checkpoint_id)
         if len(files) != expected[table]:
@@ -402,13 +396,7 @@ def verify_checkpoint(base: Base, job_id: str, checkpoint_id: int, *, full: bool
             path = layout.file_path(table, relative)
             _check_file(layout, job_id, checkpoint_id, path, size, footer=True)
             if full:
-                try:
-                    with fs.open(path, "rb") as f:
-                        pq.read_table(f)
-                except (OSError, pa.ArrowException) as exc:
-                    raise _corrupt(
-                        layout, job_id, checkpoint_id, path, f"is damaged ({type(exc).__name__}: {exc})"
-                    ) from exc
+                _read_parquet(layout, job_id, checkpoint_id, path, pq.read_table)
     return completed
 
 
