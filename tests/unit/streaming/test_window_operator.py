@@ -16,9 +16,8 @@ import pytest
 
 from flinklike_spark import WatermarkStrategy
 from flinklike_spark._runtime.network.partitioner import key_group_range
-from flinklike_spark._runtime.record_timestamps import split_timestamps
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
-from flinklike_spark._runtime.streaming.operators import OperatorContext, Output, RestoredEntry, RestoredState
+from flinklike_spark._runtime.streaming.operators import OperatorContext, RestoredEntry, RestoredState
 from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import (
@@ -45,27 +44,10 @@ from flinklike_spark.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
+from tests.support.outputs import ListOutput
 
 MAX_WATERMARK = 2**63 - 1
 LATE = OutputTag("late")
-
-
-class ListOutput(Output):
-    def __init__(self) -> None:
-        self.rows: list = []
-        self.timestamps: list = []
-        self.watermarks: list[int] = []
-
-    def emit_rows(self, rows, timestamps=None):
-        self.rows.extend(rows)
-        self.timestamps.extend(timestamps or [None] * len(rows))
-
-    def emit_batch(self, batch):
-        batch, timestamps = split_timestamps(batch)
-        self.emit_rows(batch.to_pylist(), timestamps)
-
-    def emit_watermark(self, timestamp):
-        self.watermarks.append(timestamp)
 
 
 class Clock:
