@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import fsspec
 import pyarrow as pa
 import pyarrow.dataset as pds
+import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
@@ -48,6 +50,7 @@ __all__ = [
     "as_layout",
     "check_checkpoint_id",
     "check_job_id",
+    "delta_dataset",
     "delta_uri",
     "resolve_storage",
     "scan_table",
@@ -238,14 +241,27 @@ class CheckpointLayout:
 def scan_table(
     dt: DeltaTable, *, columns: list[str] | None = None, filter: pds.Expression | None = None
 ) -> pa.Table:
-    """Read a Delta table's current version with pyarrow, on the calling thread only.
+    """Read a Delta table's current version with pyarrow; safe to do just before the interpreter exits.
 
-    ``DeltaTable.to_pyarrow_table`` scans on a thread pool that can still run
-    when the interpreter exits, which aborts the process ("terminate called
-    without an active exception", delta-io/delta-rs#2184); a single-threaded
-    scan of these small tables avoids that.
+    delta-rs's default dataset reads through a Python filesystem handler, so
+    Arrow's I/O threads call into Python; one still doing so when the
+    interpreter finalizes is killed inside C++ and aborts the process
+    ("terminate called without an active exception", delta-io/delta-rs#2184,
+    apache/arrow#34314: measured here about 1 exit in 150 after a scan). A
+    local table is therefore read through Arrow's native local filesystem, and
+    every scan is single-threaded (these tables are small).
     """
-    return dt.to_pyarrow_dataset().to_table(columns=columns, filter=filter, use_threads=False)
+    return delta_dataset(dt).to_table(columns=columns, filter=filter, use_threads=False)
+
+
+def delta_dataset(dt: DeltaTable) -> pds.Dataset:
+    """``dt.to_pyarrow_dataset()``, over Arrow's native filesystem when the table is local (see :func:`scan_table`)."""
+    uri = dt.table_uri
+    if uri.startswith("file://"):
+        uri = urllib.parse.unquote(uri.removeprefix("file://"))
+    elif "://" in uri:
+        return dt.to_pyarrow_dataset()
+    return dt.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(uri.rstrip("/"), pafs.LocalFileSystem()))
 
 
 def resolve_storage(

@@ -3,7 +3,7 @@
 from connectors.collect import CollectSink
 from connectors.collection import CollectionSource, CollectionSplit
 from connectors.datagen import SequenceSource, SequenceSplit
-from connectors.delta import DeltaSink
+from connectors.delta import DeltaSink, read_delta_table
 from connectors.files import FileSink, FileSource, FileSplit
 from connectors.number_sequence import NumberSequenceSource
 from connectors.print_sink import PrintSink
@@ -20,4 +20,5 @@ __all__ = [
     "PrintSink",
     "SequenceSource",
     "SequenceSplit",
+    "read_delta_table",
 ]

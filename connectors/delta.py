@@ -27,6 +27,7 @@ Example::
 
     stream.sink_to(DeltaSink("/data/counts")).uid("counts-sink")
     # later, with Spark: spark.read.format("delta").load("/data/counts")
+    # or in Python:     read_delta_table("/data/counts")
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction
 
 from checkpointing.app_transactions import check_fence, claim_fence, commit_files, is_committed, retry_lost_races
-from checkpointing.layout import delta_uri, resolve_storage
+from checkpointing.layout import delta_uri, resolve_storage, scan_table
 from flinklike_spark.connector_api import (
     Committer,
     PrecommittingSinkWriter,
@@ -57,7 +58,7 @@ from flinklike_spark.connector_api import (
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError, SinkFencedError
 from flinklike_spark.storage import StorageConfig
 
-__all__ = ["DeltaCommittable", "DeltaCommitter", "DeltaSink", "DeltaSinkWriter", "StagedFile"]
+__all__ = ["DeltaCommittable", "DeltaCommitter", "DeltaSink", "DeltaSinkWriter", "StagedFile", "read_delta_table"]
 
 _log = logging.getLogger(__name__)
 
@@ -389,3 +390,26 @@ class DeltaCommitter(Committer):
             self._table.uri,
             sorted(versions.items()),
         )
+
+
+def read_delta_table(
+    path: str | os.PathLike[str],
+    *,
+    columns: list[str] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    storage: StorageConfig | None = None,
+) -> pa.Table:
+    """The current version of the Delta table at ``path`` (a DeltaSink's output, say), as a pyarrow Table.
+
+    Unlike ``DeltaTable(path).to_pyarrow_table()``, it is safe to call just
+    before the program exits (see :func:`checkpointing.layout.scan_table`).
+    ``storage_options`` / ``storage`` are those of :class:`DeltaSink`.
+
+    Raises:
+        deltalake.exceptions.TableNotFoundError: there is no Delta table at ``path``.
+    """
+    path = os.fspath(path)
+    options = (storage or StorageConfig()).options(path, delta=storage_options)
+    fs, root = resolve_storage(path, options.fsspec)
+    table = DeltaTable(delta_uri(fs, root), storage_options=dict(options.delta) or None)
+    return scan_table(table, columns=columns)

@@ -18,10 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from deltalake import DeltaTable
-
 from checkpointing import list_completed_checkpoints
-from connectors import DeltaSink, SequenceSource
+from connectors import DeltaSink, SequenceSource, read_delta_table
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark.errors import JobCancelledError
 
@@ -75,8 +73,7 @@ def main(work: Path) -> None:
     print(f"stopped with savepoint {savepoint.checkpoint_id} at {savepoint.path}")
 
     job(work, {"execution.state-recovery.path": str(work / "checkpoints")}).execute("resumed run")
-    # use_threads=False: delta-rs#2184, a threaded scan can abort the interpreter at exit
-    rows = DeltaTable(str(work / "out")).to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
+    rows = read_delta_table(work / "out").to_pylist()
     per_key = {k: sorted(r["seq"] for r in rows if r["key"] == k) for k in range(NUM_KEYS)}
     exact = all(seqs == list(range(RECORDS_PER_KEY)) for seqs in per_key.values())
     print(f"{len(rows)} rows in {work / 'out'}; every (key, seq) exactly once: {exact}")

@@ -21,6 +21,7 @@ pytest.importorskip("pyspark", reason="the bridge needs pyspark (the [spark] or 
 
 from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 
+from connectors import read_delta_table  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
 from flinklike_spark.spark import writer  # noqa: E402
 from flinklike_spark.spark.job_runner import BridgeJobError, RunnerState, read_record  # noqa: E402
@@ -70,7 +71,7 @@ def test_the_owner_runs_the_job_of_a_run_and_stops_it_with_the_query(tmp_path):
         assert read_record(str(job_dir)).state is RunnerState.RUNNING
         micro_batch(w, run_id, 1, list(range(40, 80)))
         out = fed_count_output(str(job_dir))
-        wait_for(lambda: DeltaTable(out).to_pyarrow_dataset().count_rows() == 80 if DeltaTable.is_deltatable(out)
+        wait_for(lambda: read_delta_table(out).num_rows == 80 if DeltaTable.is_deltatable(out)
                  else False, timeout=120, what="the job's output")
         owner.onQueryTerminated(event(run_id))
         wait_for(lambda: read_record(str(job_dir)).state is RunnerState.STOPPED, timeout=120,
@@ -129,7 +130,7 @@ def test_a_pipeline_returning_a_stream_commits_its_rows_for_a_reader(tmp_path):
 
         def doubled():
             path = str(job_dir / "output")
-            return sorted(DeltaTable(path).to_pyarrow_table().column("doubled").to_pylist()) \
+            return sorted(read_delta_table(path).column("doubled").to_pylist()) \
                 if DeltaTable.is_deltatable(path) else []
 
         assert wait_for(lambda: doubled() == [2, 4, 6] and doubled(), timeout=120, what="the output table")

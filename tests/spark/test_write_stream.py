@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from connectors import DeltaSink
+from checkpointing.layout import scan_table
+from connectors import DeltaSink, read_delta_table
 from connectors.spark_bridge import INPUT_TABLE, SparkInputSource
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import JobCancelledError
@@ -62,7 +63,7 @@ def input_rows(job_dir) -> int:
         table = DeltaTable(str(job_dir / INPUT_TABLE))
     except Exception:  # noqa: BLE001 - not created yet
         return 0
-    return table.to_pyarrow_dataset().count_rows()
+    return scan_table(table).num_rows
 
 
 def commits_of(job_dir, app_version: str) -> int:
@@ -103,7 +104,7 @@ def run_with_replay(spark, tmp_path, start_query, app_id: str) -> None:
 
         def output_rows():
             try:
-                return DeltaTable(str(out)).to_pyarrow_dataset().count_rows()
+                return read_delta_table(out).num_rows
             except Exception:  # noqa: BLE001 - not created yet
                 return 0
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from connectors import read_delta_table
 from flinklike_spark.spark.job_runner import RunnerState, read_record
 from tests.spark.bridge_helpers import assert_exactly_once_in_order, rows_in_commit_order, wait_for
 from tests.spark.pipelines import FED_KEYS, fed_count_output
@@ -50,7 +51,7 @@ def start_query(spark, job_dir: Path, checkpoint: Path):
 
 def output_rows(out: Path) -> int:
     try:
-        return DeltaTable(str(out)).to_pyarrow_dataset().count_rows()
+        return read_delta_table(out).num_rows
     except Exception:  # noqa: BLE001 - not created yet
         return 0
 

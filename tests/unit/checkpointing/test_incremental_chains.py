@@ -23,6 +23,7 @@ from checkpointing import (
 )
 from checkpointing.chains import decode_chains
 from checkpointing.inspect import operator_state as inspect_operator_state
+from checkpointing.layout import scan_table
 from checkpointing.reader import read_state_files
 from flinklike_spark.errors import CorruptCheckpointError
 
@@ -173,7 +174,7 @@ def test_retention_never_deletes_a_file_a_retained_checkpoint_references(base):
     assert result.retained == (5,) and result.shared == ()
     for cid in (1, 2, 3, 4):
         assert _files_of(base, cid) == []
-    live = DeltaTable(os.path.join(base, "operator_state")).to_pyarrow_dataset().to_table(columns=["checkpoint_id"])
+    live = scan_table(DeltaTable(os.path.join(base, "operator_state")), columns=["checkpoint_id"])
     assert set(live["checkpoint_id"].to_pylist()) == {5}
     # ... and a late incremental checkpoint on the deleted chain is refused, not committed broken.
     late = [_write(base, 6, s, chain=(1, 2, 3, 4, 6), puts={KEYS[s][0]: 1}) for s in (0, 1)]

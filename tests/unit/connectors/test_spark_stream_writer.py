@@ -9,12 +9,12 @@ import logging
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
 
 pytest.importorskip("pyspark", reason="the Spark writer needs pyspark (the [spark] or [test] extra)")
 
 from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 
+from connectors import read_delta_table  # noqa: E402
 from connectors.spark_bridge import INPUT_TABLE  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
 from flinklike_spark.spark.options import WriteOptions  # noqa: E402
@@ -40,7 +40,7 @@ def writer_for(directory, checkpoint_location: str | None, query_id: str | None 
 
 
 def input_rows(directory) -> int:
-    return DeltaTable(str(directory / INPUT_TABLE)).to_pyarrow_dataset().count_rows()
+    return read_delta_table(directory / INPUT_TABLE).num_rows
 
 
 def test_a_replay_of_the_same_query_is_ignored(tmp_path):
