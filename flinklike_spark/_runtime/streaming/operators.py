@@ -22,7 +22,7 @@ import abc
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
-from types import MappingProxyType
+from types import GeneratorType, MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
@@ -309,9 +309,16 @@ def describe_operator(operator: StreamOperator) -> str:
 def extend_stamped(
     out: list, out_ts: list, produced: Any, timestamp: int | None, operator: StreamOperator, method: str
 ) -> None:
-    """``_extend``, and one ``timestamp`` in ``out_ts`` per row appended to ``out``."""
+    """``extend_results``, and one ``timestamp`` in ``out_ts`` per row appended to ``out``.
+
+    On the per-record path: a generator (``yield row``, the common case) skips the check.
+    """
+    if produced is None:
+        return
+    if type(produced) is not GeneratorType:
+        _check_iterable(produced, operator, method)
     before = len(out)
-    extend_results(out, produced, operator, method)
+    out.extend(produced)
     if len(out) > before:
         out_ts.extend([timestamp] * (len(out) - before))
 
@@ -322,13 +329,18 @@ def extend_results(out: list, produced: Any, operator: StreamOperator, method: s
     row``): iterating it would emit its keys or characters as rows."""
     if produced is None:
         return
+    if type(produced) is not GeneratorType:
+        _check_iterable(produced, operator, method)
+    out.extend(produced)
+
+
+def _check_iterable(produced: Any, operator: StreamOperator, method: str) -> None:
     if isinstance(produced, dict | str | bytes) or not isinstance(produced, Iterable):
         hint = " (use `yield row` instead of `return row`)" if isinstance(produced, dict) else ""
         raise FunctionResultError(
             f"{method}() of {describe_operator(operator)} returned {type(produced).__name__} {short_repr(produced)}; it must "
             f"yield rows (dicts), or return an iterable of rows or None{hint}"
         )
-    out.extend(produced)
 
 
 def check_rows(rows: list, operator: StreamOperator, method: str) -> list[dict]:
