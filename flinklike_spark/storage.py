@@ -23,7 +23,8 @@ Keys left unset are not passed, so each client's own credential chain applies
 metadata). Delta commits on S3 always use conditional puts
 (``aws_conditional_put: etag``, an ``If-None-Match: *`` put of the log entry),
 which AWS S3, MinIO, R2 and moto honour: two writers racing for one log
-version cannot both win, so concurrent commits need no DynamoDB lock.
+version cannot both win, so concurrent commits need no DynamoDB lock. On
+Azure delta-rs always does so (``If-None-Match: *``) without an option.
 
 Secrets (``s3.secret-key``, ``s3.session-token``, account keys) never appear
 in ``repr`` or ``str`` of these objects.

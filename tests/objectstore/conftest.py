@@ -3,9 +3,17 @@
 ``s3_server`` runs moto's ``ThreadedMotoServer`` (it honours ``If-None-Match``,
 which Delta's conditional-put commits rely on) in this process;
 ``azurite_server`` runs Azurite's blob service as a child process, installed
-from npm into ``<repo>/.cache/azurite`` on first use (skipped, with the reason,
-only where Node.js/npm is missing). Both listen on 127.0.0.1 on a free port
-and stop at the end of the session, leaving no process behind.
+from npm into ``<repo>/.cache/azurite-<version>`` on first use together with
+the Node.js runtime it needs (skipped, with the reason, only where npm is
+missing). Both listen on 127.0.0.1 on a free port and stop at the end of the
+session, leaving no process behind.
+
+Azurite 3.37 or newer is required: older ones ignore the ``startFrom`` parameter
+of List Blobs, which delta-rs 1.6 (object_store 0.13) sends to list the log
+from a version on, so the third commit to any table failed ("Invalid table
+version: 1"; docs/architecture.md, Object storage). Azurite 3.37 needs Node.js
+22 (its ``engines``), so the fixture installs npm's ``node@22`` package beside
+it and runs Azurite with that, whatever Node.js the machine has.
 
 ``store`` is parametrized over both: a :class:`Store` gives the Flink
 configuration keys of the server and fresh URLs under it.
@@ -28,8 +36,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 REPO = Path(__file__).resolve().parents[2]
-AZURITE_DIR = REPO / ".cache" / "azurite"
-AZURITE_VERSION = "3.35"
+AZURITE_VERSION = "3.37.0"  # the first that honours List Blobs' startFrom (see the module docstring)
+AZURITE_NODE = "22"  # the Node.js major Azurite 3.37 supports (package.json engines: >=22)
+AZURITE_DIR = REPO / ".cache" / f"azurite-{AZURITE_VERSION}"
 AZURITE_ACCOUNT = "devstoreaccount1"
 # Azurite's well-known development key (public, in Azurite's documentation).
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -114,30 +123,32 @@ def s3_server():
         server.stop()
 
 
-def _azurite_binary() -> Path:
-    binary = AZURITE_DIR / "node_modules" / ".bin" / "azurite-blob"
-    if binary.exists():
-        return binary
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("Azurite needs Node.js and npm, which are not installed here")
-    AZURITE_DIR.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["npm", "install", "--prefix", str(AZURITE_DIR), f"azurite@{AZURITE_VERSION}", "--no-audit", "--no-fund"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        timeout=600,
-    )
-    return binary
+def _azurite_command() -> list[str]:
+    """``[node, azurite-blob's script]``, both installed from npm into ``AZURITE_DIR`` on first use."""
+    modules = AZURITE_DIR / "node_modules"
+    command = [modules / ".bin" / "node", modules / "azurite" / "dist" / "src" / "blob" / "main.js"]
+    if not all(path.exists() for path in command):
+        if shutil.which("npm") is None:
+            pytest.skip("Azurite is installed with npm (Node.js), which is not installed here")
+        AZURITE_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["npm", "install", "--prefix", str(AZURITE_DIR), f"azurite@{AZURITE_VERSION}", f"node@{AZURITE_NODE}",
+             "--no-audit", "--no-fund"],
+            check=True, stdout=subprocess.DEVNULL, timeout=600,
+        )  # fmt: skip
+        missing = [str(path) for path in command if not path.exists()]
+        assert not missing, f"npm install into {AZURITE_DIR} did not provide {missing}"
+    return [str(path) for path in command]
 
 
 @pytest.fixture(scope="session")
 def azurite_server(tmp_path_factory):
-    binary = _azurite_binary()
+    command = _azurite_command()
     port = _free_port()
     workdir = tmp_path_factory.mktemp("azurite")
     log = open(workdir / "azurite.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
-        [str(binary), "--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck",
+        [*command, "--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck",
          "--blobHost", "127.0.0.1", "--blobPort", str(port)],
         stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
     )  # fmt: skip

@@ -1,10 +1,12 @@
-"""Several processes committing into one Delta table on S3 at once: no commit is lost.
+"""Several processes committing into one Delta table on S3 or Azure at once: no commit is lost.
 
 Delta's log is an ordered list of files ``_delta_log/<version>.json``; two
 writers that read the same version both try to create the next one. On S3
 that is only safe when the store refuses the second creation (a conditional
 put, ``If-None-Match: *``); the engine configures delta-rs to use one
-(``aws_conditional_put: etag``), and moto's server honours it. The loser
+(``aws_conditional_put: etag``), and moto's server honours it. On Azure
+delta-rs always creates the entry with ``If-None-Match: *``, which Azure and
+Azurite honour. The loser
 re-reads and retries (``BridgeTable.commit_once``), so every commit lands once.
 """
 
@@ -42,8 +44,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def test_concurrent_commits_from_several_processes_lose_nothing(s3_server):
-    store = s3_server
+def test_concurrent_commits_from_several_processes_lose_nothing(store):
     url = store.url("concurrent")
     schema = pa.schema([("writer", pa.int64()), ("commit", pa.int64())])
     BridgeTable(url, storage=store.storage).create(schema)

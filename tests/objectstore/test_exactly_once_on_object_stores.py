@@ -21,14 +21,8 @@ from objectstore_jobs import (
 )
 
 from checkpointing import list_completed_checkpoints
-from flinklike_spark.errors import JobExecutionError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
-AZURITE_DELTA = (
-    "delta-rs 1.6.6 against Azurite 3.35: the second commit to a table fails with 'Invalid table version: 1' "
-    "(the first commit and reading work); see docs/architecture.md, Object storage"
-)
 
 
 def stop_and_resume(store, mode: str, extra: dict | None = None) -> None:
@@ -46,12 +40,5 @@ def stop_and_resume(store, mode: str, extra: dict | None = None) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_exactly_once_across_stop_and_resume_on_s3(s3_server, mode):
-    stop_and_resume(s3_server, mode)
-
-
-@pytest.mark.xfail(strict=True, raises=JobExecutionError, reason=AZURITE_DELTA)
-def test_exactly_once_across_stop_and_resume_on_azurite(azurite_server):
-    # No restarts: the failing commits exceed the tolerance, which the default restart strategy
-    # would otherwise restart from for ever; the expected failure must surface at once.
-    stop_and_resume(azurite_server, "unaligned", {"restart-strategy.type": "none"})
+def test_exactly_once_across_stop_and_resume(store, mode):
+    stop_and_resume(store, mode)

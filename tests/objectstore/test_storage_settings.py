@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import S3_SECRET_KEY
+from conftest import AZURITE_KEY, S3_SECRET_KEY
 from objectstore_jobs import build, job_config, run_and_cancel
 
 from checkpointing import list_completed_checkpoints
@@ -95,19 +95,22 @@ def test_a_missing_filesystem_package_fails_execute_naming_the_url_and_the_extra
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_credentials_appear_in_no_log_repr_error_or_checkpoint_row(s3_server, caplog, capfd):
-    """A real S3 job: its logs (JobMaster and TaskExecutors), reprs, a failure's message and the
-    checkpoint tables must not contain the secret key the job authenticated with."""
-    store = s3_server
+def test_credentials_appear_in_no_log_repr_error_or_checkpoint_row(store, caplog, capfd):
+    """A real job on S3 / Azurite: its logs (JobMaster and TaskExecutors), reprs, a failure's message and
+    the checkpoint tables must not contain the secret (key) the job authenticated with."""
+    secret, missing = {
+        "s3": (S3_SECRET_KEY, "s3://no-such-bucket-flinklike/checkpoints"),
+        "azure": (AZURITE_KEY, "az://no-such-container-flinklike/checkpoints"),
+    }[store.name]
     directory, table = store.url("checkpoints"), store.url("table")
     layout = store.layout(directory)
     config = job_config(store, directory, "unaligned")
     with caplog.at_level(logging.DEBUG):
         env = build(config, table, seconds_per_record=0.002, rows_per_second=500)
         job_id = run_and_cancel(env, layout, checkpoints=2)
-        # a failing job: the bucket does not exist
+        # a failing job: the bucket / container does not exist
         # (no restarts: exceeding the checkpoint tolerance would otherwise be restarted for ever)
-        broken = job_config(store, "s3://no-such-bucket-flinklike/checkpoints", "aligned") | {
+        broken = job_config(store, missing, "aligned") | {
             "restart-strategy.type": "none"
         }
         with pytest.raises(JobExecutionError) as failure:
@@ -125,4 +128,4 @@ def test_credentials_appear_in_no_log_repr_error_or_checkpoint_row(s3_server, ca
         texts[f"table {name}"] = str(scan_table(dt).to_pylist())
     assert len(texts["log records"]) > 1000 and "checkpoint" in texts["log records"]  # the logs were captured
     for where, text in texts.items():
-        assert S3_SECRET_KEY not in text, f"the secret key appears in {where}"
+        assert secret not in text, f"the secret key appears in {where}"

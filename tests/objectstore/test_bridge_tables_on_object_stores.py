@@ -1,8 +1,8 @@
-"""The Spark bridge's engine-side tables on S3: the ``output`` table a job commits to and the ``input`` table it tails.
+"""The Spark bridge's engine-side tables on S3 and Azure: the ``output`` table a job commits to and the ``input`` table it tails.
 
 Reading them with Spark itself from S3 needs Hadoop's s3a filesystem
-(hadoop-aws and the AWS SDK bundle, ~300 MB of jars); that is not part of
-this suite (see README, Storage).
+(hadoop-aws and the AWS SDK bundle, ~300 MB of jars), from Azure hadoop-azure;
+that is not part of this suite (see README, Storage).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from flinklike_spark.connector_api import SourceReaderContext
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
-def test_a_job_commits_the_output_table_on_s3_exactly_once(s3_server):
-    store = s3_server
+def test_a_job_commits_the_output_table_exactly_once(store):
     output = store.url("job") + "/output"
     schema = pa.schema([("key", pa.int64()), ("seq", pa.int64())])
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 1, **store.config})
@@ -35,8 +34,7 @@ def test_a_job_commits_the_output_table_on_s3_exactly_once(s3_server):
     assert all(r[CHECKPOINT_COLUMN] is not None for r in rows)
 
 
-def test_a_job_reads_the_input_table_on_s3(s3_server):
-    store = s3_server
+def test_a_job_reads_the_input_table(store):
     path = store.url("job") + "/input"
     schema = pa.schema([("n", pa.int64())])
     table = BridgeTable(path, storage=store.storage)

@@ -1,4 +1,4 @@
-"""Failures with everything on S3: a SIGKILLed TaskExecutor, retention, a corrupt newest checkpoint."""
+"""Failures with everything on an object store (S3, Azurite): a SIGKILLed TaskExecutor, retention, a corrupt newest checkpoint."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ def task_executor_processes() -> list[psutil.Process]:
     return [p for p in psutil.Process().children(recursive=True) if any("process_main" in a for a in p.cmdline())]
 
 
-def test_a_sigkilled_task_executor_recovers_exactly_once_and_retention_keeps_num_retained(s3_server):
-    store = s3_server
+def test_a_sigkilled_task_executor_recovers_exactly_once_and_retention_keeps_num_retained(store):
     directory, table = store.url("checkpoints"), store.url("table")
     layout = store.layout(directory)
     config = job_config(store, directory, "unaligned") | {
@@ -55,8 +54,7 @@ def test_a_sigkilled_task_executor_recovers_exactly_once_and_retention_keeps_num
     assert kept == sorted(c.checkpoint_id for c in completed), "retention left files of removed checkpoints"
 
 
-def test_a_corrupt_newest_checkpoint_on_s3_falls_back_to_the_previous_one(s3_server, caplog):
-    store = s3_server
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(store, caplog):
     directory = store.url("checkpoints")
     layout = store.layout(directory)
     config = job_config(store, directory, "aligned")
