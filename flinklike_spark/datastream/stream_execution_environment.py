@@ -27,6 +27,7 @@ from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Boundedness, Source
 from flinklike_spark.datastream.data_stream import DataStream
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.global_configuration import load_configuration
 from flinklike_spark.storage import UsesStorage
 from flinklike_spark.watermarks import WatermarkStrategy
 
@@ -37,7 +38,9 @@ class StreamExecutionEnvironment:
     """Entry point of a streaming program.
 
     Args:
-        config: Flink configuration keys (see :class:`~flinklike_spark.config.Configuration`).
+        config: Flink configuration keys (see :class:`~flinklike_spark.config.Configuration`),
+            over the values of ``$FLINK_CONF_DIR/config.yaml`` if that variable is set
+            (:mod:`flinklike_spark.global_configuration`).
 
     Attributes:
         context_job_listeners: callables invoked with every JobClient this process
@@ -51,7 +54,11 @@ class StreamExecutionEnvironment:
     context_configuration: dict[str, Any] = {}
 
     def __init__(self, config: Configuration | Mapping[str, Any] | None = None) -> None:
-        self._config = config if isinstance(config, Configuration) else Configuration(config or {})
+        from_file = load_configuration()  # $FLINK_CONF_DIR/config.yaml; the program's values override it
+        if isinstance(config, Configuration):
+            self._config = Configuration(from_file).with_values(config) if from_file else config
+        else:
+            self._config = Configuration({**from_file, **(config or {})})
         self._transformations: list[Transformation] = []
         self._ids = itertools.count()
         self._chaining = True
