@@ -15,13 +15,31 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
+from flinklike_spark.config_parsers import (
+    INT_MAX,
+    MAX_DURATION,
+    MIN_CHECKPOINT_TIME,
+    UPPER_BOUND_MAX_PARALLELISM,
+    choice_parser,
+    enum_parser,
+    format_bound,
+    format_bytes,
+    parse_bool,
+    parse_duration,
+    parse_float,
+    parse_int,
+    parse_memory_size,
+    parse_optional_location,
+    parse_optional_str,
+    parse_pattern_value,
+    parse_port_range,
+)
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.storage import StorageConfig, redact
 
@@ -109,7 +127,7 @@ class RocksDBOptions:
 
 
 def _parse_state_backend(value: object, *, key: str) -> StateBackendType:
-    backend = _enum_parser(StateBackendType)(value, key=key)
+    backend = enum_parser(StateBackendType)(value, key=key)
     if backend not in AVAILABLE_STATE_BACKENDS:
         raise ConfigurationError(
             f"{key}: {backend.value!r} is not available yet (keyed state is kept on the heap only); "
@@ -141,155 +159,13 @@ class TaskManagerMode(Enum):
     THREAD = "thread"  # inside the client process (debugging, memory:// file systems)
 
 
-_DURATION_UNITS = {
-    "ms": 1e-3, "milli": 1e-3, "millis": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0, "m": 60.0,
-    "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
-    "d": 86400.0, "day": 86400.0, "days": 86400.0,
-}  # fmt: skip
-_MEMORY_UNITS = {"b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30}
-_NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-MAX_DURATION = timedelta(days=365)
-"""Upper bound of every duration option: longer waits are mistakes, and far longer ones
-(or ``inf``) overflow the timed waits of threads and the OS."""
-
-MIN_CHECKPOINT_TIME = timedelta(milliseconds=10)
-"""Flink's ``MINIMAL_CHECKPOINT_TIME``: the smallest checkpoint interval and timeout."""
-
-_INT_MAX = 2**31 - 1  # Flink's Integer.MAX_VALUE: the bound of its int options
-_UPPER_BOUND_MAX_PARALLELISM = 1 << 15  # Flink's KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM
-
-
-def parse_duration(value: object, *, key: str = "duration") -> timedelta:
-    """Parse ``timedelta``, a number of milliseconds, or Flink's ``"100 ms"``/``"10s"``/``"1 min"``.
-
-    Raises:
-        ConfigurationError: not a duration, not finite (NaN, inf), or beyond what
-            ``timedelta`` holds. The sign is not checked here (options check ranges).
-    """
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool):
-        raise ConfigurationError(f"{key}: expected a duration, got {value!r}")
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise ConfigurationError(
-                f"{key}: {value!r} is not a duration; use a finite number of milliseconds, "
-                f"a string like '100 ms', '10 s', '1 min', or a datetime.timedelta"
-            )
-        try:
-            return timedelta(milliseconds=value)
-        except OverflowError:
-            raise ConfigurationError(f"{key}: {value!r} ms is too long for a duration") from None
-    match = _NUMBER_UNIT.match(str(value))
-    if match:
-        number, unit = match.groups()
-        unit = unit.lower() or "ms"
-        if unit in _DURATION_UNITS:
-            try:
-                return timedelta(seconds=float(number) * _DURATION_UNITS[unit])
-            except OverflowError:
-                raise ConfigurationError(f"{key}: {value!r} is too long for a duration") from None
-    raise ConfigurationError(
-        f"{key}: cannot parse {value!r} as a duration; use e.g. '100 ms', '10 s', '1 min' "
-        f"(units: {', '.join(sorted(set(_DURATION_UNITS)))}) or a datetime.timedelta"
-    )
-
-
-def parse_memory_size(value: object, *, key: str = "memory size") -> int:
-    """Parse a whole number of bytes: an int or Flink's ``"32kb"``/``"64 mb"``.
-
-    Raises:
-        ConfigurationError: not a memory size, or not a whole number of bytes
-            (``1.5``, ``"0.3kb"``). The sign is not checked here (options check ranges).
-    """
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float):
-        if value.is_integer():
-            return int(value)
-        raise ConfigurationError(f"{key}: {value!r} is not a whole number of bytes; use e.g. 32768, '32kb', '64 mb'")
-    match = _NUMBER_UNIT.match(str(value)) if not isinstance(value, bool) else None
-    if match:
-        number, unit = match.groups()
-        unit = unit.lower() or "b"
-        if unit in _MEMORY_UNITS:
-            size = float(number) * _MEMORY_UNITS[unit]
-            if size.is_integer():
-                return int(size)
-            raise ConfigurationError(
-                f"{key}: {value!r} is not a whole number of bytes ({size:g}); use e.g. '32kb', '64 mb'"
-            )
-    raise ConfigurationError(
-        f"{key}: cannot parse {value!r} as a memory size; use e.g. 32768, '32kb', '64 mb' "
-        f"(units: {', '.join(sorted(_MEMORY_UNITS))})"
-    )
-
-
-def _parse_int(value: object, *, key: str) -> int:
-    if isinstance(value, bool):
-        raise ConfigurationError(f"{key}: expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ConfigurationError(f"{key}: expected an integer, got {value!r}") from None
-
-
-def _parse_bool(value: object, *, key: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ConfigurationError(f"{key}: expected true or false, got {value!r}")
-
-
-def _enum_parser(enum_type: type[Enum]) -> Callable[..., Enum]:
-    def parse(value: object, *, key: str) -> Enum:
-        if isinstance(value, enum_type):
-            return value
-        text = str(value).strip().lower().replace("-", "_")
-        for member in enum_type:
-            if member.value == text:
-                return member
-        valid = ", ".join(m.value.replace("_", "-") for m in enum_type)
-        raise ConfigurationError(f"{key}: invalid value {value!r}; valid values: {valid}")
-
-    return parse
-
-
-def _choice_parser(*choices: str) -> Callable[..., str]:
-    def parse(value: object, *, key: str) -> str:
-        text = str(value).strip().lower()
-        if text not in choices:
-            raise ConfigurationError(f"{key}: invalid value {value!r}; valid values: {', '.join(choices)}")
-        return text
-
-    return parse
-
-
-_parse_failover_strategy = _enum_parser(FailoverStrategyType)
+_parse_failover_strategy = enum_parser(FailoverStrategyType)
 
 
 def _parse_runtime_mode(value: object, *, key: str) -> str:
     """Flink's ``execution.runtime-mode``: STREAMING, BATCH, or AUTOMATIC (which is STREAMING here)."""
-    text = _choice_parser("streaming", "batch", "automatic")(value, key=key)
+    text = choice_parser("streaming", "batch", "automatic")(value, key=key)
     return "streaming" if text == "automatic" else text
-
-
-def _parse_float(value: object, *, key: str) -> float:
-    if isinstance(value, bool):
-        raise ConfigurationError(f"{key}: expected a number, got {value!r}")
-    try:
-        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
-    except ValueError:
-        raise ConfigurationError(f"{key}: expected a number, got {value!r}") from None
 
 
 _RESTART_STRATEGY_ALIASES = {
@@ -308,6 +184,8 @@ def _parse_restart_strategy(value: object, *, key: str) -> RestartStrategyType:
     if strategy is None:
         raise ConfigurationError(f"{key}: invalid value {value!r}; valid values: {', '.join(_RESTART_STRATEGY_ALIASES)}")
     return strategy
+
+
 PROMETHEUS_REPORTER_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
 
 
@@ -318,69 +196,6 @@ def _parse_reporter_factory(value: object, *, key: str) -> str | None:
     if str(value).strip() != PROMETHEUS_REPORTER_FACTORY:
         raise ConfigurationError(f"{key}: unknown reporter factory {value!r}; valid values: {PROMETHEUS_REPORTER_FACTORY}")
     return PROMETHEUS_REPORTER_FACTORY
-
-
-def _parse_port_range(value: object, *, key: str) -> tuple[int, int]:
-    """Flink's port setting: one port (``9249``; 0 picks a free one) or a range (``9250-9260``)."""
-    if isinstance(value, tuple) and len(value) == 2:
-        low, high = value
-    else:
-        text = str(value).strip()
-        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", text) if not isinstance(value, bool) else None
-        if match is None:
-            raise ConfigurationError(f"{key}: expected a port (e.g. 9249, 0 for any free port) or a range "
-                                     f"(e.g. 9250-9260), got {value!r}")  # fmt: skip
-        low = int(match.group(1))
-        high = int(match.group(2)) if match.group(2) is not None else low
-    if not (0 <= low <= high <= 65535):
-        raise ConfigurationError(f"{key}: {value!r} is not a port range within 0..65535 (low <= high)")
-    return (low, high)
-
-
-
-
-def _parse_optional_str(value: object, *, key: str) -> str | None:
-    return None if value is None or str(value) == "" else str(value)
-
-
-def _parse_optional_location(value: object, *, key: str) -> str | None:
-    """A path or URL (str or os.PathLike); a number or other object is refused, never turned into ``./42``."""
-    if value is None:
-        return None
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str):
-        raise ConfigurationError(
-            f"{key}: expected a path or URL string (e.g. '/data/checkpoints', 'file:///data/checkpoints', "
-            f"'s3://bucket/checkpoints'), got {type(value).__name__} {value!r}"
-        )
-    return value or None
-
-
-def _parse_pattern_value(key: str, value: object) -> str:
-    if value is None or not isinstance(value, str) or not value:
-        # The value may be a secret: the message names the key only.
-        raise ConfigurationError(f"{key}: expected a non-empty string, got a {type(value).__name__}")
-    return value
-
-
-def _format_duration(value: timedelta) -> str:
-    seconds = value.total_seconds()
-    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
-        if seconds >= size and (seconds / size).is_integer():
-            return f"{seconds / size:g} {unit}"
-    return f"{seconds * 1000:g} ms"
-
-
-def _format_bytes(value: int) -> str:
-    for unit, size in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
-        if value >= size and value % size == 0:
-            return f"{value // size} {unit}"
-    return f"{value} bytes"
-
-
-def _format_bound(value: object) -> str:
-    return _format_duration(value) if isinstance(value, timedelta) else f"{value:,}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -407,7 +222,7 @@ class ConfigOption(Generic[T]):
     minimum: Any = None
     maximum: Any = None
     optional: bool = False
-    format_bound: Callable[[Any], str] = _format_bound
+    format_bound: Callable[[Any], str] = format_bound
 
     def valid_range(self) -> str:
         """The valid range in words, e.g. ``"between 10 ms and 365 days"``."""
@@ -449,7 +264,7 @@ _memory = parse_memory_size
 
 # The bound an option gets when its row names none, by parser: every duration and
 # integer option is bounded even if its row forgets to say so.
-_DEFAULT_MAXIMUM: dict[Callable[..., Any], Any] = {parse_duration: MAX_DURATION, _parse_int: _INT_MAX}
+_DEFAULT_MAXIMUM: dict[Callable[..., Any], Any] = {parse_duration: MAX_DURATION, parse_int: INT_MAX}
 
 
 def _opt(
@@ -472,9 +287,9 @@ def _opt(
         minimum = timedelta(seconds=minimum)
     if maximum is None:
         maximum = _DEFAULT_MAXIMUM.get(parse)
-    format_bound = _format_bytes if parse is parse_memory_size else _format_bound
+    formatter = format_bytes if parse is parse_memory_size else format_bound
     return ConfigOption(key=key, default=default, parse=parse, description=description, minimum=minimum,
-                        maximum=maximum, optional=optional, format_bound=format_bound)  # fmt: skip
+                        maximum=maximum, optional=optional, format_bound=formatter)  # fmt: skip
 
 
 _MS = timedelta(milliseconds=1)
@@ -483,12 +298,12 @@ _ZERO = timedelta(0)
 OPTIONS: dict[str, ConfigOption[Any]] = {
     o.key: o
     for o in (
-        _opt("parallelism.default", 1, _parse_int, "Default parallelism of operators.",
-             1, _UPPER_BOUND_MAX_PARALLELISM),
-        _opt("pipeline.max-parallelism", 128, _parse_int, "Number of key groups of keyed state.",
-             1, _UPPER_BOUND_MAX_PARALLELISM),
-        _opt("pipeline.name", None, _parse_optional_str, "The job's name."),
-        _opt("python.files", None, _parse_optional_str,
+        _opt("parallelism.default", 1, parse_int, "Default parallelism of operators.",
+             1, UPPER_BOUND_MAX_PARALLELISM),
+        _opt("pipeline.max-parallelism", 128, parse_int, "Number of key groups of keyed state.",
+             1, UPPER_BOUND_MAX_PARALLELISM),
+        _opt("pipeline.name", None, parse_optional_str, "The job's name."),
+        _opt("python.files", None, parse_optional_str,
              "Python files or directories added with add_python_file (comma-separated)."),
         _opt("pipeline.auto-watermark-interval", timedelta(milliseconds=200), _duration,
              "How often sources emit watermarks.", _ZERO),
@@ -496,31 +311,31 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "Longest time a partially filled output buffer waits before it is sent (0: at once).", _ZERO),
         _opt("execution.runtime-mode", "streaming", _parse_runtime_mode,
              "STREAMING (AUTOMATIC means STREAMING); bounded sources finish the job."),
-        _opt("execution.target", ExecutionTarget.LOCAL, _enum_parser(ExecutionTarget),
+        _opt("execution.target", ExecutionTarget.LOCAL, enum_parser(ExecutionTarget),
              "local: an embedded cluster on this machine; spark: TaskExecutors on the Spark executors of the "
              "active SparkSession, the JobMaster in its driver."),
-        _opt("jobmanager.rpc.address", None, _parse_optional_str,
+        _opt("jobmanager.rpc.address", None, parse_optional_str,
              "Interface the JobMaster's RPC binds and advertises; unset: 127.0.0.1 (local), "
              "spark.driver.host (spark)."),
-        _opt("taskmanager.host", None, _parse_optional_str,
+        _opt("taskmanager.host", None, parse_optional_str,
              "Interface TaskExecutors bind and advertise; unset: 127.0.0.1 (local), the executor's host (spark)."),
-        _opt("taskmanager.numberOfTaskSlots", 1, _parse_int, "Slots per TaskExecutor.",
-             1, _UPPER_BOUND_MAX_PARALLELISM),
-        _opt("local.number-taskmanager", 1, _parse_int,
+        _opt("taskmanager.numberOfTaskSlots", 1, parse_int, "Slots per TaskExecutor.",
+             1, UPPER_BOUND_MAX_PARALLELISM),
+        _opt("local.number-taskmanager", 1, parse_int,
              "TaskExecutors of the local MiniCluster; each is a Python process (or thread) of its own.", 1, 128),
-        _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, _enum_parser(TaskManagerMode),
+        _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, enum_parser(TaskManagerMode),
              "Run local TaskExecutors as child processes or as threads of the client."),
-        _opt("process.taskmanager.working-dir", None, _parse_optional_location,
+        _opt("process.taskmanager.working-dir", None, parse_optional_location,
              "Local directory under which every local TaskExecutor process gets a private working directory "
              "tm_<resource id> (its cwd, with its TMPDIR in tmp/); unset: TaskExecutors share the client's. "
              "Only the object store is then shared (no shared local disk)."),
         _opt("taskmanager.memory.segment-size", 32 * 1024, _memory, "Target bytes of one network buffer.",
              64, 64 << 20),
-        _opt("taskmanager.network.memory.buffers-per-channel", 2, _parse_int,
+        _opt("taskmanager.network.memory.buffers-per-channel", 2, parse_int,
              "Exclusive buffers (credit) per input channel.", 1, 10_000),
-        _opt("taskmanager.network.memory.floating-buffers-per-gate", 8, _parse_int,
+        _opt("taskmanager.network.memory.floating-buffers-per-gate", 8, parse_int,
              "Buffers an input gate adds to each remote channel's credit, beyond its exclusive buffers.", 1, 10_000),
-        _opt("taskmanager.network.memory.max-buffers-per-channel", 10, _parse_int,
+        _opt("taskmanager.network.memory.max-buffers-per-channel", 10, parse_int,
              "Buffers a result subpartition may hold before the producing task is backpressured.", 1, 10_000),
         _opt("taskmanager.network.request-backoff.max", timedelta(seconds=30), _duration,
              "How long a consumer waits for its producer's partition to appear.", _MS),
@@ -533,9 +348,9 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("restart-strategy.type", None, _parse_restart_strategy,
              "none/off/disable, fixed-delay, failure-rate or exponential-delay; unset: exponential-delay "
              "with checkpointing, else none.", optional=True),
-        _opt("restart-strategy.fixed-delay.attempts", 1, _parse_int, "Restarts before the job fails.", 0),
+        _opt("restart-strategy.fixed-delay.attempts", 1, parse_int, "Restarts before the job fails.", 0),
         _opt("restart-strategy.fixed-delay.delay", timedelta(seconds=1), _duration, "Delay between restarts.", _ZERO),
-        _opt("restart-strategy.failure-rate.max-failures-per-interval", 1, _parse_int,
+        _opt("restart-strategy.failure-rate.max-failures-per-interval", 1, parse_int,
              "Failures tolerated within one interval.", 1),
         _opt("restart-strategy.failure-rate.failure-rate-interval", timedelta(minutes=1), _duration,
              "The failure-rate window.", _MS),
@@ -544,65 +359,65 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "First restart delay.", _MS),
         _opt("restart-strategy.exponential-delay.max-backoff", timedelta(minutes=1), _duration,
              "Largest restart delay.", _MS),
-        _opt("restart-strategy.exponential-delay.backoff-multiplier", 1.5, _parse_float,
+        _opt("restart-strategy.exponential-delay.backoff-multiplier", 1.5, parse_float,
              "Delay growth per restart.", 1.0, 1_000.0),
         _opt("restart-strategy.exponential-delay.reset-backoff-threshold", timedelta(hours=1), _duration,
              "Failure-free time after which the delay resets.", _MS),
-        _opt("restart-strategy.exponential-delay.jitter-factor", 0.1, _parse_float,
+        _opt("restart-strategy.exponential-delay.jitter-factor", 0.1, parse_float,
              "Random +-share of the delay.", 0.0, 1.0),
-        _opt("restart-strategy.exponential-delay.attempts-before-reset-backoff", 2**31 - 1, _parse_int,
+        _opt("restart-strategy.exponential-delay.attempts-before-reset-backoff", 2**31 - 1, parse_int,
              "Restarts before the job fails, counted since the last backoff reset.", 1),
         _opt("jobmanager.execution.failover-strategy", FailoverStrategyType.REGION, _parse_failover_strategy,
              "region: restart the failed task's pipelined region and its consumers; full: every task."),
         _opt("execution.checkpointing.interval", None, _duration,
              "Checkpoint interval; unset disables periodic checkpoints (Flink's minimum is 10 ms).",
              MIN_CHECKPOINT_TIME, optional=True),
-        _opt("execution.checkpointing.mode", CheckpointingMode.EXACTLY_ONCE, _enum_parser(CheckpointingMode),
+        _opt("execution.checkpointing.mode", CheckpointingMode.EXACTLY_ONCE, enum_parser(CheckpointingMode),
              "exactly-once or at-least-once."),
-        _opt("execution.checkpointing.unaligned.enabled", False, _parse_bool, "Take unaligned checkpoints."),
+        _opt("execution.checkpointing.unaligned.enabled", False, parse_bool, "Take unaligned checkpoints."),
         _opt("execution.checkpointing.aligned-checkpoint-timeout", _ZERO, _duration,
              "With unaligned enabled: start aligned and switch after this timeout (0 = unaligned at once).", _ZERO),
         _opt("execution.checkpointing.timeout", timedelta(minutes=10), _duration, "Checkpoint timeout.",
              MIN_CHECKPOINT_TIME),
-        _opt("execution.checkpointing.max-concurrent-checkpoints", 1, _parse_int,
+        _opt("execution.checkpointing.max-concurrent-checkpoints", 1, parse_int,
              "Checkpoints in progress at once.", 1),
         _opt("execution.checkpointing.min-pause", _ZERO, _duration, "Pause between checkpoints.", _ZERO),
-        _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, _parse_int,
+        _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, parse_int,
              "Consecutive checkpoint failures tolerated before the job fails.", 0),
-        _opt("execution.checkpointing.num-retained", 1, _parse_int, "Completed checkpoints kept.", 1),
-        _opt("execution.checkpointing.incremental", False, _parse_bool,
+        _opt("execution.checkpointing.num-retained", 1, parse_int, "Completed checkpoints kept.", 1),
+        _opt("execution.checkpointing.incremental", False, parse_bool,
              "Keyed state checkpoints write only the keys changed since the previous checkpoint, on top of a "
              "periodically materialized full base (savepoints stay self-contained)."),
         _opt("state.backend.changelog.periodic-materialize.interval", timedelta(minutes=10), _duration,
              "With incremental checkpoints: write a full base at the first checkpoint after this much time "
              "since the last one.", _MS),
-        _opt("execution.checkpointing.incremental.max-chain-length", 20, _parse_int,
+        _opt("execution.checkpointing.incremental.max-chain-length", 20, parse_int,
              "With incremental checkpoints: write a full base when a subtask's chain (base plus changes) "
              "would get longer than this, which bounds what a restore reads.", 1, 10_000),
         _opt("state.backend.type", StateBackendType.HASHMAP, _parse_state_backend,
              "Where keyed state lives: hashmap (the Python heap) or rocksdb (an embedded RocksDB per slot)."),
-        _opt("state.backend.rocksdb.localdir", None, _parse_optional_str,
+        _opt("state.backend.rocksdb.localdir", None, parse_optional_str,
              "Directory of the RocksDB instances of the rocksdb backend; unset: the system temp directory."),
-        _opt("state.backend.rocksdb.memory.managed", True, _parse_bool,
+        _opt("state.backend.rocksdb.memory.managed", True, parse_bool,
              "Cap RocksDB's block cache and write buffers to the slot's memory budget."),
         _opt("state.backend.rocksdb.memory.fixed-per-slot", None, _memory,
              "Memory budget of one slot's rocksdb backend (hot-key cache + RocksDB); unset: 128 mb.",
              1 << 20, optional=True),
-        _opt("state.backend.rocksdb.memory.write-buffer-ratio", 0.5, _parse_float,
+        _opt("state.backend.rocksdb.memory.write-buffer-ratio", 0.5, parse_float,
              "Share of RocksDB's memory for write buffers (memtables).", 0.01, 0.99),
-        _opt("execution.checkpointing.dir", None, _parse_optional_location, "Checkpoint storage URL (fsspec)."),
-        _opt("execution.state-recovery.path", None, _parse_optional_location, "Checkpoint or savepoint to start from."),
-        _opt("execution.state-recovery.accept-duplicate-sink-output", False, _parse_bool,
+        _opt("execution.checkpointing.dir", None, parse_optional_location, "Checkpoint storage URL (fsspec)."),
+        _opt("execution.state-recovery.path", None, parse_optional_location, "Checkpoint or savepoint to start from."),
+        _opt("execution.state-recovery.accept-duplicate-sink-output", False, parse_bool,
              "Restore even when an exactly-once sink already committed output of a newer checkpoint "
              "(that output is written again: at-least-once)."),
         # -- observability (flinklike_spark/_runtime/rest/ reads the typed view Configuration.rest) --
-        _opt("rest.port", 8081, _parse_int, "Port of the REST API and web dashboard (0: any free port; if "
+        _opt("rest.port", 8081, parse_int, "Port of the REST API and web dashboard (0: any free port; if "
              "unset and 8081 is taken, a free one).", 0, 65535),
-        _opt("rest.address", None, _parse_optional_str,
+        _opt("rest.address", None, parse_optional_str,
              "Address clients use for the REST API; unset: the bind address."),
-        _opt("rest.bind-address", None, _parse_optional_str,
+        _opt("rest.bind-address", None, parse_optional_str,
              "Interface the REST server binds; unset: 127.0.0.1 (loopback only)."),
-        _opt("web.cancel.enable", True, _parse_bool, "Allow cancelling jobs from the REST API and dashboard."),
+        _opt("web.cancel.enable", True, parse_bool, "Allow cancelling jobs from the REST API and dashboard."),
         _opt("web.refresh-interval", timedelta(seconds=3), _duration, "How often the dashboard refreshes.",
              timedelta(milliseconds=100)),
         _opt("metrics.fetcher.update-interval", timedelta(seconds=10), _duration,
@@ -610,15 +425,15 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "(they also send metrics with every heartbeat).", _ZERO),
         _opt("metrics.reporter.prom.factory.class", None, _parse_reporter_factory,
              f"Set to {PROMETHEUS_REPORTER_FACTORY} to serve every metric to Prometheus.", optional=True),
-        _opt("metrics.reporter.prom.port", (9249, 9249), _parse_port_range,
+        _opt("metrics.reporter.prom.port", (9249, 9249), parse_port_range,
              "Port (or range, e.g. 9250-9260) of the Prometheus endpoint; 0: any free port."),
         # -- object storage (flinklike_spark/storage.py derives each client's options from these) --
-        _opt("s3.endpoint", None, _parse_optional_str, "S3 endpoint URL (MinIO, a local server); unset: AWS."),
-        _opt("s3.access-key", None, _parse_optional_str, "S3 access key; unset: the standard AWS credential chain."),
-        _opt("s3.secret-key", None, _parse_optional_str, "S3 secret key (never logged)."),
-        _opt("s3.session-token", None, _parse_optional_str, "S3 session token of temporary credentials."),
-        _opt("s3.region", None, _parse_optional_str, "S3 region, e.g. eu-west-1."),
-        _opt("s3.path.style.access", None, _parse_bool,
+        _opt("s3.endpoint", None, parse_optional_str, "S3 endpoint URL (MinIO, a local server); unset: AWS."),
+        _opt("s3.access-key", None, parse_optional_str, "S3 access key; unset: the standard AWS credential chain."),
+        _opt("s3.secret-key", None, parse_optional_str, "S3 secret key (never logged)."),
+        _opt("s3.session-token", None, parse_optional_str, "S3 session token of temporary credentials."),
+        _opt("s3.region", None, parse_optional_str, "S3 region, e.g. eu-west-1."),
+        _opt("s3.path.style.access", None, parse_bool,
              "Path-style requests (http://host/bucket/key), as MinIO and local servers need; "
              "unset: the client's default.", optional=True),
     )
@@ -771,7 +586,7 @@ class Configuration(Mapping[str, Any]):
                 )
             option = OPTIONS.get(key)
             if option is None and any(p.match(key) for p in PATTERN_OPTIONS.values()):
-                parsed[key] = _parse_pattern_value(key, value)
+                parsed[key] = parse_pattern_value(key, value)
                 continue
             if option is None:
                 close = difflib.get_close_matches(key, OPTIONS, n=3, cutoff=0.5)
