@@ -15,46 +15,23 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from vectorized_aggregations import CountingOutput
 
-from flinklike_spark import KeyedProcessFunction, ValueStateDescriptor
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
-from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
+from flinklike_spark._runtime.streaming.operators import OperatorContext
 from flinklike_spark._runtime.streaming.process_operators import KeyedProcessOperator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "compare"))
+from engine_flinklike import CountUntil  # noqa: E402 - W2's function, as the peer comparison runs it
 
 KEYS = 1000
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64())])
-
-
-class CountUntil(KeyedProcessFunction):
-    def __init__(self, target: int) -> None:
-        self.target = target
-
-    def open(self, runtime_context):
-        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
-
-    def process_element(self, value, ctx):
-        current = (self.count.value() or 0) + 1
-        self.count.update(current)
-        if current == self.target:
-            yield {"key": value["key"], "count": current}
-
-
-class RowCounter(Output):
-    def __init__(self) -> None:
-        self.rows = 0
-
-    def emit_rows(self, rows, timestamps=None):
-        self.rows += len(rows)
-
-    def emit_batch(self, batch):
-        self.rows += batch.num_rows
-
-    def emit_watermark(self, timestamp):
-        pass
 
 
 def run_once(data: list[pa.RecordBatch], records: int) -> float:
@@ -62,7 +39,7 @@ def run_once(data: list[pa.RecordBatch], records: int) -> float:
         uid="count", name="count", kind="keyed_process", function=CountUntil(records // KEYS), input_schema=SCHEMA,
         output_schema=pa.schema([("key", pa.int64()), ("count", pa.int64())]), key_field="key",
     )  # fmt: skip
-    operator, output = KeyedProcessOperator(spec), RowCounter()
+    operator, output = KeyedProcessOperator(spec), CountingOutput()
     context = OperatorContext(task_name="count", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0)
     operator.setup(context, output)
     operator.initialize_state(None)
