@@ -3,13 +3,18 @@ TimeWindow] with a ProcessWindowFunction.Context[TimeWindow] annotation, WindowF
 ProcessAllWindowFunction[...] and AllWindowFunction[...], on event-time tumbling and sliding windows,
 also combined with a ReduceFunction and an AggregateFunction."""
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from pyflink.common import Time, Types, WatermarkStrategy
 from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import StreamExecutionEnvironment
-from pyflink.datastream.functions import (AggregateFunction, AllWindowFunction, ProcessAllWindowFunction,
-                                          ProcessWindowFunction, WindowFunction)
+from pyflink.datastream.functions import (
+    AggregateFunction,
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
 from pyflink.datastream.window import SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows
 
 

@@ -8,8 +8,13 @@ from pyflink.common import Types, WatermarkStrategy
 from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.functions import AggregateFunction, KeyedProcessFunction, RuntimeContext
-from pyflink.datastream.state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
-                                      ReducingStateDescriptor, ValueStateDescriptor)
+from pyflink.datastream.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
 
 
 class Mean(AggregateFunction):
