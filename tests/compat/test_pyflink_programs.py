@@ -6,6 +6,7 @@ how its output is compared."""
 from __future__ import annotations
 
 import difflib
+import shutil
 
 import pytest
 
@@ -59,6 +60,8 @@ def test_program_prints_what_pyflink_prints(name, tmp_path):
 def test_recorded_output_is_still_pyflinks(name, tmp_path):
     """Re-run the program on real PyFlink 2.3 (when its venv is installed): the recording is current."""
     reason = why_pyflink_cannot_run()
+    if reason is None and PROGRAMS[name].java_twin and shutil.which("javac") is None:
+        reason = f"its Java twin {PROGRAMS[name].java_twin} needs javac on PATH (a JDK)"
     if reason is not None:
         pytest.skip(reason)
     assert_same_output(name, expected_path(name).read_text(), run_on_pyflink(name, tmp_path), what="PyFlink 2.3 now")

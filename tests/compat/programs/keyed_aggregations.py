@@ -16,7 +16,7 @@ def main():
         ["name", "count", "score"], [Types.STRING(), Types.INT(), Types.DOUBLE()]))
     rows_by_key = rows.key_by(lambda r: r.name, key_type=Types.STRING())
 
-    for label, stream in [
+    labelled = [
         ("tuple sum(1)", by_key.sum(1)),
         ("tuple sum(2)", by_key.sum(2)),
         ("tuple min(1)", by_key.min(1)),
@@ -28,14 +28,21 @@ def main():
         ("row max(1)", rows_by_key.max(1)),
         ("row min_by('count')", rows_by_key.min_by("count")),
         ("row max_by('score')", rows_by_key.max_by("score")),
-    ]:
-        print(label, [str(r) if isinstance(r, Row) else r for r in stream.execute_and_collect()])
-
+    ]
     numbers = env.from_collection([5, 3, 8, 1, 4], type_info=Types.INT())
     by_parity = numbers.key_by(lambda n: n % 2, key_type=Types.INT())
-    print("number sum()", list(by_parity.sum().execute_and_collect()))
-    print("number max()", list(by_parity.max().execute_and_collect()))
-    print("number min_by()", list(by_parity.min_by().execute_and_collect()))
+    labelled += [("number sum()", by_parity.sum()), ("number max()", by_parity.max()),
+                 ("number min_by()", by_parity.min_by())]
+
+    # One job: every aggregation's records, labelled, in one stream (each label's in order: one subtask each)
+    tagged = [stream.map(lambda r, label=label: (label, str(r) if isinstance(r, Row) else repr(r)),
+                         output_type=Types.TUPLE([Types.STRING(), Types.STRING()]))
+              for label, stream in labelled]
+    by_label = {label: [] for label, _ in labelled}
+    for label, record in tagged[0].union(*tagged[1:]).execute_and_collect():
+        by_label[label].append(record)
+    for label, records in by_label.items():
+        print(f"{label} [{', '.join(records)}]")
 
 
 if __name__ == "__main__":
