@@ -43,7 +43,7 @@ class Summary(KeyedProcessFunction):
         self.mean = runtime_context.get_aggregating_state(
             AggregatingStateDescriptor("mean", Mean(), Types.TUPLE([Types.INT(), Types.INT()])))
 
-    def process_element(self, value, ctx: 'KeyedProcessFunction.Context'):
+    def process_element(self, value, ctx: KeyedProcessFunction.Context):
         _, item, amount, ts = value
         self.count.update((self.count.value() or 0) + 1)
         self.items.add(item)
@@ -52,7 +52,7 @@ class Summary(KeyedProcessFunction):
         self.mean.add(amount)
         ctx.timer_service().register_event_time_timer(100)
 
-    def on_timer(self, timestamp: int, ctx: 'KeyedProcessFunction.OnTimerContext'):
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext):
         yield (ctx.get_current_key(), timestamp, str(ctx.time_domain()), self.count.value(),
                ",".join(sorted(self.items.get())), ",".join(f"{k}={v}" for k, v in sorted(self.per_item.items())),
                self.total.get(), self.mean.get())
