@@ -89,8 +89,6 @@ class ConnectedStreams:
             raise ConfigurationError("connect() of streams from different environments")
         self._first, self._key1 = _unkeyed(first)
         self._second, self._key2 = _unkeyed(second)
-        if (self._key1 is None) != (self._key2 is None):
-            raise ConfigurationError("connect a KeyedStream only with another KeyedStream (or key_by both after connect)")
 
     @property
     def keyed(self) -> bool:
@@ -104,6 +102,9 @@ class ConnectedStreams:
         return connected
 
     def _build(self, name: str, function: Any, output_type: pa.Schema | None) -> DataStream:
+        if (self._key1 is None) != (self._key2 is None):
+            # A keyed and a non-keyed input may be connected and then keyed both (as in PyFlink), not used so.
+            raise ConfigurationError("connect a KeyedStream only with another KeyedStream (or key_by both after connect)")
         env = self._first.get_execution_environment()
         first = _wrap(self._first, 0, self._key1)
         second = _wrap(self._second, 1, self._key2)

@@ -70,6 +70,9 @@ class CheckpointConfig:
         return self._set("execution.checkpointing.mode", checkpointing_mode)
 
     def get_checkpointing_mode(self) -> CheckpointingMode:
+        """``execution.checkpointing.mode``; AT_LEAST_ONCE while checkpointing is disabled (as in Flink 2)."""
+        if not self.is_checkpointing_enabled():
+            return CheckpointingMode.AT_LEAST_ONCE
         return self._get("execution.checkpointing.mode")
 
     def set_checkpoint_timeout(self, checkpoint_timeout: int | timedelta) -> CheckpointConfig:

@@ -261,14 +261,16 @@ class DataStream:
     def print(self, prefix: str | None = None) -> DataStreamSink:
         from connectors.print_sink import PrintSink
 
-        return self.sink_to(PrintSink(prefix=prefix))
+        return self.sink_to(PrintSink(prefix=prefix)).name("Sink: Print to Std. Out")  # Flink's name for it
 
     def name(self, name: str) -> DataStream:
-        self.get_transformation().name = name
+        t = self.get_transformation()
+        t.name = f"Source: {name}" if t.kind == "source" else name  # Flink's graph calls a source so
         return self
 
     def get_name(self) -> str:
-        return self.get_transformation().name
+        t = self.get_transformation()
+        return t.name.removeprefix("Source: ") if t.kind == "source" else t.name
 
     def uid(self, uid: str) -> DataStream:
         self.get_transformation().uid = uid
@@ -294,14 +296,26 @@ class KeyedStream(DataStream):
         return self._key
 
     def _repartition(self, kind: PartitionerKind) -> DataStream:
-        # PyFlink: rebalance()/forward()/broadcast() on a KeyedStream would silently drop the keying.
+        return self._cannot_override(kind.name.lower())
+
+    @staticmethod
+    def _cannot_override(method: str) -> DataStream:
+        # As in PyFlink: repartitioning a KeyedStream would silently drop the keying.
         raise InvalidProgramError(
-            f"Cannot override partitioning for KeyedStream ({kind.name.lower()}() after key_by): the stream is "
+            f"Cannot override partitioning for KeyedStream ({method}() after key_by): the stream is "
             f"partitioned by its key; call it before key_by, or on the result of a keyed operation"
         )
 
     def broadcast(self, *broadcast_state_descriptors: Any):
         return self._repartition(PartitionerKind.BROADCAST)
+
+    def shuffle(self) -> DataStream:
+        """Raises, as in PyFlink (the non-keyed ``shuffle`` is not built)."""
+        return self._cannot_override("shuffle")
+
+    def rescale(self) -> DataStream:
+        """Raises, as in PyFlink (the non-keyed ``rescale`` is not built)."""
+        return self._cannot_override("rescale")
 
     def process(self, func: KeyedProcessFunction, output_type: pa.Schema | None = None) -> DataStream:
         if not isinstance(func, KeyedProcessFunction):
@@ -338,7 +352,7 @@ class KeyedStream(DataStream):
         """Rolling reduce per key: emits ``func(previous result, record)`` for every record
         (the key's first record as is). ``func`` is a ReduceFunction or a callable."""
         self._check_function(func, "reduce", "reduce")
-        return self._keyed("keyed_reduce", "Keyed Reduce", func, self.get_output_schema())
+        return self._keyed("keyed_reduce", "Reduce", func, self.get_output_schema())
 
     def _aggregation(self, aggregation: str, field: str | int) -> DataStream:
         from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation

@@ -122,7 +122,8 @@ class StreamExecutionEnvironment:
         return self._chaining
 
     def get_max_parallelism(self) -> int:
-        return self.config.pipeline.max_parallelism
+        """``pipeline.max-parallelism`` if set, else -1 (as in Flink: the job then uses the key's default)."""
+        return self.config.pipeline.max_parallelism if "pipeline.max-parallelism" in self.config else -1
 
     def get_checkpointing_mode(self):
         """The CheckpointingMode (``execution.checkpointing.mode``)."""
@@ -273,8 +274,10 @@ class StreamExecutionEnvironment:
 
     def _pending_transformations(self) -> list[Transformation]:
         """The transformations of the next job: those defined since the last ``execute`` plus, as in
-        Flink, every transformation they read from (in definition order)."""
-        return upstream_closure(self._transformations, self._transformations[self._executed_upto :])
+        Flink, every transformation they read from (in definition order). As in Flink, a source is
+        only part of a job through what reads from it: a source nothing reads from does not run."""
+        roots = [t for t in self._transformations[self._executed_upto :] if t.kind != "source"]
+        return upstream_closure(self._transformations, roots)
 
     def execute(self, job_name: str | None = None):
         """Run the job to completion and return its JobExecutionResult.

@@ -173,8 +173,8 @@ class JobGraphBuilder:
 
     def build(self, job_name: str) -> JobGraph:
         transformations = self._transformations
-        if not any(t.kind == "sink" for t in transformations):
-            raise ValueError("the job has no sink: add sink_to(...) or print() before execute()")
+        if not transformations:  # as in Flink, a job of operators without a sink runs (for their side effects)
+            raise ValueError("No operators defined in streaming topology. Cannot execute.")
         self._check_sink_names(transformations)
         default_parallelism = self._pipeline.parallelism
         max_parallelism = self._pipeline.max_parallelism

@@ -22,6 +22,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+import cloudpickle
 import pyarrow as pa
 
 from flinklike_spark.errors import SchemaMismatchError
@@ -30,6 +31,7 @@ from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, Row, declared_kind,
 __all__ = ["RECORD_KIND_KEY", "RecordKind", "RowsConverter", "declared_kind", "records_of"]
 
 _POSITIONAL = (RecordKind.TUPLE, RecordKind.POSITIONAL_ROW)
+_ROWLIKE = (*_POSITIONAL, RecordKind.NAMED_ROW)
 #: What Arrow raises for a Python value it cannot convert (a lone surrogate in a str: UnicodeEncodeError).
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError)
 
@@ -55,6 +57,15 @@ def _arrowable(value: Any) -> Any:
     if isinstance(value, list):
         return [_arrowable(v) for v in value]
     return value
+
+
+def _pickled(record: Any) -> bytes:
+    """``record`` pickled; by value (cloudpickle, as PyFlink pickles) when pickle cannot name its class,
+    e.g. a class defined in the user's ``__main__``, which is not this process's ``__main__``."""
+    try:
+        return pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return cloudpickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _encode(record: Any, kind: str) -> dict:
@@ -98,7 +109,7 @@ class RowsConverter:
         """
         first = rows[0]
         if self._declared_kind == RecordKind.PICKLED:
-            batch = self._dicts_to_batch([{"f0": pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL)} for r in rows])
+            batch = self._dicts_to_batch([{"f0": _pickled(r)} for r in rows])
             return batch.replace_schema_metadata({RECORD_KIND_KEY: RecordKind.PICKLED.encode()})
         if type(first) is dict:
             return self._dicts_to_batch(rows)
@@ -114,14 +125,20 @@ class RowsConverter:
             self._raise_not_dict(rows)
         if kind == RecordKind.DICT:
             return self._dicts_to_batch(rows)
+        mixed = False
         for record in rows:
             other = _kind_of(record) if kind != RecordKind.VALUE else RecordKind.VALUE
-            if other != kind:
+            if other != kind and self._declared and kind in _ROWLIKE and other in _ROWLIKE:
+                mixed = True  # as in PyFlink, a declared ROW / TUPLE stream takes Rows and tuples alike
+            elif other != kind:
                 raise SchemaMismatchError(
                     f"stream {self.stream_name!r}: record {_short(record)} is not a {kind} like the batch's first "
                     f"record {_short(first)}; a stream's records are all dicts, all Rows or all tuples"
                 )
-        if kind in (RecordKind.TUPLE, RecordKind.POSITIONAL_ROW) and self._declared:
+        if mixed:
+            kind = self._declared_kind if self._declared_kind in _POSITIONAL else RecordKind.NAMED_ROW
+            dicts = [_arrowable(r) if _kind_of(r) == RecordKind.NAMED_ROW else self._by_position(r) for r in rows]
+        elif kind in (RecordKind.TUPLE, RecordKind.POSITIONAL_ROW) and self._declared:
             # As in PyFlink, positional records take the declared type's field names and kind: tuples
             # on a stream declared Types.ROW_NAMED([...]) are Rows with those names downstream.
             kind = self._declared_kind if self._declared_kind in _POSITIONAL else RecordKind.NAMED_ROW

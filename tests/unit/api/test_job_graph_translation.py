@@ -78,8 +78,8 @@ def test_bad_uses_fail_with_clear_errors():
         source(e).process(Noop())
     with pytest.raises(TypeError, match="expects a callable"):
         source(e).map(42)
-    with pytest.raises(ValueError, match="no sink"):
-        e.get_job_graph("t")
+    with pytest.raises(ValueError, match="No operators defined in streaming topology"):
+        e.get_job_graph("t")  # only sources, which nothing reads from: as in Flink, no job
     e2 = env()
     source(e2).map(lambda r: r).uid("same").map(lambda r: r).uid("same").sink_to(CollectSink("c"))
     with pytest.raises(ValueError, match="duplicate operator uid 'same'"):
@@ -92,3 +92,10 @@ def test_declared_schema_flows_to_next_operator():
     source(e).map(lambda r: {"k": r["key"]}, output_type=schema).filter(lambda r: True).sink_to(CollectSink("c"))
     ops = list(e.get_job_graph("t"))[0].operators
     assert ops[2].input_schema == schema
+
+
+def test_operators_without_a_sink_run_as_in_flink():
+    e = env()
+    source(e).map(lambda r: r)
+    source(e)  # read by nothing: not part of the job
+    assert [v.name for v in e.get_job_graph("t")] == ["Source: seq -> Map"]

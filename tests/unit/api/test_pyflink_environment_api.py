@@ -26,7 +26,10 @@ def test_environment_getters():
     assert e.is_chaining_enabled()
     e.disable_operator_chaining()
     assert not e.is_chaining_enabled()
+    assert e.get_checkpointing_mode() == CheckpointingMode.AT_LEAST_ONCE  # Flink 2: while checkpointing is off
+    e.enable_checkpointing(1000)
     assert e.get_checkpointing_mode() == CheckpointingMode.EXACTLY_ONCE
+    assert env().get_max_parallelism() == -1  # unset, as in Flink
 
 
 def test_add_python_file_makes_a_module_importable(tmp_path, monkeypatch):
@@ -50,14 +53,14 @@ def test_stream_names_and_the_execution_plan():
     mapped.sink_to(CollectSink("plan"))
     plan = json.loads(e.get_execution_plan())
     by_name = {node["type"]: node for node in plan["nodes"]}
-    assert by_name["numbers"]["pact"] == "Data Source"
+    assert by_name["Source: numbers"]["pact"] == "Data Source"  # Flink's graph calls a source so
     [edge] = by_name["identity"]["predecessors"]
-    assert edge["id"] == by_name["numbers"]["id"] and edge["ship_strategy"] == "HASH"
+    assert edge["id"] == by_name["Source: numbers"]["id"] and edge["ship_strategy"] == "HASH"
     assert by_name["identity"]["parallelism"] == 1
     assert any(node["pact"] == "Data Sink" for node in plan["nodes"])
 
 
-@pytest.mark.parametrize("method", ["rebalance", "forward", "broadcast"])
+@pytest.mark.parametrize("method", ["rebalance", "forward", "broadcast", "shuffle", "rescale"])
 def test_repartitioning_a_keyed_stream_is_refused_as_in_pyflink(method):
     keyed = env().from_collection([{"k": 1}]).key_by("k")
     with pytest.raises(InvalidProgramError, match="Cannot override partitioning for KeyedStream"):
