@@ -54,11 +54,8 @@ class StreamExecutionEnvironment:
     context_configuration: dict[str, Any] = {}
 
     def __init__(self, config: Configuration | Mapping[str, Any] | None = None) -> None:
-        from_file = load_configuration()  # $FLINK_CONF_DIR/config.yaml; the program's values override it
-        if isinstance(config, Configuration):
-            self._config = Configuration(from_file).with_values(config) if from_file else config
-        else:
-            self._config = Configuration({**from_file, **(config or {})})
+        # $FLINK_CONF_DIR/config.yaml first; the program's values override it
+        self._config = Configuration({**load_configuration(), **(config or {})})
         self._transformations: list[Transformation] = []
         self._ids = itertools.count()
         self._chaining = True
