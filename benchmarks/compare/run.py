@@ -60,7 +60,7 @@ RECORDS = {
     # W3: the keyed count run with and without checkpoints (long enough for several 1 s checkpoints)
     "W3": {"flinklike": (6_000_000, 2_000_000)},
     # W4, W5: records at the fixed --rate, so the run lasts records / rate seconds
-    "W4": {"flinklike": (40_000, 8_000), "spark": (40_000, 8_000)},
+    "W4": {"flinklike": (40_000, 8_000), "pyflink": (16_000, 8_000), "spark": (40_000, 8_000)},
     "W5": {"flinklike": (30_000, 6_000), "spark": (30_000, 6_000)},
 }  # fmt: skip
 
@@ -77,6 +77,7 @@ SCENARIO_MODES = {("flinklike", "W5"): (None, "readStream")}
 QUICK_SKIPS = {
     ("flinklike", "W5", "readStream"): "skipped in --quick: starts Spark",
     ("spark", "W4", None): "skipped in --quick: two Spark start-ups",
+    ("pyflink", "W4", None): "skipped in --quick: starts PyFlink's JVM",
     ("spark", "W5", None): "skipped in --quick: starts Spark",
 }
 
@@ -85,8 +86,6 @@ NOT_RUN = {
     ("pyflink", "W1"): "PyFlink's DataStream API has no vectorized (Arrow batch) operator",
     ("pyflink", "W3"): "optional in the issue and not built: this project's W3 alone",
     ("spark", "W3"): "Spark has no checkpoint barriers to align (a micro-batch commits its offsets and state)",
-    ("pyflink", "W4"): "its local MiniCluster runs the TaskManagers as threads of one JVM: no TaskManager "
-    "process to kill (see docs/benchmarks.md)",
     ("pyflink", "W5"): "not a W5 peer in the issue",
 }
 #: engines that are no peer for the scenario workloads at all (left out of their tables)
@@ -327,7 +326,7 @@ SCENARIO_COLUMNS = {
     "W4": (
         ("kill -> output again (s)", lambda m: "—" if m["recovery_s"] is None else f"{m['recovery_s']:.2f}"),
         ("failure detected (s)", lambda m: "—" if m.get("detected_s") is None else f"{m['detected_s']:.2f}"),
-        ("restarts", lambda m: str(m["restarts"])),
+        ("restarts", lambda m: "—" if m["restarts"] is None else str(m["restarts"])),
         ("rows written", lambda m: f"{m['rows']:,}"),
         ("what is measured", lambda m: m["measures"]),
     ),
@@ -505,13 +504,15 @@ def scenario_plan(args, pythons: dict[str, Path]) -> list[tuple[Variant, str]]:
                 if args.quick and (engine, workload, mode) in QUICK_SKIPS:
                     continue
                 plan.append((Variant(engine, SCENARIO_PARALLELISM, mode), workload))
-    plan.sort(key=lambda item: item[0].engine != "flinklike")
+    # This project's runs first, then the peers that the targets compare with, so a budget cut costs the rest
+    order = [("flinklike", None), ("spark", "W5"), ("spark", "W4"), ("pyflink", "W4")]
+    plan.sort(key=lambda item: next(i for i, (e, w) in enumerate(order) if e == item[0].engine and w in (None, item[1])))
     return plan
 
 
 def run_scenarios(args, pythons: dict[str, Path], timeout: float) -> list[Outcome]:
     """Each scenario run once, within the scenario budget (measured from the start of this phase)."""
-    budget = args.scenario_budget if args.scenario_budget is not None else (70.0 if args.quick else 330.0)
+    budget = args.scenario_budget if args.scenario_budget is not None else (70.0 if args.quick else 420.0)
     clock = time.monotonic()
     outcomes = []
     for variant, workload in scenario_plan(args, pythons):
@@ -542,12 +543,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600; quick: 120)")
     parser.add_argument(
         "--budget", type=float, default=None,
-        help="seconds for the throughput workloads' runs, installs included (default 780; quick: 100); runs "
+        help="seconds for the throughput workloads' runs, installs included (default 690; quick: 100); runs "
              "beyond it are reported as not run, and medians use the rounds completed",
     )  # fmt: skip
     parser.add_argument(
         "--scenario-budget", type=float, default=None,
-        help="seconds for the scenario workloads W3-W5, after the throughput ones (default 330; quick: 70)",
+        help="seconds for the scenario workloads W3-W5, after the throughput ones (default 420; quick: 70)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     args.engines = [e for e in args.engines.split(",") if e]
@@ -599,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
                                 args.modes.index(item[0].mode) if item[0].mode else 0))  # fmt: skip
     if args.quick:  # one round: this project's runs first, so the budget never cuts them
         plan.sort(key=lambda item: item[0].engine != "flinklike")
-    budget = args.budget if args.budget is not None else (100.0 if args.quick else 780.0)
+    budget = args.budget if args.budget is not None else (100.0 if args.quick else 690.0)
     outcomes: list[Outcome] = []
     for round_number in range(1, args.rounds + 1):
         for variant, workload in plan:
