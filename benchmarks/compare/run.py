@@ -58,7 +58,7 @@ RECORDS = {
     "W2v": {"flinklike": (40_000_000, 2_000_000), "bytewax": (1_000_000, 200_000), "pyflink": (10_000_000, 1_000_000),
             "spark": (5_000_000, 200_000)},
     # W3: the keyed count run with and without checkpoints (long enough for several 1 s checkpoints)
-    "W3": {"flinklike": (6_000_000, 2_000_000)},
+    "W3": {"flinklike": (12_000_000, 2_000_000)},
     # W4, W5: records at the fixed --rate, so the run lasts records / rate seconds
     "W4": {"flinklike": (40_000, 8_000), "pyflink": (16_000, 8_000), "spark": (40_000, 8_000)},
     "W5": {"flinklike": (30_000, 6_000), "spark": (30_000, 6_000)},
@@ -620,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     best = summarize([o for o in outcomes if o.workload not in SCENARIOS])
     report = write_report(best, scenario_outcomes, machine, args, started, (time.monotonic() - clock) / 60)
     print(report.read_text(), flush=True)
-    failed_ours = [o for o in outcomes if o.variant.engine == "flinklike" and o.error]
+    # A run the budget cut is reported as not run; a run that failed or whose result was wrong fails the harness.
+    failed_ours = [o for o in outcomes if o.variant.engine == "flinklike" and o.error and not o.error.startswith("not run:")]
     return 1 if failed_ours else 0
 
 
