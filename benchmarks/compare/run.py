@@ -58,7 +58,7 @@ RECORDS = {
     "W2v": {"flinklike": (40_000_000, 2_000_000), "bytewax": (1_000_000, 200_000), "pyflink": (10_000_000, 1_000_000),
             "spark": (5_000_000, 200_000)},
     # W3: the keyed count run with and without checkpoints (long enough for several 1 s checkpoints)
-    "W3": {"flinklike": (8_000_000, 1_000_000)},
+    "W3": {"flinklike": (8_000_000, 2_000_000)},
     # W4, W5: records at the fixed --rate, so the run lasts records / rate seconds
     "W4": {"flinklike": (40_000, 8_000), "pyflink": (16_000, 8_000), "spark": (40_000, 8_000)},
     "W5": {"flinklike": (30_000, 6_000), "spark": (30_000, 6_000)},
@@ -399,7 +399,10 @@ def scenario_targets(scenarios: list[Outcome]) -> list[str]:
         verdict = "met" if ratio >= 20 else f"missed by {20 / ratio:.1f}x"
         lines.append(f"- W3 unaligned >= 20x faster than aligned under backpressure: {ratio:.1f}x — {verdict}")
         overhead = w3["overhead"]
-        verdict = "met" if overhead <= 0.10 else f"missed by {overhead - 0.10:.1%} points"
+        if not w3["checkpoints_during_run"]:
+            verdict = "not measured: no checkpoint completed during the runs with checkpoints (too few records)"
+        else:
+            verdict = "met" if overhead <= 0.10 else f"missed by {overhead - 0.10:.1%} points"
         lines.append(f"- W3 overhead of 1 s checkpoints <= 10%: {overhead:.1%} — {verdict}")
     else:
         lines.append("- W3: not measured in this run")

@@ -233,8 +233,6 @@ def run_w3(
     }
     # Every run must be right; a disagreement shows as the wrong ones.
     summary = summaries[0] if all(x == summaries[0] for x in summaries) else {"runs": summaries}
-    if not completed:
-        summary = {**summary, "error": "no checkpoint completed during the runs with checkpoints: raise --records"}
     return time.perf_counter() - started, summary, metrics
 
 
