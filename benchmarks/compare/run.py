@@ -60,7 +60,7 @@ RECORDS = {
     # W3: the keyed count run with and without checkpoints (long enough for several 1 s checkpoints)
     "W3": {"flinklike": (8_000_000, 2_000_000)},
     # W4, W5: records at the fixed --rate, so the run lasts records / rate seconds
-    "W4": {"flinklike": (40_000, 8_000), "pyflink": (16_000, 8_000), "spark": (40_000, 8_000)},
+    "W4": {"flinklike": (40_000, 8_000), "pyflink": (40_000, 8_000), "spark": (40_000, 8_000)},
     "W5": {"flinklike": (30_000, 6_000), "spark": (30_000, 6_000)},
 }  # fmt: skip
 

@@ -334,6 +334,8 @@ def run_w4(records: int, keys: int, parallelism: int, *, rate: float) -> tuple[f
             history = client.get_exception_history()
         elapsed = time.perf_counter() - started
         table = DeltaTable(out).to_pyarrow_table(columns=["key", "seq"])
+    if watcher.flowing_at is None:
+        raise SystemExit("W4: no output committed after the kill held a record processed after it: nothing measured")
     summary = exactly_once(zip(table.column("key").to_pylist(), table.column("seq").to_pylist()), keys, m)
     metrics = {
         "recovery_s": None if watcher.flowing_at is None else watcher.flowing_at - killed_at,
