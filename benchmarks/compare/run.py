@@ -374,7 +374,7 @@ def scenario_report(scenarios: list[Outcome], workloads: list[str], args) -> lis
                 continue
             reason = (f"not run: {NOT_RUN[(engine, workload)]}" if (engine, workload) in NOT_RUN
                       else args.skipped.get(engine) or next((r for (e, w, _), r in QUICK_SKIPS.items()
-                                                            if e == engine and w == workload), "—"))  # fmt: skip
+                                                            if args.quick and e == engine and w == workload), "—"))  # fmt: skip
             lines.append(f"| {engine} | {reason} |" + " |" * (len(columns) - 1))
         skipped_modes = [r for (e, w, _m), r in QUICK_SKIPS.items() if args.quick and e == "flinklike" and w == workload]
         lines += [f"| {_engine_label(Variant('flinklike', SCENARIO_PARALLELISM, 'readStream'))} | {r} |"

@@ -8,8 +8,9 @@ it from the latest checkpoint (fixed-delay, 0 ms), as a TaskManager loss
 would, minus the new TaskManager. This runner measures that.
 
 Job: ``NumberSequenceSource`` -> ``key_by(i % keys)`` -> a
-``KeyedProcessFunction`` (a count per key in ValueState; about 0.5 ms per
-record, which paces the job near 2,000 records/s) emitting ``key,seq`` ->
+``KeyedProcessFunction`` (a count per key in ValueState; it sleeps
+``parallelism / rate`` seconds per record, which paces the job near ``rate``
+records/s) emitting ``key,seq,processing time,worker pid`` ->
 ``FileSink`` (row format, rolled on every checkpoint: part files are
 committed when a checkpoint completes, Flink's exactly-once file sink).
 Checkpoints every 500 ms. Once a checkpoint completed (a committed part
