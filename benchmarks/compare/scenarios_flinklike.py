@@ -462,9 +462,6 @@ def run_w5_read_stream(records: int, keys: int, parallelism: int, *, rate: float
             samples.extend((r["created"], now - r["created"]) for r in rows)
             pairs.update((r["key"], r["seq"]) for r in rows)
             counts["rows"] += len(rows)
-            if os.environ.get("COMPARE_DEBUG") and rows:
-                oldest = min(r["created"] for r in rows)
-                print(f"batch {_batch_id} at {now:.2f}: {len(rows)} rows, oldest {now - oldest:.2f} s", flush=True)
 
         started = time.perf_counter()
         query = reader.writeStream.foreachBatch(sink).option("checkpointLocation", str(Path(tmp) / "spark")).start()
