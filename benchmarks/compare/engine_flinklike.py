@@ -2,6 +2,9 @@
 
 Runs on a local MiniCluster with P TaskExecutor processes (parallelism P);
 the time is from job submission to the job's end (cluster start-up excluded).
+W3, W4 and W5 are in ``scenarios_flinklike.py`` (``--seconds`` for W3's
+backpressured runs, ``--rate`` for W4's and W5's input rate; ``--mode
+readStream`` runs W5 under ``spark.readStream.format("flinklike")``).
 """
 
 from __future__ import annotations
@@ -104,7 +107,27 @@ def main() -> None:
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=10.0, help="W3: run time of each backpressured job")
+    parser.add_argument("--min-checkpoints", type=int, default=3, help="W3: checkpoints each backpressured run needs")
+    parser.add_argument("--rate", type=float, default=1000.0, help="W4, W5: input rows per second")
+    parser.add_argument("--mode", choices=["readStream"], default=None, help="W5 through Spark's readStream")
     args = parser.parse_args()
+    if args.workload in ("W3", "W4", "W5"):
+        import scenarios_flinklike as scenarios
+
+        if args.workload == "W3":
+            outcome = scenarios.run_w3(
+                args.records, args.keys, args.parallelism, seconds=args.seconds, min_checkpoints=args.min_checkpoints
+            )
+        elif args.workload == "W4":
+            outcome = scenarios.run_w4(args.records, args.keys, args.parallelism, rate=args.rate)
+        elif args.mode == "readStream":
+            outcome = scenarios.run_w5_read_stream(args.records, args.keys, args.parallelism, rate=args.rate)
+        else:
+            outcome = scenarios.run_w5(args.records, args.keys, args.parallelism, rate=args.rate)
+        seconds, summary, metrics = outcome
+        print_result(seconds, summary, metrics=metrics)
+        return
     config = Configuration({"parallelism.default": args.parallelism, "local.number-taskmanager": args.parallelism})
     env = StreamExecutionEnvironment.get_execution_environment(config)
     build(env, args.workload, args.records, args.keys)

@@ -5,7 +5,8 @@ W2 is the DataStream API: NumberSequenceSource -> key_by(Python key selector)
 -> KeyedProcessFunction with ValueState. W2v is Flink SQL's native tumbling
 window count over the datagen sequence connector (the JVM does the work: the
 built-ins; ``rows-per-second`` lifted from the connector's default of 10,000).
-W1 has no vectorized DataStream operator in PyFlink and is not run.
+W1 has no vectorized DataStream operator in PyFlink and is not run. W4
+(recovery) is in ``scenarios_pyflink.py``.
 Time: from ``execute`` to the last result collected, of a second job in the
 process (a small first job starts the JVM and its gateway; the embedded
 MiniCluster PyFlink starts per job is still included).
@@ -91,7 +92,14 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--mode", choices=["thread", "process"], default="process")
+    parser.add_argument("--rate", type=float, default=2000.0, help="W4: records per second the job is paced at")
     args = parser.parse_args()
+    if args.workload == "W4":
+        import scenarios_pyflink
+
+        seconds, summary, metrics = scenarios_pyflink.run_w4(args.records, args.keys, args.parallelism, rate=args.rate)
+        print_result(seconds, summary, metrics=metrics)
+        return
     runners = {"W2": run_w2, "W2v": run_w2v}
     if args.workload not in runners:
         raise SystemExit(f"pyflink: workload {args.workload!r} is not run (runs: {sorted(runners)})")

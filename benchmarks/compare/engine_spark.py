@@ -9,7 +9,7 @@ native ``groupBy(window(ts, 1 s), key).count()`` (update mode). The time
 reported is Spark's *busy time*: the sum of the micro-batches'
 ``triggerExecution`` durations from the query's progress reports (session
 start, file listing between batches and idle time excluded); the wall time
-is reported beside it.
+is reported beside it. W4 and W5 are in ``scenarios_spark.py`` (``--rate``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,15 @@ def main() -> None:
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument("--rate", type=float, default=1000.0, help="W4, W5: the rate source's rows per second")
     args = parser.parse_args()
+    if args.workload in ("W4", "W5"):
+        import scenarios_spark
+
+        run = scenarios_spark.run_w4 if args.workload == "W4" else scenarios_spark.run_w5
+        seconds, summary, metrics = run(args.records, args.keys, args.parallelism, rate=args.rate)
+        print_result(seconds, summary, metrics=metrics)
+        return
     m = per_key(args.records, args.keys)
 
     from pyspark.sql import SparkSession

@@ -4,7 +4,10 @@ Peers whose venvs are not installed are skipped by the harness with the reason
 (``--quick`` installs nothing); those installed run too. The test checks that
 the harness checked and timed this project's runs, wrote the Markdown table and
 the PNG chart, and gave every cell a number or a reason; it does not judge
-the speeds (benchmarks are not timed tests).
+the speeds (benchmarks are not timed tests). The scenario workloads W3-W5 must
+have run on this project too: their tables hold its measurements (a run whose
+result failed its check shows as ``failed:``, not as numbers) and the
+scenario chart is written.
 """
 
 from __future__ import annotations
@@ -42,5 +45,21 @@ def test_quick_mode_writes_a_checked_report(tmp_path):
         for cell in cells[1:]:
             assert re.match(r"[\d,]+ \(|not run: \w|skipped: \w|failed: \w", cell), f"{workload}: {cell!r}"
     assert "W2 >= 5x Bytewax" in report and "W2v >= Spark's native JVM count" in report
+    assert (tmp_path / "benchmarks-compare-scenarios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ours = {
+        workload: re.search(rf"### {workload}:.*?\n\| flinklike \| ([^\n]*)", report, re.S) for workload in ("W3", "W4", "W5")
+    }
+    assert all(ours.values()), report
+    # W3: aligned and unaligned medians from at least 2 checkpoints each, the ratio, both throughputs
+    assert re.match(r"[\d,]+ \([2-9]\d* cp, max [\d,]+\) \| [\d,]+ \([2-9]\d* cp, max [\d,]+\) \| [\d.]+x \| [\d,]+ \| "
+                    r"[\d,]+ \([\d.]+ cp per run\) \| -?[\d.]+% \|", ours["W3"][1]), ours["W3"][1]  # fmt: skip
+    # W4: a time to output again, one restart, and (checked by the harness) exactly once
+    assert re.match(r"\d+\.\d\d \| \d+\.\d\d \| 1 \| 8,000 \| SIGKILL of a TaskExecutor", ours["W4"][1]), ours["W4"][1]
+    # W5: p50 <= p99 at the fixed rate, over a measured share of the records
+    w5 = re.match(r"1,000 \| ([\d,]+) \| ([\d,]+) \| [\d,]+ \| ([\d,]+) \|", ours["W5"][1])
+    assert w5, ours["W5"][1]
+    p50, p99, measured = (int(g.replace(",", "")) for g in w5.groups())
+    assert p50 <= p99 and measured > 0
+    assert "W3 unaligned >= 20x faster than aligned" in report and "W3 overhead of 1 s checkpoints" in report
     # The issue's bound for quick mode, with headroom for this shared machine's load in CI.
     assert time.monotonic() - started < 400

@@ -59,3 +59,50 @@ def test_unknown_engine_or_workload_is_refused_naming_the_valid_ones(capsys):
     with pytest.raises(SystemExit):
         run.main(["--workloads", "W9"])
     assert "unknown workload 'W9'" in capsys.readouterr().err
+
+
+def test_exactly_once_counts_lost_and_duplicated_records_per_key():
+    perfect = [(key, seq) for key in range(3) for seq in range(4)]
+    assert workloads.exactly_once(perfect, 3, 4) == workloads.expected("W4", 12, 3)
+    assert workloads.exactly_once(reversed(perfect), 3, 4) == {"keys": 3, "lost": 0, "duplicated": 0}
+    # key 1 loses seq 2, key 2 gets seq 0 twice and seq 3 three times; rows beyond the range are ignored
+    broken = [p for p in perfect if p != (1, 2)] + [(2, 0), (2, 3), (2, 3), (0, 4), (0, 9)]
+    assert workloads.exactly_once(broken, 3, 4) == {
+        "keys": 3, "lost": 1, "duplicated": 3,
+        "per_key": {"1": {"lost": 1, "duplicated": 0}, "2": {"lost": 0, "duplicated": 3}},
+    }  # fmt: skip
+    # a key with no output at all has lost every record
+    assert workloads.exactly_once(perfect[:8], 3, 4)["lost"] == 4
+
+
+def test_percentiles_are_nearest_rank_in_milliseconds():
+    latencies = [i / 1000 for i in range(1, 101)]  # 1 .. 100 ms
+    result = workloads.percentiles(latencies[::-1])
+    assert math.isclose(result["p50_ms"], 50) and math.isclose(result["p99_ms"], 99)
+    assert math.isclose(result["max_ms"], 100)
+    assert workloads.percentiles([]) == {"p50_ms": None, "p99_ms": None, "max_ms": None}
+
+
+def test_latency_leaves_out_records_created_before_the_first_output_plus_the_warm_up():
+    # created at t = 0..9 s; the first record arrives after 3 s, the others 0.1 s after their creation, so the
+    # first output reaches the sink at t = 1.1 s (the record created at 1 s)
+    samples = [(0.0, 3.0)] + [(float(t), 0.1) for t in range(1, 10)]
+    metrics = workloads.latency_metrics(samples, rate=1.0)
+    kept = [t for t in range(1, 10) if t >= 1.1 + workloads.LATENCY_WARMUP_S]
+    assert kept == [4, 5, 6, 7, 8, 9]
+    assert metrics["measured"] == len(kept) and math.isclose(metrics["p99_ms"], 100)
+
+
+def test_scenarios_report_every_engine_with_numbers_or_a_reason(tmp_path):
+    ours = run.Variant("flinklike", 2)
+    scenarios = [
+        run.Outcome(ours, "W4", 100, metrics={"recovery_s": 1.5, "detected_s": 0.03, "restarts": 1, "rows": 100,
+                                              "measures": "SIGKILL"}),
+        run.Outcome(run.Variant("spark", 2), "W4", 100, error="wrong result {'lost': 3}: its time does not count"),
+    ]  # fmt: skip
+    args = type("Args", (), {"engines": list(run.ENGINES), "skipped": {}, "quick": False})()
+    lines = "\n".join(run.scenario_report(scenarios, ["W4"], args))
+    assert "| flinklike | 1.50 | 0.03 | 1 | 100 | SIGKILL |" in lines
+    assert "| spark | failed: wrong result {'lost': 3}" in lines
+    assert "| pyflink | — |" in lines  # neither run nor refused: the harness had no result for it
+    assert "W4 against Spark: not measured in this run" in lines
