@@ -38,6 +38,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from engine_flinklike import CountUntil, SummarySink
 from workloads import exactly_once, latency_metrics, per_key
 
 from checkpointing import list_completed_checkpoints
@@ -70,22 +71,6 @@ class KeyedCount(KeyedProcessFunction):
         yield {"key": value["key"], "count": current}
 
 
-class CountUntil(KeyedProcessFunction):
-    """W2's function: emits a key's count when it reaches ``target``."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-
-    def open(self, runtime_context):
-        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
-
-    def process_element(self, value, ctx):
-        current = (self.count.value() or 0) + 1
-        self.count.update(current)
-        if current == self.target:
-            yield {"key": value["key"], "count": current}
-
-
 class SlowSink(Sink):
     """Takes ``seconds_per_record`` per record: the backpressure behind the keyed exchange."""
 
@@ -109,28 +94,6 @@ class _SlowWriter(SinkWriter):
 
     def accumulator(self):
         return self.rows
-
-
-class CountSink(Sink):
-    """Counts rows and sums ``count``."""
-
-    name = "summary"
-
-    def create_writer(self, context):
-        return _CountWriter()
-
-
-class _CountWriter(SinkWriter):
-    def __init__(self) -> None:
-        self.rows = 0
-        self.total = 0
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        self.rows += batch.num_rows
-        self.total += pc.sum(batch.column("count")).as_py() or 0
-
-    def accumulator(self):
-        return {"rows": self.rows, "sum": self.total}
 
 
 def _cluster_config(parallelism: int, **settings) -> Configuration:
@@ -190,7 +153,7 @@ def keyed_count_run(records: int, keys: int, parallelism: int, *, checkpoints: b
     m = per_key(records, keys)
     env.from_source(SequenceSource(num_keys=keys, records_per_key=m), name="seq").key_by("key").process(
         CountUntil(m)
-    ).sink_to(CountSink())
+    ).sink_to(SummarySink("count"))
     with MiniCluster(config) as cluster:
         client = cluster.submit_job(env.get_job_graph("w3-overhead"))
         started = time.perf_counter()
@@ -199,7 +162,7 @@ def keyed_count_run(records: int, keys: int, parallelism: int, *, checkpoints: b
         master = cluster._jobs[client.job_id]  # the MiniCluster's JobMaster (as benchmarks/recovery.py reads it)
         completed = master.checkpoints.stats.num_completed if checkpoints else 0
     totals = result.accumulators["summary"]
-    summary = {"rows": sum(t["rows"] for t in totals), "sum": sum(t["sum"] for t in totals)}
+    summary = {"rows": sum(t["rows"] for t in totals), "sum": sum(t["total"] for t in totals)}
     return elapsed, summary, completed
 
 
