@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from checkpointing.layout import delta_dataset
 from connectors.delta import DeltaSink, read_delta_table
 from flinklike_spark.connector_api import SinkWriterContext
 from flinklike_spark.errors import ConfigurationError
@@ -40,3 +42,15 @@ def test_read_delta_table_reads_a_table_whose_path_needs_escaping_in_a_uri(tmp_p
 def test_read_delta_table_of_a_directory_without_a_table_raises_table_not_found(tmp_path):
     with pytest.raises(TableNotFoundError):
         read_delta_table(tmp_path)
+
+
+def test_local_tables_are_scanned_without_python_in_arrows_io_threads(tmp_path):
+    """delta-rs's own dataset reads through a Python filesystem handler (a ``PyFileSystem``): Arrow's
+    I/O threads then call into Python and can abort the interpreter at exit (delta-rs#2184). A local
+    table must be scanned through Arrow's native filesystem instead."""
+    write_deltalake(str(tmp_path / "t"), pa.table({"v": [1, 2]}))
+    table = DeltaTable(str(tmp_path / "t"))
+    assert isinstance(table.to_pyarrow_dataset().filesystem, pafs.PyFileSystem)  # what is avoided
+    filesystem = delta_dataset(table).filesystem
+    assert isinstance(filesystem, pafs.SubTreeFileSystem)
+    assert isinstance(filesystem.base_fs, pafs.LocalFileSystem)
