@@ -1,8 +1,9 @@
 """The engine's import graph: no import circle runs through the runtime or the Spark integration.
 
-Every ``import`` in the packages counts, also those inside functions (a lazy
-import still couples two modules); only imports under ``if TYPE_CHECKING:``
-are left out, as they never run.
+Every ``import`` in the packages counts: those inside functions (a lazy
+import still couples two modules) and those under ``if TYPE_CHECKING:`` (a
+type-only import is still a dependency a reader must follow, and a circle of
+them means two modules cannot be understood, or moved, one without the other).
 """
 
 from __future__ import annotations
@@ -16,27 +17,19 @@ ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("flinklike_spark", "connectors", "checkpointing")
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
     modules = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             modules[".".join(parts)] = path
     return modules
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
-    return skipped
-
-
-def _import_graph() -> dict[str, set[str]]:
-    modules = _modules()
+def _import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, set[str]]:
+    modules = _modules(root, packages)
 
     def owner(name: str) -> str | None:
         while name and name not in modules:
@@ -46,12 +39,9 @@ def _import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
         tree = ast.parse(path.read_text())
-        skipped = _type_checking_nodes(tree)
         is_package = path.name == "__init__.py"
         targets: set[str | None] = set()
         for node in ast.walk(tree):
-            if id(node) in skipped:
-                continue
             if isinstance(node, ast.Import):
                 targets.update(owner(alias.name) for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -111,6 +101,19 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_finds_a_planted_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_counts_type_only_and_lazy_imports(tmp_path):
+    package = tmp_path / "planted"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from planted.b import B\n"
+    )
+    (package / "b.py").write_text("def f():\n    from planted import a\n")
+    graph = _import_graph(tmp_path, ("planted",))
+    assert graph["planted.a"] == {"planted.b"} and graph["planted.b"] == {"planted.a"}
+    assert _cycles(graph) == [["planted.a", "planted.b"]]
 
 
 def test_no_import_circle_runs_through_the_runtime_or_spark():
