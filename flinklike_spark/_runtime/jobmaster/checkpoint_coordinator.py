@@ -49,6 +49,7 @@ from checkpointing import (
     retain,
 )
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
@@ -58,7 +59,6 @@ from flinklike_spark._runtime.network.events import (
     CheckpointBarrier,
     CheckpointOptions,
 )
-from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck, CheckpointDecline
 from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
 from flinklike_spark.errors import CheckpointCommitConflictError, CheckpointDeclineReason, CheckpointFailedError
 from flinklike_spark.storage import StorageConfig
