@@ -25,7 +25,8 @@ from flinklike_spark.functions import (
     WindowFunction,
 )
 from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.window import Time, Trigger, WindowAssigner, _millis
+from flinklike_spark.window import Time, Trigger, WindowAssigner
+from flinklike_spark.window.windows import _millis
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.datastream.data_stream import DataStream, KeyedStream
