@@ -35,7 +35,7 @@ from flinklike_spark._runtime.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.functions import AggregateFunction
 from flinklike_spark.window import Time, TumblingEventTimeWindows
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.evictors import Evictor
 from flinklike_spark.functions import (

@@ -516,9 +516,9 @@ def test_state_backend_type_selects_the_backend(tmp_path):
 
 
 def test_window_state_supports_aggregating_and_map_state():
-    from flinklike_spark._runtime.streaming.window_operator import _ScopedStateBackend
+    from flinklike_spark._runtime.streaming.window_panes import ScopedStateBackend
 
-    scoped = _ScopedStateBackend(max_parallelism=128, clock_ms=ManualClock())
+    scoped = ScopedStateBackend(max_parallelism=128, clock_ms=ManualClock())
     descriptor = AggregatingStateDescriptor("avg", Average())
     avg = scoped.get_state(descriptor, AggregatingStateDescriptor)
     mapping = scoped.get_state(MapStateDescriptor("m"), MapStateDescriptor)

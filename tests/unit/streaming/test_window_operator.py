@@ -19,7 +19,7 @@ from flinklike_spark._runtime.network.partitioner import key_group_range
 from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, RestoredEntry, RestoredState
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import (
     AggregateFunction,
