@@ -68,7 +68,7 @@ from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.slot_sharing import LogicalSlot, SharedSlotAllocator
 from flinklike_spark._runtime.jobmaster.task_deployer import RpcTaskDeployer
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
-from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
+from flinklike_spark._runtime.streaming.barrier_handler_states import BarrierHandlerMode
 from flinklike_spark.config import CheckpointingMode, Configuration
 from flinklike_spark.connector_api import CommitterContext
 from flinklike_spark.errors import (
