@@ -144,3 +144,30 @@ def test_the_datastream_api_imports_nothing_of_spark():
 def test_modules_split_by_role_stay_within_their_size(path, limit):
     lines = len((ROOT / path).read_text().splitlines())
     assert lines <= limit, f"{path} has {lines} lines (limit {limit}): split it by role"
+
+
+def test_the_network_layer_imports_nothing_above_it():
+    graph = _import_graph()
+    network = [m for m in graph if m.startswith("flinklike_spark._runtime.network.")]
+    above = ("flinklike_spark._runtime.streaming", "flinklike_spark._runtime.taskexecutor", "flinklike_spark._runtime.jobmaster")
+    assert network, "the network package moved: update this test"
+    upward = {m: sorted(t for t in graph[m] if t.startswith(above)) for m in network}
+    assert all(not targets for targets in upward.values()), upward
+
+
+def test_the_jobmaster_side_of_checkpoints_imports_nothing_of_the_task_side():
+    graph = _import_graph()
+    jobmaster_side = (
+        "flinklike_spark._runtime.gateways",
+        "flinklike_spark._runtime.checkpoint_messages",
+        "flinklike_spark._runtime.jobmaster.checkpoint_coordinator",
+        "flinklike_spark._runtime.jobmaster.checkpoint_stats",
+    )
+    def task_side(module: str) -> bool:
+        return module.startswith("flinklike_spark._runtime.streaming.") or module in {
+            "flinklike_spark._runtime.taskexecutor.task",
+            "flinklike_spark._runtime.taskexecutor.task_executor",
+        }
+
+    imports = {m: sorted(t for t in graph[m] if task_side(t)) for m in jobmaster_side}
+    assert all(not targets for targets in imports.values()), imports
