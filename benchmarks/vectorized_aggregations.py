@@ -33,7 +33,8 @@ from flinklike_spark._runtime.streaming.vectorized_aggregation import (
     VectorizedRollingAggregateOperator,
     VectorizedWindowAggregateOperator,
 )
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperator, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_operator import WindowOperator
 from flinklike_spark.window import Time, TumblingEventTimeWindows
 
 KEYS = 1000

@@ -32,9 +32,10 @@ from throughput import NUM_KEYS, CountingSink, CountPerKey, run_timed
 from connectors import SequenceSource
 from flinklike_spark import Configuration, StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark._runtime.record_timestamps import with_timestamps
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.functions import AggregateFunction
 from flinklike_spark.window import Time, TumblingEventTimeWindows
 
@@ -147,7 +148,7 @@ def operator_only(records: int, window_ms: int) -> dict[str, float]:
     for label, (kind, function) in operators.items():
         spec = OperatorSpec(uid="op", name=label, kind=kind, function=function, key_field="key",
                             input_schema=whole.schema, timestamp_strategy=strategy)  # fmt: skip
-        op = spec.create()
+        op = create_operator(spec)
         op.setup(OperatorContext(task_name="bench", subtask_index=0, parallelism=1, max_parallelism=128,
                                  attempt_number=0), _Discard())  # fmt: skip
         op.initialize_state(None)

@@ -283,7 +283,7 @@ class CheckpointCommitter:
         parents = {c for h in handles if h.chain is not None for c in h.chain[:-1]}
         if not parents:
             return
-        if record.kind == "savepoint":
+        if record.kind is CheckpointKind.SAVEPOINT:
             raise ValueError(f"savepoint {checkpoint_id} of job {job_id!r} has incremental state; savepoints are self-contained")
         from .reader import read_checkpoints_table
 

@@ -104,7 +104,7 @@ def retain(
     if not retained:
         return RetentionResult(job_id=job_id, retained=(), dropped=(), vacuumed_files=(), orphan_files=())
     oldest = retained[0]
-    kept = [c for c in completed if c.kind == "savepoint" or c.checkpoint_id in retained]
+    kept = [c for c in completed if c.kind is CheckpointKind.SAVEPOINT or c.checkpoint_id in retained]
     # Partitions that retained checkpoints (and savepoints) read: their own and their chains'.
     shared = live_checkpoint_ids((c.checkpoint_id, c.properties) for c in kept)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.evictors import Evictor
 from flinklike_spark.functions import (
@@ -25,7 +25,8 @@ from flinklike_spark.functions import (
     WindowFunction,
 )
 from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.window import Time, Trigger, WindowAssigner, _millis
+from flinklike_spark.window import Time, Trigger, WindowAssigner
+from flinklike_spark.window.windows import _millis
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.datastream.data_stream import DataStream, KeyedStream

@@ -9,7 +9,7 @@ one handler per message type on its
 component's method of the same name. A walk from the checkpoint coordinator to
 a task and back is therefore a chain of method calls:
 ``TaskExecutorGateway.trigger_checkpoint`` -> ``TaskExecutor.trigger_checkpoint``
--> ... -> ``JobMasterGateway.report_checkpoint`` -> ``ClusterEndpoint.report_checkpoint``.
+-> ... -> ``JobMasterGateway.acknowledge_checkpoint`` -> ``ClusterEndpoint.acknowledge_checkpoint``.
 
 Gateways:
 
@@ -28,15 +28,21 @@ TaskExecutor reaches both over one client.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
+    from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
+    from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
+    from flinklike_spark._runtime.network.events import CheckpointBarrier
     from flinklike_spark._runtime.rpc import FlightNode, RpcClient
+    from flinklike_spark._runtime.taskexecutor.registration import TaskExecutorRegistration
+    from flinklike_spark._runtime.taskexecutor.task_slot import SlotReport
 
 __all__ = [
+    "AcknowledgeCheckpoint",
     "CancelTask",
     "ClusterEndpointRpc",
+    "DeclineCheckpoint",
     "DeliverCollectResult",
     "FreeSlot",
     "Heartbeat",
@@ -45,7 +51,6 @@ __all__ = [
     "NotifyCheckpointComplete",
     "RegisterTaskExecutor",
     "ReleaseJob",
-    "ReportCheckpoint",
     "RequestSlot",
     "RequestTaskMetrics",
     "ResourceManagerGateway",
@@ -91,7 +96,7 @@ class TriggerCheckpoint:
     """Inject ``barrier`` at a source task (the answer says whether the task took it)."""
 
     execution_id: str
-    barrier: Any
+    barrier: CheckpointBarrier
 
 
 @_message
@@ -133,7 +138,7 @@ class Shutdown:
 
 @_message
 class RegisterTaskExecutor:
-    registration: Any  # a taskexecutor.task_executor.TaskExecutorRegistration
+    registration: TaskExecutorRegistration
 
 
 @_message
@@ -142,20 +147,27 @@ class Heartbeat:
     the answer is False once it was declared lost."""
 
     resource_id: str
-    slot_report: Any
+    slot_report: SlotReport
     metrics: dict[str, dict[str, float]] | None = None
 
 
 @_message
 class UpdateTaskExecutionState:
-    state: Any  # a deployment.TaskExecutionState
+    state: TaskExecutionState
 
 
 @_message
-class ReportCheckpoint:
-    """A task's checkpoint acknowledgement or decline (subtask_checkpoint.CheckpointAck / CheckpointDecline)."""
+class AcknowledgeCheckpoint:
+    """A task acknowledges a checkpoint with its state handles."""
 
-    report: Any
+    ack: CheckpointAck
+
+
+@_message
+class DeclineCheckpoint:
+    """A task declines a checkpoint (it will never acknowledge it)."""
+
+    decline: CheckpointDecline
 
 
 @_message
@@ -202,7 +214,7 @@ class TaskExecutorGateway:
     def cancel_task(self, execution_id: str) -> bool:
         return self._client.call(CancelTask(execution_id=execution_id))
 
-    def trigger_checkpoint(self, execution_id: str, barrier: Any) -> bool:
+    def trigger_checkpoint(self, execution_id: str, barrier: CheckpointBarrier) -> bool:
         return self._client.call(TriggerCheckpoint(execution_id=execution_id, barrier=barrier))
 
     def notify_checkpoint_complete(self, execution_id: str, checkpoint_id: int) -> None:
@@ -233,27 +245,35 @@ class ResourceManagerGateway:
     def __init__(self, client: RpcClient) -> None:
         self._client = client
 
-    def register_task_executor(self, registration: Any) -> bool:
+    def register_task_executor(self, registration: TaskExecutorRegistration) -> bool:
         return self._client.call(RegisterTaskExecutor(registration=registration))
 
     def heartbeat(
-        self, resource_id: str, slot_report: Any, metrics: dict[str, dict[str, float]] | None = None, *, timeout: float
+        self,
+        resource_id: str,
+        slot_report: SlotReport,
+        metrics: dict[str, dict[str, float]] | None = None,
+        *,
+        timeout: float,
     ) -> bool:
         message = Heartbeat(resource_id=resource_id, slot_report=slot_report, metrics=metrics)
         return self._client.call(message, timeout=timeout)
 
 
 class JobMasterGateway:
-    """A TaskExecutor's calls to the JobMaster of its tasks."""
+    """A TaskExecutor's calls to the JobMaster of its tasks (also a task's ``CheckpointResponder``)."""
 
     def __init__(self, client: RpcClient) -> None:
         self._client = client
 
-    def update_task_execution_state(self, state: Any) -> None:
+    def update_task_execution_state(self, state: TaskExecutionState) -> None:
         self._client.call(UpdateTaskExecutionState(state=state))
 
-    def report_checkpoint(self, report: Any) -> None:
-        self._client.call(ReportCheckpoint(report=report))
+    def acknowledge_checkpoint(self, ack: CheckpointAck) -> None:
+        self._client.call(AcknowledgeCheckpoint(ack=ack))
+
+    def decline_checkpoint(self, decline: CheckpointDecline) -> None:
+        self._client.call(DeclineCheckpoint(decline=decline))
 
     def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool:
         return self._client.call(
@@ -270,7 +290,7 @@ class TaskExecutorRpc(Protocol):
     def request_slot(self, job_id: str, allocation_id: str, slot_index: int) -> bool: ...
     def submit_task(self, descriptor: TaskDeploymentDescriptor) -> bool: ...
     def cancel_task(self, execution_id: str) -> bool: ...
-    def trigger_checkpoint(self, execution_id: str, barrier: Any) -> bool: ...
+    def trigger_checkpoint(self, execution_id: str, barrier: CheckpointBarrier) -> bool: ...
     def notify_checkpoint_complete(self, execution_id: str, checkpoint_id: int) -> None: ...
     def notify_checkpoint_aborted(self, execution_id: str, checkpoint_id: int) -> None: ...
     def free_slot(self, allocation_id: str) -> int: ...
@@ -282,10 +302,13 @@ class TaskExecutorRpc(Protocol):
 class ClusterEndpointRpc(Protocol):
     """What the cluster endpoint serves for the ResourceManager and the JobMasters."""
 
-    def register_task_executor(self, registration: Any) -> bool: ...
-    def heartbeat(self, resource_id: str, slot_report: Any, metrics: dict | None = None) -> bool: ...
-    def update_task_execution_state(self, state: Any) -> None: ...
-    def report_checkpoint(self, report: Any) -> None: ...
+    def register_task_executor(self, registration: TaskExecutorRegistration) -> bool: ...
+    def heartbeat(
+        self, resource_id: str, slot_report: SlotReport, metrics: dict[str, dict[str, float]] | None = None
+    ) -> bool: ...
+    def update_task_execution_state(self, state: TaskExecutionState) -> bool: ...
+    def acknowledge_checkpoint(self, ack: CheckpointAck) -> bool: ...
+    def decline_checkpoint(self, decline: CheckpointDecline) -> bool: ...
     def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool: ...
 
 
@@ -310,6 +333,7 @@ def serve_cluster_endpoint(node: FlightNode, endpoint: ClusterEndpointRpc) -> No
     node.register_handler(RegisterTaskExecutor, lambda m: endpoint.register_task_executor(m.registration))
     node.register_handler(Heartbeat, lambda m: endpoint.heartbeat(m.resource_id, m.slot_report, m.metrics))
     node.register_handler(UpdateTaskExecutionState, lambda m: endpoint.update_task_execution_state(m.state))
-    node.register_handler(ReportCheckpoint, lambda m: endpoint.report_checkpoint(m.report))
+    node.register_handler(AcknowledgeCheckpoint, lambda m: endpoint.acknowledge_checkpoint(m.ack))
+    node.register_handler(DeclineCheckpoint, lambda m: endpoint.decline_checkpoint(m.decline))
     node.register_handler(DeliverCollectResult,
                           lambda m: endpoint.deliver_collect_result(m.job_id, m.collect_id, m.batch_id, m.payload))  # fmt: skip

@@ -26,7 +26,9 @@ import threading
 import time
 import uuid
 
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap, TaskExecutorLauncher
+from flinklike_spark._runtime.deployment import TaskExecutionState
 from flinklike_spark._runtime.gateways import serve_cluster_endpoint
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
@@ -34,7 +36,8 @@ from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
 from flinklike_spark._runtime.rest.web_monitor import WebMonitor
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
-from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutorRegistration
+from flinklike_spark._runtime.taskexecutor.registration import TaskExecutorRegistration
+from flinklike_spark._runtime.taskexecutor.task_slot import SlotReport
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.job_client import JobClient
@@ -198,12 +201,14 @@ class ClusterEndpoint:
         self.resource_manager.register(registration)
         return True
 
-    def heartbeat(self, resource_id: str, slot_report, metrics: dict | None = None) -> bool:
+    def heartbeat(
+        self, resource_id: str, slot_report: SlotReport, metrics: dict[str, dict[str, float]] | None = None
+    ) -> bool:
         if metrics:
             self.metric_store.add_task_metrics(metrics)
         return self.resource_manager.heartbeat(resource_id, slot_report)
 
-    def update_task_execution_state(self, state) -> bool:
+    def update_task_execution_state(self, state: TaskExecutionState) -> bool:
         job = self._jobs.get(state.job_id)
         if job is None:
             return False
@@ -212,11 +217,18 @@ class ClusterEndpoint:
         job.update_task_execution_state(state)
         return True
 
-    def report_checkpoint(self, message) -> bool:
-        job = self._jobs.get(message.job_id)
+    def acknowledge_checkpoint(self, ack: CheckpointAck) -> bool:
+        job = self._jobs.get(ack.job_id)
         if job is None:
             return False
-        job.receive_checkpoint_report(message)
+        job.acknowledge_checkpoint(ack)
+        return True
+
+    def decline_checkpoint(self, decline: CheckpointDecline) -> bool:
+        job = self._jobs.get(decline.job_id)
+        if job is None:
+            return False
+        job.decline_checkpoint(decline)
         return True
 
     def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool:

@@ -49,6 +49,7 @@ from checkpointing import (
     retain,
 )
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
@@ -58,7 +59,6 @@ from flinklike_spark._runtime.network.events import (
     CheckpointBarrier,
     CheckpointOptions,
 )
-from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck, CheckpointDecline
 from flinklike_spark.config import CheckpointingMode, CheckpointingOptions
 from flinklike_spark.errors import CheckpointCommitConflictError, CheckpointDeclineReason, CheckpointFailedError
 from flinklike_spark.storage import StorageConfig
@@ -344,8 +344,8 @@ class CheckpointCoordinator:
         )
         self._pending[checkpoint_id] = pending
         alignment = self._barrier_options(kind).alignment
-        self.stats.report_pending(checkpoint_id, kind, pending.trigger_time, len(executions),
-                                  unaligned=alignment is not AlignmentType.ALIGNED and kind == "checkpoint")  # fmt: skip
+        unaligned = alignment is not AlignmentType.ALIGNED and kind is CheckpointKind.CHECKPOINT
+        self.stats.report_pending(checkpoint_id, kind, pending.trigger_time, len(executions), unaligned=unaligned)
         pending.timeout = self._main.schedule(self._options.timeout, lambda: self._expire(checkpoint_id))
         barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self._barrier_options(kind))
         log.info("triggering %s %d of job %s (%s)", kind, checkpoint_id, self._graph.job_id, barrier.options)

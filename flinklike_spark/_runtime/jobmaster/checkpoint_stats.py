@@ -16,11 +16,28 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timedelta
-from typing import Any
+from enum import StrEnum
 
-__all__ = ["HISTORY_SIZE", "CheckpointStats", "CheckpointStatsTracker", "SubtaskCheckpointStats"]
+from checkpointing.schemas import CheckpointKind, SnapshotAlignment
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck
+
+__all__ = [
+    "HISTORY_SIZE",
+    "CheckpointStats",
+    "CheckpointStatsStatus",
+    "CheckpointStatsTracker",
+    "SubtaskCheckpointStats",
+]
 
 HISTORY_SIZE = 10
+
+
+class CheckpointStatsStatus(StrEnum):
+    """Where a checkpoint is in its life (Flink's ``CheckpointStatsStatus``; the REST API shows the value)."""
+
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -33,7 +50,7 @@ class SubtaskCheckpointStats:
     state_size: int
     persisted_data: int
     alignment: timedelta
-    mode: str  # aligned | unaligned | switched
+    mode: SnapshotAlignment
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -41,11 +58,11 @@ class CheckpointStats:
     """One checkpoint or savepoint: IN_PROGRESS, then COMPLETED or FAILED."""
 
     checkpoint_id: int
-    kind: str  # checkpoint | savepoint
+    kind: CheckpointKind
     trigger_time: datetime
     num_subtasks: int
     unaligned: bool
-    status: str = "IN_PROGRESS"
+    status: CheckpointStatsStatus = CheckpointStatsStatus.IN_PROGRESS
     subtasks: list[SubtaskCheckpointStats] = dataclasses.field(default_factory=list)
     duration: timedelta | None = None
     external_path: str | None = None
@@ -85,17 +102,19 @@ class CheckpointStatsTracker:
         self.completed_persisted: list[int] = []
 
     def report_pending(
-        self, checkpoint_id: int, kind: str, trigger_time: datetime, num_subtasks: int, *, unaligned: bool
+        self, checkpoint_id: int, kind: CheckpointKind, trigger_time: datetime, num_subtasks: int, *, unaligned: bool
     ) -> None:
         self._by_id[checkpoint_id] = CheckpointStats(
             checkpoint_id=checkpoint_id, kind=kind, trigger_time=trigger_time, num_subtasks=num_subtasks,
             unaligned=unaligned,
         )  # fmt: skip
         for old in sorted(self._by_id)[: max(0, len(self._by_id) - self._history_size)]:
-            if self._by_id[old].status != "IN_PROGRESS":
+            if self._by_id[old].status is not CheckpointStatsStatus.IN_PROGRESS:
                 del self._by_id[old]
 
-    def report_ack(self, checkpoint_id: int, vertex_id: str, subtask: int, ack: Any, ack_time: datetime) -> None:
+    def report_ack(
+        self, checkpoint_id: int, vertex_id: str, subtask: int, ack: CheckpointAck, ack_time: datetime
+    ) -> None:
         stats = self._by_id.get(checkpoint_id)
         if stats is None:
             return
@@ -115,27 +134,27 @@ class CheckpointStatsTracker:
         stats = self._by_id.get(checkpoint_id)
         if stats is None:
             return
-        stats.status, stats.duration, stats.external_path = "COMPLETED", duration, external_path
+        stats.status, stats.duration, stats.external_path = CheckpointStatsStatus.COMPLETED, duration, external_path
         self.num_completed += 1
         self.completed_sizes.append(stats.state_size)
         self.completed_durations.append(duration.total_seconds())
         self.completed_persisted.append(stats.persisted_data)
-        if stats.kind == "savepoint":
+        if stats.kind is CheckpointKind.SAVEPOINT:
             self.latest_savepoint = stats
         else:
             self.latest_completed = stats
 
     def report_failed(self, checkpoint_id: int, failure_time: datetime, message: str) -> None:
         stats = self._by_id.get(checkpoint_id)
-        if stats is None or stats.status != "IN_PROGRESS":
+        if stats is None or stats.status is not CheckpointStatsStatus.IN_PROGRESS:
             return
-        stats.status, stats.failure_time, stats.failure_message = "FAILED", failure_time, message
+        stats.status, stats.failure_time, stats.failure_message = CheckpointStatsStatus.FAILED, failure_time, message
         self.num_failed += 1
         self.latest_failed = stats
 
     @property
     def num_in_progress(self) -> int:
-        return sum(1 for s in self._by_id.values() if s.status == "IN_PROGRESS")
+        return sum(1 for s in self._by_id.values() if s.status is CheckpointStatsStatus.IN_PROGRESS)
 
     def history(self) -> list[CheckpointStats]:
         """The newest checkpoints first."""

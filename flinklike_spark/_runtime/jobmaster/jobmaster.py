@@ -36,6 +36,7 @@ from typing import Any
 
 import flinklike_spark.errors as _errors
 from checkpointing.schemas import CheckpointKind
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.collect_results import CollectResults
 from flinklike_spark._runtime.deployment import (
     CheckpointDeployment,
@@ -67,8 +68,7 @@ from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.slot_sharing import LogicalSlot, SharedSlotAllocator
 from flinklike_spark._runtime.jobmaster.task_deployer import RpcTaskDeployer
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
-from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
-from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck
+from flinklike_spark._runtime.streaming.barrier_handler_states import BarrierHandlerMode
 from flinklike_spark.config import CheckpointingMode, Configuration
 from flinklike_spark.connector_api import CommitterContext
 from flinklike_spark.errors import (
@@ -290,16 +290,21 @@ class JobMaster:
         except RuntimeError:  # the main thread is shut down: the job is over
             return []
 
-    def receive_checkpoint_report(self, message: Any) -> None:
-        """An acknowledgement or decline from a task (any thread)."""
+    def acknowledge_checkpoint(self, ack: CheckpointAck) -> None:
+        """A task's acknowledgement (any thread; applied on the main thread)."""
 
         def apply() -> None:
-            if self.checkpoints is None:
-                return
-            if isinstance(message, CheckpointAck):
-                self.checkpoints.receive_ack(message)
-            else:
-                self.checkpoints.receive_decline(message)
+            if self.checkpoints is not None:
+                self.checkpoints.receive_ack(ack)
+
+        self._main.execute(apply)
+
+    def decline_checkpoint(self, decline: CheckpointDecline) -> None:
+        """A task's decline (any thread; applied on the main thread)."""
+
+        def apply() -> None:
+            if self.checkpoints is not None:
+                self.checkpoints.receive_decline(decline)
 
         self._main.execute(apply)
 

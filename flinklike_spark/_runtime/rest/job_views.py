@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
-from flinklike_spark._runtime.jobmaster.checkpoint_stats import CheckpointStats
+from flinklike_spark._runtime.jobmaster.checkpoint_stats import CheckpointStats, CheckpointStatsStatus
 from flinklike_spark._runtime.rest.metric_store import TaskMetricsView
 
 __all__ = [
@@ -357,10 +358,18 @@ def _summary(values: list[float]) -> dict[str, float]:
     }  # fmt: skip
 
 
+#: Flink's REST class name of a checkpoint's statistics, by status.
+_STATISTICS_CLASSES = {
+    CheckpointStatsStatus.IN_PROGRESS: ".PendingCheckpointStatistics",
+    CheckpointStatsStatus.COMPLETED: ".CompletedCheckpointStatistics",
+    CheckpointStatsStatus.FAILED: ".FailedCheckpointStatistics",
+}
+
+
 def _checkpoint_type(stats: CheckpointStats) -> str:
-    if stats.kind == "savepoint":
+    if stats.kind is CheckpointKind.SAVEPOINT:
         return "SAVEPOINT"
-    unaligned = stats.unaligned or any(s.mode != "aligned" for s in stats.subtasks)
+    unaligned = stats.unaligned or any(s.mode is not SnapshotAlignment.ALIGNED for s in stats.subtasks)
     return "UNALIGNED_CHECKPOINT" if unaligned else "CHECKPOINT"
 
 
@@ -371,7 +380,7 @@ def _task_stats(stats: CheckpointStats, master) -> dict[str, dict[str, Any]]:
         latest = max((s.ack_time for s in acks), default=None)
         tasks[ejv.id] = {
             "id": stats.checkpoint_id,
-            "status": stats.status,
+            "status": stats.status.value,
             "latest_ack_timestamp": _dt_ms(latest),
             "checkpointed_size": sum(s.state_size for s in acks),
             "state_size": sum(s.state_size for s in acks),
@@ -395,13 +404,11 @@ def _checkpoint_entry(stats: CheckpointStats, master) -> dict[str, Any]:
     else:
         duration = 0
     entry: dict[str, Any] = {
-        "className": {"COMPLETED": ".CompletedCheckpointStatistics", "FAILED": ".FailedCheckpointStatistics"}.get(
-            stats.status, ".PendingCheckpointStatistics"
-        ),
+        "className": _STATISTICS_CLASSES[stats.status],
         "id": stats.checkpoint_id,
-        "status": stats.status,
-        "is_savepoint": stats.kind == "savepoint",
-        "savepointFormat": "CANONICAL" if stats.kind == "savepoint" else None,
+        "status": stats.status.value,
+        "is_savepoint": stats.kind is CheckpointKind.SAVEPOINT,
+        "savepointFormat": "CANONICAL" if stats.kind is CheckpointKind.SAVEPOINT else None,
         "trigger_timestamp": _dt_ms(stats.trigger_time),
         "latest_ack_timestamp": _dt_ms(latest),
         "checkpointed_size": stats.state_size,
@@ -415,10 +422,10 @@ def _checkpoint_entry(stats: CheckpointStats, master) -> dict[str, Any]:
         "checkpoint_type": _checkpoint_type(stats),
         "tasks": _task_stats(stats, master),
     }
-    if stats.status == "COMPLETED":
+    if stats.status is CheckpointStatsStatus.COMPLETED:
         entry["external_path"] = stats.external_path
         entry["discarded"] = False
-    elif stats.status == "FAILED":
+    elif stats.status is CheckpointStatsStatus.FAILED:
         entry["failure_timestamp"] = _dt_ms(stats.failure_time)
         entry["failure_message"] = stats.failure_message
     return entry
@@ -430,7 +437,7 @@ def checkpoint_statistics(master) -> dict[str, Any] | None:
         return None
     tracker = master.checkpoints.stats
     history = tracker.history()
-    completed = [s for s in history if s.status == "COMPLETED"]
+    completed = [s for s in history if s.status is CheckpointStatsStatus.COMPLETED]
     return {
         "counts": {
             "restored": 0,
@@ -476,7 +483,7 @@ def checkpoint_details(master, checkpoint_id: int) -> dict[str, Any] | None:
             "checkpointed_size": s.state_size,
             "alignment": {"buffered": 0, "processed": 0, "persisted": s.persisted_data,
                           "duration": _ms(s.alignment.total_seconds())},  # fmt: skip
-            "unaligned_checkpoint": s.mode != "aligned",
+            "unaligned_checkpoint": s.mode is not SnapshotAlignment.ALIGNED,
         }
         for s in stats.subtasks
     ]

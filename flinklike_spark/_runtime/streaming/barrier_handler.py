@@ -39,6 +39,11 @@ The handler's position is a :class:`BarrierHandlerState`; allowed moves are
 :class:`~flinklike_spark.errors.IllegalStateTransition`. Staying in the same
 state (e.g. a single-channel checkpoint completing in WAITING) takes no edge.
 
+The declarations (modes, states, transitions, results) live in
+:mod:`~flinklike_spark._runtime.streaming.barrier_handler_states`, the
+collaborator protocols in :mod:`~flinklike_spark._runtime.streaming.barrier_collaborators`;
+this module re-exports them.
+
 Thread rules: not thread-safe. Every method is called by the task thread,
 including :meth:`SingleCheckpointBarrierHandler.on_alignment_timeout`, which
 the timer service must deliver through the task's mailbox.
@@ -47,16 +52,12 @@ the timer service must deliver through the task's mailbox.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import functools
 import logging
 import time
-import types
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from enum import Enum
-from typing import Protocol, runtime_checkable
 
 from checkpointing.schemas import SnapshotAlignment
 from flinklike_spark._runtime.network.events import (
@@ -67,6 +68,21 @@ from flinklike_spark._runtime.network.events import (
     EventAnnouncement,
 )
 from flinklike_spark._runtime.state_machine import StateMachine
+from flinklike_spark._runtime.streaming.barrier_collaborators import (
+    Cancellable,
+    CheckpointableInput,
+    CheckpointController,
+    RegisterAlignmentTimer,
+)
+from flinklike_spark._runtime.streaming.barrier_handler_states import (
+    ALIGNED_STATES,
+    BARRIER_HANDLER_TRANSITIONS,
+    WAITING_STATE_OF_MODE,
+    BarrierHandlerMode,
+    BarrierHandlerState,
+    CheckpointBarrierResult,
+    CheckpointStatus,
+)
 from flinklike_spark._runtime.streaming.channel_state import InputChannelInfo
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason, IllegalStateTransition
 
@@ -85,252 +101,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-
-# -- collaborators -------------------------------------------------------------
-
-
-@runtime_checkable
-class CheckpointableInput(Protocol):
-    """One input gate as seen by the barrier handler (Flink's ``CheckpointableInput``).
-
-    ``channel_infos[i]`` must have ``gate_index`` equal to this input's
-    position in the handler's ``inputs`` sequence.
-    """
-
-    @property
-    def channel_infos(self) -> Sequence[InputChannelInfo]:
-        """Every channel of this gate, in channel-index order."""
-        ...
-
-    @property
-    def num_channels(self) -> int:
-        """``len(channel_infos)``."""
-        ...
-
-    def block_consumption(self, channel_info: InputChannelInfo) -> None:
-        """Stop delivering buffers of ``channel_info`` (priority events still pass) until resumed."""
-        ...
-
-    def resume_consumption(self, channel_info: InputChannelInfo) -> None:
-        """Deliver buffers of ``channel_info`` again."""
-        ...
-
-    def checkpoint_started(self, barrier: CheckpointBarrier) -> None:
-        """Start recording in-flight input of unaligned checkpoint ``barrier.checkpoint_id``.
-
-        For every channel the gate writes, into the ChannelStateWriter, the
-        buffers that precede that channel's barrier *n* and have not been
-        consumed by the task: those already queued now, and those arriving
-        later until the channel's barrier (or end of partition) arrives.
-        Recorded buffers are still delivered to the task afterwards.
-        """
-        ...
-
-    def checkpoint_stopped(self, checkpoint_id: int) -> None:
-        """Stop any recording for ``checkpoint_id`` (completed or aborted)."""
-        ...
-
-    def convert_to_priority_event(self, channel_info: InputChannelInfo, sequence_number: int) -> None:
-        """Move the announced barrier at ``sequence_number`` of the channel ahead of its queued data.
-
-        A no-op if that element was already consumed.
-        """
-        ...
-
-
-@runtime_checkable
-class CheckpointController(Protocol):
-    """The task side of a checkpoint (Flink's ``SubtaskCheckpointCoordinator`` + ``CheckpointableTask``)."""
-
-    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        """Prepare channel state for an unaligned ``barrier`` (start the ChannelStateWriter).
-
-        Called right before ``checkpoint_started`` on the inputs. May raise
-        :class:`CheckpointDeclinedError` to abort the checkpoint.
-        """
-        ...
-
-    def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        """Snapshot the operators now and forward ``barrier`` downstream.
-
-        ``barrier.is_unaligned`` says how the snapshot is taken. Called at most
-        once per checkpoint id. May raise :class:`CheckpointDeclinedError`.
-        """
-        ...
-
-    def abort_checkpoint_on_barrier(self, checkpoint_id: int, cause: CheckpointDeclinedError) -> None:
-        """Decline ``checkpoint_id`` (possibly one never seen before) and clean up its state."""
-        ...
-
-
-@runtime_checkable
-class Cancellable(Protocol):
-    """Handle of a registered timer."""
-
-    def cancel(self) -> None:
-        """Cancel the timer; a no-op if it already fired."""
-        ...
-
-
-RegisterAlignmentTimer = Callable[[timedelta, Callable[[], None]], Cancellable]
-"""``register(delay, callback)``: run ``callback`` on the task thread after ``delay``."""
-
-
-# -- states --------------------------------------------------------------------
-
-
-class BarrierHandlerMode(Enum):
-    """Which family of states a handler uses (fixed for its lifetime)."""
-
-    ALIGNED = "aligned"
-    """Every barrier aligned; UNALIGNED barriers are rejected (a configuration bug)."""
-    UNALIGNED = "unaligned"
-    """Every checkpoint barrier unaligned; savepoints and FORCED_ALIGNED barriers are rejected."""
-    ALTERNATING = "alternating"
-    """Per-barrier: unaligned barriers unaligned, timeoutable ones aligned until their timeout."""
-
-
-class BarrierHandlerState(Enum):
-    """Position of the handler in Flink's ``BarrierHandlerState`` machine, plus CLOSED."""
-
-    WAITING_FOR_FIRST_BARRIER = "waiting_for_first_barrier"
-    COLLECTING_BARRIERS = "collecting_barriers"
-    WAITING_FOR_FIRST_BARRIER_UNALIGNED = "waiting_for_first_barrier_unaligned"
-    COLLECTING_BARRIERS_UNALIGNED = "collecting_barriers_unaligned"
-    ALTERNATING_WAITING_FOR_FIRST_BARRIER = "alternating_waiting_for_first_barrier"
-    ALTERNATING_COLLECTING_BARRIERS = "alternating_collecting_barriers"
-    ALTERNATING_WAITING_FOR_FIRST_BARRIER_UNALIGNED = "alternating_waiting_for_first_barrier_unaligned"
-    ALTERNATING_COLLECTING_BARRIERS_UNALIGNED = "alternating_collecting_barriers_unaligned"
-    CLOSED = "closed"
-
-
 _B = BarrierHandlerState
-
-BARRIER_HANDLER_TRANSITIONS: Mapping[BarrierHandlerState, frozenset[BarrierHandlerState]] = types.MappingProxyType(
-    {
-        _B.WAITING_FOR_FIRST_BARRIER: frozenset(
-            {
-                # first barrier of a multi-channel checkpoint: its channel is blocked.
-                _B.COLLECTING_BARRIERS,
-                # close() of the task.
-                _B.CLOSED,
-            }
-        ),
-        _B.COLLECTING_BARRIERS: frozenset(
-            {
-                # last barrier (or end of partition) arrived: snapshot, resume all; or abort.
-                _B.WAITING_FOR_FIRST_BARRIER,
-                # close() of the task.
-                _B.CLOSED,
-            }
-        ),
-        _B.WAITING_FOR_FIRST_BARRIER_UNALIGNED: frozenset(
-            {
-                # first barrier: snapshot at once, inputs record until the remaining barriers.
-                _B.COLLECTING_BARRIERS_UNALIGNED,
-                # close() of the task.
-                _B.CLOSED,
-            }
-        ),
-        _B.COLLECTING_BARRIERS_UNALIGNED: frozenset(
-            {
-                # last barrier arrived (recording stops) or the checkpoint was aborted.
-                _B.WAITING_FOR_FIRST_BARRIER_UNALIGNED,
-                # close() of the task.
-                _B.CLOSED,
-            }
-        ),
-        _B.ALTERNATING_WAITING_FOR_FIRST_BARRIER: frozenset(
-            {
-                # first aligned barrier of a multi-channel checkpoint, still within its timeout.
-                _B.ALTERNATING_COLLECTING_BARRIERS,
-                # alignment timeout after an announcement but before any barrier: announced barriers prioritized.
-                _B.ALTERNATING_WAITING_FOR_FIRST_BARRIER_UNALIGNED,
-                # first barrier is unaligned or already timed out: snapshot unaligned, others outstanding.
-                _B.ALTERNATING_COLLECTING_BARRIERS_UNALIGNED,
-                # close() of the task.
-                _B.CLOSED,
-            }
-        ),
-        _B.ALTERNATING_COLLECTING_BARRIERS: frozenset(
-            {
-                # last aligned barrier arrived: aligned snapshot, resume all; or abort.
-                _B.ALTERNATING_WAITING_FOR_FIRST_BARRIER,
-                # alignment timed out (timer, late barrier, late end of partition): switch to unaligned snapshot.
-                _B.ALTERNATING_COLLECTING_BARRIERS_UNALIGNED,
-                # close() of the task.
-                _B.CLOSED,
-            }
-        ),
-        _B.ALTERNATING_WAITING_FOR_FIRST_BARRIER_UNALIGNED: frozenset(
-            {
-                # first barrier after the switch, others outstanding: snapshot unaligned.
-                _B.ALTERNATING_COLLECTING_BARRIERS_UNALIGNED,
-                # first barrier was also the last, or the checkpoint was aborted: back to aligned.
-                _B.ALTERNATING_WAITING_FOR_FIRST_BARRIER,
-                # close() of the task.
-                _B.CLOSED,
-            }
-        ),
-        _B.ALTERNATING_COLLECTING_BARRIERS_UNALIGNED: frozenset(
-            {
-                # last barrier arrived or the checkpoint was aborted: the next checkpoint starts aligned.
-                _B.ALTERNATING_WAITING_FOR_FIRST_BARRIER,
-                # close() of the task.
-                _B.CLOSED,
-            }
-        ),
-        # Terminal: the task is shutting down; no further checkpoint events are accepted.
-        _B.CLOSED: frozenset(),
-    }
-)
-
-_WAITING_OF_MODE = {
-    BarrierHandlerMode.ALIGNED: _B.WAITING_FOR_FIRST_BARRIER,
-    BarrierHandlerMode.UNALIGNED: _B.WAITING_FOR_FIRST_BARRIER_UNALIGNED,
-    BarrierHandlerMode.ALTERNATING: _B.ALTERNATING_WAITING_FOR_FIRST_BARRIER,
-}
-_ALIGNED_STATES = frozenset(
-    {
-        _B.WAITING_FOR_FIRST_BARRIER,
-        _B.COLLECTING_BARRIERS,
-        _B.ALTERNATING_WAITING_FOR_FIRST_BARRIER,
-        _B.ALTERNATING_COLLECTING_BARRIERS,
-    }
-)
-
-
-# -- results -------------------------------------------------------------------
-
-
-class CheckpointStatus(Enum):
-    """Progress of one checkpoint in this handler."""
-
-    PENDING = "pending"
-    COMPLETED = "completed"
-    """Every open channel delivered its barrier (or ended)."""
-    ABORTED = "aborted"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckpointBarrierResult:
-    """What the handler did with one checkpoint.
-
-    Attributes:
-        checkpoint_id: the checkpoint.
-        status: pending, completed or aborted.
-        alignment: how the snapshot was taken; None if no snapshot was triggered
-            (e.g. aborted while aligning, or cancelled before any barrier).
-        alignment_duration: time from the first to the last barrier, for
-            completed checkpoints (zero for a single channel); else None.
-        decline_reason: for aborted checkpoints, why.
-    """
-
-    checkpoint_id: int
-    status: CheckpointStatus
-    alignment: SnapshotAlignment | None
-    alignment_duration: timedelta | None
-    decline_reason: CheckpointDeclineReason | None
 
 
 # -- the handler ---------------------------------------------------------------
@@ -390,7 +161,7 @@ class SingleCheckpointBarrierHandler:
         self._result_history = result_history
         self._all_channels = frozenset(channels)
         self._machine: StateMachine[BarrierHandlerState] = StateMachine(
-            f"barrier handler of {task_name}", _WAITING_OF_MODE[mode], BARRIER_HANDLER_TRANSITIONS, clock=clock
+            f"barrier handler of {task_name}", WAITING_STATE_OF_MODE[mode], BARRIER_HANDLER_TRANSITIONS, clock=clock
         )
 
         self._finished_channels: set[InputChannelInfo] = set()
@@ -817,7 +588,7 @@ class SingleCheckpointBarrierHandler:
         self._stop_recording()
         self._unblock_all()
         self._announcements.clear()
-        self._transition(_WAITING_OF_MODE[self._mode])
+        self._transition(WAITING_STATE_OF_MODE[self._mode])
 
     def _state_abort(self) -> None:
         if self.state is not _B.CLOSED:
@@ -879,7 +650,7 @@ class SingleCheckpointBarrierHandler:
         if self._triggered_alignment is None:
             # Every remaining channel ended before (or instead of) its barrier: the
             # task's state is final, so take the snapshot the way this state would.
-            if state in _ALIGNED_STATES and not barrier.is_unaligned:
+            if state in ALIGNED_STATES and not barrier.is_unaligned:
                 self._trigger(barrier)
             else:
                 self._start_unaligned(barrier)

@@ -1,65 +1,45 @@
-"""The picklable description of one operator of a chain, and the registry of operator kinds.
+"""The picklable description of one operator of a chain.
 
 The JobGraph carries an :class:`OperatorSpec` per operator; the TaskExecutor
-instantiates it with :meth:`OperatorSpec.create`, which looks its ``kind`` up
-in :data:`OPERATOR_CLASSES`.
+instantiates it with
+:func:`~flinklike_spark._runtime.streaming.operator_registry.create_operator`,
+which looks its ``kind`` up in the registry of operator classes. This module
+names the kinds only, so that the operator classes can import the spec without
+importing each other.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.streaming.async_operator import AsyncWaitOperator
-from flinklike_spark._runtime.streaming.co_operators import CoProcessOperator, KeyedCoProcessOperator
-from flinklike_spark._runtime.streaming.keyed_operators import (
-    KeyedFilterOperator,
-    KeyedFlatMapOperator,
-    KeyedMapOperator,
-    KeyedReduceOperator,
-)
-from flinklike_spark._runtime.streaming.operators import (
-    FilterOperator,
-    FlatMapOperator,
-    MapBatchesOperator,
-    MapOperator,
-    SideOutputOperator,
-    StreamOperator,
-)
-from flinklike_spark._runtime.streaming.process_operators import KeyedProcessOperator, ProcessOperator
-from flinklike_spark._runtime.streaming.sink_operator import SinkOperator
-from flinklike_spark._runtime.streaming.source_operator import SourceOperator
-from flinklike_spark._runtime.streaming.vectorized_aggregation import vectorized_operator_class
-from flinklike_spark._runtime.streaming.watermark_operator import TimestampsAndWatermarksOperator
-from flinklike_spark._runtime.streaming.window_operator import WindowOperator
 from flinklike_spark.watermarks import WatermarkStrategy
 
-__all__ = ["OPERATOR_CLASSES", "OperatorSpec"]
+__all__ = ["OPERATOR_KINDS", "OperatorSpec"]
 
-#: Operator kind (``Transformation.kind``) -> the operator class that runs it.
-OPERATOR_CLASSES: MappingProxyType[str, type[StreamOperator]] = MappingProxyType({
-    "source": SourceOperator,
-    "map": MapOperator,
-    "flat_map": FlatMapOperator,
-    "filter": FilterOperator,
-    "map_batches": MapBatchesOperator,
-    "process": ProcessOperator,
-    "keyed_process": KeyedProcessOperator,
-    "sink": SinkOperator,
-    "side_output": SideOutputOperator,
-    "window": WindowOperator,
-    "keyed_map": KeyedMapOperator,
-    "keyed_flat_map": KeyedFlatMapOperator,
-    "keyed_filter": KeyedFilterOperator,
-    "keyed_reduce": KeyedReduceOperator,
-    "timestamps_watermarks": TimestampsAndWatermarksOperator,
-    "co_process": CoProcessOperator,
-    "keyed_co_process": KeyedCoProcessOperator,
-    "async_wait": AsyncWaitOperator,
+#: Every operator kind (``Transformation.kind``); the registry maps each to the class that runs it.
+OPERATOR_KINDS: frozenset[str] = frozenset({
+    "async_wait",
+    "co_process",
+    "filter",
+    "flat_map",
+    "keyed_co_process",
+    "keyed_filter",
+    "keyed_flat_map",
+    "keyed_map",
+    "keyed_process",
+    "keyed_reduce",
+    "map",
+    "map_batches",
+    "process",
+    "side_output",
+    "sink",
+    "source",
+    "timestamps_watermarks",
+    "window",
 })  # fmt: skip
 
 
@@ -70,7 +50,7 @@ class OperatorSpec:
     Attributes:
         uid: stable id (user-given with ``.uid()`` or derived); names state.
         name: display name.
-        kind: a key of :data:`OPERATOR_CLASSES` ("map", "sink", ...).
+        kind: one of :data:`OPERATOR_KINDS` ("map", "sink", ...).
         function: the user function, source or sink.
         input_schema: declared schema of the input stream (None = inferred).
         input_name: name of the input stream for error messages.
@@ -105,16 +85,8 @@ class OperatorSpec:
     vectorizable: bool = True
 
     def __post_init__(self) -> None:
-        if self.kind not in OPERATOR_CLASSES:
-            raise ValueError(f"unknown operator kind {self.kind!r}; valid kinds: {sorted(OPERATOR_CLASSES)}")
-
-    def create(self) -> StreamOperator:
-        """The operator; a keyed or window aggregation of built-ins runs vectorized where it can
-        (same output, timestamps and state layout as the per-record operator)."""
-        cls = OPERATOR_CLASSES[self.kind]
-        if self.vectorizable:
-            cls = vectorized_operator_class(self) or cls
-        return cls(self)
+        if self.kind not in OPERATOR_KINDS:
+            raise ValueError(f"unknown operator kind {self.kind!r}; valid kinds: {sorted(OPERATOR_KINDS)}")
 
     def network_output_schema(self, edge_index: int) -> pa.Schema | None:
         """Declared schema of the rows this operator sends on its output edge ``edge_index``."""

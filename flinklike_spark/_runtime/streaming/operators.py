@@ -7,7 +7,7 @@ vectorized ones on batches, and each converts what it is given. Output goes to
 
 An operator is described by a picklable
 :class:`~flinklike_spark._runtime.streaming.operator_spec.OperatorSpec` in the
-JobGraph and instantiated in the TaskExecutor by ``spec.create()``. This module
+JobGraph and instantiated in the TaskExecutor by ``create_operator(spec)``. This module
 holds the base classes and the stateless per-record operators; the source, sink
 and process operators have modules of their own.
 

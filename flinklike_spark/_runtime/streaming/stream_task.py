@@ -30,6 +30,7 @@ from flinklike_spark._runtime.network.events import (
     WatermarkStatus,
 )
 from flinklike_spark._runtime.streaming.mailbox import Mailbox
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output, StreamOperator
 from flinklike_spark._runtime.streaming.record_writer import (
@@ -58,7 +59,7 @@ class OperatorChain:
         network_outputs: Sequence[RecordWriterOutput],
         context: OperatorContext,
     ) -> None:
-        self.operators: list[StreamOperator] = [spec.create() for spec in specs]
+        self.operators: list[StreamOperator] = [create_operator(spec) for spec in specs]
         self.network_outputs = list(network_outputs)
         # Wire tail-first so every ChainingOutput points at a set-up operator.
         for index in reversed(range(len(specs))):

@@ -32,7 +32,6 @@ priority barrier overtook are the producer's output state, never recorded twice.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import enum
 import functools
 import logging
@@ -43,6 +42,7 @@ from typing import Any
 
 from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline, CheckpointResponder
 from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
@@ -61,37 +61,9 @@ from flinklike_spark._runtime.streaming.incremental_snapshot import notify_incre
 from flinklike_spark._runtime.streaming.operators import OperatorSnapshot
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
 
-__all__ = [
-    "AsyncCheckpointRunnable",
-    "CheckpointAck",
-    "CheckpointDecline",
-    "SubtaskCheckpointCoordinator",
-]
+__all__ = ["AsyncCheckpointRunnable", "SubtaskCheckpointCoordinator"]
 
 log = logging.getLogger(__name__)
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckpointAck:
-    """A subtask's acknowledgement: its state handles and how its snapshot was taken."""
-
-    job_id: str
-    execution_id: str
-    checkpoint_id: int
-    handles: tuple[StateHandle, ...]
-    mode: SnapshotAlignment
-    alignment: timedelta
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckpointDecline:
-    """A subtask declined a checkpoint (it will never acknowledge it)."""
-
-    job_id: str
-    execution_id: str
-    checkpoint_id: int
-    reason: CheckpointDeclineReason
-    message: str
-
 
 class AsyncCheckpointState(enum.Enum):
     RUNNING = "running"
@@ -212,7 +184,7 @@ class SubtaskCheckpointCoordinator:
         storage: the checkpoint directory (``execution.checkpointing.dir``) with its storage settings.
         mode: how barriers are handled (see :class:`BarrierHandlerMode`).
         register_timer: ``(delay, callback)`` running ``callback`` on the task thread later.
-        report: sends a :class:`CheckpointAck` or :class:`CheckpointDecline` to the JobMaster (any thread).
+        responder: where acknowledgements and declines go (the JobMaster; called from any thread).
         executor: the pool of asynchronous snapshot parts.
         channel_state_timeout: how long the asynchronous part waits for the last barrier.
         at_least_once: never block channels while barriers align (records after a
@@ -236,7 +208,7 @@ class SubtaskCheckpointCoordinator:
         storage: str | CheckpointLayout,
         mode: BarrierHandlerMode,
         register_timer: Callable[[timedelta, Callable[[], None]], Any],
-        report: Callable[[CheckpointAck | CheckpointDecline], None],
+        responder: CheckpointResponder,
         executor: concurrent.futures.Executor,
         channel_state_timeout: float = 600.0,
         unprocessed_input: Callable[[], tuple[int, int, Any] | None] = lambda: None,
@@ -251,7 +223,7 @@ class SubtaskCheckpointCoordinator:
         self._chain = chain
         self._gates = list(gates)
         self._storage = storage
-        self._report = report
+        self._responder = responder
         self._executor = executor
         self._channel_state_timeout = channel_state_timeout
         self._unprocessed_input = unprocessed_input
@@ -521,7 +493,7 @@ class SubtaskCheckpointCoordinator:
         self, checkpoint_id: int, handles: tuple[StateHandle, ...], mode: SnapshotAlignment, alignment
     ) -> None:
         self._running.pop(checkpoint_id, None)
-        self._report(
+        self._responder.acknowledge_checkpoint(
             CheckpointAck(
                 job_id=self._job_id,
                 execution_id=self._execution_id,
@@ -535,7 +507,7 @@ class SubtaskCheckpointCoordinator:
     def _decline(self, checkpoint_id: int, reason: CheckpointDeclineReason, message: str) -> None:
         self._running.pop(checkpoint_id, None)
         log.info("%s declines checkpoint %d (%s): %s", self._task_name, checkpoint_id, reason.name, message)
-        self._report(
+        self._responder.decline_checkpoint(
             CheckpointDecline(
                 job_id=self._job_id,
                 execution_id=self._execution_id,

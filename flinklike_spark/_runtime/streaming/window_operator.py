@@ -38,7 +38,6 @@ first); trigger state merges through ``OnMergeContext.merge_partitioned_state``.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -47,8 +46,6 @@ from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.keyed_state import (
-    HeapKeyedStateBackend,
-    KeyedStateBackend,
     detach_values,
     key_groups_of,
 )
@@ -63,10 +60,21 @@ from flinklike_spark._runtime.streaming.operators import (
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_panes import (
+    CONTENTS_STATE,
+    EVENT_TIMERS_STATE,
+    MERGING_SET_STATE,
+    PROCESSING_TIMERS_STATE,
+    SCOPED_STATE_PREFIX,
+    MergeCollector,
+    Panes,
+    ScopedStateBackend,
+    WindowStateStore,
+)
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.evictors import Evictor, TimestampedValue
 from flinklike_spark.functions import (
-    AggregateFunction,
     AllWindowFunction,
     KeyedStateStore,
     ProcessAllWindowFunction,
@@ -75,13 +83,6 @@ from flinklike_spark.functions import (
     WindowFunction,
 )
 from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.state import (
-    AggregatingStateDescriptor,
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ReducingStateDescriptor,
-    ValueStateDescriptor,
-)
 from flinklike_spark.watermarks import MIN_WATERMARK
 from flinklike_spark.window import (
     MAX_TIMESTAMP,
@@ -93,164 +94,10 @@ from flinklike_spark.window import (
     WindowAssigner,
 )
 
-__all__ = ["PaneKind", "WindowOperator", "WindowOperatorDescriptor"]
+__all__ = ["WindowOperator"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
-
-_CONTENTS = "_window/contents"
-_MERGING_SET = "_window/merging-window-set"
-_SCOPED_PREFIX = "_window/scoped/"
-_EVENT_TIMERS = "_window/event_time_timers"
-_PROCESSING_TIMERS = "_window/processing_time_timers"
-
-
-class PaneKind:
-    """How a pane holds its elements (Flink's window state descriptor)."""
-
-    REDUCE = "reduce"  # the running reduce value
-    AGGREGATE = "aggregate"  # an AggregateFunction accumulator
-    LIST = "list"  # every element (apply / process)
-
-
-@dataclasses.dataclass(kw_only=True)
-class WindowOperatorDescriptor:
-    """What a windowed stream's terminal call built; the ``function`` of a ``window`` OperatorSpec.
-
-    Attributes:
-        assigner: the window assigner.
-        trigger: the trigger (the assigner's default unless ``trigger()`` was called).
-        allowed_lateness: ms after a window's end during which late elements still update it.
-        late_data_tag: side output for elements too late for all their windows (None: drop).
-        pane_kind: one of :class:`PaneKind`.
-        reduce_function: ``(a, b) -> c`` for REDUCE panes (a ReduceFunction or callable).
-        aggregate_function: the AggregateFunction of AGGREGATE panes.
-        window_function: WindowFunction / ProcessWindowFunction (keyed), AllWindowFunction /
-            ProcessAllWindowFunction (``window_all``), or None (emit the pane's value).
-        evictor: removes elements of a fired pane (:mod:`flinklike_spark.evictors`); with one, every
-            pane keeps its elements with their timestamps and reduces/aggregates them when it fires.
-    """
-
-    assigner: WindowAssigner
-    trigger: Trigger
-    allowed_lateness: int = 0
-    late_data_tag: OutputTag | None = None
-    pane_kind: str = PaneKind.LIST
-    reduce_function: Any = None
-    aggregate_function: AggregateFunction | None = None
-    window_function: Any = None
-    evictor: Evictor | None = None
-
-    def __post_init__(self) -> None:
-        if self.allowed_lateness < 0:
-            raise ConfigurationError(f"allowed_lateness must be >= 0 ms, got {self.allowed_lateness}")
-        if isinstance(self.assigner, MergingWindowAssigner) and not self.trigger.can_merge():
-            raise ConfigurationError(
-                f"the trigger {self.trigger!r} cannot be used with merging windows ({self.assigner!r}): "
-                f"its can_merge() is False"
-            )
-
-    def functions(self) -> list[Any]:
-        return [f for f in (self.reduce_function, self.aggregate_function, self.window_function) if f is not None]
-
-
-class _ScopedStateBackend(HeapKeyedStateBackend):
-    """Keyed state whose ``current_key`` is ``(record key, window)``; key groups follow the record key."""
-
-    _snapshot_prefix = _SCOPED_PREFIX
-
-    @staticmethod
-    def _group_key(key: tuple[Any, Any]) -> Any:
-        return key[0]
-
-    def merge_namespaces(self, descriptor: Any, sources: Iterable[Any], target: Any) -> None:
-        """Fold the entries of ``sources`` (composite keys) into ``target``: list, reducing or
-        aggregating state (Flink's ``InternalMergingState.mergeNamespaces``)."""
-        if descriptor.ttl_config is not None:
-            raise ConfigurationError(
-                f"state {descriptor.name!r} has a time-to-live: merge_partitioned_state does not merge TTL state"
-            )
-        table = self.get_table(descriptor)
-        for source in sources:
-            value = table.pop(source, None)
-            if value is None:
-                continue
-            current = table.get(target)
-            if current is None:
-                table[target] = value
-            elif isinstance(descriptor, ReducingStateDescriptor):
-                table[target] = descriptor.reduce_function(current, value)
-            elif isinstance(descriptor, AggregatingStateDescriptor):
-                table[target] = descriptor.agg_function.merge(current, value)
-            elif isinstance(descriptor, ListStateDescriptor):
-                table[target] = current + value
-            else:
-                raise ConfigurationError(
-                    f"state {descriptor.name!r} ({type(descriptor).__name__}) cannot be merged: "
-                    f"merge_partitioned_state supports ReducingStateDescriptor, AggregatingStateDescriptor "
-                    f"and ListStateDescriptor"
-                )
-
-    def get_table(self, descriptor: Any) -> dict:
-        self.get_state(descriptor, type(descriptor))
-        return self._tables[descriptor.name]
-
-
-class _Panes:
-    """Pane contents as ``{key: {window: contents}}``: two lookups of flat keys are cheaper than one
-    of a nested ``(key, window)`` tuple, whose hash Python recomputes on every access."""
-
-    __slots__ = ("by_key",)
-
-    def __init__(self) -> None:
-        self.by_key: dict[Any, dict[Any, Any]] = {}
-
-    def get(self, key: Any, window: Any) -> Any:
-        panes = self.by_key.get(key)
-        return None if panes is None else panes.get(window)
-
-    def set(self, key: Any, window: Any, contents: Any) -> None:
-        panes = self.by_key.get(key)
-        if panes is None:
-            self.by_key[key] = {window: contents}
-        else:
-            panes[window] = contents
-
-    def pop(self, key: Any, window: Any) -> Any:
-        panes = self.by_key.get(key)
-        if panes is None:
-            return None
-        contents = panes.pop(window, None)
-        if not panes:
-            del self.by_key[key]
-        return contents
-
-
-class _StateStore(KeyedStateStore):
-    def __init__(self, backend: KeyedStateBackend, *, allowed: bool = True, why: str = "") -> None:
-        self._backend = backend
-        self._allowed = allowed
-        self._why = why
-
-    def _get(self, descriptor: Any, expected: type) -> Any:
-        if not self._allowed:
-            raise ConfigurationError(self._why)
-        return self._backend.get_state(descriptor, expected)
-
-    def get_state(self, state_descriptor):
-        return self._get(state_descriptor, ValueStateDescriptor)
-
-    def get_list_state(self, state_descriptor):
-        return self._get(state_descriptor, ListStateDescriptor)
-
-    def get_map_state(self, state_descriptor):
-        return self._get(state_descriptor, MapStateDescriptor)
-
-    def get_reducing_state(self, state_descriptor):
-        return self._get(state_descriptor, ReducingStateDescriptor)
-
-    def get_aggregating_state(self, state_descriptor):
-        return self._get(state_descriptor, AggregatingStateDescriptor)
 
 
 class _TriggerContext(Trigger.OnMergeContext):
@@ -301,12 +148,12 @@ class _WindowContext(ProcessWindowFunction.Context):
     def __init__(self, op: WindowOperator, merging: bool) -> None:
         self._op = op
         self.current_window: Any = None
-        self._window_store = _StateStore(
+        self._window_store = WindowStateStore(
             op.scoped,
             allowed=not merging,
             why="per-window state (window_state()) is not supported with merging (session) windows, as in Flink",
         )
-        self._global_store = _StateStore(op.global_state)
+        self._global_store = WindowStateStore(op.global_state)
 
     def window(self) -> Any:
         return self.current_window
@@ -349,13 +196,6 @@ class _AssignerContext(WindowAssigner.WindowAssignerContext):
         return self._op.runtime_context
 
 
-class _MergeCollector(MergingWindowAssigner.MergeCallback):
-    def __init__(self) -> None:
-        self.merges: list[tuple[list[Any], Any]] = []
-
-    def merge(self, to_be_merged, merge_result) -> None:
-        self.merges.append((list(to_be_merged), merge_result))
-
 
 class WindowOperator(StreamOperator):
     """Runs one keyed (or ``window_all``) window; see the module docstring for the state layout."""
@@ -372,7 +212,7 @@ class WindowOperator(StreamOperator):
         self.key_field = spec.key_field
         self.key_selector = spec.key_selector
         self.watermark = MIN_WATERMARK
-        self.panes = _Panes()
+        self.panes = Panes()
         self.merging_sets: dict[Any, set] = {}
         self.num_late_records_dropped = 0
         self._trigger_ctx = _TriggerContext(self)
@@ -394,7 +234,7 @@ class WindowOperator(StreamOperator):
         super().setup(context, output)
         self.global_state = create_keyed_state_backend(context)
         # Per-window state lives on the heap whatever the backend type: its keys are (key, window).
-        self.scoped = _ScopedStateBackend(max_parallelism=context.max_parallelism, clock_ms=context.clock_ms)
+        self.scoped = ScopedStateBackend(max_parallelism=context.max_parallelism, clock_ms=context.clock_ms)
         self.timers = KeyedTimers()
         self.runtime_context = OperatorRuntimeContext(context, self.global_state, self.name)
         self.side = SideOutputCollector(self)
@@ -427,14 +267,14 @@ class WindowOperator(StreamOperator):
                 return current
 
             return add_timestamped
-        if d.pane_kind == PaneKind.REDUCE:
+        if d.pane_kind is PaneKind.REDUCE:
             fn = d.reduce_function.reduce if isinstance(d.reduce_function, ReduceFunction) else d.reduce_function
 
             def add_reduce(current, value, timestamp=None):
                 return value if current is None else fn(current, value)
 
             return add_reduce
-        if d.pane_kind == PaneKind.AGGREGATE:
+        if d.pane_kind is PaneKind.AGGREGATE:
             agg = d.aggregate_function
 
             def add_aggregate(current, value, timestamp=None):
@@ -454,9 +294,9 @@ class WindowOperator(StreamOperator):
         d = self.descriptor
         if d.evictor is not None:
             return lambda a, b: a + b
-        if d.pane_kind == PaneKind.REDUCE:
+        if d.pane_kind is PaneKind.REDUCE:
             return self._make_adder()
-        if d.pane_kind == PaneKind.AGGREGATE:
+        if d.pane_kind is PaneKind.AGGREGATE:
             return d.aggregate_function.merge
         return lambda a, b: a + b
 
@@ -464,20 +304,20 @@ class WindowOperator(StreamOperator):
         kind = self.descriptor.pane_kind
         if self.descriptor.evictor is not None:  # a list of TimestampedValue, folded now
             values = [element.value for element in contents]
-            if kind == PaneKind.REDUCE:
+            if kind is PaneKind.REDUCE:
                 fn = self.descriptor.reduce_function
                 reduce = fn.reduce if isinstance(fn, ReduceFunction) else fn
                 return [functools.reduce(reduce, values)] if values else []
-            if kind == PaneKind.AGGREGATE:
+            if kind is PaneKind.AGGREGATE:
                 agg = self.descriptor.aggregate_function
                 accumulator = agg.create_accumulator()
                 for value in values:
                     accumulator = agg.add(value, accumulator)
                 return [agg.get_result(accumulator)]
             return values
-        if kind == PaneKind.REDUCE:
+        if kind is PaneKind.REDUCE:
             return [contents]
-        if kind == PaneKind.AGGREGATE:
+        if kind is PaneKind.AGGREGATE:
             return [self.descriptor.aggregate_function.get_result(contents)]
         return contents
 
@@ -544,9 +384,9 @@ class WindowOperator(StreamOperator):
         size, offset = self.assigner.size, self.assigner.offset
         d = self.descriptor
         reduce_fn = agg_add = None
-        if d.pane_kind == PaneKind.REDUCE:
+        if d.pane_kind is PaneKind.REDUCE:
             reduce_fn = d.reduce_function.reduce if isinstance(d.reduce_function, ReduceFunction) else d.reduce_function
-        elif d.pane_kind == PaneKind.AGGREGATE:
+        elif d.pane_kind is PaneKind.AGGREGATE:
             agg_add = d.aggregate_function.add
         global_state = self.global_state
         for row, timestamp in zip(rows, timestamps, strict=True):
@@ -617,7 +457,7 @@ class WindowOperator(StreamOperator):
         """Add ``new_window`` to the key's session windows, merging; return the window it ended up in
         (Flink's ``MergingWindowSet.addWindow``)."""
         live = self.merging_sets.setdefault(key, set())
-        collector = _MergeCollector()
+        collector = MergeCollector()
         self.assigner.merge_windows([*live, new_window], collector)
         result_window = new_window
         merged_new = False
@@ -776,18 +616,18 @@ class WindowOperator(StreamOperator):
         if by_key:
             keys = list(by_key)
             keyed.append((
-                _CONTENTS,
+                CONTENTS_STATE,
                 "map",  # key -> {window: pane contents}
                 KeyedColumns(keys, detach_values(list(by_key.values())),
                              lambda: key_groups_of(keys, max_parallelism)),
             ))  # fmt: skip
         if self.merging_sets:
             keyed.append((
-                _MERGING_SET,
+                MERGING_SET_STATE,
                 "value",  # key -> the live session windows
                 [(key_group_for(k, max_parallelism), k, sorted(v)) for k, v in self.merging_sets.items()],
             ))
-        for name, queue in ((_EVENT_TIMERS, self.timers.event_time), (_PROCESSING_TIMERS, self.timers.processing_time)):
+        for name, queue in ((EVENT_TIMERS_STATE, self.timers.event_time), (PROCESSING_TIMERS_STATE, self.timers.processing_time)):
             entries = [(key_group_for(ns[0], max_parallelism), ns, ts) for ts, ns in queue.entries()]
             if entries:
                 keyed.append((name, "timer", entries))
@@ -798,16 +638,16 @@ class WindowOperator(StreamOperator):
             return
         for entry in restored.keyed:
             name = entry.state_name
-            if name == _CONTENTS:
+            if name == CONTENTS_STATE:
                 for window, contents in entry.value.items():
                     self.panes.set(entry.key, window, contents)
-            elif name == _MERGING_SET:
+            elif name == MERGING_SET_STATE:
                 self.merging_sets[entry.key] = set(entry.value)
-            elif name == _EVENT_TIMERS:
+            elif name == EVENT_TIMERS_STATE:
                 self.timers.event_time.add(entry.value, entry.key)
-            elif name == _PROCESSING_TIMERS:
+            elif name == PROCESSING_TIMERS_STATE:
                 self.timers.processing_time.add(entry.value, entry.key)
-            elif name.startswith(_SCOPED_PREFIX):
-                self.scoped.restore_entry(name[len(_SCOPED_PREFIX):], entry.key, entry.value)
+            elif name.startswith(SCOPED_STATE_PREFIX):
+                self.scoped.restore_entry(name[len(SCOPED_STATE_PREFIX):], entry.key, entry.value)
             else:
                 self.global_state.restore_entry(name, entry.key, entry.value)

@@ -26,8 +26,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from flinklike_spark._runtime.checkpoint_messages import CheckpointResponder
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, transition_table
+from flinklike_spark._runtime.network.events import CheckpointBarrier
 from flinklike_spark._runtime.network.input_gate import InputGate, LocalInputChannel
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partitioner import create_channel_selector
@@ -83,7 +85,7 @@ class Task:
         partition_manager: this TaskExecutor's partitions (local producers register here).
         secret: cluster secret for remote input channels.
         report: called with every TaskExecutionState change (from the task thread).
-        report_checkpoint: sends a CheckpointAck / CheckpointDecline to the JobMaster (any thread).
+        checkpoint_responder: where the task's checkpoint acknowledgements and declines go (the JobMaster).
         checkpoint_io: pool running the asynchronous part of snapshots.
         result_channel: the job's client, for ``execute_and_collect``'s sink (a ClientResultChannel).
     """
@@ -95,7 +97,7 @@ class Task:
         partition_manager: ResultPartitionManager,
         secret: bytes,
         report: Callable[[TaskExecutionState], None],
-        report_checkpoint: Callable[[Any], None] | None = None,
+        checkpoint_responder: CheckpointResponder,
         checkpoint_io: concurrent.futures.Executor | None = None,
         result_channel: Any = None,
     ) -> None:
@@ -107,7 +109,7 @@ class Task:
         self._partition_manager = partition_manager
         self._secret = secret
         self._report = report
-        self._report_checkpoint = report_checkpoint
+        self._checkpoint_responder = checkpoint_responder
         self._checkpoint_io = checkpoint_io
         self._result_channel = result_channel
         self._state = StateMachine(f"task {self.name}", ExecutionState.DEPLOYING, transition_table())
@@ -141,7 +143,7 @@ class Task:
         if stream_task is not None:
             stream_task.cancel()  # outside the lock: closing remote channels joins their receiver threads
 
-    def trigger_checkpoint(self, barrier) -> bool:
+    def trigger_checkpoint(self, barrier: CheckpointBarrier) -> bool:
         """Source tasks: take checkpoint ``barrier`` (a mail; declined if not running)."""
         stream_task = self._stream_task
         if stream_task is None or stream_task.checkpoints is None or self.state is not ExecutionState.RUNNING:
@@ -349,7 +351,7 @@ class Task:
                 storage=tdd.checkpointing.storage,
                 mode=tdd.checkpointing.mode,
                 register_timer=stream_task.register_timer,
-                report=self._report_checkpoint,
+                responder=self._checkpoint_responder,
                 executor=self._checkpoint_io,
                 channel_state_timeout=tdd.checkpointing.timeout,
                 unprocessed_input=stream_task.unprocessed_input,

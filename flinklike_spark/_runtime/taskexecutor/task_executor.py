@@ -28,31 +28,24 @@ import time
 
 import psutil
 
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.collect_results import JobResultChannel
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
 from flinklike_spark._runtime.gateways import JobMasterGateway, ResourceManagerGateway, serve_task_executor
+from flinklike_spark._runtime.network.events import CheckpointBarrier
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
 from flinklike_spark._runtime.rpc import FlightNode, RpcClient
+from flinklike_spark._runtime.taskexecutor.registration import TaskExecutorRegistration
 from flinklike_spark._runtime.taskexecutor.slot_table import TaskSlotTable
 from flinklike_spark._runtime.taskexecutor.task import Task
 from flinklike_spark._runtime.taskexecutor.timer_service import TimerService
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import NetworkError, SlotAllocationError, SlotNotFoundError
 
-__all__ = ["TaskExecutor", "TaskExecutorRegistration", "run_task_executor", "run_task_executor_process"]
+__all__ = ["TaskExecutor", "run_task_executor", "run_task_executor_process"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TaskExecutorRegistration:
-    resource_id: str
-    address: str
-    num_slots: int
-    pid: int
-    cpu_cores: int = 0  # of the TaskExecutor's machine (the REST API's /taskmanagers)
-    physical_memory: int = 0  # bytes
 
 
 class TaskExecutor:
@@ -74,6 +67,7 @@ class TaskExecutor:
         self._node = FlightNode(secret, data_server=PartitionRequestServer(self.partition_manager), host=host)
         self._jobmaster_client = RpcClient(jobmaster_address, secret)
         self._jobmaster = JobMasterGateway(self._jobmaster_client)
+        self._checkpoint_responder = _LoggingCheckpointResponder(self._jobmaster)
         self._resource_manager = ResourceManagerGateway(self._jobmaster_client)
         self._timer_service = TimerService()
         self.slot_table = TaskSlotTable(
@@ -170,7 +164,7 @@ class TaskExecutor:
             partition_manager=self.partition_manager,
             secret=self._secret,
             report=self._report,
-            report_checkpoint=self._report_checkpoint,
+            checkpoint_responder=self._checkpoint_responder,
             checkpoint_io=self._checkpoint_io,
             result_channel=JobResultChannel(self._jobmaster, tdd.job_id),
         )
@@ -195,7 +189,7 @@ class TaskExecutor:
         with self._tasks_lock:
             return self._tasks.get(execution_id)
 
-    def trigger_checkpoint(self, execution_id: str, barrier) -> bool:
+    def trigger_checkpoint(self, execution_id: str, barrier: CheckpointBarrier) -> bool:
         task = self._task(execution_id)
         return task is not None and task.trigger_checkpoint(barrier)
 
@@ -208,12 +202,6 @@ class TaskExecutor:
         task = self._task(execution_id)
         if task is not None:
             task.notify_checkpoint(checkpoint_id, completed=False)
-
-    def _report_checkpoint(self, message) -> None:
-        try:
-            self._jobmaster.report_checkpoint(message)
-        except Exception:  # noqa: BLE001 - the coordinator times the checkpoint out
-            log.warning("could not report %s to the JobMaster", type(message).__name__, exc_info=True)
 
     def free_slot(self, allocation_id: str) -> int:
         return self.slot_table.free_slot(allocation_id)
@@ -279,6 +267,28 @@ class TaskExecutor:
                 log.error("JobMaster %s for %.0f s; TaskExecutor %s shuts down", why, timeout, self.resource_id)
                 self.close()
                 return
+
+
+class _LoggingCheckpointResponder:
+    """A task's :class:`CheckpointResponder`: the JobMaster gateway; a report it cannot deliver is logged.
+
+    Never raises: the coordinator times out a checkpoint whose report was lost.
+    """
+
+    def __init__(self, jobmaster: JobMasterGateway) -> None:
+        self._jobmaster = jobmaster
+
+    def acknowledge_checkpoint(self, ack: CheckpointAck) -> None:
+        try:
+            self._jobmaster.acknowledge_checkpoint(ack)
+        except Exception:  # noqa: BLE001 - the coordinator times the checkpoint out
+            log.warning("could not acknowledge checkpoint %d to the JobMaster", ack.checkpoint_id, exc_info=True)
+
+    def decline_checkpoint(self, decline: CheckpointDecline) -> None:
+        try:
+            self._jobmaster.decline_checkpoint(decline)
+        except Exception:  # noqa: BLE001 - the coordinator times the checkpoint out
+            log.warning("could not decline checkpoint %d to the JobMaster", decline.checkpoint_id, exc_info=True)
 
 
 class _SlotActions:

@@ -24,6 +24,7 @@ from flinklike_spark import (
     WatermarkStrategy,
 )
 from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output, RestoredEntry, RestoredState
 from flinklike_spark.connector_api import SourceReaderContext
@@ -150,7 +151,7 @@ def test_checkpoint_config_and_runtime_mode_are_views_over_the_keys():
 
 def make_keyed(kind, function, *, key_field="user", restored=None):
     spec = OperatorSpec(uid="op", name="op", kind=kind, function=function, key_field=key_field)
-    op = spec.create()
+    op = create_operator(spec)
     out = ListOutput()
     op.setup(
         OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0), out

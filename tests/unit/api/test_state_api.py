@@ -19,6 +19,7 @@ from checkpointing.writer import KeyedColumns
 from flinklike_spark import Configuration, KeyedProcessFunction, Time
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend, detach_values, key_groups_of
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
 from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
@@ -202,7 +203,7 @@ def test_get_aggregating_state_from_a_keyed_process_functions_runtime_context(st
         def emit_watermark(self, timestamp):
             pass
 
-    op = OperatorSpec(uid="p", name="p", kind="keyed_process", function=RunningAverage(), key_field="k").create()
+    op = create_operator(OperatorSpec(uid="p", name="p", kind="keyed_process", function=RunningAverage(), key_field="k"))
     out = Rows()
     op.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0,
                              state_backend_type=state_backend_type, rocksdb=rocksdb_options), out)  # fmt: skip
@@ -515,9 +516,9 @@ def test_state_backend_type_selects_the_backend(tmp_path):
 
 
 def test_window_state_supports_aggregating_and_map_state():
-    from flinklike_spark._runtime.streaming.window_operator import _ScopedStateBackend
+    from flinklike_spark._runtime.streaming.window_panes import ScopedStateBackend
 
-    scoped = _ScopedStateBackend(max_parallelism=128, clock_ms=ManualClock())
+    scoped = ScopedStateBackend(max_parallelism=128, clock_ms=ManualClock())
     descriptor = AggregatingStateDescriptor("avg", Average())
     avg = scoped.get_state(descriptor, AggregatingStateDescriptor)
     mapping = scoped.get_state(MapStateDescriptor("m"), MapStateDescriptor)

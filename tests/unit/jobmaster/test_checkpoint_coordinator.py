@@ -15,12 +15,12 @@ from datetime import timedelta
 import pytest
 
 from checkpointing import list_completed_checkpoints
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck
 from flinklike_spark._runtime.graph.execution_graph import ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.jobmaster.checkpoint_coordinator import CheckpointCoordinator
 from flinklike_spark._runtime.jobmaster.main_thread import ManualMainThreadExecutor
-from flinklike_spark._runtime.streaming.subtask_checkpoint import CheckpointAck
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import CheckpointFailedError
 

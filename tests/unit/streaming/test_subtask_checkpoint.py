@@ -22,6 +22,7 @@ import fsspec
 import pytest
 
 from checkpointing.schemas import CheckpointKind
+from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.network.events import (
     AlignmentType,
     BufferOrEvent,
@@ -29,11 +30,7 @@ from flinklike_spark._runtime.network.events import (
     CheckpointOptions,
 )
 from flinklike_spark._runtime.streaming.barrier_handler import BarrierHandlerMode
-from flinklike_spark._runtime.streaming.subtask_checkpoint import (
-    CheckpointAck,
-    CheckpointDecline,
-    SubtaskCheckpointCoordinator,
-)
+from flinklike_spark._runtime.streaming.subtask_checkpoint import SubtaskCheckpointCoordinator
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,6 +56,14 @@ class TwoChannelGate:
         return False
 
 
+class QueueResponder:
+    """A CheckpointResponder that queues every acknowledgement and decline, in order."""
+
+    def __init__(self, reports: queue.Queue) -> None:
+        self.acknowledge_checkpoint = reports.put
+        self.decline_checkpoint = reports.put
+
+
 @contextlib.contextmanager
 def subtask_of_two_channels(tmp_path, *, channel_state_timeout: float):
     """A stateless two-channel subtask whose checkpoint I/O pool has one thread (a stuck writer blocks the next)."""
@@ -75,7 +80,7 @@ def subtask_of_two_channels(tmp_path, *, channel_state_timeout: float):
         storage=str(tmp_path),
         mode=BarrierHandlerMode.ALTERNATING,
         register_timer=lambda delay, fn: None,
-        report=reports.put,
+        responder=QueueResponder(reports),
         executor=io,
         channel_state_timeout=channel_state_timeout,
     )

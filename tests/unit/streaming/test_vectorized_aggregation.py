@@ -20,13 +20,15 @@ from flinklike_spark import aggregations as agg
 from flinklike_spark._runtime.network.partitioner import key_group_for, key_group_range
 from flinklike_spark._runtime.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation, KeyedReduceOperator
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, RestoredEntry, RestoredState
 from flinklike_spark._runtime.streaming.vectorized_aggregation import (
     VectorizedRollingAggregateOperator,
     VectorizedWindowAggregateOperator,
 )
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperator, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_operator import WindowOperator
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.window import SlidingEventTimeWindows, Time, TumblingEventTimeWindows
 from tests.support.outputs import ListOutput
@@ -36,7 +38,7 @@ MAX_PARALLELISM = 128
 
 
 def build(spec: OperatorSpec, cls=None, *, restored=None, subtask=0, parallelism=1):
-    op = cls(spec) if cls is not None else spec.create()
+    op = cls(spec) if cls is not None else create_operator(spec)
     out = ListOutput()
     context = OperatorContext(
         task_name="t", subtask_index=subtask, parallelism=parallelism, max_parallelism=MAX_PARALLELISM,
@@ -117,7 +119,7 @@ def chunked(rows, seed, with_timestamps_too=True):
 @pytest.mark.parametrize("field", ["v", "w", 1])
 def test_rolling_matches_the_per_record_operator(aggregation, field):
     spec = rolling_spec(aggregation, field)
-    assert isinstance(spec.create(), VectorizedRollingAggregateOperator)
+    assert isinstance(create_operator(spec), VectorizedRollingAggregateOperator)
     chunks = chunked(rolling_rows(1, 700), 2)
     _, expected = run_rolling(spec, KeyedReduceOperator, chunks)
     _, got = run_rolling(spec, None, chunks)
@@ -128,7 +130,7 @@ def test_rolling_matches_the_per_record_operator(aggregation, field):
 
 def test_rolling_float_sum_adds_in_record_order_exactly():
     spec = rolling_spec("sum", "x")
-    assert isinstance(spec.create(), VectorizedRollingAggregateOperator)
+    assert isinstance(create_operator(spec), VectorizedRollingAggregateOperator)
     chunks = chunked(rolling_rows(3, 500), 4, with_timestamps_too=False)
     _, expected = run_rolling(spec, KeyedReduceOperator, chunks)
     _, got = run_rolling(spec, None, chunks)
@@ -170,21 +172,21 @@ def test_rolling_snapshot_restore_and_rescale(aggregation, new_parallelism, firs
 
 
 def test_rolling_falls_back_where_semantics_are_python_only():
-    assert not isinstance(rolling_spec("min", "x").create(), VectorizedRollingAggregateOperator)  # float min
-    assert isinstance(rolling_spec("sum", "x").create(), VectorizedRollingAggregateOperator)
+    assert not isinstance(create_operator(rolling_spec("min", "x")), VectorizedRollingAggregateOperator)  # float min
+    assert isinstance(create_operator(rolling_spec("sum", "x")), VectorizedRollingAggregateOperator)
 
     class MySum(FieldAggregation):
         pass
 
     spec = rolling_spec("sum", "v")
     spec.function = MySum("sum", "v")  # a user subclass is a user function
-    assert type(spec.create()) is KeyedReduceOperator
+    assert type(create_operator(spec)) is KeyedReduceOperator
     spec = rolling_spec("sum", "v")
     spec.key_field, spec.key_selector = None, lambda row: row["k"]
-    assert type(spec.create()) is KeyedReduceOperator
+    assert type(create_operator(spec)) is KeyedReduceOperator
     spec = rolling_spec("sum", "v")
     spec.input_schema = None  # inferred schema: records may be of any kind
-    assert type(spec.create()) is KeyedReduceOperator
+    assert type(create_operator(spec)) is KeyedReduceOperator
 
 
 # -- windows -----------------------------------------------------------------------------------
@@ -244,7 +246,7 @@ AGGREGATES = {
 def test_window_matches_the_per_record_operator(aggregate, window_function, seed):
     wf = agg.KeyedWindowResult("k") if window_function else None
     spec = window_spec(AGGREGATES[aggregate](), wf)
-    assert isinstance(spec.create(), VectorizedWindowAggregateOperator)
+    assert isinstance(create_operator(spec), VectorizedWindowAggregateOperator)
     rows, stamps = events(seed)
     reference, expected = build(spec, WindowOperator)
     drive_windows(reference, rows, stamps, seed)
@@ -302,14 +304,14 @@ def test_window_falls_back_to_per_record_unless_all_built_in():
     class MyCount(agg.BuiltinAggregateFunction):
         pass
 
-    assert type(window_spec(MyCount(agg.count().columns)).create()) is WindowOperator
-    assert type(window_spec(agg.count(), allowed_lateness=10).create()) is WindowOperator
+    assert type(create_operator(window_spec(MyCount(agg.count().columns)))) is WindowOperator
+    assert type(create_operator(window_spec(agg.count(), allowed_lateness=10))) is WindowOperator
     sliding = window_spec(agg.count())
     sliding.function.assigner = SlidingEventTimeWindows.of(Time.seconds(2), Time.seconds(1))
-    assert type(sliding.create()) is WindowOperator
-    assert type(window_spec(agg.count("k"), agg.KeyedWindowResult("k")).create()) is WindowOperator  # name clash
-    assert type(window_spec(agg.max("f")).create()) is WindowOperator  # float max: NaN compares as in Python only
-    assert type(window_spec(agg.sum("f")).create()) is VectorizedWindowAggregateOperator
+    assert type(create_operator(sliding)) is WindowOperator
+    assert type(create_operator(window_spec(agg.count("k"), agg.KeyedWindowResult("k")))) is WindowOperator  # name clash
+    assert type(create_operator(window_spec(agg.max("f")))) is WindowOperator  # float max: NaN compares as in Python only
+    assert type(create_operator(window_spec(agg.sum("f")))) is VectorizedWindowAggregateOperator
 
 
 def test_window_needs_timestamps():

@@ -84,12 +84,13 @@ def test_assign_timestamps_and_watermarks_with_idleness_marks_its_output_idle_on
     import pyarrow as pa
 
     from flinklike_spark import Duration, WatermarkStrategy
+    from flinklike_spark._runtime.streaming.operator_registry import create_operator
     from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
     from flinklike_spark._runtime.streaming.operators import OperatorContext
 
     now = [1_000]
     strategy = WatermarkStrategy().with_timestamp_assigner("t").with_idleness(Duration.of_millis(500))
-    op = OperatorSpec(uid="wm", name="wm", kind="timestamps_watermarks", function=strategy).create()
+    op = create_operator(OperatorSpec(uid="wm", name="wm", kind="timestamps_watermarks", function=strategy))
     out = StatusOutput()
     op.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0,
                              clock_ms=lambda: now[0]), out)  # fmt: skip

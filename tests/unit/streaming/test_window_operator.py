@@ -16,9 +16,10 @@ import pytest
 
 from flinklike_spark import WatermarkStrategy
 from flinklike_spark._runtime.network.partitioner import key_group_range
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, RestoredEntry, RestoredState
-from flinklike_spark._runtime.streaming.window_operator import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.functions import (
     AggregateFunction,
@@ -80,7 +81,7 @@ def make(descriptor, *, restored=None, subtask=0, parallelism=1, clock=None, sid
         key_selector=None if key_field else (lambda row: 0),
         timestamp_strategy=WatermarkStrategy().with_timestamp_assigner("ts"),
     )
-    op = spec.create()
+    op = create_operator(spec)
     out, late = ListOutput(), ListOutput()
     context = OperatorContext(
         task_name="window",
