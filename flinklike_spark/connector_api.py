@@ -32,7 +32,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, Self, runtime_checkable
 
 import pyarrow as pa
 
@@ -51,6 +51,7 @@ __all__ = [
     "SourceReader",
     "SourceReaderContext",
     "SourceSplit",
+    "SubmissionChecked",
     "TwoPhaseCommittingSink",
 ]
 
@@ -289,3 +290,19 @@ class TwoPhaseCommittingSink(Sink):
         nothing (a sink without transactional ids needs no fence).
         """
         return self
+
+
+@runtime_checkable
+class SubmissionChecked(Protocol):
+    """A source or sink that checks its external system when the job is submitted (before any task runs).
+
+    The client calls :meth:`checked_for_submission` once per job submission and
+    ships the connector it returns. What cannot work there (an unreachable
+    cluster, a setting the external system refuses) fails the submission with
+    a clear error, instead of failing every task attempt under the restart
+    strategy.
+    """
+
+    def checked_for_submission(self) -> Self:
+        """Raise if the connector cannot work; return the connector to run (``self`` or a settled copy)."""
+        ...
