@@ -28,6 +28,7 @@ maximum fails the job at submission, naming both.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import re
@@ -173,10 +174,9 @@ class KafkaSink(TwoPhaseCommittingSink):
         return self._with_property("transaction.timeout.ms", str(timeout))
 
     def _with_property(self, key: str, value: str) -> KafkaSink:
-        return KafkaSink(bootstrap_servers=self.bootstrap_servers, record_serializer=self.record_serializer,
-                         delivery_guarantee=self.delivery_guarantee,
-                         transactional_id_prefix=self.transactional_id_prefix,
-                         properties={**self.properties, key: value})
+        settled = copy.copy(self)
+        settled.properties = {**self.properties, key: value}
+        return settled
 
     def create_writer(self, context: SinkWriterContext) -> KafkaSinkWriter:
         prefix = self.transactional_id_prefix or context.transactional_id_prefix or "kafka-sink"

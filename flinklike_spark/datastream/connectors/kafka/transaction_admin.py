@@ -326,7 +326,7 @@ class TransactionAdmin:
             timeout_ms = reader.int32()
             reader.int64()  # start time
             producer_id = reader.int64()
-            epoch = reader.int32()
+            epoch = reader.int16()
             reader.compact_array(topic)
             reader.skip_tags()
             return error, tid, txn_state, timeout_ms, producer_id, epoch
