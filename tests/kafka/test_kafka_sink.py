@@ -31,7 +31,7 @@ from tests.integration.failover_jobs import task_executor_processes, wait_for
 from tests.kafka.kafka_jobs import NumberPerKey, assert_each_key_exactly_once_in_order, read_committed
 
 NUM_KEYS = 8
-RECORDS_PER_KEY = 400
+RECORDS_PER_KEY = 1_000
 
 
 class KeyOfLine(SerializationSchema):
@@ -137,7 +137,7 @@ def test_exactly_once_across_cancel_and_resume(kafka_broker, kafka_topic, tmp_pa
     servers = kafka_broker.bootstrap_servers
     directory = str(tmp_path / "checkpoints")
     sink = kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE)
-    run_and_cancel(build(checkpoint_config(directory, mode), sink, seconds_per_record=0.001), directory,
+    run_and_cancel(build(checkpoint_config(directory, mode), sink, rows_per_second=1500), directory,
                    checkpoints=3)
     config = checkpoint_config(directory, mode, resume_parallelism) | {"execution.state-recovery.path": directory}
     build(config, sink).execute("resume kafka")
@@ -159,7 +159,7 @@ def test_exactly_once_through_a_killed_task_executor(kafka_broker, kafka_topic, 
     }
     from checkpointing import list_completed_checkpoints
 
-    env = build(config, kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE), seconds_per_record=0.001)
+    env = build(config, kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE), rows_per_second=1500)
     client = env.execute_async("kafka through a kill")
     try:
         wait_for(lambda: client.job_id and len(list_completed_checkpoints(directory, client.job_id)) >= 2,
@@ -226,7 +226,7 @@ def test_a_task_executor_killed_between_pre_commit_and_commit_loses_nothing(kafk
         "restart-strategy.fixed-delay.attempts": 3,
         "restart-strategy.fixed-delay.delay": "0 ms",
     }
-    client = build(config, sink, seconds_per_record=0.0005).execute_async("kill before commit")
+    client = build(config, sink, rows_per_second=1500).execute_async("kill before commit")
     try:
         client.wait(timeout=240)
     except BaseException:

@@ -52,11 +52,14 @@ from flinklike_spark.row import records_of
 __all__ = ["KafkaCommittable", "KafkaCommitter", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkWriter"]
 
 _log = logging.getLogger(__name__)
+#: librdkafka's own log lines (connection retries and the like) go through logging, not to stderr.
+_librdkafka_log = logging.getLogger("flinklike_spark.kafka.librdkafka")
 
 #: Flink's KafkaSink default transaction timeout (``KafkaSinkBuilder.DEFAULT_KAFKA_TRANSACTION_TIMEOUT``).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60 * 60 * 1000
 _BROKER_MAX_TIMEOUT_KEY = "transaction.max.timeout.ms"
 _ADMIN_TIMEOUT_S = 15.0
+_SUBMISSION_TIMEOUT_S = 10.0
 _FLUSH_TIMEOUT_S = 120.0
 
 
@@ -235,18 +238,18 @@ class KafkaSinkBuilder:
 
 def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str, str]) -> int:
     kafka = _confluent()
-    from confluent_kafka.admin import AdminClient, ConfigResource
+    from confluent_kafka.admin import ConfigResource
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **_client_properties(properties)})
+    admin = _admin_client(bootstrap_servers, properties)
     try:
-        brokers = admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers
+        brokers = admin.list_topics(timeout=_SUBMISSION_TIMEOUT_S).brokers
     except kafka.KafkaException as e:
         raise ConfigurationError(f"KafkaSink: cannot reach the Kafka brokers {bootstrap_servers!r}: {e}") from e
     broker_id = min(brokers)
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
     try:
-        configs = admin.describe_configs([resource], request_timeout=_ADMIN_TIMEOUT_S)[resource].result(
-            timeout=_ADMIN_TIMEOUT_S)
+        configs = admin.describe_configs([resource], request_timeout=_SUBMISSION_TIMEOUT_S)[resource].result(
+            timeout=_SUBMISSION_TIMEOUT_S)
     except kafka.KafkaException as e:
         raise ConfigurationError(f"KafkaSink: cannot read broker {broker_id}'s configuration: {e}") from e
     return int(configs[_BROKER_MAX_TIMEOUT_KEY].value)
@@ -261,8 +264,11 @@ _PRODUCER_ONLY = frozenset({
 })
 
 
-def _client_properties(properties: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in properties.items() if k not in _PRODUCER_ONLY}
+def _admin_client(bootstrap_servers: str, properties: dict[str, str]):
+    from confluent_kafka.admin import AdminClient
+
+    client_properties = {k: v for k, v in properties.items() if k not in _PRODUCER_ONLY}
+    return AdminClient({"bootstrap.servers": bootstrap_servers, **client_properties, "logger": _librdkafka_log})
 
 
 class KafkaSinkWriter(PrecommittingSinkWriter):
@@ -331,15 +337,29 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         except Exception as e:  # noqa: BLE001 - closing must not mask the failure that led here
             _log.warning("KafkaSink subtask %s: closing the producer failed: %s", self._context.subtask_index, e)
         finally:
+            self._release_awaiting_producers()
             if self._admin is not None:
                 self._admin.close()
+
+    def _release_awaiting_producers(self) -> None:
+        """Drop this writer's producers whose transactions await a commit that will not come in this task.
+
+        Destroying a librdkafka producer leaves its transaction open: a restored
+        job commits it by id (its checkpoint completed) or aborts it (it did not),
+        and a finished bounded job's JobMaster commits the final ones by id.
+        """
+        prefix = f"{self._prefix}-{self._context.subtask_index}-"
+        with _AWAITING_LOCK:
+            mine = [tid for tid in _AWAITING_COMMIT if tid.startswith(prefix)]
+            producers = [_AWAITING_COMMIT.pop(tid) for tid in mine]
+        del producers
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _advance(self, checkpoint_id: int) -> None:
         self._next_transaction = max(self._next_transaction, checkpoint_id + 1)
 
     def _new_producer(self, extra: dict[str, str]):
-        config = {**self._sink.producer_config(), **extra}
+        config = {**self._sink.producer_config(), **extra, "logger": _librdkafka_log}
         config.setdefault("client.id", f"{self._prefix}-{self._context.subtask_index}")
         return _confluent().Producer(config)
 
@@ -404,11 +424,8 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         producer with the same transactional id fences that attempt's producer and
         aborts its transaction.
         """
-        from confluent_kafka.admin import AdminClient
-
         pattern = re.compile(re.escape(self._prefix) + r"-(\d+)-(\d+)")
-        admin = AdminClient({"bootstrap.servers": self._sink.bootstrap_servers,
-                             **_client_properties(self._sink.properties)})
+        admin = _admin_client(self._sink.bootstrap_servers, self._sink.properties)
         brokers = [(b.host, b.port) for b in admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers.values()]
         ctx = self._context
         for txn in self._admin.list_open(brokers, states=("Ongoing", "PrepareAbort", "PrepareCommit")):
