@@ -1,5 +1,27 @@
-"""PyFlink's ``pyflink.datastream.connectors.kafka``, and a local broker for tests and examples."""
+"""PyFlink's ``pyflink.datastream.connectors.kafka`` (on librdkafka, ``pip install flinklike-spark[kafka]``),
+and :class:`LocalKafkaBroker`, a real single-node broker for tests and examples (see docs/kafka.md)."""
 
 from flinklike_spark.datastream.connectors.kafka.local_broker import LocalKafkaBroker, LocalKafkaBrokerConfig
+from flinklike_spark.datastream.connectors.kafka.offsets import (
+    KafkaOffsetResetStrategy,
+    KafkaOffsetsInitializer,
+    KafkaTopicPartition,
+)
+from flinklike_spark.datastream.connectors.kafka.source import (
+    KafkaPartitionSplit,
+    KafkaRecordDeserializationSchema,
+    KafkaSource,
+    KafkaSourceBuilder,
+)
 
-__all__ = ["LocalKafkaBroker", "LocalKafkaBrokerConfig"]
+__all__ = [
+    "KafkaOffsetResetStrategy",
+    "KafkaOffsetsInitializer",
+    "KafkaPartitionSplit",
+    "KafkaRecordDeserializationSchema",
+    "KafkaSource",
+    "KafkaSourceBuilder",
+    "KafkaTopicPartition",
+    "LocalKafkaBroker",
+    "LocalKafkaBrokerConfig",
+]
