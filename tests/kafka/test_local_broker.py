@@ -92,3 +92,12 @@ def test_concurrent_jar_fetches_are_safe(tmp_path):
     assert any((tmp_path / "kafka-4.1.1").glob("kafka_2.13-4.1.1.jar"))
     # nothing half-fetched is left behind
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kafka-4.1.1", "kafka-4.1.1.lock"]
+
+
+def test_random_cluster_ids_never_look_like_an_option():
+    # Regression: an id starting with "-" made kafka.tools.StorageTool format fail ("expected one argument").
+    from flinklike_spark.datastream.connectors.kafka.local_broker import _random_cluster_id
+
+    ids = [_random_cluster_id() for _ in range(3000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids) and len(set(ids)) == len(ids)

@@ -143,8 +143,15 @@ def _free_port() -> int:
 
 
 def _random_cluster_id() -> str:
-    # Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Kafka's ``Uuid.randomUuid().toString()``: 16 random bytes, URL-safe base64 without padding.
+
+    Like Kafka, never one starting with "-": the storage tool's argument parser
+    would take it for an option (1 in 64 random ids did).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -311,7 +318,7 @@ class LocalKafkaBroker:
         properties.write_text(self._properties())
         if not (self.data_dir / "logs" / "meta.properties").exists():
             formatted = subprocess.run(
-                self._jvm_command(java, "kafka.tools.StorageTool", "format", "-t", _random_cluster_id(),
+                self._jvm_command(java, "kafka.tools.StorageTool", "format", f"--cluster-id={_random_cluster_id()}",
                                   "-c", str(properties), "--ignore-formatted"),
                 capture_output=True, text=True, timeout=120, check=False,
             )  # fmt: skip
