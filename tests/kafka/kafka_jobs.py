@@ -103,9 +103,10 @@ def assert_each_once_in_order(rows, *, num_keys: int, per_key: int) -> None:
 def read_committed(bootstrap_servers: str, topic: str, *, timeout: float = 60.0) -> list[tuple[bytes, bytes, int]]:
     """Every committed record of ``topic`` as ``(key, value, partition)``, in offset order per partition.
 
-    Reads each partition up to its end as a ``read_committed`` consumer sees it
-    (the last stable offset). An open transaction holds that offset back, so a
-    lingering transaction makes this time out instead of returning too little.
+    Reads each partition up to its last stable offset as a ``read_committed``
+    consumer sees it now. An open transaction holds that offset back: records
+    committed after a lingering transaction are not returned, so exactly-once
+    checks on the result also catch a transaction that a restore failed to abort.
     """
     consumer = Consumer({
         "bootstrap.servers": bootstrap_servers,
@@ -133,7 +134,7 @@ def read_committed(bootstrap_servers: str, topic: str, *, timeout: float = 60.0)
                 missing = {p: (_position(consumer, topic, p), end) for p, end in ends.items()}
                 raise AssertionError(
                     f"read_committed consumer of {topic} did not reach the end of every partition in {timeout} s "
-                    f"(position, end offset per partition: {missing}): a transaction is still open"
+                    f"(position, end offset per partition: {missing})"
                 )
             message = consumer.poll(0.2)
             if message is None or message.error() is not None:
