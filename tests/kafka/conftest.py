@@ -21,11 +21,11 @@ CACHE_DIR = REPO / ".cache"
 
 
 def _skip_reason() -> str | None:
-    from flinklike_spark.datastream.connectors.kafka.local_broker import KAFKA_VERSION
+    from flinklike_spark.datastream.connectors.kafka.local_broker import KAFKA_VERSION, _jar_dir
 
     if shutil.which("java") is None:
         return "the local Kafka broker needs Java 17+ ('java' is not on PATH)"
-    if shutil.which("mvn") is None and not (CACHE_DIR / f"kafka-{KAFKA_VERSION}" / ".complete").exists():
+    if shutil.which("mvn") is None and not (_jar_dir(CACHE_DIR, KAFKA_VERSION) / ".complete").exists():
         return "fetching the Kafka broker's jars needs Maven ('mvn' is not on PATH)"
     return None
 

@@ -98,8 +98,7 @@ def pipeline(servers: str, in_topic: str, out_topic: str, config: Configuration)
 
 
 def configuration(directory: str, parallelism: int, **extra: str) -> Configuration:
-    config = Configuration()
-    for key, value in {
+    return Configuration({
         "parallelism.default": str(parallelism),
         "local.number-taskmanager": "2",
         "execution.checkpointing.dir": directory,
@@ -107,9 +106,7 @@ def configuration(directory: str, parallelism: int, **extra: str) -> Configurati
         "restart-strategy.fixed-delay.attempts": "5",
         "restart-strategy.fixed-delay.delay": "200 ms",
         **extra,
-    }.items():
-        config.set_string(key, value)
-    return config
+    })
 
 
 def committed_lines(servers: str, topic: str) -> int:

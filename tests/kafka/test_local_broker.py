@@ -88,10 +88,13 @@ def test_concurrent_jar_fetches_are_safe(tmp_path):
             for _ in range(2)]  # fmt: skip
     outputs = [run.communicate(timeout=280)[0].strip() for run in runs]
     assert [run.returncode for run in runs] == [0, 0]
-    assert outputs[0] == outputs[1] == str(tmp_path / "kafka-4.1.1")
-    assert any((tmp_path / "kafka-4.1.1").glob("kafka_2.13-4.1.1.jar"))
+    from flinklike_spark.datastream.connectors.kafka.local_broker import KAFKA_VERSION, _jar_dir
+
+    target = _jar_dir(tmp_path, KAFKA_VERSION)
+    assert outputs[0] == outputs[1] == str(target)
+    assert any(target.glob(f"kafka_2.13-{KAFKA_VERSION}.jar"))
     # nothing half-fetched is left behind
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["kafka-4.1.1", "kafka-4.1.1.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name, f"{target.name}.lock"]
 
 
 def test_random_cluster_ids_never_look_like_an_option():

@@ -26,6 +26,7 @@ import base64
 import contextlib
 import dataclasses
 import datetime as dt
+import hashlib
 import logging
 import os
 import shutil
@@ -66,6 +67,13 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
       <artifactId>kafka_2.13</artifactId>
       <version>{version}</version>
     </dependency>
+    <dependency>
+      <!-- SLF4J 1.7 -> Log4j 2, as in Kafka's distribution: without it the broker logs nothing, not even why it
+           failed to start (Log4j 2's default configuration prints errors to the console, i.e. broker.log) -->
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>2.24.3</version>
+    </dependency>
   </dependencies>
 </project>
 """
@@ -82,7 +90,9 @@ def default_cache_dir() -> Path:
 
 
 def _jar_dir(cache_dir: Path, version: str) -> Path:
-    return cache_dir / f"kafka-{version}"
+    # keyed by the pom too: a changed dependency list fetches into a fresh directory
+    digest = hashlib.sha256(_POM.format(version=version).encode()).hexdigest()[:8]
+    return cache_dir / f"kafka-{version}-{digest}"
 
 
 def fetch_kafka_jars(cache_dir: Path | None = None, *, version: str = KAFKA_VERSION, timeout_s: float = 900.0) -> Path:
@@ -102,7 +112,7 @@ def fetch_kafka_jars(cache_dir: Path | None = None, *, version: str = KAFKA_VERS
     if (target / _COMPLETE_MARKER).exists():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / f"kafka-{version}.lock", "w") as lock:
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (target / _COMPLETE_MARKER).exists():  # another process fetched them while we waited
             return target
