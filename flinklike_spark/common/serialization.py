@@ -24,6 +24,7 @@ __all__ = [
     "ByteArraySchema",
     "DeserializationSchema",
     "Encoder",
+    "RowFieldExtractorSchema",
     "SerializationSchema",
     "SimpleStringSchema",
     "records_to_batch",
@@ -151,6 +152,42 @@ class ByteArraySchema(SerializationSchema, DeserializationSchema):
                 f"ByteArraySchema serializes bytes records, got {type(element).__name__} {element!r:.80}"
             )
         return bytes(element)
+
+
+class RowFieldExtractorSchema(SerializationSchema):
+    """One field of a Row, which must already be bytes (PyFlink's ``RowFieldExtractorSchema``).
+
+    Typically a Kafka record's key and value from two fields of one Row:
+    ``set_key_serialization_schema(RowFieldExtractorSchema(0))``.
+
+    Raises:
+        ValueError: ``field_index`` is negative (as PyFlink).
+    """
+
+    def __init__(self, field_index: int) -> None:
+        if not isinstance(field_index, int) or isinstance(field_index, bool) or field_index < 0:
+            raise ValueError(f"Field index must be non-negative, got: {field_index}")
+        self.field_index = field_index
+
+    def __repr__(self) -> str:
+        return f"RowFieldExtractorSchema({self.field_index})"
+
+    def serialize(self, element: Any) -> bytes:
+        try:
+            value = element[self.field_index]
+        except (IndexError, KeyError, TypeError) as e:
+            raise ConfigurationError(
+                f"RowFieldExtractorSchema({self.field_index}): the record {element!r:.80} has no field "
+                f"{self.field_index}"
+            ) from e
+        if value is None:
+            return None
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise ConfigurationError(
+                f"RowFieldExtractorSchema({self.field_index}) needs a bytes field, got "
+                f"{type(value).__name__} {value!r:.80} (declare it Types.PRIMITIVE_ARRAY(Types.BYTE()))"
+            )
+        return bytes(value)
 
 
 @dataclasses.dataclass(frozen=True)
