@@ -174,3 +174,19 @@ def test_the_job_recovers_when_the_broker_restarts_under_it(kafka_cache_dir, tmp
             with contextlib.suppress(JobCancelledError):
                 client.wait(60)
         assert_each_key_exactly_once_in_order(read_committed(servers, out_topic), NUM_KEYS, 2 * PER_KEY)
+
+
+def test_the_kafka_example_runs_as_documented(kafka_cache_dir, tmp_path):
+    """``python examples/kafka_exactly_once.py`` starts its own broker and checks its output exactly once."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = os.environ | {"PYTHONPATH": str(root), "FLINKLIKE_CACHE": str(kafka_cache_dir)}
+    done = subprocess.run([sys.executable, str(root / "examples" / "kafka_exactly_once.py"),
+                           "--work-dir", str(tmp_path)], capture_output=True, text=True, timeout=360, env=env)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
+    assert "stopped with savepoint" in done.stdout
+    assert "10000 totals" in done.stdout and "exactly once (read_committed): True" in done.stdout
