@@ -1,7 +1,8 @@
 """A real Kafka broker for the Kafka tests: :class:`LocalKafkaBroker` (KRaft, 127.0.0.1).
 
 ``kafka_broker`` is one broker for the whole session (its jars are fetched
-with Maven into ``<repo>/.cache/kafka-<version>`` on first use); tests that
+with Maven into ``default_cache_dir()`` on first use, shared with the example
+and the docs' blocks); tests that
 stop or restart a broker start their own with ``LocalKafkaBroker`` so they do
 not disturb the others. ``kafka_topic(partitions=...)`` creates a topic with a
 unique name per call. Skipped, with the reason, only where Java is missing, or
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CACHE_DIR = REPO / ".cache"
+from flinklike_spark.datastream.connectors.kafka.local_broker import default_cache_dir
+
+CACHE_DIR = default_cache_dir()
 
 
 def _skip_reason() -> str | None:
