@@ -3,7 +3,9 @@
 Call order for a source, per parallel subtask, on the task thread:
 
 1. ``Source.create_splits(parallelism)`` runs once per job in the JobMaster;
-   split ``i`` goes to subtask ``i % parallelism``.
+   ``Source.assign_splits`` hands them to subtasks (default: split ``i`` to
+   subtask ``i % parallelism``). After a restore, every subtask sees all
+   restored splits and takes its share with the same ``assign_splits``.
 2. ``Source.create_reader(context)`` runs in the TaskExecutor.
 3. ``reader.add_splits(splits)``: the subtask's splits (restored ones, with
    their saved positions, after a restore).
@@ -32,7 +34,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, Self, runtime_checkable
 
 import pyarrow as pa
 
@@ -51,6 +53,7 @@ __all__ = [
     "SourceReader",
     "SourceReaderContext",
     "SourceSplit",
+    "SubmissionChecked",
     "TwoPhaseCommittingSink",
 ]
 
@@ -79,11 +82,21 @@ class ReadResult:
         end_of_input: every split of this reader is exhausted; no more polls follow.
         wait_seconds: with ``batch=None`` and not at the end, how long the task
             may sleep before polling again (used for rate limits).
+        split_id: every row of ``batch`` comes from this split. A reader that
+            sets it (and implements ``SourceReader.current_split_ids``) gets
+            per-split watermarks, combined in the source operator (Flink's
+            per-split ``ReaderOutput``), and per-split idleness.
+        timestamps: the rows' own event timestamps (epoch ms, int64; e.g.
+            Kafka's record timestamps): the default event time when the
+            watermark strategy has no timestamp assigner, and the
+            ``record_timestamp`` a ``TimestampAssigner`` is given.
     """
 
     batch: pa.RecordBatch | None = None
     end_of_input: bool = False
     wait_seconds: float = 0.0
+    split_id: str | None = None
+    timestamps: pa.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -157,6 +170,18 @@ class SourceReader(abc.ABC):
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
         """Checkpoint ``checkpoint_id`` completed everywhere."""
 
+    def current_split_ids(self) -> frozenset[str] | None:
+        """The ids of the splits this reader is reading now (not finished), for per-split watermarks.
+
+        None (the default) means the reader does not report splits: the source
+        operator then derives one watermark from all its rows. A reader that
+        returns a set must set ``ReadResult.split_id``; a split that is in the
+        set but produced no rows holds the watermark back until it is idle
+        (``with_idleness``), as in Flink; a split that left the set (finished)
+        no longer counts.
+        """
+        return None
+
     def close(self) -> None:  # noqa: B027
         """Release resources; called exactly once."""
 
@@ -174,7 +199,21 @@ class Source(abc.ABC):
 
     @abc.abstractmethod
     def create_splits(self, parallelism: int) -> list[SourceSplit]:
-        """All splits of this source; split ``i`` is read by subtask ``i % parallelism``."""
+        """All splits of this source, handed to subtasks by :meth:`assign_splits`."""
+
+    def assign_splits(self, splits: list[SourceSplit], parallelism: int) -> list[list[SourceSplit]]:
+        """``splits`` per subtask (``parallelism`` lists): for a new job and for every restore.
+
+        Restored splits arrive sorted by ``split_id``. The default gives split
+        ``i`` to subtask ``i % parallelism``; a source whose readers find more
+        splits on their own (Kafka's partition discovery) overrides it with a
+        deterministic owner per split, so that a restore at another
+        parallelism gives every split to the subtask that would discover it.
+        """
+        per_subtask: list[list[SourceSplit]] = [[] for _ in range(parallelism)]
+        for i, split in enumerate(splits):
+            per_subtask[i % parallelism].append(split)
+        return per_subtask
 
     @abc.abstractmethod
     def create_reader(self, context: SourceReaderContext) -> SourceReader:
@@ -289,3 +328,19 @@ class TwoPhaseCommittingSink(Sink):
         nothing (a sink without transactional ids needs no fence).
         """
         return self
+
+
+@runtime_checkable
+class SubmissionChecked(Protocol):
+    """A source or sink that checks its external system when the job is submitted (before any task runs).
+
+    The client calls :meth:`checked_for_submission` once per job submission and
+    ships the connector it returns. What cannot work there (an unreachable
+    cluster, a setting the external system refuses) fails the submission with
+    a clear error, instead of failing every task attempt under the restart
+    strategy.
+    """
+
+    def checked_for_submission(self) -> Self:
+        """Raise if the connector cannot work; return the connector to run (``self`` or a settled copy)."""
+        ...

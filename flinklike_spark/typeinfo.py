@@ -96,6 +96,9 @@ class Types:
 
     @staticmethod
     def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """An array of a primitive type; ``PRIMITIVE_ARRAY(BYTE())`` is Python ``bytes`` (Arrow binary), as in PyFlink."""
+        if element_type.name == "BYTE":
+            return TypeInformation("PRIMITIVE_ARRAY", pa.binary())
         return TypeInformation("PRIMITIVE_ARRAY", pa.list_(element_type.to_arrow()))
 
     @staticmethod

@@ -64,11 +64,15 @@ class WatermarkStrategy:
         out_of_orderness: how late a record may be relative to the max seen.
         timestamp_assigner: column name or ``row -> epoch ms``; None = no event time.
         idle_timeout: ``with_idleness``: after this long without records a source subtask is idle.
+        emit_watermarks: False for ``no_watermarks()``. A source whose records
+            carry their own timestamps (Kafka) derives watermarks from them
+            unless this is False, also without a timestamp assigner.
     """
 
     out_of_orderness: timedelta = timedelta(0)
     timestamp_assigner: TimestampAssignerLike | None = None
     idle_timeout: timedelta | None = None
+    emit_watermarks: bool = True
 
     def __post_init__(self) -> None:
         if self.out_of_orderness < timedelta(0):
@@ -90,7 +94,7 @@ class WatermarkStrategy:
 
     @staticmethod
     def no_watermarks() -> WatermarkStrategy:
-        return WatermarkStrategy()
+        return WatermarkStrategy(emit_watermarks=False)
 
     def with_timestamp_assigner(self, assigner: TimestampAssignerLike) -> WatermarkStrategy:
         return dataclasses.replace(self, timestamp_assigner=assigner)
@@ -163,6 +167,13 @@ class WatermarkGenerator:
         if batch_max is not None and batch_max > self._max_ts:
             self._max_ts = batch_max
         return timestamps
+
+    def observe(self, timestamps: pa.Array) -> None:
+        """Track the maximum of timestamps assigned elsewhere (a source's own record timestamps)."""
+        if len(timestamps):
+            batch_max = pc.max(timestamps).as_py()
+            if batch_max is not None and batch_max > self._max_ts:
+                self._max_ts = batch_max
 
     def current_watermark(self) -> int:
         return self._max_ts - self._delay_ms - 1

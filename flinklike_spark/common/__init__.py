@@ -2,7 +2,13 @@
 one implementation each).
 """
 
-from flinklike_spark.common.serialization import Encoder
+from flinklike_spark.common.serialization import (
+    ByteArraySchema,
+    DeserializationSchema,
+    Encoder,
+    SerializationSchema,
+    SimpleStringSchema,
+)
 from flinklike_spark.config import ConfigOption, Configuration
 from flinklike_spark.duration import Duration
 from flinklike_spark.job_client import JobClient, JobExecutionResult
@@ -12,14 +18,18 @@ from flinklike_spark.watermarks import TimestampAssigner, WatermarkStrategy
 from flinklike_spark.window import Time
 
 __all__ = [
+    "ByteArraySchema",
     "ConfigOption",
     "Configuration",
+    "DeserializationSchema",
     "Duration",
     "Encoder",
     "JobClient",
     "JobExecutionResult",
     "Row",
     "RowKind",
+    "SerializationSchema",
+    "SimpleStringSchema",
     "Time",
     "TimestampAssigner",
     "TypeInformation",

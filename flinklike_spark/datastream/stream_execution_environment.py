@@ -8,6 +8,7 @@ cluster that ``execution.target`` selects (:mod:`flinklike_spark._runtime.cluste
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -30,6 +31,8 @@ from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.global_configuration import load_configuration
 from flinklike_spark.storage import UsesStorage
 from flinklike_spark.watermarks import WatermarkStrategy
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["StreamExecutionEnvironment"]
 
@@ -82,6 +85,15 @@ class StreamExecutionEnvironment:
 
     def get_parallelism(self) -> int:
         return self._config.pipeline.parallelism
+
+    def add_jars(self, *jars_path: str) -> None:
+        """PyFlink's ``add_jars``: accepted and ignored. Connectors here are Python (the Kafka connector runs on
+        librdkafka), so no Java connector jar is needed; each call is logged at INFO naming the jars."""
+        _log.info("add_jars(%s): not needed, flinklike-spark's connectors need no jars; ignored", ", ".join(jars_path))
+
+    def add_classpaths(self, *classpaths: str) -> None:
+        """PyFlink's ``add_classpaths``: accepted and ignored, like :meth:`add_jars`."""
+        _log.info("add_classpaths(%s): not needed, flinklike-spark runs no JVM; ignored", ", ".join(classpaths))
 
     def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
         self._config = self._config.with_values({"pipeline.max-parallelism": max_parallelism})

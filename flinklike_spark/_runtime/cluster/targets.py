@@ -12,7 +12,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from flinklike_spark._runtime.graph.translation import bind_storage
+from flinklike_spark._runtime.graph.translation import bind_storage, check_connectors
 from flinklike_spark.config import Configuration, ExecutionTarget
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +45,7 @@ def execute_job_graph(job_graph: JobGraph, config: Configuration):
         The job's :class:`~flinklike_spark.job_client.JobClient`.
     """
     bind_storage(job_graph, config)
+    check_connectors(job_graph)
     cluster = create_cluster(config, job_graph)
     close_at_exit(cluster)
     try:  # also on Ctrl-C while the cluster starts: no TaskExecutor is left behind

@@ -21,6 +21,7 @@ import pyarrow as pa
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark.config import Configuration, PipelineOptions
+from flinklike_spark.connector_api import SubmissionChecked
 from flinklike_spark.errors import ConfigurationError, InvalidProgramError
 from flinklike_spark.storage import UsesStorage
 from flinklike_spark.watermarks import WatermarkStrategy
@@ -29,6 +30,7 @@ __all__ = [
     "JobGraphBuilder",
     "Transformation",
     "bind_storage",
+    "check_connectors",
     "execution_plan",
     "upstream_closure",
 ]
@@ -122,6 +124,13 @@ def bind_storage(job_graph: JobGraph, config: Configuration) -> None:
                     storage.check_available(url, what=f"{op.name} ({type(op.function).__name__}) path")
                 op.function = op.function.with_storage(storage)
 
+
+def check_connectors(job_graph: JobGraph) -> None:
+    """Let every connector that checks its external system at submission do so (see ``SubmissionChecked``)."""
+    for vertex in job_graph:
+        for op in vertex.operators:
+            if isinstance(op.function, SubmissionChecked):
+                op.function = op.function.checked_for_submission()
 
 
 def check_picklable(t: Transformation, uid: str) -> None:

@@ -81,10 +81,8 @@ class RpcTaskDeployer:
             return ()
         if job_vertex_id not in self._splits:
             parallelism = job_vertex.parallelism
-            per_subtask: list[list[Any]] = [[] for _ in range(parallelism)]
-            for i, split in enumerate(job_vertex.operators[0].function.create_splits(parallelism)):
-                per_subtask[i % parallelism].append(split)
-            self._splits[job_vertex_id] = per_subtask
+            source = job_vertex.operators[0].function
+            self._splits[job_vertex_id] = source.assign_splits(source.create_splits(parallelism), parallelism)
         return tuple(self._splits[job_vertex_id][subtask_index])
 
     def descriptor(self, execution: Execution, slot: LogicalSlot) -> TaskDeploymentDescriptor:

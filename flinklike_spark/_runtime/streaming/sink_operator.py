@@ -47,7 +47,7 @@ class SinkOperator(StreamOperator):
     ``pending_committables`` until ``notify_checkpoint_complete`` commits every
     pending checkpoint up to the completed one. On restore, pending
     committables of old subtask ``s`` go to new subtask ``s % parallelism``,
-    which commits them before it processes anything. At the end of a bounded
+    which commits them before it opens its writer. At the end of a bounded
     input the remaining committables are handed to the JobMaster
     (:meth:`final_committables`), which commits them when the job finished.
     The writer's ``transactional_id_prefix`` comes from the restore lineage,
@@ -75,6 +75,12 @@ class SinkOperator(StreamOperator):
 
     def open(self) -> None:
         ctx = self.context
+        if self.two_phase:
+            # Restored committables first: their checkpoints completed before the restart, and a
+            # transactional writer's open() may abort every transaction of its prefix still open.
+            self._committer = self.sink.create_committer_with(CommitterContext(result_channel=ctx.result_channel))
+            if self._pending:
+                self._commit_up_to(max(self._pending))
         self.writer = self.sink.create_writer(
             SinkWriterContext(
                 subtask_index=ctx.subtask_index,
@@ -88,10 +94,6 @@ class SinkOperator(StreamOperator):
             )
         )
         self.writer.open()
-        if self.two_phase:
-            self._committer = self.sink.create_committer_with(CommitterContext(result_channel=ctx.result_channel))
-            if self._pending:  # recovered: these checkpoints completed before the restart
-                self._commit_up_to(max(self._pending))
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         self.writer.write(strip_timestamps(batch))

@@ -15,6 +15,7 @@ from flinklike_spark._runtime.streaming.operators import (
     RestoredState,
     StreamOperator,
 )
+from flinklike_spark._runtime.streaming.split_watermarks import SplitWatermarks
 from flinklike_spark.connector_api import (
     ReadResult,
     Source,
@@ -40,8 +41,11 @@ class SourceOperator(StreamOperator):
         self.source: Source = spec.function
         self.reader = None
         self.splits = list(spec.splits)
-        strategy = spec.timestamp_strategy or WatermarkStrategy()
+        strategy = spec.timestamp_strategy or WatermarkStrategy.no_watermarks()
+        self._strategy = strategy
         self._watermarks = strategy.create_generator()
+        self._split_watermarks: SplitWatermarks | None = None  # readers that report their splits
+        self._idle_without_splits = False
         self._last_watermark = MIN_WATERMARK
         self.records_out = 0
         self._idle_timeout = strategy.idle_timeout
@@ -56,20 +60,22 @@ class SourceOperator(StreamOperator):
         )
         self.reader.add_splits(self.splits)
         self.reader.open()
+        if self.reader.current_split_ids() is not None:
+            self._split_watermarks = SplitWatermarks(self._strategy)
         if self._idle_timeout is not None:
             self._idleness = IdlenessTracker(
                 self._idle_timeout, self.output.emit_watermark_status, now_ms=self.context.clock_ms()
             )
 
     def initialize_state(self, restored: RestoredState | None) -> None:
-        """Take this subtask's share of the restored splits (all of them, sorted by id, round-robin)."""
+        """Take this subtask's share of the restored splits (all of them, sorted by id, by ``Source.assign_splits``)."""
         if restored is None:
             return
         splits = sorted(
             (e.value for e in restored.operator if e.state_name == _SOURCE_SPLITS), key=lambda split: split.split_id
         )
         ctx = self.context
-        self.splits = [split for i, split in enumerate(splits) if i % ctx.parallelism == ctx.subtask_index]
+        self.splits = list(self.source.assign_splits(splits, ctx.parallelism)[ctx.subtask_index])
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         # readers hear of completed checkpoints (Flink's SourceReader.notifyCheckpointComplete)
@@ -89,6 +95,9 @@ class SourceOperator(StreamOperator):
                 self._idleness.on_records(self.context.clock_ms())
             else:
                 self._idleness.check(self.context.clock_ms())
+        if self._split_watermarks is not None:
+            self._emit_per_split(result)
+            return result
         if batch is not None and batch.num_rows:
             self.records_out += batch.num_rows
             if not self._watermarks.enabled:
@@ -101,10 +110,40 @@ class SourceOperator(StreamOperator):
                     self.output.emit_watermark(watermark)
         return result
 
+    def _emit_per_split(self, result: ReadResult) -> None:
+        """Emit a batch of one split with its timestamps; then the minimum over the active splits' watermarks."""
+        splits = self._split_watermarks
+        now_ms = self.context.clock_ms()
+        split_ids = self.reader.current_split_ids()
+        splits.update_splits(split_ids, now_ms)
+        if self._idleness is None and bool(split_ids) == self._idle_without_splits:
+            # A subtask without splits (more subtasks than Kafka partitions) is idle, as in Flink,
+            # so that it does not hold back the event time of the others.
+            self._idle_without_splits = not split_ids
+            self.output.emit_watermark_status(self._idle_without_splits)
+        batch = result.batch
+        if batch is not None and batch.num_rows:
+            self.records_out += batch.num_rows
+            if result.split_id is None:
+                raise TypeError(
+                    f"{type(self.reader).__name__} reports its splits (current_split_ids) but returned a batch "
+                    "without ReadResult.split_id"
+                )
+            timestamps = splits.assign(result.split_id, batch, result.timestamps, now_ms)
+            self.output.emit_batch(with_timestamps(batch, timestamps))
+        if self._strategy.emit_watermarks and not self.context.batch_execution:
+            watermark = splits.combined(now_ms)
+            if watermark is not None and watermark > self._last_watermark:
+                self._last_watermark = watermark
+                self.output.emit_watermark(watermark)
+
     def finish(self) -> None:
         # Flink: a bounded source ends with MAX_WATERMARK, firing all event-time timers downstream.
         if self._idleness is not None:
             self._idleness.end()
+        if self._idle_without_splits:
+            self._idle_without_splits = False
+            self.output.emit_watermark_status(False)
         self.output.emit_watermark(MAX_WATERMARK)
 
     def close(self) -> None:

@@ -1,0 +1,398 @@
+"""Kafka -> keyed count -> Kafka on one local broker, in one run: this engine against Spark Structured Streaming.
+
+Measured, each on the same input topic of the same local KRaft broker:
+
+1. Throughput. ``--records`` records (``"key,seq"``, ``--keys`` keys, 4
+   partitions) are written first; then each job reads them all, counts per key
+   in keyed state and writes one ``"key,count"`` record per input record:
+   - this engine, ``KafkaSource`` (bounded) -> ``key_by`` -> ``KeyedProcessFunction``
+     -> ``KafkaSink`` with ``EXACTLY_ONCE`` and with ``AT_LEAST_ONCE``
+     (parallelism 2 on 2 TaskExecutors, checkpoints every second);
+   - Spark, ``readStream.format("kafka")`` -> ``groupBy(key).applyInPandasWithState``
+     -> ``writeStream.format("kafka")`` (``local[2]``, 2 shuffle partitions,
+     ``availableNow``), swept over ``maxOffsetsPerTrigger`` (all records in one
+     micro-batch, and in 4), the best reported.
+   Time is *busy time*: from the first to the last output record's Kafka
+   timestamp (the producer's create time) for this engine, the sum of the
+   micro-batches' ``triggerExecution`` for Spark; start-up is excluded from both.
+   Every run's output is checked: one record per input record, and each key's
+   last count equal to its number of input records.
+2. Latency at a fixed input rate (``--rate`` records/s for ``--seconds``): each
+   input record carries its send time; latency is the time from sending to a
+   consumer receiving the result (``read_committed`` for exactly-once output).
+   This engine with ``AT_LEAST_ONCE`` (output as records come) and
+   ``EXACTLY_ONCE`` (output at each checkpoint: 500 ms), Spark with its default
+   trigger (a micro-batch as soon as the previous one ends).
+
+    python benchmarks/kafka.py [--records N] [--keys K] [--rate R] [--seconds S] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from flinklike_spark.common import Types, WatermarkStrategy
+from flinklike_spark.common.serialization import SimpleStringSchema
+from flinklike_spark.datastream import StreamExecutionEnvironment
+from flinklike_spark.datastream.connectors.kafka import (
+    DeliveryGuarantee,
+    KafkaOffsetsInitializer,
+    KafkaRecordSerializationSchema,
+    KafkaSink,
+    KafkaSource,
+    LocalKafkaBroker,
+)
+from flinklike_spark.datastream.functions import KeyedProcessFunction
+from flinklike_spark.datastream.state import ValueStateDescriptor
+from flinklike_spark.errors import JobCancelledError
+
+PARTITIONS = 4
+SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
+
+# -- input and output -------------------------------------------------------------------------------------
+
+def write_input(servers: str, topic: str, records: int, keys: int) -> None:
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 20, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 1_000_000})
+    for i in range(records):
+        key = i % keys
+        while True:
+            try:
+                producer.produce(topic, f"{key},{i // keys}".encode(), key=str(key).encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(120):
+        raise RuntimeError("the input was not written")
+
+
+def read_output(servers: str, topic: str, *, committed: bool) -> list[tuple[bytes, int]]:
+    """(value, create timestamp ms) of every record of ``topic`` up to its end."""
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                         "isolation.level": "read_committed" if committed else "read_uncommitted",
+                         "enable.auto.commit": False})
+    try:
+        parts = [TopicPartition(topic, p, 0) for p in range(PARTITIONS)]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in parts}
+        consumer.assign(parts)
+        out: list[tuple[bytes, int]] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + 300
+        while len(done) < len(ends) and time.monotonic() < deadline:
+            for message in consumer.consume(10000, 0.5):
+                if message.error() is None:
+                    out.append((message.value(), message.timestamp()[1]))
+                    if message.offset() + 1 >= ends[message.partition()]:
+                        done.add(message.partition())
+            for p, end in ends.items():
+                if p not in done and consumer.position([TopicPartition(topic, p)])[0].offset >= end:
+                    done.add(p)
+        return out
+    finally:
+        consumer.close()
+
+
+def check_counts(output: list[tuple[bytes, int]], records: int, keys: int, what: str) -> None:
+    if len(output) != records:
+        raise AssertionError(f"{what}: {len(output)} output records for {records} input records")
+    last: dict[str, int] = {}
+    for value, _ in output:
+        key, count = value.decode().split(",")[:2]
+        last[key] = max(last.get(key, 0), int(count))
+    expected = {str(k): records // keys + (1 if k < records % keys else 0) for k in range(keys)}
+    if last != expected:
+        wrong = [k for k in expected if last.get(k) != expected[k]][:5]
+        raise AssertionError(f"{what}: wrong final counts for keys {wrong}")
+
+
+def create_topics(servers: str, *names: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": servers})
+    for future in admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names]).values():
+        future.result(60)
+
+
+# -- this engine ------------------------------------------------------------------------------------------
+
+class Count(KeyedProcessFunction):
+    """A count per key; the output keeps the input's third field (its send time) for latency runs."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        yield f"{value[0]},{count}{value[1]}"
+
+
+def split_line(line: str):
+    key, _, rest = line.partition(",")
+    _, _, sent = rest.partition(",")
+    return key, f",{sent}" if sent else ""
+
+
+class KeyOfLine:
+    def serialize(self, line: str) -> bytes:
+        return line.partition(",")[0].encode()
+
+
+def engine_job(servers: str, source_topic: str, sink_topic: str, guarantee: DeliveryGuarantee, *, bounded: bool,
+               checkpoint_ms: int, work: Path) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment({
+        "parallelism.default": 2, "local.number-taskmanager": 2,
+        "execution.checkpointing.dir": str(work / f"cp-{uuid.uuid4().hex[:6]}"),
+    })
+    env.enable_checkpointing(checkpoint_ms)
+    builder = (KafkaSource.builder().set_bootstrap_servers(servers).set_topics(source_topic)
+               .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+               .set_value_only_deserializer(SimpleStringSchema()))
+    if bounded:
+        builder.set_bounded(KafkaOffsetsInitializer.latest())
+    sink = (KafkaSink.builder().set_bootstrap_servers(servers)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(sink_topic)
+                                   .set_key_serialization_schema(KeyOfLine())
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(guarantee).set_property("linger.ms", "5").build())
+    (env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "in")
+        .map(split_line, output_type=Types.TUPLE([Types.STRING(), Types.STRING()]))
+        .key_by(lambda t: t[0], key_type=Types.STRING())
+        .process(Count(), output_type=Types.STRING())
+        .sink_to(sink))
+    return env
+
+
+def engine_throughput(servers: str, source: str, records: int, keys: int, guarantee: DeliveryGuarantee,
+                      work: Path) -> dict:
+    out = f"out-{uuid.uuid4().hex[:8]}"
+    create_topics(servers, out)
+    started = time.perf_counter()
+    engine_job(servers, source, out, guarantee, bounded=True, checkpoint_ms=1000, work=work).execute("kafka bench")
+    wall = time.perf_counter() - started
+    output = read_output(servers, out, committed=guarantee is DeliveryGuarantee.EXACTLY_ONCE)
+    check_counts(output, records, keys, f"engine {guarantee.name}")
+    stamps = [ts for _, ts in output]
+    busy = (max(stamps) - min(stamps)) / 1000
+    return {"busy_s": busy, "wall_s": wall, "rate": records / busy}
+
+
+# -- Spark ------------------------------------------------------------------------------------------------
+
+def spark_session():
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (SparkSession.builder.master("local[2]").appName("kafka-bench")
+            .config("spark.jars.packages", SPARK_KAFKA_PACKAGE)
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate())
+
+
+def _spark_count(key, frames, state):
+    import numpy as np
+    import pandas as pd
+
+    count = state.get[0] if state.exists else 0
+    for frame in frames:
+        n = len(frame)
+        counts = pd.Series(np.arange(count + 1, count + n + 1), index=frame.index).astype(str)
+        count += n
+        sent = frame["sent"].astype(str)
+        keys = frame["key"].astype(str)
+        yield pd.DataFrame({"key": keys, "value": keys + "," + counts + sent.where(sent == "", "," + sent)})
+    state.update((count,))
+
+
+def spark_query(spark, servers: str, source: str, sink: str, work: Path, *, max_offsets: int | None,
+                available_now: bool):
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
+              .option("subscribe", source).option("startingOffsets", "earliest"))
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    lines = reader.load().select(F.col("value").cast("string").alias("line"))
+    parts = F.split("line", ",")
+    rows = lines.select(F.get(parts, 0).alias("key"), F.coalesce(F.get(parts, 2), F.lit("")).alias("sent"))
+    counted = rows.groupBy("key").applyInPandasWithState(_spark_count, "key string, value string", "count long",
+                                                          "Update", GroupStateTimeout.NoTimeout)
+    writer = (counted.writeStream.format("kafka").option("kafka.bootstrap.servers", servers)
+              .option("topic", sink).option("checkpointLocation", str(work / f"spark-{uuid.uuid4().hex[:6]}"))
+              .outputMode("update"))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def spark_throughput(spark, servers: str, source: str, records: int, keys: int, work: Path) -> dict:
+    results = []
+    for batches in (1, 4):
+        out = f"spark-out-{uuid.uuid4().hex[:8]}"
+        create_topics(servers, out)
+        started = time.perf_counter()
+        query = spark_query(spark, servers, source, out, work, max_offsets=-(-records // batches),
+                            available_now=True)
+        query.awaitTermination()
+        wall = time.perf_counter() - started
+        busy = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress
+                   if p["numInputRows"]) / 1000
+        check_counts(read_output(servers, out, committed=False), records, keys, f"spark ({batches} batches)")
+        results.append({"busy_s": busy, "wall_s": wall, "rate": records / busy, "batches": batches})
+    return max(results, key=lambda r: r["rate"]) | {"sweep": results}
+
+
+# -- latency ----------------------------------------------------------------------------------------------
+
+def feed_at_rate(servers: str, topic: str, keys: int, rate: int, seconds: float, stop: threading.Event) -> int:
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 0})
+    sent, started = 0, time.perf_counter()
+    while not stop.is_set() and time.perf_counter() - started < seconds:
+        due = int((time.perf_counter() - started) * rate)
+        while sent < due:
+            key = sent % keys
+            producer.produce(topic, f"{key},{sent // keys},{time.time_ns()}".encode(), key=str(key).encode())
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.001)
+    producer.flush(30)
+    return sent
+
+
+def measure_latency(servers: str, topic: str, committed: bool, until: threading.Event, warmup_s: float
+                    ) -> list[float]:
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"lat-{uuid.uuid4().hex[:8]}",
+                         "isolation.level": "read_committed" if committed else "read_uncommitted",
+                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 5})
+    consumer.subscribe([topic])
+    latencies, started = [], time.monotonic()
+    try:
+        while not until.is_set():
+            for message in consumer.consume(1000, 0.1):
+                if message.error() is None:
+                    sent = int(message.value().decode().rsplit(",", 1)[1])
+                    if time.monotonic() - started > warmup_s:
+                        latencies.append((time.time_ns() - sent) / 1e6)
+    finally:
+        consumer.close()
+    return latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered))) - 1))]
+
+
+def latency_run(servers: str, keys: int, rate: int, seconds: float, start_job, committed: bool) -> dict:
+    source, out = f"lat-in-{uuid.uuid4().hex[:8]}", f"lat-out-{uuid.uuid4().hex[:8]}"
+    create_topics(servers, source, out)
+    stop_job = start_job(source, out)
+    time.sleep(8)  # the job is up and idle before input starts
+    until = threading.Event()
+    measured: list[float] = []
+    consumer = threading.Thread(target=lambda: measured.extend(measure_latency(servers, out, committed, until, 3)))
+    consumer.start()
+    sent = feed_at_rate(servers, source, keys, rate, seconds, until)
+    time.sleep(5)
+    until.set()
+    consumer.join()
+    stop_job()
+    if not measured:
+        raise AssertionError("no output measured")
+    return {"sent": sent, "measured": len(measured), "p50_ms": percentile(measured, 0.5),
+            "p99_ms": percentile(measured, 0.99)}
+
+
+def engine_latency_starter(servers: str, guarantee: DeliveryGuarantee, work: Path):
+    def start(source: str, out: str):
+        client = engine_job(servers, source, out, guarantee, bounded=False, checkpoint_ms=500,
+                            work=work).execute_async("latency")
+
+        def stop():
+            client.cancel()
+            with contextlib.suppress(JobCancelledError):
+                client.wait(60)
+        return stop
+    return start
+
+
+def spark_latency_starter(spark, servers: str, work: Path):
+    def start(source: str, out: str):
+        query = spark_query(spark, servers, source, out, work, max_offsets=None, available_now=False)
+        return query.stop
+    return start
+
+
+# -- main -------------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=1_000)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--quick", action="store_true", help="small sizes, to check the harness")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.records, args.keys, args.rate, args.seconds = 50_000, 100, 2_000, 5.0
+    print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"load {os.getloadavg()[0]:.1f}; records {args.records:,}, keys {args.keys:,}")
+    work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
+    with LocalKafkaBroker(heap="1g") as broker:
+        servers = broker.bootstrap_servers
+        source = "input"
+        create_topics(servers, source)
+        started = time.perf_counter()
+        write_input(servers, source, args.records, args.keys)
+        print(f"input: {args.records:,} records in {time.perf_counter() - started:.1f} s")
+
+        results = {}
+        for guarantee in (DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE):
+            results[guarantee.name] = r = engine_throughput(servers, source, args.records, args.keys, guarantee,
+                                                             work)
+            print(f"engine {guarantee.name:13}: {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
+                  f"{r['wall_s']:.1f} s wall)", flush=True)
+        spark = spark_session()
+        spark.sparkContext.setLogLevel("ERROR")
+        results["spark"] = r = spark_throughput(spark, servers, source, args.records, args.keys, work)
+        sweep = ", ".join(f"{s['batches']} batch(es): {s['rate']:,.0f}" for s in r["sweep"])
+        print(f"spark (best of sweep)   : {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
+              f"{r['wall_s']:.1f} s wall; sweep {sweep})", flush=True)
+        for name in ("EXACTLY_ONCE", "AT_LEAST_ONCE"):
+            print(f"ratio engine {name} / spark: {results[name]['rate'] / r['rate']:.2f}x")
+
+        print(f"latency at {args.rate:,} rec/s for {args.seconds:.0f} s:")
+        lat = {
+            "engine AT_LEAST_ONCE": latency_run(servers, args.keys, args.rate, args.seconds,
+                                                engine_latency_starter(servers, DeliveryGuarantee.AT_LEAST_ONCE,
+                                                                       work), committed=False),
+            "engine EXACTLY_ONCE (500 ms checkpoints)": latency_run(
+                servers, args.keys, args.rate, args.seconds,
+                engine_latency_starter(servers, DeliveryGuarantee.EXACTLY_ONCE, work), committed=True),
+            "spark (default trigger)": latency_run(servers, args.keys, args.rate, args.seconds,
+                                                   spark_latency_starter(spark, servers, work), committed=False),
+        }
+        for name, r in lat.items():
+            print(f"  {name:42}: p50 {r['p50_ms']:8.1f} ms, p99 {r['p99_ms']:8.1f} ms "
+                  f"({r['measured']:,} of {r['sent']:,} records measured)")
+        spark_p99 = lat["spark (default trigger)"]["p99_ms"]
+        print(f"ratio p99 spark / engine AT_LEAST_ONCE: {spark_p99 / lat['engine AT_LEAST_ONCE']['p99_ms']:.1f}x")
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,487 @@
+"""KafkaSink: PyFlink's Kafka sink (FLIP-143), with Kafka transactions for exactly-once output.
+
+Delivery guarantees (:class:`~flinklike_spark.datastream.connectors.base.DeliveryGuarantee`):
+
+* ``NONE``: records are produced as they come; nothing waits for the broker.
+* ``AT_LEAST_ONCE``: at every checkpoint barrier the producer is flushed and
+  every delivery must have succeeded before the barrier passes, so a completed
+  checkpoint covers every record before it. After a failure, records since the
+  restored checkpoint are written again.
+* ``EXACTLY_ONCE``: each subtask writes the records between two barriers into
+  one Kafka transaction, ``transactional.id = <prefix>-<subtask>-<n>`` (``n``
+  the checkpoint after which it began). At the barrier the transaction is
+  flushed and its identity (id, producer id, epoch) becomes the committable
+  stored in the checkpoint (pre-commit); when the checkpoint completes the
+  committer commits it. After a restart the restored committables are committed
+  again (``EndTxn`` by producer id and epoch, see :mod:`.transaction_admin`;
+  committing a committed transaction succeeds), then each subtask aborts every
+  other open transaction of the prefix that it owns (old subtask ``s`` belongs to
+  new subtask ``s % parallelism``), so a ``read_committed`` consumer is never
+  blocked by a crashed attempt's transaction.
+
+The transaction timeout must outlive a checkpoint plus a restart, or Kafka
+aborts a pre-committed transaction and its records are lost: the sink uses
+``transaction.timeout.ms`` as given, or else one hour (Flink's default) capped
+at the broker's ``transaction.max.timeout.ms``; a value above the broker's
+maximum fails the job at submission, naming both.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import re
+import threading
+from typing import Any
+
+import pyarrow as pa
+
+from flinklike_spark.connector_api import (
+    Committer,
+    PrecommittingSinkWriter,
+    SinkWriterContext,
+    TwoPhaseCommittingSink,
+)
+from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
+from flinklike_spark.datastream.connectors.kafka.serialization import KafkaRecordSerializationSchema
+from flinklike_spark.datastream.connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
+from flinklike_spark.errors import ConfigurationError, SinkCommitError, mark_non_recoverable
+from flinklike_spark.row import records_of
+
+__all__ = ["KafkaCommittable", "KafkaCommitter", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkWriter"]
+
+_log = logging.getLogger(__name__)
+#: librdkafka's own log lines (connection retries and the like) go through logging, not to stderr.
+_librdkafka_log = logging.getLogger("flinklike_spark.kafka.librdkafka")
+
+#: Flink's KafkaSink default transaction timeout (``KafkaSinkBuilder.DEFAULT_KAFKA_TRANSACTION_TIMEOUT``).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60 * 60 * 1000
+_BROKER_MAX_TIMEOUT_KEY = "transaction.max.timeout.ms"
+_ADMIN_TIMEOUT_S = 15.0
+_SUBMISSION_TIMEOUT_S = 10.0
+_FLUSH_TIMEOUT_S = 120.0
+
+
+@mark_non_recoverable
+class KafkaTransactionLostError(SinkCommitError):
+    """Kafka aborted a pre-committed transaction before the sink could commit it: its records are lost.
+
+    Non-recoverable: committing again cannot bring the records back. The usual
+    cause is ``transaction.timeout.ms`` elapsing between the pre-commit and the
+    commit (a slow checkpoint plus a long restart).
+    """
+
+
+def _confluent():
+    try:
+        import confluent_kafka
+    except ImportError as e:  # pragma: no cover - the kafka extra is part of the test extra
+        raise ImportError(
+            "KafkaSink needs confluent-kafka: pip install 'flinklike-spark[kafka]'"
+        ) from e
+    return confluent_kafka
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KafkaCommittable:
+    """A pre-committed Kafka transaction: what ``EndTxn`` needs to commit it from any process."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+# Producers whose transaction is pre-committed and awaits its commit, by transactional id. The committer
+# of the same subtask commits through the live producer (the normal path); a committer without one
+# (after a restart, or the JobMaster's final commit) ends the transaction by producer id and epoch.
+_AWAITING_COMMIT: dict[str, Any] = {}
+_AWAITING_LOCK = threading.Lock()
+
+
+class KafkaSink(TwoPhaseCommittingSink):
+    """Writes a stream to Kafka; build one with :meth:`builder`.
+
+    Use it with ``DataStream.sink_to(sink)``. See the module docstring for what
+    each :class:`DeliveryGuarantee` means here. Consumers of an
+    ``EXACTLY_ONCE`` sink's topic must set ``isolation.level=read_committed``.
+    """
+
+    def __init__(self, *, bootstrap_servers: str, record_serializer: KafkaRecordSerializationSchema,
+                 delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.NONE,
+                 transactional_id_prefix: str | None = None, properties: dict[str, str] | None = None) -> None:
+        if not bootstrap_servers:
+            raise ConfigurationError("KafkaSink: set_bootstrap_servers(...) is required")
+        if not isinstance(record_serializer, KafkaRecordSerializationSchema):
+            raise ConfigurationError(
+                f"KafkaSink: set_record_serializer needs a KafkaRecordSerializationSchema "
+                f"(KafkaRecordSerializationSchema.builder()...build()), got {record_serializer!r}"
+            )
+        if not isinstance(delivery_guarantee, DeliveryGuarantee):
+            raise ConfigurationError(
+                f"KafkaSink: delivery guarantee {delivery_guarantee!r} is not one of "
+                f"{[g.name for g in DeliveryGuarantee]}"
+            )
+        properties = {str(k): str(v) for k, v in (properties or {}).items()}
+        if "transactional.id" in properties:
+            raise ConfigurationError(
+                "KafkaSink: do not set 'transactional.id'; the sink derives one per subtask and checkpoint "
+                "from set_transactional_id_prefix(...)"
+            )
+        if "transaction.timeout.ms" in properties and not properties["transaction.timeout.ms"].isdigit():
+            raise ConfigurationError(
+                f"KafkaSink: transaction.timeout.ms must be a number of milliseconds, "
+                f"got {properties['transaction.timeout.ms']!r}"
+            )
+        self.bootstrap_servers = bootstrap_servers
+        self.record_serializer = record_serializer
+        self.delivery_guarantee = delivery_guarantee
+        self.transactional_id_prefix = transactional_id_prefix
+        self.properties = properties
+
+    @staticmethod
+    def builder() -> KafkaSinkBuilder:
+        return KafkaSinkBuilder()
+
+    def __repr__(self) -> str:
+        return (f"KafkaSink(bootstrap_servers={self.bootstrap_servers!r}, "
+                f"delivery_guarantee={self.delivery_guarantee.name})")
+
+    def producer_config(self) -> dict[str, str]:
+        config = {"bootstrap.servers": self.bootstrap_servers, **self.properties}
+        if self.delivery_guarantee is not DeliveryGuarantee.NONE:
+            config.setdefault("acks", "all")
+        return config
+
+    def checked_for_submission(self) -> KafkaSink:
+        """Reach the cluster and settle the transaction timeout before the job starts.
+
+        Raises:
+            ConfigurationError: the brokers cannot be reached, or ``transaction.timeout.ms``
+                is above the broker's ``transaction.max.timeout.ms`` (both values named).
+        """
+        if self.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            return self
+        broker_max = _broker_max_transaction_timeout(self.bootstrap_servers, self.properties)
+        given = self.properties.get("transaction.timeout.ms")
+        if given is not None and int(given) > broker_max:
+            raise ConfigurationError(
+                f"KafkaSink: transaction.timeout.ms={given} is above the broker's "
+                f"{_BROKER_MAX_TIMEOUT_KEY}={broker_max}; lower transaction.timeout.ms "
+                f"(set_property('transaction.timeout.ms', ...)) or raise the broker's "
+                f"{_BROKER_MAX_TIMEOUT_KEY}"
+            )
+        if given is not None:
+            return self
+        timeout = min(DEFAULT_TRANSACTION_TIMEOUT_MS, broker_max)
+        return self._with_property("transaction.timeout.ms", str(timeout))
+
+    def _with_property(self, key: str, value: str) -> KafkaSink:
+        settled = copy.copy(self)
+        settled.properties = {**self.properties, key: value}
+        return settled
+
+    def create_writer(self, context: SinkWriterContext) -> KafkaSinkWriter:
+        prefix = self.transactional_id_prefix or context.transactional_id_prefix or "kafka-sink"
+        return KafkaSinkWriter(self, context, prefix)
+
+    def create_committer(self) -> KafkaCommitter:
+        return KafkaCommitter(self.bootstrap_servers, self.properties)
+
+
+class KafkaSinkBuilder:
+    """PyFlink's ``KafkaSinkBuilder``: ``set_bootstrap_servers`` and ``set_record_serializer`` are required."""
+
+    def __init__(self) -> None:
+        self._bootstrap_servers: str | None = None
+        self._record_serializer: KafkaRecordSerializationSchema | None = None
+        self._delivery_guarantee = DeliveryGuarantee.NONE
+        self._transactional_id_prefix: str | None = None
+        self._properties: dict[str, str] = {}
+
+    def set_bootstrap_servers(self, bootstrap_servers: str) -> KafkaSinkBuilder:
+        self._bootstrap_servers = bootstrap_servers
+        return self
+
+    def set_delivery_guarantee(self, delivery_guarantee: DeliveryGuarantee) -> KafkaSinkBuilder:
+        self._delivery_guarantee = delivery_guarantee
+        return self
+
+    def set_transactional_id_prefix(self, transactional_id_prefix: str) -> KafkaSinkBuilder:
+        """The prefix of the sink's transactional ids; keep it stable across restarts and unique per job.
+
+        Without one, the sink uses the job's restore lineage (stable across
+        resumes from checkpoints and savepoints of the same job).
+        """
+        if not isinstance(transactional_id_prefix, str) or not transactional_id_prefix:
+            raise ConfigurationError(f"transactional id prefix must be a non-empty str, got {transactional_id_prefix!r}")
+        if len(transactional_id_prefix.encode()) > 6400:
+            raise ConfigurationError("transactional id prefix is longer than 6400 bytes (Flink's maximum)")
+        self._transactional_id_prefix = transactional_id_prefix
+        return self
+
+    def set_record_serializer(self, record_serializer: KafkaRecordSerializationSchema) -> KafkaSinkBuilder:
+        self._record_serializer = record_serializer
+        return self
+
+    def set_property(self, key: str, value: str) -> KafkaSinkBuilder:
+        self._properties[str(key)] = str(value)
+        return self
+
+    def build(self) -> KafkaSink:
+        if self._record_serializer is None:
+            raise ConfigurationError("KafkaSink: set_record_serializer(...) is required")
+        return KafkaSink(bootstrap_servers=self._bootstrap_servers or "", record_serializer=self._record_serializer,
+                         delivery_guarantee=self._delivery_guarantee,
+                         transactional_id_prefix=self._transactional_id_prefix, properties=self._properties)
+
+
+def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str, str]) -> int:
+    kafka = _confluent()
+    from confluent_kafka.admin import ConfigResource
+
+    admin = _admin_client(bootstrap_servers, properties)
+    try:
+        brokers = admin.list_topics(timeout=_SUBMISSION_TIMEOUT_S).brokers
+    except kafka.KafkaException as e:
+        raise ConfigurationError(f"KafkaSink: cannot reach the Kafka brokers {bootstrap_servers!r}: {e}") from e
+    broker_id = min(brokers)
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+    try:
+        configs = admin.describe_configs([resource], request_timeout=_SUBMISSION_TIMEOUT_S)[resource].result(
+            timeout=_SUBMISSION_TIMEOUT_S)
+    except kafka.KafkaException as e:
+        raise ConfigurationError(f"KafkaSink: cannot read broker {broker_id}'s configuration: {e}") from e
+    return int(configs[_BROKER_MAX_TIMEOUT_KEY].value)
+
+
+# Producer-only keys an AdminClient refuses (librdkafka warns about unknown-for-role properties).
+_PRODUCER_ONLY = frozenset({
+    "acks", "linger.ms", "batch.size", "batch.num.messages", "compression.type", "compression.codec",
+    "enable.idempotence", "transaction.timeout.ms", "queue.buffering.max.ms", "queue.buffering.max.messages",
+    "queue.buffering.max.kbytes", "message.timeout.ms", "delivery.timeout.ms", "retries", "max.in.flight",
+    "max.in.flight.requests.per.connection", "partitioner",
+})
+
+
+def _admin_client(bootstrap_servers: str, properties: dict[str, str]):
+    from confluent_kafka.admin import AdminClient
+
+    client_properties = {k: v for k, v in properties.items() if k not in _PRODUCER_ONLY}
+    return AdminClient({"bootstrap.servers": bootstrap_servers, **client_properties, "logger": _librdkafka_log})
+
+
+class KafkaSinkWriter(PrecommittingSinkWriter):
+    """Produces one subtask's records; see :class:`KafkaSink`."""
+
+    def __init__(self, sink: KafkaSink, context: SinkWriterContext, prefix: str) -> None:
+        self._sink = sink
+        self._context = context
+        self._prefix = prefix
+        self._guarantee = sink.delivery_guarantee
+        self._producer = None  # NONE / AT_LEAST_ONCE: one producer; EXACTLY_ONCE: the open transaction's
+        self._transactional_id: str | None = None
+        self._next_transaction = 0  # EXACTLY_ONCE: the n of the next transaction's id
+        self._admin: TransactionAdmin | None = None
+        self._failure: BaseException | None = None
+        self._partitions: dict[str, list[int]] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def open(self) -> None:
+        _confluent()
+        if self._guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            self._admin = TransactionAdmin(self._sink.bootstrap_servers)
+            self._abort_lingering_transactions()
+        else:
+            self._producer = self._new_producer({})
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._check_failure()
+        producer = self._producer_for_writing()
+        serializer = self._sink.record_serializer
+        for record in records_of(batch):
+            topic, key, value, partition = serializer.serialize_record(record, self._partitions_of, self._context)
+            self._produce(producer, topic, key, value, partition)
+        producer.poll(0)
+
+    def prepare_commit(self, checkpoint_id: int) -> list[KafkaCommittable]:
+        if self._guarantee is DeliveryGuarantee.NONE or self._producer is None:
+            self._advance(checkpoint_id)
+            return []
+        self._flush()
+        if self._guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
+            return []
+        tid, producer = self._transactional_id, self._producer
+        described = self._admin.describe(tid)
+        committable = KafkaCommittable(transactional_id=tid, producer_id=described.producer_id,
+                                       producer_epoch=described.producer_epoch)
+        with _AWAITING_LOCK:
+            _AWAITING_COMMIT[tid] = producer
+        self._producer = self._transactional_id = None
+        self._advance(checkpoint_id)
+        return [committable]
+
+    def finish(self) -> None:
+        if self._producer is not None and self._guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            self._flush()
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        try:
+            if producer is not None and self._guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+                producer.abort_transaction(10)  # not pre-committed: the job failed or was cancelled
+            elif producer is not None and self._failure is None:
+                producer.flush(10)
+        except Exception as e:  # noqa: BLE001 - closing must not mask the failure that led here
+            _log.warning("KafkaSink subtask %s: closing the producer failed: %s", self._context.subtask_index, e)
+        finally:
+            self._release_awaiting_producers()
+            if self._admin is not None:
+                self._admin.close()
+
+    def _release_awaiting_producers(self) -> None:
+        """Drop this writer's producers whose transactions await a commit that will not come in this task.
+
+        Destroying a librdkafka producer leaves its transaction open: a restored
+        job commits it by id (its checkpoint completed) or aborts it (it did not),
+        and a finished bounded job's JobMaster commits the final ones by id.
+        """
+        prefix = f"{self._prefix}-{self._context.subtask_index}-"
+        with _AWAITING_LOCK:
+            mine = [tid for tid in _AWAITING_COMMIT if tid.startswith(prefix)]
+            producers = [_AWAITING_COMMIT.pop(tid) for tid in mine]
+        del producers
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _advance(self, checkpoint_id: int) -> None:
+        self._next_transaction = max(self._next_transaction, checkpoint_id + 1)
+
+    def _new_producer(self, extra: dict[str, str]):
+        config = {**self._sink.producer_config(), **extra, "logger": _librdkafka_log}
+        config.setdefault("client.id", f"{self._prefix}-{self._context.subtask_index}")
+        return _confluent().Producer(config)
+
+    def _producer_for_writing(self):
+        if self._producer is not None:
+            return self._producer
+        # EXACTLY_ONCE: the first record after a barrier opens the next transaction.
+        tid = f"{self._prefix}-{self._context.subtask_index}-{self._next_transaction}"
+        producer = self._new_producer({"transactional.id": tid})
+        producer.init_transactions(_ADMIN_TIMEOUT_S * 2)
+        producer.begin_transaction()
+        self._producer, self._transactional_id = producer, tid
+        return producer
+
+    def _on_delivery(self, error, message) -> None:
+        if error is not None and self._failure is None:
+            self._failure = SinkCommitError(
+                f"KafkaSink subtask {self._context.subtask_index}: delivery to {message.topic()} failed: {error}"
+            )
+
+    def _produce(self, producer, topic: str, key: bytes | None, value: bytes | None, partition: int | None) -> None:
+        kwargs = {"on_delivery": self._on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, **kwargs)
+                return
+            except BufferError:  # the local queue is full: serve deliveries, then try again
+                producer.poll(0.05)
+                self._check_failure()
+
+    def _flush(self) -> None:
+        remaining = self._producer.flush(_FLUSH_TIMEOUT_S)
+        if remaining:
+            raise SinkCommitError(
+                f"KafkaSink subtask {self._context.subtask_index}: {remaining} records not delivered "
+                f"within {_FLUSH_TIMEOUT_S:.0f} s"
+            )
+        self._check_failure()
+
+    def _check_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _partitions_of(self, topic: str) -> list[int]:
+        partitions = self._partitions.get(topic)
+        if partitions is None:
+            producer = self._producer or self._new_producer({})
+            metadata = producer.list_topics(topic, timeout=_ADMIN_TIMEOUT_S).topics[topic]
+            if metadata.error is not None:
+                raise SinkCommitError(f"KafkaSink: topic {topic!r}: {metadata.error}")
+            partitions = self._partitions[topic] = sorted(metadata.partitions)
+        return partitions
+
+    def _abort_lingering_transactions(self) -> None:
+        """Abort the open transactions of this sink's prefix that this subtask owns.
+
+        Runs after the restored committables were committed (the sink operator
+        commits before it opens the writer), so what is still open belongs to an
+        attempt that failed before its checkpoint completed. Initializing a
+        producer with the same transactional id fences that attempt's producer and
+        aborts its transaction.
+        """
+        pattern = re.compile(re.escape(self._prefix) + r"-(\d+)-(\d+)")
+        admin = _admin_client(self._sink.bootstrap_servers, self._sink.properties)
+        brokers = [(b.host, b.port) for b in admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers.values()]
+        ctx = self._context
+        for txn in self._admin.list_open(brokers, states=("Ongoing", "PrepareAbort", "PrepareCommit")):
+            match = pattern.fullmatch(txn.transactional_id)
+            if match is None or int(match.group(1)) % ctx.parallelism != ctx.subtask_index:
+                continue
+            _log.info("KafkaSink subtask %s: aborting lingering transaction %s", ctx.subtask_index,
+                      txn.transactional_id)
+            producer = self._new_producer({"transactional.id": txn.transactional_id})
+            producer.init_transactions(_ADMIN_TIMEOUT_S * 2)
+            producer.close()
+            self._next_transaction = max(self._next_transaction, int(match.group(2)) + 1)
+
+
+class KafkaCommitter(Committer):
+    """Commits pre-committed transactions: through the live producer if this process has it, else by id."""
+
+    def __init__(self, bootstrap_servers: str, properties: dict[str, str]) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._properties = properties
+        self._admin: TransactionAdmin | None = None
+
+    def commit(self, committables: list[KafkaCommittable]) -> None:
+        for committable in committables:
+            with _AWAITING_LOCK:
+                producer = _AWAITING_COMMIT.pop(committable.transactional_id, None)
+            if producer is not None:
+                producer.commit_transaction(_FLUSH_TIMEOUT_S)
+                producer.close()
+            else:
+                self._commit_by_id(committable)
+
+    def _commit_by_id(self, committable: KafkaCommittable) -> None:
+        if self._admin is None:
+            self._admin = TransactionAdmin(self._bootstrap_servers)
+        try:
+            self._admin.end(committable.transactional_id, committable.producer_id, committable.producer_epoch,
+                            commit=True)
+        except KafkaProtocolError as e:
+            try:
+                described = self._admin.describe(committable.transactional_id)
+            except KafkaProtocolError:
+                described = None
+            if described is not None and described.state == "CompleteCommit" \
+                    and described.producer_id == committable.producer_id:
+                return  # committed before (a newer epoch of the same producer id: the commit bumped it)
+            state = described.state if described is not None else "unknown"
+            raise KafkaTransactionLostError(
+                f"KafkaSink: transaction {committable.transactional_id!r} cannot be committed ({e}; its state is "
+                f"{state}): Kafka aborted it, so its records are lost. Is transaction.timeout.ms "
+                f"({self._properties.get('transaction.timeout.ms', 'default')}) shorter than a checkpoint "
+                f"plus a restart?"
+            ) from e
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+

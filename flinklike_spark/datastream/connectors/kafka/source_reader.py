@@ -1,0 +1,309 @@
+"""The reader of one KafkaSource subtask: a librdkafka consumer with manually assigned partitions.
+
+No consumer-group membership is used (``assign``, never ``subscribe``): the
+engine decides which subtask reads which partition (``split_owner``), and the
+positions live in checkpoints. Each ``poll_next`` returns the records of one
+partition (so the source operator can keep per-partition watermarks), with
+Kafka's record timestamps. Partition discovery runs on a daemon thread (metadata
+requests may block); the task thread only picks up its results.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from flinklike_spark.connector_api import ReadResult, SourceReader, SourceReaderContext
+from flinklike_spark.datastream.connectors.kafka.offsets import (
+    EARLIEST_OFFSET,
+    KafkaOffsetResetStrategy,
+    KafkaTopicPartition,
+    OffsetsInitializerKind,
+)
+from flinklike_spark.datastream.connectors.kafka.source import (
+    NO_STOPPING_OFFSET,
+    KafkaPartitionSplit,
+    split_owner,
+)
+from flinklike_spark.errors import ConfigurationError, FlinklikeError, MalformedRecordError
+from flinklike_spark.watermarks import MIN_WATERMARK
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark.datastream.connectors.kafka.source import KafkaSource
+
+__all__ = ["KafkaSourceError", "KafkaSourceReader"]
+
+_log = logging.getLogger(__name__)
+_EMPTY_POLL_WAIT_S = 0.005
+_MAX_MESSAGES_PER_FETCH = 10_000
+
+
+class KafkaSourceError(FlinklikeError, RuntimeError):
+    """The Kafka consumer reported an error that is not transient (the task fails and restarts)."""
+
+
+class _Split:
+    __slots__ = ("topic", "partition", "split_id", "next_offset", "stopping_offset")
+
+    def __init__(self, split: KafkaPartitionSplit) -> None:
+        self.topic = split.topic
+        self.partition = split.partition
+        self.split_id = split.split_id
+        self.next_offset = split.next_offset
+        self.stopping_offset = split.stopping_offset
+
+    @property
+    def finished(self) -> bool:
+        return self.stopping_offset != NO_STOPPING_OFFSET and self.next_offset >= self.stopping_offset
+
+    def snapshot(self) -> KafkaPartitionSplit:
+        return KafkaPartitionSplit(
+            split_id=self.split_id, topic=self.topic, partition=self.partition,
+            next_offset=self.next_offset, stopping_offset=self.stopping_offset,
+        )  # fmt: skip
+
+
+class KafkaSourceReader(SourceReader):
+    """Reads the partitions (splits) one subtask owns; see the module docstring."""
+
+    def __init__(self, source: KafkaSource, context: SourceReaderContext) -> None:
+        self._source = source
+        self._context = context
+        self._splits: dict[str, _Split] = {}
+        # (split id, batch, timestamps, offset after the batch), consumed but not returned yet
+        self._pending: collections.deque[tuple[str, pa.RecordBatch, pa.Array, int]] = collections.deque()
+        self._pending_per_split: collections.Counter[str] = collections.Counter()
+        self._offsets_to_commit: dict[int, list[tuple[str, int, int]]] = {}
+        self._consumer = None
+        self._discovered: queue.SimpleQueue[list[KafkaTopicPartition]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._discovery_thread: threading.Thread | None = None
+        self._active_ids: frozenset[str] = frozenset()
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def add_splits(self, splits: list[KafkaPartitionSplit]) -> None:
+        for split in splits:
+            self._splits[split.split_id] = _Split(split)
+        self._refresh_active()
+
+    def open(self) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        options = self._source.options
+        client_id = f"{options.client_id_prefix}-{self._context.subtask_index}" if options.client_id_prefix else ""
+        config = self._source.consumer_config(client_id)
+        config.setdefault("auto.offset.reset", _auto_offset_reset(options.starting_offsets))
+        config["on_commit"] = _log_commit_result
+        try:
+            self._consumer = Consumer(config)
+        except KafkaException as e:
+            raise ConfigurationError(f"KafkaSource: the consumer configuration was refused: {e}") from e
+        self._assign([s for s in self._splits.values() if not s.finished])
+        if options.discovery_interval is not None:
+            self._discovery_thread = threading.Thread(
+                target=self._discover_forever, args=(options.discovery_interval.total_seconds(),),
+                name=f"kafka-partition-discovery-{self._context.subtask_index}", daemon=True,
+            )  # fmt: skip
+            self._discovery_thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._discovery_thread is not None:
+            self._discovery_thread.join(timeout=5)
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            consumer.close()
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def current_split_ids(self) -> frozenset[str]:
+        return self._active_ids
+
+    def poll_next(self, max_rows: int) -> ReadResult:
+        self._take_discovered()
+        if not self._pending:
+            self._fetch(max_rows)
+        if self._pending:
+            split_id, batch, timestamps, next_offset = self._pending.popleft()
+            self._pending_per_split[split_id] -= 1
+            split = self._splits[split_id]
+            split.next_offset = next_offset
+            if split.finished:
+                self._release(split)
+            return ReadResult(batch=batch, split_id=split_id, timestamps=timestamps)
+        if self._source.options.stopping_offsets is not None and self._discovery_thread is None:
+            if all(split.finished for split in self._splits.values()):
+                return ReadResult(end_of_input=True)
+        return ReadResult(wait_seconds=_EMPTY_POLL_WAIT_S)
+
+    def _fetch(self, max_rows: int) -> None:
+        messages = self._consumer.consume(num_messages=min(max_rows, _MAX_MESSAGES_PER_FETCH), timeout=0)
+        if not messages:
+            self._advance_over_control_records()
+            return
+        by_split: dict[str, list] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._on_error(error)
+                continue
+            split_id = f"{message.topic()}-{message.partition()}"
+            split = self._splits.get(split_id)
+            if split is None or split.finished:
+                continue
+            if split.stopping_offset != NO_STOPPING_OFFSET and message.offset() >= split.stopping_offset:
+                continue
+            by_split.setdefault(split_id, []).append(message)
+        for split_id, group in by_split.items():
+            self._queue(split_id, group)
+
+    def _queue(self, split_id: str, messages: list) -> None:
+        values = [m.value() for m in messages]
+        try:
+            batch, kept = self._source.options.deserializer.deserialize(values)
+        except MalformedRecordError as e:
+            raise MalformedRecordError(
+                f"KafkaSource: partition {split_id}, offsets {messages[0].offset()}..{messages[-1].offset()}: {e}",
+                path=split_id,
+            ) from e
+        if kept is not None:
+            messages = [messages[i] for i in kept]
+        timestamps = pa.array(
+            [ts if kind else MIN_WATERMARK for kind, ts in (m.timestamp() for m in messages)], type=pa.int64()
+        )
+        next_offset = messages[-1].offset() + 1 if messages else None
+        if next_offset is None:  # every record was skipped: advance the position without rows
+            return
+        self._pending.append((split_id, batch, timestamps, next_offset))
+        self._pending_per_split[split_id] += 1
+
+    def _advance_over_control_records(self) -> None:
+        """Move bounded splits past transaction markers and aborted records (which return no message).
+
+        Safe only for splits without pending batches: the consumer's position
+        then is just after what this reader returned (and skipped).
+        """
+        from confluent_kafka import TopicPartition
+
+        waiting = [
+            s for s in self._splits.values()
+            if s.stopping_offset != NO_STOPPING_OFFSET and not s.finished and not self._pending_per_split[s.split_id]
+        ]  # fmt: skip
+        if not waiting:
+            return
+        positions = self._consumer.position([TopicPartition(s.topic, s.partition) for s in waiting])
+        for split, position in zip(waiting, positions, strict=True):
+            if position.offset > split.next_offset:
+                split.next_offset = min(position.offset, split.stopping_offset)
+                if split.finished:
+                    self._release(split)
+
+    def _on_error(self, error) -> None:
+        from confluent_kafka import KafkaError
+
+        if error.fatal():
+            raise KafkaSourceError(f"KafkaSource: fatal consumer error: {error}")
+        transient = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._PARTITION_EOF,
+                     KafkaError._TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION,
+                     KafkaError.LEADER_NOT_AVAILABLE}  # fmt: skip
+        if error.code() in transient or error.retriable():
+            _log.debug("KafkaSource: transient consumer error (retried by the client): %s", error)
+            return
+        raise KafkaSourceError(f"KafkaSource: consumer error: {error}")
+
+    # -- splits ----------------------------------------------------------------------------------------
+
+    def _assign(self, splits: list[_Split]) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        if splits:
+            self._consumer.incremental_assign([
+                TopicPartition(s.topic, s.partition, OFFSET_BEGINNING if s.next_offset == EARLIEST_OFFSET else s.next_offset)
+                for s in splits
+            ])  # fmt: skip
+
+    def _release(self, split: _Split) -> None:
+        from confluent_kafka import TopicPartition
+
+        self._consumer.incremental_unassign([TopicPartition(split.topic, split.partition)])
+        self._refresh_active()
+
+    def _refresh_active(self) -> None:
+        self._active_ids = frozenset(s.split_id for s in self._splits.values() if not s.finished)
+
+    def _discover_forever(self, interval_s: float) -> None:
+        wait = 0.0  # the first discovery right away: partitions added since the job's splits were listed
+        while not self._stop.wait(wait):
+            wait = interval_s
+            try:
+                self._discovered.put(self._source.list_partitions(timeout=min(30.0, max(interval_s, 5.0))))
+            except Exception as e:  # noqa: BLE001 - a broker outage: try again at the next interval
+                _log.warning("KafkaSource: partition discovery failed (retried in %.0f s): %s", interval_s, e)
+
+    def _take_discovered(self) -> None:
+        new: list[_Split] = []
+        while True:
+            try:
+                partitions = self._discovered.get_nowait()
+            except queue.Empty:
+                break
+            me, parallelism = self._context.subtask_index, self._context.parallelism
+            for tp in partitions:
+                if str(tp) not in self._splits and split_owner(tp.topic, tp.partition, parallelism) == me:
+                    split = _Split(KafkaPartitionSplit(
+                        split_id=str(tp), topic=tp.topic, partition=tp.partition, next_offset=EARLIEST_OFFSET
+                    ))  # fmt: skip
+                    self._splits[split.split_id] = split
+                    new.append(split)
+        if new:
+            _log.info("KafkaSource subtask %d: new partitions %s (read from the earliest offset)",
+                      self._context.subtask_index, [s.split_id for s in new])  # fmt: skip
+            self._assign(new)
+            self._refresh_active()
+
+    # -- checkpoints -----------------------------------------------------------------------------------
+
+    def snapshot_state(self, checkpoint_id: int) -> list[KafkaPartitionSplit]:
+        if self._source.options.commit_offsets_on_checkpoint:
+            self._offsets_to_commit[checkpoint_id] = [
+                (s.topic, s.partition, s.next_offset) for s in self._splits.values() if s.next_offset >= 0
+            ]
+        return [split.snapshot() for split in self._splits.values()]
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Commit the checkpoint's offsets to the consumer group (for monitoring; recovery uses the checkpoint)."""
+        offsets = self._offsets_to_commit.pop(checkpoint_id, None)
+        for older in [c for c in self._offsets_to_commit if c < checkpoint_id]:
+            del self._offsets_to_commit[older]
+        if not offsets or self._consumer is None:
+            return
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            self._consumer.commit(offsets=[TopicPartition(t, p, o) for t, p, o in offsets], asynchronous=True)
+        except KafkaException as e:  # Flink logs failed commits and carries on
+            _log.warning("KafkaSource: committing the offsets of checkpoint %d failed: %s", checkpoint_id, e)
+
+
+def _auto_offset_reset(starting) -> str:
+    """librdkafka's ``auto.offset.reset`` for a starting-offsets initializer (used when an offset is out of range)."""
+    if starting.kind is OffsetsInitializerKind.LATEST:
+        return "latest"
+    if starting.kind in (OffsetsInitializerKind.COMMITTED, OffsetsInitializerKind.SPECIFIED):
+        return {
+            KafkaOffsetResetStrategy.EARLIEST: "earliest",
+            KafkaOffsetResetStrategy.LATEST: "latest",
+            KafkaOffsetResetStrategy.NONE: "error",
+        }[starting.reset_strategy]
+    return "earliest"
+
+
+def _log_commit_result(error, partitions) -> None:
+    if error is not None:
+        _log.warning("KafkaSource: an offset commit failed: %s (%s)", error, partitions)

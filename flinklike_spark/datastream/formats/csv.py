@@ -1,0 +1,192 @@
+"""PyFlink's ``pyflink.datastream.formats.csv``: rows as CSV lines, both ways.
+
+``CsvRowDeserializationSchema.Builder(Types.ROW_NAMED([...], [...])).build()``
+reads each message as one CSV line into a ``Row`` (fields by position; an
+empty field of a non-string type and the null literal are null; arrays are
+split on the array element delimiter, ``;`` by default).
+``CsvRowSerializationSchema.Builder(type_info).build()`` writes a record
+(``Row``, tuple or dict) as one line ending in the line delimiter (``\\n``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pyarrow as pa
+
+from flinklike_spark.common.serialization import DeserializationSchema, SerializationSchema
+from flinklike_spark.datastream.formats._rows import from_text, row_schema, row_values, to_text
+from flinklike_spark.errors import ConfigurationError, MalformedRecordError
+
+__all__ = ["CsvRowDeserializationSchema", "CsvRowSerializationSchema"]
+
+
+def _char(where: str, name: str, value: str | None) -> str | None:
+    if value is not None and (not isinstance(value, str) or len(value) != 1):
+        raise ConfigurationError(f"{where}: {name} must be a single character, got {value!r}")
+    return value
+
+
+class CsvRowDeserializationSchema(DeserializationSchema):
+    """A CSV line per message -> a ``Row`` (Flink's ``CsvRowDeserializationSchema``). Build with :class:`Builder`."""
+
+    def __init__(
+        self, *, type_info: Any, field_delimiter: str = ",", allow_comments: bool = False,
+        array_element_delimiter: str = ";", quote_character: str | None = '"', escape_character: str | None = None,
+        null_literal: str | None = None, ignore_parse_errors: bool = False,
+    ) -> None:  # fmt: skip
+        where = "CsvRowDeserializationSchema"
+        self._schema = row_schema(where, type_info)
+        self.field_delimiter = _char(where, "field delimiter", field_delimiter)
+        self.allow_comments = bool(allow_comments)
+        self.array_element_delimiter = array_element_delimiter
+        self.quote_character = _char(where, "quote character", quote_character)
+        self.escape_character = _char(where, "escape character", escape_character)
+        self.null_literal = null_literal
+        self.ignore_parse_errors = bool(ignore_parse_errors)
+
+    class Builder:
+        """PyFlink's builder: ``CsvRowDeserializationSchema.Builder(type_info).set_...(...).build()``."""
+
+        def __init__(self, type_info: Any) -> None:
+            if type_info is None:
+                raise TypeError("Type information must not be None")
+            self._options: dict[str, Any] = {"type_info": type_info}
+
+        def _set(self, key: str, value: Any) -> CsvRowDeserializationSchema.Builder:
+            self._options[key] = value
+            return self
+
+        def set_field_delimiter(self, delimiter: str):
+            return self._set("field_delimiter", delimiter)
+
+        def set_allow_comments(self, allow_comments: bool):
+            return self._set("allow_comments", allow_comments)
+
+        def set_array_element_delimiter(self, delimiter: str):
+            return self._set("array_element_delimiter", delimiter)
+
+        def set_quote_character(self, c: str):
+            return self._set("quote_character", c)
+
+        def set_escape_character(self, c: str):
+            return self._set("escape_character", c)
+
+        def set_null_literal(self, null_literal: str):
+            return self._set("null_literal", null_literal)
+
+        def set_ignore_parse_errors(self, ignore_parse_errors: bool):
+            return self._set("ignore_parse_errors", ignore_parse_errors)
+
+        def build(self) -> CsvRowDeserializationSchema:
+            return CsvRowDeserializationSchema(**self._options)
+
+    def produced_schema(self) -> pa.Schema:
+        return self._schema
+
+    def _field(self, text: str, arrow_type: pa.DataType) -> Any:
+        if self.null_literal is not None and text == self.null_literal:
+            return None
+        if text == "" and not pa.types.is_string(arrow_type):
+            return None
+        if pa.types.is_list(arrow_type):
+            return [self._field(part, arrow_type.value_type) for part in text.split(self.array_element_delimiter)]
+        return from_text(text, arrow_type)
+
+    def deserialize(self, message: bytes) -> dict | None:
+        try:
+            line = bytes(message).decode("utf-8").rstrip("\r\n")
+            if self.allow_comments and line.lstrip().startswith("#"):
+                return None
+            reader = csv.reader(
+                [line], delimiter=self.field_delimiter, quotechar=self.quote_character,
+                escapechar=self.escape_character, quoting=csv.QUOTE_MINIMAL if self.quote_character else csv.QUOTE_NONE,
+                strict=True,
+            )  # fmt: skip
+            fields = next(reader, [])
+            if len(fields) != len(self._schema):
+                raise ValueError(f"{len(fields)} fields, the type has {len(self._schema)}")
+            record = {}
+            for text, field in zip(fields, self._schema, strict=True):
+                try:
+                    record[field.name] = self._field(text, field.type)
+                except (ValueError, TypeError, ArithmeticError) as e:
+                    raise ValueError(f"field {field.name!r} ({field.type}): {e}") from e
+            return record
+        except (ValueError, TypeError, csv.Error) as e:
+            if self.ignore_parse_errors:
+                return None
+            raise MalformedRecordError(
+                f"CsvRowDeserializationSchema: cannot read {bytes(message)[:200]!r} as a row of "
+                f"{self._schema.names}: {e} (set_ignore_parse_errors(True) skips such messages)"
+            ) from e
+
+
+class CsvRowSerializationSchema(SerializationSchema):
+    """A record -> a CSV line (Flink's ``CsvRowSerializationSchema``). Build with :class:`Builder`."""
+
+    def __init__(
+        self, *, type_info: Any, field_delimiter: str = ",", line_delimiter: str = "\n",
+        array_element_delimiter: str = ";", quote_character: str | None = '"', escape_character: str | None = None,
+        null_literal: str = "",
+    ) -> None:  # fmt: skip
+        where = "CsvRowSerializationSchema"
+        self._names = row_schema(where, type_info).names
+        self.field_delimiter = _char(where, "field delimiter", field_delimiter)
+        if line_delimiter not in ("\n", "\r", "\r\n", ""):
+            raise ConfigurationError(f"{where}: line delimiter must be '\\n', '\\r', '\\r\\n' or '', got {line_delimiter!r}")
+        self.line_delimiter = line_delimiter
+        self.array_element_delimiter = array_element_delimiter
+        self.quote_character = _char(where, "quote character", quote_character)
+        self.escape_character = _char(where, "escape character", escape_character)
+        self.null_literal = null_literal
+
+    class Builder:
+        """PyFlink's builder: ``CsvRowSerializationSchema.Builder(type_info).set_...(...).build()``."""
+
+        def __init__(self, type_info: Any) -> None:
+            if type_info is None:
+                raise TypeError("Type information must not be None")
+            self._options: dict[str, Any] = {"type_info": type_info}
+
+        def _set(self, key: str, value: Any) -> CsvRowSerializationSchema.Builder:
+            self._options[key] = value
+            return self
+
+        def set_field_delimiter(self, c: str):
+            return self._set("field_delimiter", c)
+
+        def set_line_delimiter(self, delimiter: str):
+            return self._set("line_delimiter", delimiter)
+
+        def set_array_element_delimiter(self, delimiter: str):
+            return self._set("array_element_delimiter", delimiter)
+
+        def disable_quote_character(self):
+            return self._set("quote_character", None)
+
+        def set_quote_character(self, c: str):
+            return self._set("quote_character", c)
+
+        def set_escape_character(self, c: str):
+            return self._set("escape_character", c)
+
+        def set_null_literal(self, s: str):
+            return self._set("null_literal", s)
+
+        def build(self) -> CsvRowSerializationSchema:
+            return CsvRowSerializationSchema(**self._options)
+
+    def serialize(self, element: Any) -> bytes:
+        values = row_values("CsvRowSerializationSchema", element, self._names)
+        out = io.StringIO()
+        writer = csv.writer(
+            out, delimiter=self.field_delimiter, quotechar=self.quote_character or '"',
+            escapechar=self.escape_character, lineterminator=self.line_delimiter,
+            quoting=csv.QUOTE_MINIMAL if self.quote_character else csv.QUOTE_NONE,
+        )  # fmt: skip
+        texts = [to_text(value, self.array_element_delimiter) for value in values]
+        writer.writerow([self.null_literal if text is None else text for text in texts])
+        return out.getvalue().encode()

@@ -1,0 +1,63 @@
+"""A real Kafka broker for the Kafka tests: :class:`LocalKafkaBroker` (KRaft, 127.0.0.1).
+
+``kafka_broker`` is one broker for the whole session (its jars are fetched
+with Maven into ``default_cache_dir()`` on first use, shared with the example
+and the docs' blocks); tests that
+stop or restart a broker start their own with ``LocalKafkaBroker`` so they do
+not disturb the others. ``kafka_topic(partitions=...)`` creates a topic with a
+unique name per call. Skipped, with the reason, only where Java is missing, or
+Maven is missing and the jars are not cached yet.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from flinklike_spark.datastream.connectors.kafka.local_broker import default_cache_dir
+
+CACHE_DIR = default_cache_dir()
+
+
+def _skip_reason() -> str | None:
+    from flinklike_spark.datastream.connectors.kafka.local_broker import KAFKA_VERSION, _jar_dir
+
+    if shutil.which("java") is None:
+        return "the local Kafka broker needs Java 17+ ('java' is not on PATH)"
+    if shutil.which("mvn") is None and not (_jar_dir(CACHE_DIR, KAFKA_VERSION) / ".complete").exists():
+        return "fetching the Kafka broker's jars needs Maven ('mvn' is not on PATH)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def kafka_cache_dir() -> Path:
+    reason = _skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    return CACHE_DIR
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka_cache_dir, tmp_path_factory):
+    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+
+    broker = LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path_factory.mktemp("kafka-broker"))
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop(delete_data=True)
+
+
+@pytest.fixture
+def kafka_topic(kafka_broker, request):
+    """``kafka_topic(partitions=1, **config) -> name``: a fresh topic on the session broker."""
+    test_name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
+
+    def create(partitions: int = 1, **config: str) -> str:
+        return kafka_broker.create_topic(f"{test_name}-{uuid.uuid4().hex[:8]}", partitions=partitions, **config)
+
+    return create

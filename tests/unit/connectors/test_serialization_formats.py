@@ -1,0 +1,104 @@
+"""PyFlink's message formats: SimpleStringSchema, ByteArraySchema, JSON and CSV rows, both ways."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from flinklike_spark.common.serialization import ByteArraySchema, SimpleStringSchema
+from flinklike_spark.common.typeinfo import Types
+from flinklike_spark.datastream.formats.csv import CsvRowDeserializationSchema, CsvRowSerializationSchema
+from flinklike_spark.datastream.formats.json import JsonRowDeserializationSchema, JsonRowSerializationSchema
+from flinklike_spark.errors import ConfigurationError, MalformedRecordError
+from flinklike_spark.row import Row, records_of
+
+ROW = Types.ROW_NAMED(
+    ["id", "name", "ts", "price", "tags"],
+    [Types.INT(), Types.STRING(), Types.SQL_TIMESTAMP(), Types.BIG_DEC(), Types.LIST(Types.STRING())],
+)
+
+
+def test_simple_string_and_byte_array_round_trip():
+    strings = SimpleStringSchema()
+    assert records_of(strings.deserialize_batch([b"a", "é".encode()])) == ["a", "é"]
+    assert strings.serialize("é") == "é".encode()
+    raw = ByteArraySchema()
+    assert records_of(raw.deserialize_batch([b"\x00\xff"])) == [b"\x00\xff"]
+    assert raw.serialize(b"\x01") == b"\x01"
+    with pytest.raises(ConfigurationError, match="bytes records"):
+        raw.serialize("text")
+    with pytest.raises(ConfigurationError, match="'latin-1'.*UTF-8"):
+        SimpleStringSchema("latin-1")
+
+
+def test_json_rows_round_trip_as_named_rows():
+    out = JsonRowSerializationSchema.builder().with_type_info(ROW).build()
+    read = JsonRowDeserializationSchema.builder().type_info(ROW).build()
+    row = Row(id=7, name="x", ts=dt.datetime(2024, 5, 1, 12, 30), price=Decimal("1.5"), tags=["a", "b"])
+    message = out.serialize(row)
+    assert message == b'{"id":7,"name":"x","ts":"2024-05-01T12:30:00.000Z","price":1.5,"tags":["a","b"]}'
+    [back] = records_of(read.deserialize_batch([message]))
+    assert isinstance(back, Row) and back.id == 7 and back[1] == "x"
+    assert back.ts == dt.datetime(2024, 5, 1, 12, 30) and back.price == Decimal("1.5") and back.tags == ["a", "b"]
+    # tuples and dicts serialize by position / by name
+    assert out.serialize((7, "x", None, None, None)) == out.serialize({"name": "x", "id": 7})
+
+
+def test_json_positional_rows_use_f0_f1_and_missing_fields():
+    positional = Types.ROW([Types.INT(), Types.STRING()])
+    assert JsonRowSerializationSchema.Builder().with_type_info(positional).build().serialize((1, "hi")) == (
+        b'{"f0":1,"f1":"hi"}'
+    )
+    lenient = JsonRowDeserializationSchema.Builder().type_info(positional).build()
+    assert [tuple(r) for r in records_of(lenient.deserialize_batch([b'{"f0": 2}']))] == [(2, None)]
+    strict = JsonRowDeserializationSchema.builder().type_info(positional).fail_on_missing_field().build()
+    with pytest.raises(MalformedRecordError, match="'f1' is missing"):
+        strict.deserialize_batch([b'{"f0": 2}'])
+
+
+def test_json_parse_errors_fail_or_are_skipped():
+    strict = JsonRowDeserializationSchema.builder().type_info(ROW).build()
+    with pytest.raises(MalformedRecordError, match=r"not json.*ignore_parse_errors"):
+        strict.deserialize_batch([b"not json"])
+    with pytest.raises(MalformedRecordError, match="'id'"):
+        strict.deserialize_batch([b'{"id": "seven"}'])
+    lenient = JsonRowDeserializationSchema.builder().type_info(ROW).ignore_parse_errors().build()
+    assert [r.id for r in records_of(lenient.deserialize_batch([b"not json", b'{"id": 3}']))] == [3]
+    with pytest.raises(ConfigurationError, match="Types.ROW"):
+        JsonRowDeserializationSchema.builder().type_info(Types.STRING()).build()
+
+
+def test_csv_rows_round_trip_with_quotes_nulls_and_arrays():
+    out = CsvRowSerializationSchema.Builder(ROW).set_null_literal("NULL").build()
+    read = CsvRowDeserializationSchema.Builder(ROW).set_null_literal("NULL").build()
+    message = out.serialize(Row(id=1, name="a,b", ts=None, price=Decimal("2.25"), tags=["x", "y"]))
+    assert message == b'1,"a,b",NULL,2.25,x;y\n'
+    [back] = records_of(read.deserialize_batch([message]))
+    assert (back.id, back.name, back.ts, back.price, back.tags) == (1, "a,b", None, Decimal("2.25"), ["x", "y"])
+    piped = CsvRowSerializationSchema.Builder(Types.ROW([Types.INT(), Types.STRING()])).set_field_delimiter("|")
+    assert piped.build().serialize((3, "z")) == b"3|z\n"
+
+
+def test_csv_errors_comments_and_bad_options():
+    positional = Types.ROW([Types.INT(), Types.STRING()])
+    read = CsvRowDeserializationSchema.Builder(positional).set_allow_comments(True).build()
+    assert [tuple(r) for r in records_of(read.deserialize_batch([b"# note", b"4,d"]))] == [(4, "d")]
+    with pytest.raises(MalformedRecordError, match="3 fields, the type has 2"):
+        read.deserialize_batch([b"1,2,3"])
+    skip = CsvRowDeserializationSchema.Builder(positional).set_ignore_parse_errors(True).build()
+    assert records_of(skip.deserialize_batch([b"x,1"])) == []
+    with pytest.raises(ConfigurationError, match="single character"):
+        CsvRowSerializationSchema.Builder(positional).set_field_delimiter("||").build()
+
+
+def test_add_jars_of_a_kafka_connector_is_accepted_and_logged(caplog):
+    import logging
+
+    from flinklike_spark.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with caplog.at_level(logging.INFO, logger="flinklike_spark.datastream.stream_execution_environment"):
+        env.add_jars("file:///path/to/flink-sql-connector-kafka-1.15.0.jar")
+    assert "flink-sql-connector-kafka-1.15.0.jar" in caplog.text and "not needed" in caplog.text
