@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from checkpointing import OperatorStateSnapshot, StateKind
 from flinklike_spark._runtime.record_timestamps import (
     strip_timestamps,
 )
@@ -106,7 +107,9 @@ class SinkOperator(StreamOperator):
         if committables:
             self._pending[checkpoint_id] = list(committables)
         entries = [(cid, list(c)) for cid, c in sorted(self._pending.items())]
-        return OperatorSnapshot(operator=[(_COMMITTABLES, "sink_committables", entries)])
+        return OperatorSnapshot(
+            operator=[OperatorStateSnapshot(name=_COMMITTABLES, kind=StateKind.SINK_COMMITTABLES, entries=entries)]
+        )
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.two_phase:
