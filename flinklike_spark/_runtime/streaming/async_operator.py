@@ -24,7 +24,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from checkpointing import OperatorStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.operators import (
     OperatorRuntimeContext,

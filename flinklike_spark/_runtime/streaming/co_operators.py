@@ -23,7 +23,8 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from checkpointing import OperatorStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.operators import OperatorSnapshot, RestoredState, extend_stamped
 from flinklike_spark._runtime.streaming.process_operators import (

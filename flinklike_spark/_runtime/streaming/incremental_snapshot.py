@@ -35,7 +35,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final
 
-from checkpointing import KeyedColumns, KeyedStateChanges, KeyedStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
+from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.streaming.keyed_state import key_groups_of
 from flinklike_spark._runtime.streaming.state_backend_base import KeyedStateBackend
 

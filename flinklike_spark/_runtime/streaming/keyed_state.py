@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from checkpointing import KeyedColumns, KeyedStateChanges, KeyedStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
+from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, stable_hash_scalar
 from flinklike_spark._runtime.streaming.state_backend_base import KeyedStateBackend, StateBackendContext
 from flinklike_spark._runtime.streaming.ttl_state import TtlPolicy, strip_expired

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
-from checkpointing import KeyedStateChanges, KeyedStateSnapshot, OperatorStateSnapshot
+from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot, OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import (
     Timestamps,
     split_timestamps,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkpointing import KeyedStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateSnapshot
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.record_timestamps import (
     Timestamps,

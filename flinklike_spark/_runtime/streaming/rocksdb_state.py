@@ -53,7 +53,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from checkpointing import KeyedColumnChunks, KeyedColumns, KeyedStateChanges, KeyedStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
+from checkpointing.writer import KeyedColumnChunks, KeyedColumns
 from flinklike_spark._runtime.streaming.keyed_state import detach_values, key_groups_of
 from flinklike_spark._runtime.streaming.rocksdb_local import (
     DIR_PREFIX,

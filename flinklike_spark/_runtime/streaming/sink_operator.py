@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from checkpointing import OperatorStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import (
     strip_timestamps,
 )

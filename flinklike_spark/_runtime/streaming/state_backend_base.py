@@ -39,7 +39,8 @@ import time
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from checkpointing import KeyedStateChanges, KeyedStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
 from flinklike_spark._runtime.streaming.tracked_state import TRACKED_HANDLE_OF_KIND
 from flinklike_spark._runtime.streaming.ttl_state import (
     TTL_HANDLE_OF_KIND,

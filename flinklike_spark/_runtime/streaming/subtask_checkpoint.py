@@ -41,8 +41,9 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles, write_state_snapshots
+from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment
+from checkpointing.state_snapshots import write_state_snapshots
 from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,

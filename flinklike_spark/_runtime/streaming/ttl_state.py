@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from checkpointing import StateKind
+from checkpointing.schemas import StateKind
 from flinklike_spark.state import (
     AggregatingState,
     ListState,

@@ -44,7 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from checkpointing import KeyedStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateSnapshot
 from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.record_timestamps import TIMESTAMP_COLUMN, with_timestamps
 from flinklike_spark._runtime.streaming.keyed_state import key_groups_of

@@ -43,7 +43,9 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from checkpointing import KeyedColumns, KeyedStateSnapshot, StateKind
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateSnapshot
+from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.keyed_state import (
