@@ -87,8 +87,6 @@ class StateBackendContext:
         incremental: incremental checkpoints are on, so the backend should
             track the keys written between snapshots (``snapshot_changes``).
         rocksdb: the ``state.backend.rocksdb.*`` settings (None: the defaults).
-        task_name: the subtask's task, for messages.
-        subtask_index: the subtask's index, for messages.
     """
 
     backend_type: str
@@ -96,8 +94,6 @@ class StateBackendContext:
     clock_ms: Callable[[], int] = wall_clock_ms
     incremental: bool = False
     rocksdb: RocksDBOptions | None = None
-    task_name: str = ""
-    subtask_index: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.backend_type, str) or not self.backend_type:
@@ -122,8 +118,6 @@ class StateBackendContext:
             clock_ms=context.clock_ms,
             incremental=context.incremental is not None,
             rocksdb=context.rocksdb,
-            task_name=context.task_name,
-            subtask_index=context.subtask_index,
         )
 
 
