@@ -43,10 +43,21 @@ import tempfile
 import time
 from datetime import UTC, datetime
 
-from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, read_operator_state, retain
+from checkpointing import (
+    CheckpointCommitter,
+    CheckpointRecord,
+    SnapshotWriter,
+    read_operator_state,
+    retain,
+    write_state_snapshots,
+)
 from flinklike_spark import ValueStateDescriptor
 from flinklike_spark._runtime.network.partitioner import key_group_range
-from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig, IncrementalKeyedSnapshots
+from flinklike_spark._runtime.streaming.incremental_snapshot import (
+    IncrementalConfig,
+    IncrementalKeyedSnapshots,
+    KeyedSnapshot,
+)
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend, key_groups_of
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 
@@ -83,17 +94,13 @@ class Subtask:
 
     def snapshot(self, checkpoint_id: int):
         if self.snapshots is None:
-            return self.backend.snapshot_entries(), [], None
+            return KeyedSnapshot(entries=self.backend.snapshot_entries())
         return self.snapshots.snapshot(checkpoint_id)
 
     def write(self, base: str, checkpoint_id: int, subtask: int, snapshot):
-        entries, changes, chain = snapshot
         writer = SnapshotWriter(base, JOB, checkpoint_id, UID, subtask)
-        for name, kind, rows in entries:
-            writer.add_keyed_state(name, rows, kind=kind)
-        for name, kind, upserts, deletes in changes:
-            writer.add_keyed_changes(name, upserts, deletes, kind=kind)
-        return writer.finish(chain=chain)
+        write_state_snapshots(writer, [*snapshot.entries, *snapshot.changes])
+        return writer.finish(chain=snapshot.chain)
 
 
 def split_keys(num_keys: int) -> list[list[int]]:

@@ -28,7 +28,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 
-from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, iter_keyed_state
+from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, iter_keyed_state, write_state_snapshots
 from flinklike_spark import ValueStateDescriptor
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend
@@ -64,8 +64,7 @@ def run(kind: str, keys: int, value_bytes: int, budget: int, reads: int) -> dict
         results["sync"] = time.perf_counter() - start
         start = time.perf_counter()
         writer = SnapshotWriter(base, "bench", 1, "op", 0)
-        for name, state_kind, rows in entries:
-            writer.add_keyed_state(name, rows, kind=state_kind)
+        write_state_snapshots(writer, entries)
         handle = writer.finish()
         results["async"] = time.perf_counter() - start
         results["bytes"] = handle.state_bytes

@@ -30,6 +30,7 @@ from checkpointing import (
     CheckpointRecord,
     SnapshotWriter,
     read_operator_state,
+    write_state_snapshots,
 )
 from flinklike_spark import ValueStateDescriptor
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
@@ -62,8 +63,7 @@ def run(keys: int, profile: str | None) -> dict[str, float]:
 
         def write():
             writer = SnapshotWriter(base, "bench", 1, "op", 0)
-            for name, kind, rows in entries:
-                writer.add_keyed_state(name, rows, kind=kind)
+            write_state_snapshots(writer, entries)
             return writer.finish()
 
         handle = timed("async", write)

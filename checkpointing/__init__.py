@@ -23,6 +23,7 @@ Task (async snapshot phase)::
         w.add_operator_state("offsets", [(split_id, offset)], kind="source_split")
         w.add_channel_state("input", gate, channel, sequence, record_batch)
         w.add_keyed_changes("count", upserts, deletes)   # incremental: KeyedColumns of changes
+        write_state_snapshots(w, parts)   # the runtime's typed snapshots (KeyedStateSnapshot, ...)
         handle = w.finish()     # picklable StateHandle -> acknowledge to the JobMaster
                                 # (incremental: w.finish(chain=(base, ..., checkpoint_id)))
     # or w.discard() when declining; an exception inside ``with`` discards.
@@ -86,6 +87,13 @@ from .reader import (
 )
 from .retention import RetentionResult, retain
 from .schemas import CheckpointKind, Direction, SnapshotAlignment, StateKind
+from .state_snapshots import (
+    KeyedStateChanges,
+    KeyedStateSnapshot,
+    OperatorStateSnapshot,
+    StateSnapshotPart,
+    write_state_snapshots,
+)
 from .writer import KeyedColumnChunks, KeyedColumns, SnapshotWriter, StateFile, StateHandle, discard_handles
 
 __all__ = [
@@ -99,6 +107,9 @@ __all__ = [
     "Direction",
     "KeyedColumnChunks",
     "KeyedColumns",
+    "KeyedStateChanges",
+    "KeyedStateSnapshot",
+    "OperatorStateSnapshot",
     "RetentionResult",
     "SnapshotAlignment",
     "SnapshotWriter",
@@ -106,6 +117,7 @@ __all__ = [
     "StateFile",
     "StateHandle",
     "StateKind",
+    "StateSnapshotPart",
     "decode_operator_state",
     "discard_handles",
     "find_restorable_checkpoint",
@@ -116,4 +128,5 @@ __all__ = [
     "read_operator_state",
     "retain",
     "verify_checkpoint",
+    "write_state_snapshots",
 ]

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .schemas import CHANGE_DELETE, STATE_CHAINS_PROPERTY
+from .schemas import CHANGE_DELETE, STATE_CHAINS_PROPERTY, StateKind
 
 __all__ = [
     "Chains",
@@ -44,7 +44,7 @@ __all__ = [
 #: (operator uid, subtask) -> chain of checkpoint ids, base first, the checkpoint itself last.
 Chains = dict[tuple[str, int], tuple[int, ...]]
 
-_TIMER_KIND = "timer"
+_TIMER_KIND = StateKind.TIMER.value
 
 
 def encode_chains(chains: Mapping[tuple[str, int], Iterable[int]]) -> str:

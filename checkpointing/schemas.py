@@ -71,8 +71,29 @@ NON_KEYED_KEY_GROUP: Final = -1
 #: Maximum length of ``key_repr`` / ``value_repr``.
 REPR_LIMIT: Final = 200
 
-StateKind = Literal["value", "list", "map", "reducing", "aggregating", "operator", "timer", "source_split", "sink_committables"]
 Direction = Literal["input", "output"]
+
+
+class StateKind(StrEnum):
+    """What a state's entries are (the ``state_kind`` column of ``operator_state``).
+
+    Keyed state (rows with a key group >= 0): the five keyed state kinds of
+    :mod:`flinklike_spark.state`, and timers. Operator state (key group -1):
+    plain and broadcast operator state, source splits, sink committables.
+    Members compare equal to their values, which are what the rows hold.
+    """
+
+    VALUE = "value"
+    LIST = "list"
+    MAP = "map"
+    REDUCING = "reducing"
+    AGGREGATING = "aggregating"
+    TIMER = "timer"
+    """A timer: the key is the timer's key (or namespace), the value its timestamp."""
+    OPERATOR = "operator"
+    """Non-keyed operator state, broadcast state included."""
+    SOURCE_SPLIT = "source_split"
+    SINK_COMMITTABLES = "sink_committables"
 
 
 class CheckpointKind(StrEnum):

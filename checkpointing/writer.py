@@ -48,6 +48,7 @@ from .schemas import (
     REPR_LIMIT,
     Direction,
     StateKind,
+    as_enum,
     check_literal,
     truncated_repr,
 )
@@ -330,7 +331,7 @@ class SnapshotWriter:
         state_name: str,
         entries: Iterable[tuple[int, Any, Any]],
         *,
-        kind: StateKind = "value",
+        kind: StateKind | str = StateKind.VALUE,
     ) -> None:
         """Add keyed state entries ``(key_group, key, value)`` of one named state.
 
@@ -338,7 +339,7 @@ class SnapshotWriter:
         parallelism); restore selects rows by key-group range. For ``timer``
         state the key is the timer's key and the value the timer payload.
         """
-        check_literal(kind, StateKind, "state kind")
+        kind = as_enum(kind, StateKind, "state kind")
         self._check_open("add_keyed_state")
         self._check_name(state_name)
         if isinstance(entries, KeyedColumns):
@@ -359,7 +360,7 @@ class SnapshotWriter:
         upserts: KeyedColumns,
         deletes: KeyedColumns,
         *,
-        kind: StateKind = "value",
+        kind: StateKind | str = StateKind.VALUE,
     ) -> None:
         """Add the changes of one keyed state since the previous checkpoint of its chain.
 
@@ -367,7 +368,7 @@ class SnapshotWriter:
         ``"put"``; ``deletes`` are ``(key_group, key, _)`` of removed keys, written with
         ``change`` = ``"delete"`` and a null value. Pass the chain to :meth:`finish`.
         """
-        check_literal(kind, StateKind, "state kind")
+        kind = as_enum(kind, StateKind, "state kind")
         self._check_open("add_keyed_changes")
         self._check_name(state_name)
         self._add_keyed_columns(state_name, kind, upserts, change=CHANGE_PUT)
@@ -378,7 +379,7 @@ class SnapshotWriter:
         state_name: str,
         entries: Iterable[tuple[Any, Any]],
         *,
-        kind: StateKind = "operator",
+        kind: StateKind | str = StateKind.OPERATOR,
     ) -> None:
         """Add non-keyed (operator) state entries ``(key, value)``; stored with key_group -1.
 
@@ -387,7 +388,7 @@ class SnapshotWriter:
         split id as key. Restore reads these rows with ``keyed=False`` and
         redistributes them itself.
         """
-        check_literal(kind, StateKind, "state kind")
+        kind = as_enum(kind, StateKind, "state kind")
         self._check_open("add_operator_state")
         self._check_name(state_name)
         for key, value in entries:
@@ -515,7 +516,7 @@ class SnapshotWriter:
         if not isinstance(state_name, str) or not state_name:
             raise ValueError(f"state_name must be a non-empty string, got {state_name!r}")
 
-    def _add_state_row(self, state_name: str, kind: str, key_group: int, key: Any, value: Any) -> None:
+    def _add_state_row(self, state_name: str, kind: StateKind, key_group: int, key: Any, value: Any) -> None:
         self._append(
             OPERATOR_STATE,
             {
@@ -523,7 +524,7 @@ class SnapshotWriter:
                 "subtask": self.subtask,
                 "key_group": key_group,
                 "state_name": state_name,
-                "state_kind": kind,
+                "state_kind": kind.value,
                 "key": _dumps(key),
                 "value": _dumps(value),
                 "key_repr": truncated_repr(key),
@@ -533,7 +534,7 @@ class SnapshotWriter:
         )
 
     def _add_keyed_columns(
-        self, state_name: str, kind: str, entries: KeyedColumns, *, change: str | None = None
+        self, state_name: str, kind: StateKind, entries: KeyedColumns, *, change: str | None = None
     ) -> None:
         """Column-wise ``add_keyed_state``: all entries become one Arrow table sorted by key
         group, written in files of ``max_rows_per_file`` rows, so each file covers a narrow
@@ -559,7 +560,7 @@ class SnapshotWriter:
                 pa.array(np.full(rows, self.subtask, dtype=np.int32)),
                 pa.array(groups),
                 pa.array([state_name]).take(zeros),
-                pa.array([kind]).take(zeros),
+                pa.array([kind.value]).take(zeros),
                 pa.array(_dumps_all(keys), type=pa.binary()),
                 pa.nulls(rows, pa.binary()) if change == CHANGE_DELETE else pa.array(_dumps_all(values), type=pa.binary()),
                 _reprs(keys),

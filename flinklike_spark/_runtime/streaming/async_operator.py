@@ -24,6 +24,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.operators import (
     OperatorRuntimeContext,
@@ -160,4 +162,6 @@ class AsyncWaitOperator(StreamOperator):
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         rows = [(index, (dict(row), timestamp)) for index, (row, timestamp, _) in enumerate(self._queue)]
-        return OperatorSnapshot(operator=[(_IN_FLIGHT, "operator", rows)] if rows else [])
+        if not rows:
+            return OperatorSnapshot()
+        return OperatorSnapshot(operator=[OperatorStateSnapshot(name=_IN_FLIGHT, kind=StateKind.OPERATOR, entries=rows)])

@@ -23,6 +23,8 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.streaming.operators import OperatorSnapshot, RestoredState, extend_stamped
 from flinklike_spark._runtime.streaming.process_operators import (
@@ -235,7 +237,7 @@ class _TwoInput:
         snapshot = snapshot or OperatorSnapshot()
         for name, entries in self.broadcast_states.items():
             rows = [(key, value) for key, value in pickle.loads(pickle.dumps(entries)).items()]
-            snapshot.operator.append((_BROADCAST_PREFIX + name, "operator", rows))
+            snapshot.operator.append(OperatorStateSnapshot(name=_BROADCAST_PREFIX + name, kind=StateKind.OPERATOR, entries=rows))
         return snapshot
 
     def initialize_state(self, restored: RestoredState | None) -> None:

@@ -35,14 +35,17 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final
 
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
 from checkpointing.writer import KeyedColumns
-from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend, key_groups_of
+from flinklike_spark._runtime.streaming.keyed_state import key_groups_of
+from flinklike_spark._runtime.streaming.state_backend_base import KeyedStateBackend
 
 __all__ = [
     "MAX_UNCONFIRMED",
     "IncrementalConfig",
     "IncrementalKeyedSnapshots",
-    "KeyedChange",
+    "KeyedSnapshot",
     "incremental_snapshots",
     "notify_incremental",
     "prepare_savepoint",
@@ -52,8 +55,22 @@ __all__ = [
 #: Unconfirmed snapshots whose changes are kept for the next incremental one.
 MAX_UNCONFIRMED: Final = 8
 
-#: ``(state name, kind, upserted (key group, key, value) entries, deleted (key group, key, None) entries)``.
-KeyedChange = tuple[str, str, KeyedColumns, KeyedColumns]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KeyedSnapshot:
+    """The keyed part of an operator subtask's snapshot: full entries or changes (never both).
+
+    Attributes:
+        entries: a full snapshot of every non-empty state (empty for an incremental one).
+        changes: the changes since the confirmed checkpoint (empty for a full one).
+        chain: None for a self-contained (full) snapshot, else the checkpoint ids whose
+            rows make up the state (the confirmed checkpoint's chain plus this one).
+    """
+
+    entries: list[KeyedStateSnapshot] = dataclasses.field(default_factory=list)
+    changes: list[KeyedStateChanges] = dataclasses.field(default_factory=list)
+    chain: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -94,7 +111,7 @@ class IncrementalConfig:
 class _Snapshot:
     chain: tuple[int, ...] | None  # None: a savepoint (never a base)
     full: bool
-    changes: list | None  # the backend's changes of an incremental snapshot, until no longer needed
+    changes: list[KeyedStateChanges] | None  # of an incremental snapshot, until no longer needed
 
 
 _DELETED = object()
@@ -126,14 +143,8 @@ class IncrementalKeyedSnapshots:
         """The next :meth:`snapshot` belongs to a savepoint (called just before it)."""
         self._savepoint_next = True
 
-    def snapshot(
-        self, checkpoint_id: int, *, savepoint: bool = False
-    ) -> tuple[list[tuple[str, str, KeyedColumns]], list[KeyedChange], tuple[int, ...] | None]:
-        """``(full entries, changes, chain)``: exactly one of the first two is non-empty (or both empty).
-
-        ``chain`` is None for a full snapshot, else the ids whose rows make up the
-        state (the confirmed checkpoint's chain plus ``checkpoint_id``).
-        """
+    def snapshot(self, checkpoint_id: int, *, savepoint: bool = False) -> KeyedSnapshot:
+        """A full snapshot (``chain`` None) or the changes since the confirmed checkpoint."""
         now = self._clock()
         savepoint = savepoint or self._savepoint_next
         self._savepoint_next = False
@@ -145,19 +156,14 @@ class IncrementalKeyedSnapshots:
             if not savepoint:
                 self._materialized_at = now
             self._force_full = False
-            return entries, [], None
+            return KeyedSnapshot(entries=entries)
         changes = self._backend.snapshot_changes()
         assert self._confirmed is not None
         chain = (*self._confirmed, checkpoint_id)
         self._pending[checkpoint_id] = _Snapshot(chain, False, changes)
         unconfirmed = [s.changes for c, s in sorted(self._pending.items()) if c > self._confirmed_id]
-        max_parallelism = self._backend.max_parallelism
-        merged = changes if len(unconfirmed) == 1 else _merge(unconfirmed, max_parallelism)
-        out = [
-            (name, kind, upserts, _deletes(deleted, max_parallelism))
-            for name, kind, upserts, deleted in merged
-        ]
-        return [], out, chain
+        merged = changes if len(unconfirmed) == 1 else _merge(unconfirmed, self._backend.max_parallelism)
+        return KeyedSnapshot(changes=merged, chain=chain)
 
     def _needs_full(self, savepoint: bool, now: float) -> bool:
         if savepoint or self._force_full or self._confirmed is None or not self._backend.tracks_changes:
@@ -188,7 +194,7 @@ class IncrementalKeyedSnapshots:
 
 def incremental_snapshots(backend: KeyedStateBackend, context: Any) -> IncrementalKeyedSnapshots | None:
     """The incremental snapshots of ``backend`` when the operator's context enables them, else None."""
-    config = getattr(context, "incremental", None)
+    config = context.incremental
     return None if config is None else IncrementalKeyedSnapshots(backend, config)
 
 
@@ -213,30 +219,30 @@ def notify_incremental(operators: Any, checkpoint_id: int, *, completed: bool) -
 
 def take_keyed_snapshot(
     backend: KeyedStateBackend, incremental: IncrementalKeyedSnapshots | None, checkpoint_id: int
-) -> tuple[list[tuple[str, str, KeyedColumns]], list[KeyedChange], tuple[int, ...] | None]:
-    """A keyed operator's ``(full entries, changes, chain)`` for ``checkpoint_id`` (full without ``incremental``)."""
+) -> KeyedSnapshot:
+    """A keyed operator's snapshot for ``checkpoint_id`` (full without ``incremental``)."""
     if incremental is None:
-        return backend.snapshot_entries(), [], None
+        return KeyedSnapshot(entries=backend.snapshot_entries())
     return incremental.snapshot(checkpoint_id)
 
 
-def _merge(unconfirmed: list[list], max_parallelism: int) -> list:
+def _merge(unconfirmed: list[list[KeyedStateChanges]], max_parallelism: int) -> list[KeyedStateChanges]:
     """The changes of several consecutive snapshots as one: for each key, its latest entry or deletion."""
-    states: dict[str, tuple[str, dict]] = {}
+    states: dict[str, tuple[StateKind, dict]] = {}
     for changes in unconfirmed:
-        for name, kind, upserts, deleted in changes:
-            latest = states.setdefault(name, (kind, {}))[1]
-            latest.update(zip(upserts.keys, upserts.values))
-            latest.update(dict.fromkeys(deleted, _DELETED))
+        for change in changes:
+            latest = states.setdefault(change.name, (change.kind, {}))[1]
+            latest.update(zip(change.upserts.keys, change.upserts.values))
+            latest.update(dict.fromkeys(change.deletes.keys, _DELETED))
     merged = []
     for name, (kind, latest) in states.items():
         keys = [k for k, v in latest.items() if v is not _DELETED]
         values = [latest[k] for k in keys]
         deleted = [k for k, v in latest.items() if v is _DELETED]
-        upserts = KeyedColumns(keys, values, lambda k=keys: key_groups_of(k, max_parallelism))
-        merged.append((name, kind, upserts, deleted))
+        merged.append(KeyedStateChanges(
+            name=name,
+            kind=kind,
+            upserts=KeyedColumns(keys, values, lambda k=keys: key_groups_of(k, max_parallelism)),
+            deletes=KeyedColumns(deleted, [None] * len(deleted), lambda d=deleted: key_groups_of(d, max_parallelism)),
+        ))  # fmt: skip
     return merged
-
-
-def _deletes(deleted: list, max_parallelism: int) -> KeyedColumns:
-    return KeyedColumns(deleted, [None] * len(deleted), lambda: key_groups_of(deleted, max_parallelism))

@@ -77,8 +77,8 @@ class _KeyedFunctionOperator(UserFunctionOperator):
                 self.backend.restore_entry(entry.state_name, entry.key, entry.value)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        keyed, changes, chain = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
-        return OperatorSnapshot(keyed=keyed, keyed_changes=changes, chain=chain)
+        keyed = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
+        return OperatorSnapshot(keyed=keyed.entries, keyed_changes=keyed.changes, chain=keyed.chain)
 
     def _keys(self, rows: list[dict]):
         """Every row, with the backend's current key set to the row's key before it is yielded."""

@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
+from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot, OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import (
     Timestamps,
     split_timestamps,
     with_timestamps,
 )
 from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig
-from flinklike_spark._runtime.streaming.keyed_state import KeyedStateBackend
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
+from flinklike_spark._runtime.streaming.state_backend_base import KeyedStateBackend
 from flinklike_spark.config import RocksDBOptions, StateBackendType
 from flinklike_spark.errors import FunctionResultError
 from flinklike_spark.functions import (
@@ -116,15 +117,14 @@ class OperatorSnapshot:
     Taken on the task thread; written to storage later by the asynchronous part.
 
     Attributes:
-        keyed: ``(state name, kind, [(key group, key, value)])`` per keyed state.
-        operator: ``(state name, kind, [(key, value)])`` per non-keyed state
-            (source splits, sink committables).
+        keyed: a full snapshot of each keyed state (timers and window contents included).
+        operator: each non-keyed state (source splits, sink committables, broadcast state).
+        keyed_changes: incremental checkpoints: the changes of each changed keyed state.
     """
 
-    keyed: list[tuple[str, str, list[tuple[int, Any, Any]]]] = dataclasses.field(default_factory=list)
-    operator: list[tuple[str, str, list[tuple[Any, Any]]]] = dataclasses.field(default_factory=list)
-    #: incremental checkpoints: ``(state name, kind, upserted entries, deleted entries)`` per changed state
-    keyed_changes: list[tuple[str, str, Any, Any]] = dataclasses.field(default_factory=list)
+    keyed: list[KeyedStateSnapshot] = dataclasses.field(default_factory=list)
+    operator: list[OperatorStateSnapshot] = dataclasses.field(default_factory=list)
+    keyed_changes: list[KeyedStateChanges] = dataclasses.field(default_factory=list)
     #: incremental checkpoints: the checkpoints whose rows make up the keyed state; None: self-contained
     chain: tuple[int, ...] | None = None
 
@@ -174,7 +174,8 @@ class OperatorContext:
     job_id: str = ""
     lineage_id: str = ""  # first job of the restore lineage; see SinkWriterContext.transactional_id_prefix
     clock_ms: Callable[[], int] = dataclasses.field(default=lambda: int(time.time() * 1000))
-    state_backend_type: StateBackendType = StateBackendType.HASHMAP  # Flink's state.backend.type
+    #: Flink's state.backend.type: a built-in backend, or the name a backend module registered
+    state_backend_type: StateBackendType | str = StateBackendType.HASHMAP
     #: ``execution.runtime-mode: batch``: no watermark before the end of input, final values only
     batch_execution: bool = False
     #: execution.checkpointing.incremental: when to write a new base (None: full checkpoints)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateSnapshot
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.record_timestamps import (
     Timestamps,
@@ -151,19 +153,20 @@ class KeyedProcessOperator(ProcessOperator):
             return
         timers = {EVENT_TIMERS: self.timers.event_time, PROCESSING_TIMERS: self.timers.processing_time}
         for entry in restored.keyed:
-            if entry.state_kind == "timer":
+            if entry.state_kind == StateKind.TIMER:
                 timers[entry.state_name].add(entry.value, entry.key)
             else:
                 self.backend.restore_entry(entry.state_name, entry.key, entry.value)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         max_parallelism = self.context.max_parallelism
-        keyed, changes, chain = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
+        keyed = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
+        entries = list(keyed.entries)
         for name, queue in ((EVENT_TIMERS, self.timers.event_time), (PROCESSING_TIMERS, self.timers.processing_time)):
-            entries = [(key_group_for(key, max_parallelism), key, timestamp) for timestamp, key in queue.entries()]
-            if entries:
-                keyed.append((name, "timer", entries))
-        return OperatorSnapshot(keyed=keyed, keyed_changes=changes, chain=chain)
+            timers = [(key_group_for(key, max_parallelism), key, timestamp) for timestamp, key in queue.entries()]
+            if timers:
+                entries.append(KeyedStateSnapshot(name=name, kind=StateKind.TIMER, entries=timers))
+        return OperatorSnapshot(keyed=entries, keyed_changes=keyed.changes, chain=keyed.chain)
 
     def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         fn = self.function.process_element

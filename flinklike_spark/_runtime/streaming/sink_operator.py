@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import (
     strip_timestamps,
 )
@@ -108,7 +110,9 @@ class SinkOperator(StreamOperator):
         if committables:
             self._pending[checkpoint_id] = list(committables)
         entries = [(cid, list(c)) for cid, c in sorted(self._pending.items())]
-        return OperatorSnapshot(operator=[(_COMMITTABLES, "sink_committables", entries)])
+        return OperatorSnapshot(
+            operator=[OperatorStateSnapshot(name=_COMMITTABLES, kind=StateKind.SINK_COMMITTABLES, entries=entries)]
+        )
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.two_phase:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import OperatorStateSnapshot
 from flinklike_spark._runtime.record_timestamps import (
     with_timestamps,
 )
@@ -84,7 +86,10 @@ class SourceOperator(StreamOperator):
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         splits = self.reader.snapshot_state(checkpoint_id)
-        return OperatorSnapshot(operator=[(_SOURCE_SPLITS, "source_split", [(s.split_id, s) for s in splits])])
+        entries = [(s.split_id, s) for s in splits]
+        return OperatorSnapshot(
+            operator=[OperatorStateSnapshot(name=_SOURCE_SPLITS, kind=StateKind.SOURCE_SPLIT, entries=entries)]
+        )
 
     def poll(self, max_rows: int) -> ReadResult:
         """Read once; emit what was read (and a watermark if it advanced)."""

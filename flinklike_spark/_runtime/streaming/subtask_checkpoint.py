@@ -42,6 +42,7 @@ from typing import Any
 
 from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment
+from checkpointing.state_snapshots import write_state_snapshots
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline, CheckpointResponder
 from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
@@ -441,15 +442,12 @@ class SubtaskCheckpointCoordinator:
             for uid, snapshot in snapshots:
                 if snapshot is None:
                     continue
-                for name, kind, entries in snapshot.keyed:
-                    writer(uid).add_keyed_state(name, entries, kind=kind)
-                for name, kind, upserts, deletes in snapshot.keyed_changes:
-                    writer(uid).add_keyed_changes(name, upserts, deletes, kind=kind)
+                parts = [*snapshot.keyed, *snapshot.keyed_changes, *snapshot.operator]
+                if parts:
+                    write_state_snapshots(writer(uid), parts)
                 if snapshot.chain is not None:
                     writer(uid)  # the handle carries the chain even when nothing changed
                     chains[uid] = snapshot.chain
-                for name, kind, entries in snapshot.operator:
-                    writer(uid).add_operator_state(name, entries, kind=kind)
                 if discarded():
                     break
             if channel_state is not None and not channel_state.is_empty and not discarded():

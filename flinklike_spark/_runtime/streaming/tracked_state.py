@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from checkpointing.schemas import StateKind
 from flinklike_spark.state import (
     AggregatingState,
     ListState,
@@ -96,10 +97,10 @@ class TrackedAggregatingState(_TrackedClear, AggregatingState):
 
 
 #: The tracking handle class of each descriptor kind (no TTL: TTL states are never tracked).
-TRACKED_HANDLE_OF_KIND: dict[str, type[State]] = {
-    "value": TrackedValueState,
-    "list": TrackedListState,
-    "map": TrackedMapState,
-    "reducing": TrackedReducingState,
-    "aggregating": TrackedAggregatingState,
+TRACKED_HANDLE_OF_KIND: dict[StateKind, type[State]] = {
+    StateKind.VALUE: TrackedValueState,
+    StateKind.LIST: TrackedListState,
+    StateKind.MAP: TrackedMapState,
+    StateKind.REDUCING: TrackedReducingState,
+    StateKind.AGGREGATING: TrackedAggregatingState,
 }

@@ -18,18 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from checkpointing.schemas import StateKind
 from flinklike_spark.state import (
     AggregatingState,
     ListState,
     MapState,
     ReducingState,
-    StateDescriptor,
     StateTtlConfig,
     TtlValue,
     ValueState,
 )
 
-__all__ = ["IncrementalCleanup", "TtlPolicy", "create_ttl_handle", "is_ttl_entry", "strip_expired"]
+__all__ = ["TTL_HANDLE_OF_KIND", "IncrementalCleanup", "TtlPolicy", "is_ttl_entry", "strip_expired"]
 
 _NEVER_RETURN = StateTtlConfig.StateVisibility.NeverReturnExpired
 _ON_READ = StateTtlConfig.UpdateType.OnReadAndWrite
@@ -54,21 +54,21 @@ def _alive_elements(entries: list, policy: TtlPolicy, now: int) -> list:
     return [e for e in entries if not policy.expired(e, now)]
 
 
-def strip_expired(kind: str, stored: Any, policy: TtlPolicy, now: int) -> Any:
+def strip_expired(kind: StateKind, stored: Any, policy: TtlPolicy, now: int) -> Any:
     """``stored`` (a table value) without its expired parts; None when nothing is left."""
-    if kind == "map":
+    if kind == StateKind.MAP:
         alive = {k: e for k, e in stored.items() if not policy.expired(e, now)}
         return alive or None
-    if kind == "list":
+    if kind == StateKind.LIST:
         return _alive_elements(stored, policy, now) or None
     return None if policy.expired(stored, now) else stored
 
 
-def is_ttl_entry(kind: str, stored: Any) -> bool:
+def is_ttl_entry(kind: StateKind, stored: Any) -> bool:
     """Whether a stored table value is in TTL form (used to reject a changed TTL setting on restore)."""
-    if kind == "map":
+    if kind == StateKind.MAP:
         return all(isinstance(e, TtlValue) for e in stored.values())
-    if kind == "list":
+    if kind == StateKind.LIST:
         return all(isinstance(e, TtlValue) for e in stored)
     return isinstance(stored, TtlValue)
 
@@ -78,7 +78,7 @@ class IncrementalCleanup:
 
     __slots__ = ("_cursor", "_kind", "_policy", "_size", "_table")
 
-    def __init__(self, table: dict, kind: str, policy: TtlPolicy, size: int) -> None:
+    def __init__(self, table: dict, kind: StateKind, policy: TtlPolicy, size: int) -> None:
         self._table = table
         self._kind = kind
         self._policy = policy
@@ -301,25 +301,12 @@ class TtlMapState(_TtlMixin, MapState):
         return not self._visible_items()
 
 
-_TTL_HANDLES = {
-    "value": TtlValueState,
-    "list": TtlListState,
-    "map": TtlMapState,
-    "reducing": TtlReducingState,
-    "aggregating": TtlAggregatingState,
+#: The TTL handle class of each state kind (constructed like the plain handles of ``HANDLE_OF_KIND``,
+#: then given their policy with ``_init_ttl``).
+TTL_HANDLE_OF_KIND: dict[StateKind, type[_TtlMixin]] = {
+    StateKind.VALUE: TtlValueState,
+    StateKind.LIST: TtlListState,
+    StateKind.MAP: TtlMapState,
+    StateKind.REDUCING: TtlReducingState,
+    StateKind.AGGREGATING: TtlAggregatingState,
 }
-
-
-def create_ttl_handle(
-    descriptor: StateDescriptor, backend: Any, table: dict, policy: TtlPolicy, cleanup: IncrementalCleanup | None
-) -> Any:
-    """The TTL handle of ``descriptor``'s kind over ``table``."""
-    cls = _TTL_HANDLES[descriptor.kind]
-    if descriptor.kind == "reducing":
-        handle = cls(backend, table, descriptor.reduce_function)
-    elif descriptor.kind == "aggregating":
-        handle = cls(backend, table, descriptor.agg_function)
-    else:
-        handle = cls(backend, table)
-    handle._init_ttl(policy, cleanup)
-    return handle

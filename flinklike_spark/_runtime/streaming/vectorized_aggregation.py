@@ -44,6 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateSnapshot
 from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.record_timestamps import TIMESTAMP_COLUMN, with_timestamps
 from flinklike_spark._runtime.streaming.keyed_state import key_groups_of
@@ -295,8 +297,10 @@ class VectorizedWindowAggregateOperator(StreamOperator):
         keys = list(by_key)
         timer_keys = [namespace[0] for namespace, _ in timers]
         return OperatorSnapshot(keyed=[
-            (_CONTENTS, "map", KeyedColumns(keys, list(by_key.values()), lambda: key_groups_of(keys, max_parallelism))),
-            (_EVENT_TIMERS, "timer", KeyedColumns(
+            KeyedStateSnapshot(name=_CONTENTS, kind=StateKind.MAP, entries=KeyedColumns(
+                keys, list(by_key.values()), lambda: key_groups_of(keys, max_parallelism),
+            )),
+            KeyedStateSnapshot(name=_EVENT_TIMERS, kind=StateKind.TIMER, entries=KeyedColumns(
                 [ns for ns, _ in timers], [ts for _, ts in timers],
                 lambda: key_groups_of(timer_keys, max_parallelism),
             )),
@@ -505,9 +509,8 @@ class VectorizedRollingAggregateOperator(StreamOperator):
         keys = self.keys.to_pylist()
         values = self.current.to_pylist()
         max_parallelism = self.context.max_parallelism
-        return OperatorSnapshot(
-            keyed=[(_REDUCE_STATE, "value", KeyedColumns(keys, values, lambda: key_groups_of(keys, max_parallelism)))]
-        )
+        entries = KeyedColumns(keys, values, lambda: key_groups_of(keys, max_parallelism))
+        return OperatorSnapshot(keyed=[KeyedStateSnapshot(name=_REDUCE_STATE, kind=StateKind.VALUE, entries=entries)])
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         if restored is None:

@@ -42,6 +42,8 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from checkpointing.schemas import StateKind
+from checkpointing.state_snapshots import KeyedStateSnapshot
 from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.record_timestamps import Timestamps
@@ -615,22 +617,22 @@ class WindowOperator(StreamOperator):
         keyed = self.global_state.snapshot_entries() + self.scoped.snapshot_entries()
         if by_key:
             keys = list(by_key)
-            keyed.append((
-                CONTENTS_STATE,
-                "map",  # key -> {window: pane contents}
-                KeyedColumns(keys, detach_values(list(by_key.values())),
-                             lambda: key_groups_of(keys, max_parallelism)),
+            keyed.append(KeyedStateSnapshot(
+                name=CONTENTS_STATE,
+                kind=StateKind.MAP,  # key -> {window: pane contents}
+                entries=KeyedColumns(keys, detach_values(list(by_key.values())),
+                                     lambda: key_groups_of(keys, max_parallelism)),
             ))  # fmt: skip
         if self.merging_sets:
-            keyed.append((
-                MERGING_SET_STATE,
-                "value",  # key -> the live session windows
-                [(key_group_for(k, max_parallelism), k, sorted(v)) for k, v in self.merging_sets.items()],
+            keyed.append(KeyedStateSnapshot(
+                name=MERGING_SET_STATE,
+                kind=StateKind.VALUE,  # key -> the live session windows
+                entries=[(key_group_for(k, max_parallelism), k, sorted(v)) for k, v in self.merging_sets.items()],
             ))
         for name, queue in ((EVENT_TIMERS_STATE, self.timers.event_time), (PROCESSING_TIMERS_STATE, self.timers.processing_time)):
             entries = [(key_group_for(ns[0], max_parallelism), ns, ts) for ts, ns in queue.entries()]
             if entries:
-                keyed.append((name, "timer", entries))
+                keyed.append(KeyedStateSnapshot(name=name, kind=StateKind.TIMER, entries=entries))
         return OperatorSnapshot(keyed=keyed)
 
     def initialize_state(self, restored: RestoredState | None) -> None:

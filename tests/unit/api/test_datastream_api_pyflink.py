@@ -202,7 +202,7 @@ def test_keyed_map_has_the_record_keys_state_and_restores_it():
         checkpoint_id=1,
         keyed=tuple(
             RestoredEntry(state_name=name, state_kind=kind, key_group=g, key=k, value=v, subtask=0)
-            for name, kind, entries in snapshot.keyed
+            for name, kind, entries in ((s.name, s.kind, s.entries) for s in snapshot.keyed)
             for g, k, v in entries
         ),
     )

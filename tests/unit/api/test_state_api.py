@@ -13,7 +13,9 @@ from checkpointing import (
     CheckpointCommitter,
     CheckpointRecord,
     SnapshotWriter,
+    StateKind,
     read_operator_state,
+    write_state_snapshots,
 )
 from checkpointing.writer import KeyedColumns
 from flinklike_spark import Configuration, KeyedProcessFunction, Time
@@ -211,7 +213,7 @@ def test_get_aggregating_state_from_a_keyed_process_functions_runtime_context(st
     op.open()
     op.process_rows([{"k": "a", "x": 1}, {"k": "b", "x": 5}, {"k": "a", "x": 3}])
     assert out.rows == [{"k": "a", "avg": 1}, {"k": "b", "avg": 5}, {"k": "a", "avg": 2}]
-    assert [(name, kind) for name, kind, _ in op.snapshot_state(1).keyed] == [("avg", "aggregating")]
+    assert [(s.name, s.kind) for s in op.snapshot_state(1).keyed] == [("avg", StateKind.AGGREGATING)]
     op.close()
 
 
@@ -341,7 +343,7 @@ def test_cleanup_full_snapshot_leaves_expired_entries_out_of_the_snapshot_only(b
         plain.update(key)
         clock.advance(6_000)
     # now "old" is 12 s old (expired), "new" 6 s old (alive)
-    snapshot = {name: {key: v for _, key, v in entries} for name, _, entries in b.snapshot_entries()}
+    snapshot = {s.name: {key: v for _, key, v in s.entries} for s in b.snapshot_entries()}
     assert set(snapshot["v"]) == {"new"} and set(snapshot["m"]) == {"new"}
     assert set(snapshot["p"]) == {"old", "new"}  # no cleanup_full_snapshot: written as is, with timestamps
     assert snapshot["p"]["old"] == TtlValue("old", clock.now - 12_000)
@@ -378,7 +380,7 @@ def test_cleanup_for_every_record_runs_when_the_key_changes_and_default_cleanup_
     clock.advance(10_000)
     for key in range(2):  # two records, no state access: 2 x 5 keys checked
         b.current_key = 100 + key
-    snapshot = {name: len(entries) for name, _, entries in b.snapshot_entries()}
+    snapshot = {s.name: len(s.entries) for s in b.snapshot_entries()}
     if state_backend_type is StateBackendType.ROCKSDB:
         assert snapshot == {"v": 10, "k": 10}  # incremental cleanup: heap only, as in Flink
         return
@@ -389,8 +391,7 @@ def test_cleanup_for_every_record_runs_when_the_key_changes_and_default_cleanup_
 
 def _checkpoint_and_restore(base, source, *, backend, clock, descriptors):
     writer = SnapshotWriter(base, "job", 1, "op", 0)
-    for name, kind, entries in source.snapshot_entries():
-        writer.add_keyed_state(name, entries, kind=kind)
+    write_state_snapshots(writer, source.snapshot_entries())
     handle = writer.finish()
     CheckpointCommitter(base).commit("job", 1, [handle], CheckpointRecord(trigger_time=datetime.now(UTC)))
     restored = backend(clock)
@@ -453,7 +454,7 @@ def test_snapshot_shares_immutable_values_and_copies_mutable_ones(backend):
     value.update({"count": 1})
     snapshot = b.snapshot_entries()
     value.value()["count"] = 2  # a function mutating its state object in place
-    assert list(snapshot[0][2]) == [(key_group_for("a", 128), "a", {"count": 1})]
+    assert list(snapshot[0].entries) == [(key_group_for("a", 128), "a", {"count": 1})]
 
 
 @pytest.mark.parametrize(
@@ -529,7 +530,7 @@ def test_window_state_supports_aggregating_and_map_state():
     scoped.merge_namespaces(descriptor, [("key", "w1"), ("key", "w2")], ("key", "merged"))
     scoped.current_key = ("key", "merged")
     assert avg.get() == 3
-    entries = {name: list(rows) for name, _, rows in scoped.snapshot_entries()}
+    entries = {s.name: list(s.entries) for s in scoped.snapshot_entries()}
     group = key_group_for("key", 128)  # the record key's group, not the (key, window) tuple's
     assert entries["_window/scoped/avg"] == [(group, ("key", "merged"), (6, 2))]
     assert sorted(entries["_window/scoped/m"]) == [(group, ("key", "w1"), {"w1": 2}), (group, ("key", "w2"), {"w2": 4})]

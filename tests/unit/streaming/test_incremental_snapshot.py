@@ -30,8 +30,10 @@ def _backend(track=True) -> HeapKeyedStateBackend:
 
 def _changes(backend) -> dict:
     out = {}
-    for name, kind, upserts, deleted in backend.snapshot_changes():
-        out[name] = (kind, dict(zip(upserts.keys, upserts.values)), sorted(deleted))
+    for change in backend.snapshot_changes():
+        assert list(change.deletes.values) == [None] * len(change.deletes)
+        upserts = change.upserts
+        out[change.name] = (change.kind, dict(zip(upserts.keys, upserts.values)), sorted(change.deletes.keys))
     return out
 
 
@@ -69,9 +71,9 @@ def test_changed_mutable_values_are_copied_for_the_snapshot():
     b = _backend()
     items: ListState = b.get_state(ListStateDescriptor("items"), ListStateDescriptor)
     _set(b, 1, lambda: items.add("a"))
-    (_, _, upserts, _), = b.snapshot_changes()
+    (change,) = b.snapshot_changes()
     _set(b, 1, lambda: items.add("b"))
-    assert upserts.values == [["a"]]
+    assert change.upserts.values == [["a"]]
 
 
 def test_a_backend_without_tracking_records_nothing_and_refuses_changes():
@@ -112,8 +114,7 @@ def _strategy(max_chain=3, interval=timedelta(minutes=10)):
 
 
 def _kind(result) -> str:
-    full, changes, chain = result
-    return "full" if chain is None else f"chain{chain}"
+    return "full" if result.chain is None else f"chain{result.chain}"
 
 
 def test_chains_grow_from_the_last_confirmed_checkpoint_up_to_the_max_length():
@@ -122,9 +123,9 @@ def test_chains_grow_from_the_last_confirmed_checkpoint_up_to_the_max_length():
     assert _kind(s.snapshot(1)) == "full"  # nothing confirmed yet
     s.notify_complete(1)
     _set(b, 2, lambda: count.update(2))
-    full, changes, chain = s.snapshot(2)
-    assert chain == (1, 2) and not full
-    assert [(n, list(u.keys), list(d.keys)) for n, _, u, d in changes] == [("count", [2], [])]
+    snapshot = s.snapshot(2)
+    assert snapshot.chain == (1, 2) and not snapshot.entries
+    assert [(c.name, list(c.upserts.keys), list(c.deletes.keys)) for c in snapshot.changes] == [("count", [2], [])]
     s.notify_complete(2)
     assert _kind(s.snapshot(3)) == "chain(1, 2, 3)"
     s.notify_complete(3)
@@ -142,9 +143,10 @@ def test_changes_of_an_unconfirmed_checkpoint_are_carried_into_the_next():
     s.snapshot(2)  # never confirmed (say its notification is late)
     _set(b, 2, count.clear)
     _set(b, 3, lambda: count.update(3))
-    full, changes, chain = s.snapshot(3)
-    assert chain == (1, 3)
-    ((_, _, upserts, deletes),) = changes
+    snapshot = s.snapshot(3)
+    assert snapshot.chain == (1, 3)
+    (change,) = snapshot.changes
+    upserts, deletes = change.upserts, change.deletes
     assert dict(zip(upserts.keys, upserts.values)) == {1: 1, 3: 3}
     assert list(deletes.keys) == [2]
     assert list(deletes.key_groups) == [key_group_for(2, 128)]

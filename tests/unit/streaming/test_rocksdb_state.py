@@ -15,7 +15,14 @@ import pytest
 
 pytest.importorskip("rocksdict")
 
-from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, read_operator_state  # noqa: E402
+from checkpointing import (  # noqa: E402
+    CheckpointCommitter,
+    CheckpointRecord,
+    SnapshotWriter,
+    StateKind,
+    read_operator_state,
+    write_state_snapshots,
+)
 from checkpointing.writer import KeyedColumnChunks  # noqa: E402
 from flinklike_spark._runtime.network.partitioner import key_group_for  # noqa: E402
 from flinklike_spark._runtime.streaming import rocksdb_state  # noqa: E402
@@ -134,7 +141,7 @@ def _apply(states, op, i):
 
 
 def _snapshot(backend):
-    return {name: sorted(map(repr, entries)) for name, _, entries in backend.snapshot_entries()}
+    return {s.name: sorted(map(repr, s.entries)) for s in backend.snapshot_entries()}
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -165,14 +172,13 @@ def test_checkpoint_to_delta_and_restore_into_either_backend(rocks, tmp_path, mo
         if key % 3 == 0:
             items.add_all([key, str(key)])
     snapshot = source.snapshot_entries()
-    chunks = {name: list(entries.chunks()) for name, _, entries in snapshot}
+    chunks = {s.name: list(s.entries.chunks()) for s in snapshot}
     assert {name: len(c) for name, c in chunks.items()} == {"v": 8, "l": 3}
     groups = [g for chunk in chunks["v"] for g in chunk.key_groups.tolist()]
     assert groups == sorted(groups)  # RocksDB order is key-group order
     base = str(tmp_path / "cp")
     writer = SnapshotWriter(base, "job", 1, "op", 0)
-    for name, kind, entries in snapshot:
-        writer.add_keyed_state(name, entries, kind=kind)
+    write_state_snapshots(writer, snapshot)
     CheckpointCommitter(base).commit("job", 1, [writer.finish()],
                                      CheckpointRecord(trigger_time=datetime.datetime.now(UTC)))  # fmt: skip
     for restored in (rocks(), HeapKeyedStateBackend(max_parallelism=128)):
@@ -193,16 +199,16 @@ def test_a_snapshot_does_not_see_later_writes_is_read_lazily_and_then_removed(ro
     value.update(1)
     items.add("x")
     snapshot = backend.snapshot_entries()
-    assert all(isinstance(entries, KeyedColumnChunks) for _, _, entries in snapshot)
+    assert all(isinstance(s.entries, KeyedColumnChunks) for s in snapshot)
     value.update(2)
     items.add("y")  # a list mutated in place by the handle
     backend.current_key = "b"
     value.update(3)
     backend.flush()
     group = key_group_for("a", 128)
-    assert [(name, kind, list(entries)) for name, kind, entries in snapshot] == [
-        ("v", "value", [(group, "a", 1)]),
-        ("l", "list", [(group, "a", ["x"])]),
+    assert [(s.name, s.kind, list(s.entries)) for s in snapshot] == [
+        ("v", StateKind.VALUE, [(group, "a", 1)]),
+        ("l", StateKind.LIST, [(group, "a", ["x"])]),
     ]
     snapshots = backend.directory + ".snapshots"
     assert len(os.listdir(snapshots)) == 1  # the local checkpoint the chunks read
@@ -217,10 +223,8 @@ def test_snapshot_changes_lists_upserts_and_deletes_since_the_previous_snapshot(
         backend.current_key = key
         value.update(key)
     changes = backend.snapshot_changes()
-    assert [(name, kind, len(entries), deleted) for name, kind, entries, deleted in changes] == [
-        ("v", "value", 3_000, [])
-    ]
-    assert sorted(zip(changes[0][2].keys, changes[0][2].values))[:2] == [(0, 0), (1, 1)]
+    assert [(c.name, c.kind, len(c.upserts), list(c.deletes)) for c in changes] == [("v", StateKind.VALUE, 3_000, [])]
+    assert sorted(zip(changes[0].upserts.keys, changes[0].upserts.values))[:2] == [(0, 0), (1, 1)]
     assert backend.snapshot_changes() == []
     backend.current_key = 7
     value.clear()
@@ -231,11 +235,11 @@ def test_snapshot_changes_lists_upserts_and_deletes_since_the_previous_snapshot(
     value.update(90)
     mapping["y"] = 2
     mapping.remove("y")  # written and removed again: a delete (the checkpointed state may have it)
-    changes = {name: (list(entries), deleted) for name, _, entries, deleted in backend.snapshot_changes()}
+    changes = {c.name: (list(c.upserts), list(c.deletes)) for c in backend.snapshot_changes()}
     assert changes == {
-        "v": ([(key_group_for(9, 128), 9, 90)], [7]),
+        "v": ([(key_group_for(9, 128), 9, 90)], [(key_group_for(7, 128), 7, None)]),
         "l": ([(key_group_for(8, 128), 8, ["i"])], []),
-        "m": ([(key_group_for(7, 128), 7, {"x": 1})], [9]),
+        "m": ([(key_group_for(7, 128), 7, {"x": 1})], [(key_group_for(9, 128), 9, None)]),
     }
     backend.current_key = 1
     value.update(-1)

@@ -1,6 +1,7 @@
 import pyarrow as pa
 import pytest
 
+from checkpointing import KeyedStateSnapshot, StateKind
 from flinklike_spark import (
     ListStateDescriptor,
     MapStateDescriptor,
@@ -77,7 +78,7 @@ class TestKeyedState:
         items.add("x")
         snapshot = backend.snapshot_entries()
         items.add("y")
-        assert snapshot == [("l", "list", [(key_group_for(1, 128), 1, ["x"])])]
+        assert snapshot == [KeyedStateSnapshot(name="l", kind=StateKind.LIST, entries=[(key_group_for(1, 128), 1, ["x"])])]
 
 
 class TestTimers:

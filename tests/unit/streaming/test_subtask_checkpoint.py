@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import fsspec
 import pytest
 
+from checkpointing import KeyedStateSnapshot, StateKind
 from checkpointing.schemas import CheckpointKind
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.network.events import (
@@ -97,6 +98,10 @@ def subtask(tmp_path):
         yield subtask
 
 
+def _count(entries):
+    return KeyedStateSnapshot(name="count", kind=StateKind.VALUE, entries=entries)
+
+
 def barrier(checkpoint_id: int, options: CheckpointOptions) -> BufferOrEvent:
     return BufferOrEvent(event=CheckpointBarrier(checkpoint_id, int(time.time() * 1000), options))
 
@@ -169,7 +174,7 @@ def test_a_write_error_after_another_writer_finished_is_reported_and_leaves_no_f
     storage = tmp_path / "checkpoints"
     with subtask_of_two_channels(storage, channel_state_timeout=5.0) as (coordinator, _reports):
         snapshots = [
-            (uid, OperatorSnapshot(keyed=[("count", "value", [(0, "k", 1), (1, "j", 2)])]))
+            (uid, OperatorSnapshot(keyed=[_count([(0, "k", 1), (1, "j", 2)])]))
             for uid in ("first", "second")
         ]
         with pytest.raises(OSError, match="Read-only file system"):
@@ -198,6 +203,6 @@ def test_a_cleanup_error_does_not_replace_the_write_error(tmp_path, monkeypatch)
     monkeypatch.setattr(SnapshotWriter, "_write_file", failing_second_write)
     monkeypatch.setattr(type(fsspec.filesystem("file")), "rm_file", failing_remove)
     with subtask_of_two_channels(tmp_path / "checkpoints", channel_state_timeout=5.0) as (coordinator, _reports):
-        snapshots = [(uid, OperatorSnapshot(keyed=[("count", "value", [(0, "k", 1)])])) for uid in ("a", "b", "c")]
+        snapshots = [(uid, OperatorSnapshot(keyed=[_count([(0, "k", 1)])])) for uid in ("a", "b", "c")]
         with pytest.raises(OSError, match="the write"):
             coordinator._write(1, snapshots, None, lambda: False)

@@ -63,7 +63,7 @@ def split_snapshot(snapshot, parallelism):
         entries = tuple(
             RestoredEntry(state_name=name, state_kind=kind, key_group=group, key=pickle.loads(pickle.dumps(key)),
                           value=pickle.loads(pickle.dumps(value)), subtask=0)  # fmt: skip
-            for name, kind, rows in snapshot.keyed
+            for name, kind, rows in ((s.name, s.kind, s.entries) for s in snapshot.keyed)
             for group, key, value in rows
             if group in groups
         )
@@ -282,7 +282,7 @@ def test_window_snapshot_restore_and_rescale(new_parallelism, first, second):
         (tuple(sorted(r.items())), t) for r, t in zip(uninterrupted.rows[:cut], uninterrupted.timestamps[:cut])
     )
     snapshot = op.snapshot_state(1)
-    assert {name for name, _, _ in snapshot.keyed} >= {"_window/contents", "_window/event_time_timers"}
+    assert {s.name for s in snapshot.keyed} >= {"_window/contents", "_window/event_time_timers"}
     restored = split_snapshot(snapshot, new_parallelism)
     after = ListOutput()
     for subtask in range(new_parallelism):

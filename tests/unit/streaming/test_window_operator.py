@@ -14,6 +14,7 @@ import random
 
 import pytest
 
+from checkpointing import KeyedStateSnapshot, StateKind
 from flinklike_spark import WatermarkStrategy
 from flinklike_spark._runtime.network.partitioner import key_group_range
 from flinklike_spark._runtime.streaming.operator_registry import create_operator
@@ -358,7 +359,9 @@ def test_process_window_function_context_state_and_clear_with_lateness():
     assert out.rows[0]["watermark"] == 999
     assert function.cleared == [TimeWindow(0, 1000), TimeWindow(1000, 2000)]
     assert late.rows == [{"k": "a", "ts": 300, "n": 1}]
-    assert op.snapshot_state(1).keyed == [("total", "value", [(op_key_group("a"), "a", 3)])]
+    assert op.snapshot_state(1).keyed == [
+        KeyedStateSnapshot(name="total", kind=StateKind.VALUE, entries=[(op_key_group("a"), "a", 3)])
+    ]
 
 
 def op_key_group(key):
@@ -471,7 +474,7 @@ def split_snapshot(snapshot, parallelism):
         entries = tuple(
             RestoredEntry(state_name=name, state_kind=kind, key_group=group, key=pickle.loads(pickle.dumps(key)),
                           value=pickle.loads(pickle.dumps(value)), subtask=0)  # fmt: skip
-            for name, kind, rows in snapshot.keyed
+            for name, kind, rows in ((s.name, s.kind, s.entries) for s in snapshot.keyed)
             for group, key, value in rows
             if group in groups
         )
