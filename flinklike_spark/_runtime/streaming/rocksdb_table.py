@@ -20,7 +20,7 @@ import pickle
 import struct
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,8 +28,21 @@ from flinklike_spark._runtime.network.partitioner import stable_hash_scalar
 from flinklike_spark._runtime.streaming.keyed_state import key_groups_of
 from flinklike_spark._runtime.streaming.state_keys import INT_KEY_BIAS, decode_key, encode_key
 
-if TYPE_CHECKING:
-    from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend
+
+class TableOwner(Protocol):
+    """What a :class:`RocksDBTable` uses of its backend (``RocksDBKeyedStateBackend``): the database, the
+    shared cache budget and prefix scans. A protocol, so that the table and the backend do not import each other."""
+
+    max_parallelism: int
+    _db: Any
+    _cached: int
+    _cached_bytes: int
+
+    def _new_batch(self) -> Any: ...
+
+    def _reserve(self, size: int) -> None: ...
+
+    def _scan(self, reader: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
 
 __all__ = ["RocksTable", "dumps", "dumps_all", "entry_size"]
 
@@ -86,7 +99,7 @@ class RocksTable:
 
     __slots__ = ("_backend", "_cache", "_changed", "_db", "_dirty", "_removed", "name", "prefix")
 
-    def __init__(self, backend: RocksDBKeyedStateBackend, name: str, state_id: int) -> None:
+    def __init__(self, backend: TableOwner, name: str, state_id: int) -> None:
         self._backend = backend
         self._db = backend._db
         self.name = name

@@ -37,7 +37,7 @@ import abc
 import dataclasses
 import time
 from collections.abc import Callable, MutableMapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from checkpointing.schemas import StateKind
 from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
@@ -58,10 +58,7 @@ from flinklike_spark.state import (
     StateTtlConfig,
 )
 
-if TYPE_CHECKING:
-    from flinklike_spark._runtime.streaming.operators import OperatorContext
-
-__all__ = ["NOTHING", "KeyedStateBackend", "StateBackendContext", "wall_clock_ms"]
+__all__ = ["NOTHING", "KeyedStateBackend", "OperatorStateSettings", "StateBackendContext", "wall_clock_ms"]
 
 #: What :meth:`KeyedStateBackend._stored_sample` returns for a state without entries.
 NOTHING: Any = object()
@@ -73,6 +70,16 @@ _MAX_KEY_GROUPS = 1 << 15
 def wall_clock_ms() -> int:
     """Processing time in ms: the clock of state TTL unless a test injects one."""
     return int(time.time() * 1000)
+
+
+class OperatorStateSettings(Protocol):
+    """What :meth:`StateBackendContext.of_operator` reads of an operator's context (``OperatorContext``)."""
+
+    state_backend_type: Any
+    max_parallelism: int
+    clock_ms: Callable[[], int]
+    incremental: Any
+    rocksdb: RocksDBOptions | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -109,7 +116,7 @@ class StateBackendContext:
             raise ConfigurationError(f"rocksdb must be RocksDBOptions or None, got {self.rocksdb!r}")
 
     @classmethod
-    def of_operator(cls, context: OperatorContext) -> StateBackendContext:
+    def of_operator(cls, context: OperatorStateSettings) -> StateBackendContext:
         """The backend context of an operator subtask (the one translation from the operator's context)."""
         backend_type = context.state_backend_type
         return cls(

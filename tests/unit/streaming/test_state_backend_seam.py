@@ -33,6 +33,7 @@ from flinklike_spark import KeyedProcessFunction, Time
 from flinklike_spark._runtime.network.partitioner import key_group_for
 from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig
 from flinklike_spark._runtime.streaming.keyed_state import key_groups_of
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, RestoredState
 from flinklike_spark._runtime.streaming.state_backend_base import KeyedStateBackend, StateBackendContext
@@ -179,7 +180,8 @@ def registered():
 
 
 def _operator(clock, *, restored=None, incremental=None):
-    op = OperatorSpec(uid="every", name="every", kind="keyed_process", function=EveryState(), key_field="k").create()
+    op = create_operator(OperatorSpec(uid="every", name="every", kind="keyed_process", function=EveryState(),
+                                      key_field="k"))
     out = ListOutput()
     context = OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=MAX_PARALLELISM,
                               attempt_number=0, clock_ms=clock, state_backend_type=NAME, incremental=incremental)  # fmt: skip
