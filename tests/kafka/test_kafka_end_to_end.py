@@ -97,6 +97,14 @@ def pipeline(servers: str, in_topic: str, out_topic: str, config: Configuration)
     return env
 
 
+MODE_SETTINGS = {
+    "aligned": {},
+    "unaligned": {"execution.checkpointing.unaligned.enabled": "true"},
+    "aligned-with-timeout": {"execution.checkpointing.unaligned.enabled": "true",
+                             "execution.checkpointing.aligned-checkpoint-timeout": "5 ms"},
+}
+
+
 def configuration(directory: str, parallelism: int, **extra: str) -> Configuration:
     return Configuration({
         "parallelism.default": str(parallelism),
@@ -113,14 +121,16 @@ def committed_lines(servers: str, topic: str) -> int:
     return len(read_committed(servers, topic, timeout=30))
 
 
+@pytest.mark.parametrize("mode", list(MODE_SETTINGS))
 def test_kafka_to_kafka_exactly_once_through_a_kill_and_a_resume_at_parallelism_3(kafka_broker, kafka_topic,
-                                                                                    tmp_path):
+                                                                                    tmp_path, mode):
     servers = kafka_broker.bootstrap_servers
     in_topic, out_topic = kafka_topic(partitions=4), kafka_topic(partitions=4)
     directory = str(tmp_path / "checkpoints")
     produce_sequences(servers, in_topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4)
 
-    client = pipeline(servers, in_topic, out_topic, configuration(directory, 2)).execute_async("e2e")
+    config = configuration(directory, 2, **MODE_SETTINGS[mode])
+    client = pipeline(servers, in_topic, out_topic, config).execute_async("e2e")
     try:
         wait_for(lambda: committed_lines(servers, out_topic) > NUM_KEYS * PER_KEY // 4, "output before the kill", 120)
         task_executor_processes()[0].send_signal(signal.SIGKILL)
@@ -135,7 +145,8 @@ def test_kafka_to_kafka_exactly_once_through_a_kill_and_a_resume_at_parallelism_
         raise
 
     produce_sequences(servers, in_topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4, first_seq=PER_KEY)
-    config = configuration(str(tmp_path / "checkpoints-2"), 3, **{"execution.state-recovery.path": directory})
+    config = configuration(str(tmp_path / "checkpoints-2"), 3, **MODE_SETTINGS[mode],
+                           **{"execution.state-recovery.path": directory})
     client = pipeline(servers, in_topic, out_topic, config).execute_async("e2e resumed at parallelism 3")
     try:
         wait_for(lambda: committed_lines(servers, out_topic) >= 2 * NUM_KEYS * PER_KEY, "all output", 180)
