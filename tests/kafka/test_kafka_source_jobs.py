@@ -115,7 +115,8 @@ def test_resume_at_another_parallelism_reads_no_partition_twice_and_skips_none(k
 
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=4)
-    produce_sequences(bootstrap, topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4)
+    half = PER_KEY // 2  # the second half is written after the first job stopped: every key has rows left
+    produce_sequences(bootstrap, topic, num_keys=NUM_KEYS, per_key=half, partitions=4)
     directory = tmp_path / "checkpoints"
 
     def pipeline(env):  # discovery on: a restored split given to a non-owner would be read again by its owner
@@ -132,6 +133,7 @@ def test_resume_at_another_parallelism_reads_no_partition_twice_and_skips_none(k
     pipeline(first).sink_to(CollectSink("first"))
     job_id = run_and_cancel(first, str(directory), checkpoints=3)
     restored = list_completed_checkpoints(str(directory), job_id)[-1]
+    produce_sequences(bootstrap, topic, num_keys=NUM_KEYS, per_key=PER_KEY - half, partitions=4, first_seq=half)
 
     resumed = StreamExecutionEnvironment.get_execution_environment(
         _config(directory, 3, **{"execution.state-recovery.path": str(directory)})
