@@ -103,3 +103,36 @@ def test_an_idle_partition_does_not_hold_back_event_time(kafka_broker, kafka_top
                                                       == first // window_ms + i)}
         for i in range(3)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_bounded_read_ends_at_transaction_markers_and_skips_aborted_records(kafka_broker, kafka_topic, isolation):
+    # The last offsets of the partition are a commit marker, then an aborted transaction and its abort
+    # marker: no message is returned for them, and the bounded source must still reach its stopping offset.
+    topic = kafka_topic(partitions=1)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": kafka_broker.bootstrap_servers, "transactional.id": f"tx-{topic}"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, f"committed-{i}".encode(), partition=0)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted", partition=0)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(kafka_broker.bootstrap_servers)
+        .set_topics(topic)
+        .set_property("isolation.level", isolation)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_bounded(KafkaOffsetsInitializer.latest())
+        .set_value_only_deserializer(SimpleStringSchema())
+        .build()
+    )
+    env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 1})
+    values = list(env.from_source(source, WatermarkStrategy.no_watermarks(), "tx").execute_and_collect("tx"))
+    expected = [f"committed-{i}" for i in range(5)]
+    assert values == (expected if isolation == "read_committed" else [*expected, "aborted"])
