@@ -1,6 +1,7 @@
 """PyFlink's ``pyflink.datastream.connectors.kafka`` (on librdkafka, ``pip install flinklike-spark[kafka]``),
 and :class:`LocalKafkaBroker`, a real single-node broker for tests and examples (see docs/kafka.md)."""
 
+from flinklike_spark.datastream.connectors.kafka.legacy import FlinkKafkaConsumer
 from flinklike_spark.datastream.connectors.kafka.local_broker import LocalKafkaBroker, LocalKafkaBrokerConfig
 from flinklike_spark.datastream.connectors.kafka.offsets import (
     KafkaOffsetResetStrategy,
@@ -15,6 +16,7 @@ from flinklike_spark.datastream.connectors.kafka.source import (
 )
 
 __all__ = [
+    "FlinkKafkaConsumer",
     "KafkaOffsetResetStrategy",
     "KafkaOffsetsInitializer",
     "KafkaPartitionSplit",
