@@ -216,6 +216,19 @@ class StreamExecutionEnvironment:
         )
         return DataStream(self, [(t, None)])
 
+    def add_source(self, source_func: Source, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
+        """PyFlink's ``add_source`` for the sources offered here as source functions (``FlinkKafkaConsumer``).
+
+        Records keep the source's own timestamps (Kafka's); no watermarks are generated (assign them
+        downstream, as with Flink's ``SourceFunction``). Other sources go through :meth:`from_source`.
+        """
+        if not isinstance(source_func, Source):
+            raise TypeError(
+                "add_source expects a flinklike_spark source such as FlinkKafkaConsumer (Python SourceFunctions "
+                f"are not supported; use from_source with a Source), got {type(source_func).__name__}"
+            )
+        return self.from_source(source_func, WatermarkStrategy.no_watermarks(), source_name, type_info)
+
     def from_collection(
         self,
         collection: Any,

@@ -115,7 +115,8 @@ def test_resume_at_another_parallelism_reads_no_partition_twice_and_skips_none(k
 
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=4)
-    produce_sequences(bootstrap, topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4)
+    half = PER_KEY // 2  # the second half is written after the first job stopped: every key has rows left
+    produce_sequences(bootstrap, topic, num_keys=NUM_KEYS, per_key=half, partitions=4)
     directory = tmp_path / "checkpoints"
 
     def pipeline(env):  # discovery on: a restored split given to a non-owner would be read again by its owner
@@ -132,6 +133,7 @@ def test_resume_at_another_parallelism_reads_no_partition_twice_and_skips_none(k
     pipeline(first).sink_to(CollectSink("first"))
     job_id = run_and_cancel(first, str(directory), checkpoints=3)
     restored = list_completed_checkpoints(str(directory), job_id)[-1]
+    produce_sequences(bootstrap, topic, num_keys=NUM_KEYS, per_key=PER_KEY - half, partitions=4, first_seq=half)
 
     resumed = StreamExecutionEnvironment.get_execution_environment(
         _config(directory, 3, **{"execution.state-recovery.path": str(directory)})
@@ -238,3 +240,32 @@ def _produce_to(bootstrap: str, topic: str, *, keys_and_partitions: list[tuple[i
         for key, partition in keys_and_partitions:
             producer.produce(topic, json.dumps({"key": key, "seq": seq}).encode(), partition=partition)
     assert producer.flush(60) == 0
+
+
+@pytest.mark.timeout(240)
+def test_a_job_reads_on_through_a_broker_restart_exactly_once(kafka_cache_dir, tmp_path):
+    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+
+    with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "kafka") as broker:
+        bootstrap = broker.bootstrap_servers
+        topic = broker.create_topic("restarted", partitions=4)
+        half = PER_KEY // 2
+        produce_sequences(bootstrap, topic, num_keys=NUM_KEYS, per_key=half, partitions=4)
+        env = StreamExecutionEnvironment.get_execution_environment(_config(tmp_path / "checkpoints"))
+        rows = (
+            env.from_source(source(bootstrap, topic, bounded=False), WatermarkStrategy.no_watermarks(), "kafka")
+            .key_by(lambda r: r["key"])
+            .process(CheckedSequence())
+            .execute_and_collect("through a broker restart")
+        )
+        collected = []
+        with rows:
+            for row in rows:
+                collected.append(row)
+                if len(collected) == 100:
+                    broker.restart()  # the job's consumers reconnect; records keep their offsets
+                    produce_sequences(bootstrap, topic, num_keys=NUM_KEYS, per_key=PER_KEY - half, partitions=4,
+                                      first_seq=half)  # fmt: skip
+                if len(collected) == NUM_KEYS * PER_KEY:
+                    break
+    assert_each_once_in_order(collected, num_keys=NUM_KEYS, per_key=PER_KEY)

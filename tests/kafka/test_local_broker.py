@@ -104,3 +104,25 @@ def test_random_cluster_ids_never_look_like_an_option():
     ids = [_random_cluster_id() for _ in range(3000)]
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(i) == 22 for i in ids) and len(set(ids)) == len(ids)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_records_with_old_timestamps_are_kept(kafka_cache_dir, tmp_path):
+    # Regression: Kafka's default 7-day retention, judged by record timestamps, deleted the tests'
+    # records with fixed 2023 timestamps a few minutes into the session (a resumed job then found its
+    # offsets out of range). Retention is checked every 0.5 s here instead of every 5 minutes.
+    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+
+    often = {"log.retention.check.interval.ms": "500", "log.initial.task.delay.ms": "0"}
+    with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "data", extra_properties=often) as broker:
+        broker.create_topic("old", partitions=1)
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(10):
+            producer.produce("old", str(i).encode(), timestamp=1_700_000_000_000 + i)
+        assert producer.flush(30) == 0
+        time.sleep(4)  # several retention checks
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g"})
+        low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition("old", 0), timeout=30)
+        consumer.close()
+        assert (low, high) == (0, 10)

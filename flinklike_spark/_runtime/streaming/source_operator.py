@@ -119,13 +119,6 @@ class SourceOperator(StreamOperator):
         """Emit a batch of one split with its timestamps; then the minimum over the active splits' watermarks."""
         splits = self._split_watermarks
         now_ms = self.context.clock_ms()
-        split_ids = self.reader.current_split_ids()
-        splits.update_splits(split_ids, now_ms)
-        if self._idleness is None and bool(split_ids) == self._idle_without_splits:
-            # A subtask without splits (more subtasks than Kafka partitions) is idle, as in Flink,
-            # so that it does not hold back the event time of the others.
-            self._idle_without_splits = not split_ids
-            self.output.emit_watermark_status(self._idle_without_splits)
         batch = result.batch
         if batch is not None and batch.num_rows:
             self.records_out += batch.num_rows
@@ -136,6 +129,14 @@ class SourceOperator(StreamOperator):
                 )
             timestamps = splits.assign(result.split_id, batch, result.timestamps, now_ms)
             self.output.emit_batch(with_timestamps(batch, timestamps))
+        # after the batch: the batch that finished a split was its last, and the split no longer counts
+        split_ids = self.reader.current_split_ids()
+        splits.update_splits(split_ids, now_ms)
+        if self._idleness is None and bool(split_ids) == self._idle_without_splits:
+            # A subtask without splits (more subtasks than Kafka partitions) is idle, as in Flink,
+            # so that it does not hold back the event time of the others.
+            self._idle_without_splits = not split_ids
+            self.output.emit_watermark_status(self._idle_without_splits)
         if self._strategy.emit_watermarks and not self.context.batch_execution:
             watermark = splits.combined(now_ms)
             if watermark is not None and watermark > self._last_watermark:

@@ -2,6 +2,7 @@
 and :class:`LocalKafkaBroker`, a real single-node broker for tests and examples (see docs/kafka.md)."""
 
 from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
+from flinklike_spark.datastream.connectors.kafka.legacy import FlinkKafkaConsumer
 from flinklike_spark.datastream.connectors.kafka.local_broker import LocalKafkaBroker, LocalKafkaBrokerConfig
 from flinklike_spark.datastream.connectors.kafka.offsets import (
     KafkaOffsetResetStrategy,
@@ -26,6 +27,7 @@ from flinklike_spark.datastream.connectors.kafka.source import (
 __all__ = [
     "DeliveryGuarantee",
     "FlinkFixedPartitioner",
+    "FlinkKafkaConsumer",
     "KafkaOffsetResetStrategy",
     "KafkaOffsetsInitializer",
     "KafkaPartitionSplit",

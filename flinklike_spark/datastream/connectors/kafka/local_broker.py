@@ -186,6 +186,10 @@ class LocalKafkaBrokerConfig:
         num_partitions: partitions of auto-created topics.
         transaction_max_timeout: the broker's ``transaction.max.timeout.ms``
             (Kafka's default is 15 minutes).
+
+    Records are kept for ever (``log.retention.ms=-1``): Kafka's default retention
+    of 7 days is judged by record timestamps, so records written with old
+    timestamps (fixed event times in tests) would vanish within minutes.
         heap: the JVM's ``-Xmx``.
         startup_timeout: how long ``start()`` waits for the broker to serve.
         extra_properties: more ``server.properties`` entries (override the defaults).
@@ -292,6 +296,9 @@ class LocalKafkaBroker:
             "group.initial.rebalance.delay.ms": "0",
             "transaction.max.timeout.ms": str(int(self.config.transaction_max_timeout.total_seconds() * 1000)),
             "auto.create.topics.enable": "true",
+            # Keep every record: time-based retention judges records by their timestamps, and tests write
+            # records with fixed (old) timestamps, which the default 7 days would delete within minutes.
+            "log.retention.ms": "-1",
             "log.flush.interval.messages": str(2**62),
             "num.network.threads": "2",
             "num.io.threads": "2",
