@@ -49,7 +49,15 @@ from flinklike_spark.datastream.connectors.kafka.transaction_admin import KafkaP
 from flinklike_spark.errors import ConfigurationError, SinkCommitError, mark_non_recoverable
 from flinklike_spark.row import records_of
 
-__all__ = ["KafkaCommittable", "KafkaCommitter", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkWriter"]
+__all__ = [
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "KafkaCommittable",
+    "KafkaCommitter",
+    "KafkaSink",
+    "KafkaSinkBuilder",
+    "KafkaSinkWriter",
+    "KafkaTransactionLostError",
+]
 
 _log = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection retries and the like) go through logging, not to stderr.
