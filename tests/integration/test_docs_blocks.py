@@ -183,3 +183,19 @@ def test_docs_links_resolve():
             if not (page.parent / target).exists():
                 dead.append(f"{page.name} -> {target}")
     assert not dead, f"dead relative links: {dead}"
+
+
+def test_code_cites_only_docs_that_exist():
+    """Docstrings and messages point at docs of this repository: each ``docs/<page>.md`` cited exists, and
+    none cites the design document that lives outside it (its decisions are in docs/architecture.md)."""
+    design = "DESIGN" + ".md"  # spelled apart, so that this file does not cite it
+    bad = []
+    for package in ("flinklike_spark", "connectors", "checkpointing", "examples", "benchmarks", "tests"):
+        for source in sorted((ROOT / package).rglob("*.py")):
+            text = source.read_text(encoding="utf-8")
+            for cited in re.findall(r"\bdocs/[\w./-]+\.md\b", text):
+                if not (ROOT / cited).exists():
+                    bad.append(f"{source.relative_to(ROOT)} cites {cited}, which does not exist")
+            if design in text:
+                bad.append(f"{source.relative_to(ROOT)} cites {design}, which is not in the repository")
+    assert not bad, "\n".join(bad)
