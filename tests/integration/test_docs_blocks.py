@@ -44,7 +44,7 @@ DOCS_BUCKET = "my-bucket"
 _SPARK = re.compile(r"pyspark|flinklike_spark\.spark|spark-submit")
 _JOB = re.compile(r"\.execute(_async|_and_collect)?\(|flinklike run\b")
 _S3 = re.compile(r"\bs3a?://")
-_TIMEOUTS = {"spark": 900, "slow": 300, "fast": 90}
+_TIMEOUTS = {"spark": 1500, "slow": 300, "fast": 90}  # a Spark chain starts Spark once and runs several queries
 
 
 def _kind(code: str) -> str:
