@@ -5,7 +5,8 @@ runs in a subprocess, in a fresh temporary directory, with the repository on
 ``PYTHONPATH``, as a user runs a snippet saved to a file; a block that
 continues another runs after it, in the same directory (consecutive Python
 blocks as one script). A page's ``file=`` blocks are written into that
-directory first. The block passes if it exits with status 0: blocks check
+directory first; ``TMPDIR`` is inside it, so what a block puts in a temporary directory goes
+with it. The block passes if it exits with status 0: blocks check
 their own results (``assert``), so a block whose output went wrong fails.
 
 Marks are derived from the code, so a new block cannot forget them: a chain
@@ -136,6 +137,8 @@ def test_block_runs(steps, files, error, tmp_path, request):
         target.write_text(text(block))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     env.pop("PYSPARK_PYTHON", None)  # session() sets it, as on a fresh machine
+    (tmp_path / "tmp").mkdir()
+    env["TMPDIR"] = str(tmp_path / "tmp")  # what a block puts in mkdtemp()/mktemp -d is removed with tmp_path
     timeout = _TIMEOUTS[_kind(code)] - 20
     for number, group in enumerate(_groups(steps)):
         script = tmp_path / f"doc_block_{number}.{'py' if group[0].language == PYTHON else 'sh'}"
@@ -151,7 +154,7 @@ def test_block_runs(steps, files, error, tmp_path, request):
         )
 
 
-def test_shell_blocks_are_marked_by_language():
+def test_every_fence_language_is_run_or_known_prose():
     """A fence language the test does not know would be skipped silently: only these may appear."""
     known = {PYTHON, SHELL, "yaml", "text", "json", ""}
     for page in PAGES:
