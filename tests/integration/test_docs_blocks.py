@@ -148,9 +148,10 @@ def test_block_runs(steps, files, error, tmp_path, request):
         cwd = ROOT if group[-1].cwd_repo else tmp_path
         done = _run(command, cwd=cwd, env=env, timeout=timeout)
         where = ", ".join(b.where for b in group)
+        traceback = done.stderr[done.stderr.rfind("Traceback (most recent call last)"):][:5000]
         assert done.returncode == 0, (
             f"the block(s) {where} exited with {done.returncode}\n--- stdout\n{done.stdout[-4000:]}\n"
-            f"--- stderr\n{done.stderr[-6000:]}"
+            f"--- the last Python traceback\n{traceback}\n--- stderr\n{done.stderr[-4000:]}"
         )
 
 
