@@ -1,4 +1,4 @@
-"""Delta-table checkpoint storage (DESIGN.md sections 4-5).
+"""Delta-table checkpoint storage (docs/architecture.md, "Checkpointing").
 
 Under a base URL (``execution.checkpointing.dir``; any fsspec URL that
 delta-rs also supports, or a local path) live three Delta tables:

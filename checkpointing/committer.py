@@ -1,6 +1,6 @@
 """Coordinator side: make a checkpoint's files visible, then mark it complete.
 
-Protocol of :meth:`CheckpointCommitter.commit` (DESIGN.md section 5):
+Protocol of :meth:`CheckpointCommitter.commit` (docs/architecture.md, "Checkpointing"):
 
 1. Check every handle's files exist with their recorded size (a Delta commit
    does not check; committing a missing file would create a corrupt checkpoint).

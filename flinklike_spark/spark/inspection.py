@@ -1,6 +1,6 @@
 """Looking inside a job's checkpoints with Spark SQL (``spark.read.format("delta")``).
 
-The checkpoint tables (DESIGN.md section 5) are plain Delta tables; these
+The checkpoint tables (docs/architecture.md, "Checkpointing") are plain Delta tables; these
 helpers return DataFrames over them for the questions users ask: the
 checkpoint history, the keyed state per key at a checkpoint, the in-flight
 data per channel, and the state table as of an older checkpoint (Delta time

@@ -1,6 +1,6 @@
 """``spark.readStream.format("flinklike")``: a Python data source reading an engine job's output.
 
-Where each piece runs (pyspark 4.2; DESIGN.md section 8):
+Where each piece runs (pyspark 4.2; docs/architecture.md, "Spark bridge"):
 
 * ``FlinklikeDataSource.__init__``/``schema`` run in a short-lived Python
   worker at ``load()``: options are validated and the pipeline is imported and

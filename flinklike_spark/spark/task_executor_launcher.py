@@ -68,7 +68,7 @@ _NOT_IMPORTABLE = "flinklike_spark cannot be imported on the Spark executor"
 _SHIP_HELP = (
     "Executors must be able to import the project: install flinklike-spark where PYSPARK_PYTHON runs on every "
     "executor, or ship it with spark-submit --py-files flinklike.zip (or spark.submit.pyFiles / "
-    "SparkContext.addPyFile) or --archives with a packed environment; see README 'TaskExecutors on Spark executors'"
+    "SparkContext.addPyFile) or --archives with a packed environment; see docs/spark.md 'TaskExecutors on Spark executors'"
 )
 _SLOT_WAIT = 60.0  # seconds a launch waits for free task slots before it submits anyway
 

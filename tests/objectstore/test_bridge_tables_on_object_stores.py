@@ -2,7 +2,7 @@
 
 Reading them with Spark itself from S3 needs Hadoop's s3a filesystem
 (hadoop-aws and the AWS SDK bundle, ~300 MB of jars), from Azure hadoop-azure;
-that is not part of this suite (see README, Storage).
+that is not part of this suite (see docs/storage.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``examples/spark_windows.py`` runs as the README documents it: Spark in, engine windows, Spark out to Delta.
+"""``examples/spark_windows.py`` runs as docs/spark.md documents it: Spark in, engine windows, Spark out to Delta.
 
 Run as a subprocess, like a user runs it (its own local SparkSession); the
 example itself compares the Delta table Spark wrote with plain Python and
