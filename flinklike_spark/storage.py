@@ -42,6 +42,7 @@ in ``repr`` or ``str`` of these objects.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib.util
 import re
 from collections.abc import Mapping
@@ -52,8 +53,11 @@ from flinklike_spark.errors import ConfigurationError
 
 __all__ = [
     "AzureAccount",
+    "DeclaresStorageLocations",
     "S3Options",
+    "StorageAccess",
     "StorageConfig",
+    "StorageLocation",
     "StorageOptions",
     "UsesStorage",
     "is_sensitive_key",
@@ -360,6 +364,49 @@ class UsesStorage(Protocol):
 
     def with_storage(self, storage: StorageConfig) -> Self:
         """A copy of this connector that applies ``storage`` to its URLs."""
+        ...
+
+
+class StorageAccess(enum.Enum):
+    """What a job does with a location, which decides how it is probed when the job is submitted."""
+
+    READ = "read"
+    """It must exist and be listable (a restore path)."""
+    WRITE = "write"
+    """It is created if missing, and a marker is written into it and deleted (checkpoints, sinks)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StorageLocation:
+    """One place a job reads or writes, as the start-up probe checks it.
+
+    Attributes:
+        url: the URL or local path.
+        what: the setting or connector naming it, for messages (``DeltaSink table``).
+        access: read or write.
+        options: the clients' options for ``url`` (explicit ones merged in).
+        delta: delta-rs reaches it too (Delta tables at or under ``url``), so
+            the probe also writes through delta-rs, whose client and options
+            differ from fsspec's.
+    """
+
+    url: str
+    what: str
+    access: StorageAccess
+    options: StorageOptions
+    delta: bool = False
+
+
+@runtime_checkable
+class DeclaresStorageLocations(Protocol):
+    """A (bound) connector that says which of its locations the start-up probe checks, and how.
+
+    Connectors that implement only :class:`UsesStorage` are not probed: the
+    probe cannot know their explicit options or whether they write.
+    """
+
+    def storage_locations(self) -> tuple[StorageLocation, ...]:
+        """The locations to probe, with the options this connector reaches them with."""
         ...
 
 
