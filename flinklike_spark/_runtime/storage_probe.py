@@ -38,7 +38,6 @@ from typing import Any, Final
 import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import JobGraph
-from flinklike_spark._runtime.jobmaster.recovery import recovery_directory
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import CheckpointNotFoundError, StorageUnavailableError
 from flinklike_spark.storage import (
@@ -70,7 +69,9 @@ def job_storage_locations(job_graph: JobGraph, config: Configuration) -> list[St
     Call it after :func:`~flinklike_spark._runtime.graph.translation.bind_storage`,
     so that connectors declare their locations with the job's storage settings.
     """
+    # imported here: checkpointing imports the public package, which imports this module (via targets)
     from checkpointing import CheckpointLayout
+    from flinklike_spark._runtime.jobmaster.recovery import recovery_directory
 
     storage = config.storage
     options = config.checkpointing
