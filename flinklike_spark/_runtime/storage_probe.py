@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -150,11 +151,12 @@ class _Probe(threading.Thread):
         self.location = location
         self.failure: BaseException | None = None
         self.finished = False
+        self.steps: list[str] = []  # what the probe did, the last one failed or hangs
 
     def run(self) -> None:
         started = time.monotonic()
         try:
-            _probe(self.location)
+            _probe(self.location, self.steps)
         except BaseException as exc:  # noqa: BLE001 - raised on the submitting thread by raise_failure
             self.failure = exc
         finally:
@@ -164,9 +166,10 @@ class _Probe(threading.Thread):
 
     def raise_failure(self, timeout: timedelta) -> None:
         location = self.location
+        step = f" ({self.steps[-1]})" if self.steps else ""
         if not self.finished:
             raise StorageUnavailableError(
-                f"{location.what} {location.url!r} did not answer within {timeout.total_seconds():g} s{_endpoint(location)}; "
+                f"{location.what} {location.url!r} did not answer within {timeout.total_seconds():g} s{step}; "
                 f"the job was not started. Check that the store is reachable from this machine and that the "
                 f"endpoint and its port are right",
                 url=location.url, what=location.what,
@@ -178,18 +181,21 @@ class _Probe(threading.Thread):
             raise exc
         verb = "written" if location.access is StorageAccess.WRITE else "read"
         raise StorageUnavailableError(
-            f"{location.what} {location.url!r} cannot be {verb}{_endpoint(location)}: {type(exc).__name__}: "
+            f"{location.what} {location.url!r} cannot be {verb}{step}: {type(exc).__name__}: "
             f"{_first_lines(exc)}; the job was not started (every checkpoint or commit there would fail, and "
             f"the job would restart for ever). Fix the path, its permissions or the store's settings",
             url=location.url, what=location.what,
         ) from exc  # fmt: skip
 
 
-def _probe(location: StorageLocation) -> None:
+def _probe(location: StorageLocation, steps: list[str]) -> None:
     from checkpointing.layout import delta_uri, resolve_storage
 
     scheme = url_scheme(location.url)
-    fs, root = resolve_storage(location.url, _with_timeouts(scheme, location.options.fsspec))
+    fsspec_options = _with_timeouts(scheme, location.options.fsspec)
+    endpoint = fsspec_options.get("endpoint_url") or location.options.delta.get("azure_storage_endpoint")
+    steps.append("through fsspec" + (f", endpoint {endpoint}" if endpoint else ""))
+    fs, root = resolve_storage(location.url, fsspec_options)
     if location.access is StorageAccess.READ:
         if not fs.exists(root):
             raise CheckpointNotFoundError(f"{location.what} {location.url!r} does not exist", url=location.url)
@@ -206,6 +212,8 @@ def _probe(location: StorageLocation) -> None:
 
         table = f"{root}/_flinklike_probe_{uuid.uuid4().hex}"
         options = {**location.options.delta, **_DELTA_TIMEOUTS}
+        endpoint = options.get("AWS_ENDPOINT_URL") or options.get("azure_storage_endpoint")
+        steps.append("creating a Delta table through delta-rs" + (f", endpoint {endpoint}" if endpoint else ""))
         DeltaTable.create(delta_uri(fs, table), pa.schema([("probe", pa.int8())]), mode="error",
                           storage_options=options)  # fmt: skip
         fs.invalidate_cache()
@@ -235,11 +243,9 @@ def _normalized(url: str) -> str:
     return url.removeprefix("file://") if url.startswith("file:///") else url
 
 
-def _endpoint(location: StorageLocation) -> str:
-    endpoint = location.options.fsspec.get("endpoint_url") or location.options.delta.get("azure_storage_endpoint")
-    return f" (endpoint {endpoint})" if endpoint else ""
+_ANSI_ESCAPE: Final = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _first_lines(exc: BaseException, limit: int = 6) -> str:
-    lines = str(exc).strip().splitlines()
+    lines = _ANSI_ESCAPE.sub("", str(exc)).strip().splitlines()
     return "\n".join(lines[:limit]) + (" ..." if len(lines) > limit else "")
