@@ -12,6 +12,7 @@ many short processes and requires every one to exit cleanly.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -92,8 +93,9 @@ def test_options_arrow_cannot_stand_in_for_keep_delta_rs_handler():
 
 # -- stress: many short processes that read and exit ------------------------------------------------
 
-#: Processes per reading path (3 paths: 300 processes, about 1-2 minutes on a quiet machine).
-RUNS_PER_PATH = 100
+#: Processes per reading path (3 paths: 120 processes, ~1-2 minutes on a quiet machine, far longer on a
+#: loaded one); FLINKLIKE_STRESS_RUNS overrides it.
+RUNS_PER_PATH = int(os.environ.get("FLINKLIKE_STRESS_RUNS", "40"))
 
 # One Python process imports everything once, then forks one child per run: the child reads through
 # one path and exits through the interpreter's normal finalization (where the abort happened), its
@@ -101,7 +103,7 @@ RUNS_PER_PATH = 100
 # machines here; a fork costs milliseconds and exits the same way. The parent does no I/O before
 # forking (no fsspec loop, no Arrow thread pool to inherit).
 FORKER = textwrap.dedent("""
-    import json, os, sys, tempfile
+    import json, os, sys, tempfile, time
     from checkpointing import CheckpointLayout, list_completed_checkpoints, read_operator_state
     from connectors import read_delta_table
     from flinklike_spark.config import Configuration
@@ -117,6 +119,7 @@ FORKER = textwrap.dedent("""
     results = {}
     for name, read in paths.items():
         outcomes = results[name] = []
+        started = time.monotonic()
         for run in range(runs):
             err = tempfile.TemporaryFile()
             pid = os.fork()
@@ -127,6 +130,7 @@ FORKER = textwrap.dedent("""
             _, status = os.waitpid(pid, 0)
             err.seek(0)
             outcomes.append([os.waitstatus_to_exitcode(status), err.read().decode(errors="replace")[-2000:]])
+        print(f"{name}: {runs} processes in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     print("RESULTS", json.dumps(results))
 """)
 
@@ -168,7 +172,7 @@ def test_each_reading_path_exits_cleanly_in_many_short_processes(s3_server):
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULTS ")), None)
     assert done.returncode == 0 and line, done.stderr[-3000:]
     results = json.loads(line.removeprefix("RESULTS "))
-    print(f"{sum(map(len, results.values()))} processes in {time.monotonic() - started:.0f} s")
+    print(f"{sum(map(len, results.values()))} processes in {time.monotonic() - started:.0f} s:\n{done.stderr}")
     for path, outcomes in results.items():
         assert len(outcomes) == RUNS_PER_PATH
         bad = [(code, err) for code, err in outcomes if code != 0 or "terminate called" in err]
