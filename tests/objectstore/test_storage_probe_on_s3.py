@@ -93,6 +93,31 @@ def test_delta_rs_options_that_reach_the_wrong_place_fail_execute(s3_server):
     assert "\x1b[" not in str(error)  # delta-rs's coloured error chain, without its colours
 
 
+def test_an_endpoint_that_never_answers_fails_the_probe_at_its_timeout():
+    """A socket that accepts connections (the kernel's backlog) but never answers: a hung store."""
+    from datetime import timedelta
+
+    from flinklike_spark._runtime.storage_probe import probe_storage
+    from flinklike_spark.config import Configuration
+    from flinklike_spark.storage import StorageAccess, StorageLocation
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        storage = Configuration({"s3.endpoint": endpoint, "s3.access-key": "AK", "s3.secret-key": "SK",
+                                 "s3.region": "us-east-1"}).storage  # fmt: skip
+        location = StorageLocation(url="s3://bucket/checkpoints", what="execution.checkpointing.dir",
+                                   access=StorageAccess.WRITE, options=storage.options("s3://bucket/checkpoints"))  # fmt: skip
+        started = time.monotonic()
+        with pytest.raises(StorageUnavailableError) as info:
+            probe_storage([location], timeout=timedelta(seconds=1))
+        assert time.monotonic() - started < 5
+    message = str(info.value)
+    assert "execution.checkpointing.dir 's3://bucket/checkpoints' did not answer within 1 s" in message
+    assert f"endpoint {endpoint}" in message
+
+
 @pytest.mark.slow
 def test_the_probe_leaves_no_object_behind(s3_server):
     checkpoints, table = s3_server.url("checkpoints"), s3_server.url("table")
