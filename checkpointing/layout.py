@@ -18,20 +18,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import fsspec
 import pyarrow as pa
 import pyarrow.dataset as pds
-import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from flinklike_spark.errors import CheckpointStorageError, IncompatibleCheckpointError
 from flinklike_spark.storage import StorageConfig, StorageOptions, redact
 
+from .native_fs import arrow_filesystem
 from .schemas import (
     CHANNEL_STATE_SCHEMA,
     CHECKPOINTS_SCHEMA,
@@ -248,20 +247,25 @@ def scan_table(
     interpreter finalizes is killed inside C++ and aborts the process
     ("terminate called without an active exception", delta-io/delta-rs#2184,
     apache/arrow#34314: measured here about 1 exit in 150 after a scan). A
-    local table is therefore read through Arrow's native local filesystem, and
-    every scan is single-threaded (these tables are small).
+    table is therefore read through Arrow's native filesystem (local, S3,
+    Azure: :mod:`checkpointing.native_fs`), and every scan is single-threaded
+    (these tables are small).
     """
     return delta_dataset(dt).to_table(columns=columns, filter=filter, use_threads=False)
 
 
 def delta_dataset(dt: DeltaTable) -> pds.Dataset:
-    """``dt.to_pyarrow_dataset()``, over Arrow's native filesystem when the table is local (see :func:`scan_table`)."""
-    uri = dt.table_uri
-    if uri.startswith("file://"):
-        uri = urllib.parse.unquote(uri.removeprefix("file://"))
-    elif "://" in uri:
+    """``dt.to_pyarrow_dataset()`` over Arrow's native filesystem for the table (see :func:`scan_table`).
+
+    Falls back to delta-rs's Python handler only for a scheme or storage
+    options :func:`~checkpointing.native_fs.arrow_filesystem` does not translate.
+    """
+    # deltalake keeps the options a table was opened with only in this private attribute
+    options = getattr(dt, "_storage_options", None)
+    filesystem = arrow_filesystem(dt.table_uri, options)
+    if filesystem is None:
         return dt.to_pyarrow_dataset()
-    return dt.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(uri.rstrip("/"), pafs.LocalFileSystem()))
+    return dt.to_pyarrow_dataset(filesystem=filesystem)
 
 
 def resolve_storage(

@@ -56,7 +56,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError, SinkFencedError
-from flinklike_spark.storage import StorageConfig
+from flinklike_spark.storage import StorageAccess, StorageConfig, StorageLocation
 
 __all__ = ["DeltaCommittable", "DeltaCommitter", "DeltaSink", "DeltaSinkWriter", "StagedFile", "read_delta_table"]
 
@@ -190,6 +190,11 @@ class DeltaSink(TwoPhaseCommittingSink):
         bound = copy.copy(self)
         bound.storage = storage
         return bound
+
+    def storage_locations(self) -> tuple[StorageLocation, ...]:
+        options = (self.storage or StorageConfig()).options(self.path, delta=self.storage_options)
+        return (StorageLocation(url=self.path, what="DeltaSink table", access=StorageAccess.WRITE, options=options,
+                                delta=True),)  # fmt: skip
 
     def _table(self) -> _Table:
         return _Table(self.path, self.storage_options, self.storage)

@@ -47,7 +47,7 @@ from flinklike_spark.errors import (
     SchemaMismatchError,
 )
 from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, records_of
-from flinklike_spark.storage import StorageConfig
+from flinklike_spark.storage import StorageAccess, StorageConfig, StorageLocation
 
 __all__ = ["FileReader", "FileSink", "FileSource", "FileSplit", "FileWriter"]
 
@@ -490,6 +490,11 @@ class FileSink(Sink):
         bound = copy.copy(self)
         bound.storage = storage
         return bound
+
+    def storage_locations(self) -> tuple[StorageLocation, ...]:
+        options = (self.storage or StorageConfig()).options(self.path, fsspec=self.storage_options)
+        return (StorageLocation(url=self.path, what="FileSink directory", access=StorageAccess.WRITE,
+                                options=options),)  # fmt: skip
 
     def create_writer(self, context: SinkWriterContext) -> FileWriter:
         return FileWriter(self, context)

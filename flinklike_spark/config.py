@@ -436,6 +436,8 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("s3.path.style.access", None, parse_bool,
              "Path-style requests (http://host/bucket/key), as MinIO and local servers need; "
              "unset: the client's default.", optional=True),
+        _opt("s3.proxy.host", None, parse_optional_str, "Host of an HTTP proxy for S3 requests (with s3.proxy.port)."),
+        _opt("s3.proxy.port", None, parse_int, "Port of the S3 HTTP proxy.", 1, 65535, optional=True),
     )
 }  # fmt: skip
 

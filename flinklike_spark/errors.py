@@ -50,6 +50,7 @@ __all__ = [
     "SlotAllocationError",
     "SlotNotFoundError",
     "StaleDeploymentError",
+    "StorageUnavailableError",
     "TaskExecutorLostError",
     "import_error_hint",
     "is_non_recoverable",
@@ -253,6 +254,32 @@ class CheckpointStorageError(FlinklikeError, OSError):
 
     def __reduce__(self):
         return (_rebuild_checkpoint_storage_error, (type(self), str(self), self.url))
+
+
+class StorageUnavailableError(FlinklikeError, OSError):
+    """A storage location of a job (checkpoint directory, restore path, a connector's path)
+    cannot be used, found when the job is submitted, before any task is deployed.
+
+    ``url`` is the location and ``what`` the setting or connector that names it
+    (``execution.checkpointing.dir``, ``sink 'orders' (DeltaSink table)``...). A
+    location that works at submission and fails later fails the tasks or
+    checkpoints instead, and the restart strategy applies.
+    """
+
+    def __init__(self, message: str, *, url: str = "", what: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+        self.what = what
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self):
+        return (_rebuild_storage_unavailable_error, (str(self), self.url, self.what))
+
+
+def _rebuild_storage_unavailable_error(message, url, what):
+    return StorageUnavailableError(message, url=url, what=what)
 
 
 class CheckpointCommitConflictError(CheckpointStorageError):

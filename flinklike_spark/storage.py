@@ -13,10 +13,19 @@ key                                               fsspec (s3fs / adlfs)         
 ``s3.access-key`` / ``s3.secret-key``             ``key`` / ``secret``            ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
 ``s3.session-token``                              ``token``                       ``AWS_SESSION_TOKEN``
 ``s3.region``                                     ``client_kwargs.region_name``   ``AWS_REGION``
-``s3.path.style.access``                          ``addressing_style``            ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST``
+``s3.path.style.access``                          ``addressing_style``            ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST`` (*)
+``s3.proxy.host`` / ``s3.proxy.port``             ``config_kwargs.proxies``       ``AWS_PROXY_URL``
 ``fs.azure.account.key.<acct>.blob.core...``      ``account_name``/``account_key``  ``azure_storage_account_name``/``_key``
 ``fs.azure.account.endpoint.<acct>``              ``connection_string``           ``azure_storage_endpoint`` (+ allow http)
 ================================================  ==============================  ==========================================
+
+(*) Virtual-hosted style (``s3.path.style.access: false``) with an explicit
+endpoint: botocore (s3fs) and Arrow put the bucket in front of the endpoint's
+host themselves, but delta-rs (object_store) uses the endpoint as the bucket's
+own URL. For delta-rs the endpoint is therefore given per URL with the bucket
+in its host (``https://s3.eu-west-1.amazonaws.com`` becomes
+``https://my-bucket.s3.eu-west-1.amazonaws.com`` for ``s3://my-bucket/...``);
+passing the plain endpoint made delta-rs drop the bucket from every request.
 
 Keys left unset are not passed, so each client's own credential chain applies
 (``AWS_*`` / ``AZURE_STORAGE_*`` environment variables, profiles, instance
@@ -33,6 +42,7 @@ in ``repr`` or ``str`` of these objects.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib.util
 import re
 from collections.abc import Mapping
@@ -43,8 +53,11 @@ from flinklike_spark.errors import ConfigurationError
 
 __all__ = [
     "AzureAccount",
+    "DeclaresStorageLocations",
     "S3Options",
+    "StorageAccess",
     "StorageConfig",
+    "StorageLocation",
     "StorageOptions",
     "UsesStorage",
     "is_sensitive_key",
@@ -108,6 +121,8 @@ class S3Options:
     session_token: str | None = None
     region: str | None = None
     path_style_access: bool | None = None
+    proxy_host: str | None = None
+    proxy_port: int | None = None
 
     def __post_init__(self) -> None:
         if (self.access_key is None) != (self.secret_key is None):
@@ -122,12 +137,38 @@ class S3Options:
                 f"s3.endpoint: {self.endpoint!r} is not an http(s) URL; give e.g. 'https://s3.eu-west-1.amazonaws.com' "
                 f"or 'http://127.0.0.1:9000'"
             )
+        if (self.proxy_host is None) != (self.proxy_port is None):
+            raise ConfigurationError(
+                "s3.proxy.host and s3.proxy.port must be given together (an HTTP proxy, e.g. "
+                "s3.proxy.host: proxy.example.com, s3.proxy.port: 3128)"
+            )
+
+    @property
+    def proxy_url(self) -> str | None:
+        """``http://<s3.proxy.host>:<s3.proxy.port>``, or None without a proxy."""
+        return None if self.proxy_host is None else f"http://{self.proxy_host}:{self.proxy_port}"
+
+    def bucket_endpoint(self, bucket: str) -> str | None:
+        """The endpoint to give delta-rs for ``bucket``: with virtual-hosted requests, the bucket's own URL.
+
+        object_store (delta-rs) sends virtual-hosted requests to the endpoint as
+        given, so the bucket must be in its host; botocore and Arrow add it
+        themselves and get the plain endpoint. An endpoint that already starts
+        with the bucket is kept.
+        """
+        if self.endpoint is None or self.path_style_access is not False or not bucket:
+            return self.endpoint
+        parts = urlsplit(self.endpoint)
+        if parts.netloc.lower().startswith(f"{bucket.lower()}."):
+            return self.endpoint
+        return parts._replace(netloc=f"{bucket}.{parts.netloc}").geturl()
 
     def __repr__(self) -> str:
         return (
             f"S3Options(endpoint={self.endpoint!r}, access_key={self.access_key!r}, "
             f"secret_key={_secret_repr(self.secret_key)}, session_token={_secret_repr(self.session_token)}, "
-            f"region={self.region!r}, path_style_access={self.path_style_access!r})"
+            f"region={self.region!r}, path_style_access={self.path_style_access!r}, "
+            f"proxy_host={self.proxy_host!r}, proxy_port={self.proxy_port!r})"
         )
 
     __str__ = __repr__
@@ -185,6 +226,8 @@ class StorageConfig:
             session_token=values.get("s3.session-token"),
             region=values.get("s3.region"),
             path_style_access=values.get("s3.path.style.access"),
+            proxy_host=values.get("s3.proxy.host"),
+            proxy_port=values.get("s3.proxy.port"),
         )
         keys: dict[str, str] = {}
         endpoints: dict[str, str] = {}
@@ -228,7 +271,7 @@ class StorageConfig:
         derived_delta: dict[str, str] = {}
         if scheme in S3_SCHEMES:
             s3 = self._s3_with(delta or {})
-            derived_fs, derived_delta = _s3_fsspec(s3), _s3_delta(s3)
+            derived_fs, derived_delta = _s3_fsspec(s3), _s3_delta(s3, bucket=urlsplit(url).netloc)
         elif scheme in AZURE_SCHEMES:
             account = self._azure_account(url, delta or {})
             if account is not None:
@@ -324,6 +367,49 @@ class UsesStorage(Protocol):
         ...
 
 
+class StorageAccess(enum.Enum):
+    """What a job does with a location, which decides how it is probed when the job is submitted."""
+
+    READ = "read"
+    """It must exist and be listable (a restore path)."""
+    WRITE = "write"
+    """It is created if missing, and a marker is written into it and deleted (checkpoints, sinks)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StorageLocation:
+    """One place a job reads or writes, as the start-up probe checks it.
+
+    Attributes:
+        url: the URL or local path.
+        what: the setting or connector naming it, for messages (``DeltaSink table``).
+        access: read or write.
+        options: the clients' options for ``url`` (explicit ones merged in).
+        delta: delta-rs reaches it too (Delta tables at or under ``url``), so
+            the probe also writes through delta-rs, whose client and options
+            differ from fsspec's.
+    """
+
+    url: str
+    what: str
+    access: StorageAccess
+    options: StorageOptions
+    delta: bool = False
+
+
+@runtime_checkable
+class DeclaresStorageLocations(Protocol):
+    """A (bound) connector that says which of its locations the start-up probe checks, and how.
+
+    Connectors that implement only :class:`UsesStorage` are not probed: the
+    probe cannot know their explicit options or whether they write.
+    """
+
+    def storage_locations(self) -> tuple[StorageLocation, ...]:
+        """The locations to probe, with the options this connector reaches them with."""
+        ...
+
+
 def _s3_fsspec(s3: S3Options) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if s3.access_key is not None:
@@ -334,12 +420,17 @@ def _s3_fsspec(s3: S3Options) -> dict[str, Any]:
         options["endpoint_url"] = s3.endpoint
     if s3.region is not None:
         options["client_kwargs"] = {"region_name": s3.region}
+    config: dict[str, Any] = {}
     if s3.path_style_access is not None:
-        options["config_kwargs"] = {"s3": {"addressing_style": "path" if s3.path_style_access else "virtual"}}
+        config["s3"] = {"addressing_style": "path" if s3.path_style_access else "virtual"}
+    if s3.proxy_url is not None:
+        config["proxies"] = {"http": s3.proxy_url, "https": s3.proxy_url}
+    if config:
+        options["config_kwargs"] = config
     return options
 
 
-def _s3_delta(s3: S3Options) -> dict[str, str]:
+def _s3_delta(s3: S3Options, *, bucket: str) -> dict[str, str]:
     # Conditional put makes concurrent commits safe without a lock service (see the module docstring).
     options = {"aws_conditional_put": "etag"}
     if s3.access_key is not None:
@@ -347,9 +438,11 @@ def _s3_delta(s3: S3Options) -> dict[str, str]:
     if s3.session_token is not None:
         options["AWS_SESSION_TOKEN"] = s3.session_token
     if s3.endpoint is not None:
-        options["AWS_ENDPOINT_URL"] = s3.endpoint
+        options["AWS_ENDPOINT_URL"] = s3.bucket_endpoint(bucket) or s3.endpoint
         if s3.endpoint.lower().startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"
+    if s3.proxy_url is not None:
+        options["AWS_PROXY_URL"] = s3.proxy_url
     if s3.region is not None:
         options["AWS_REGION"] = s3.region
     if s3.path_style_access is not None:

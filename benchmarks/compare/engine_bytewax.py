@@ -8,6 +8,7 @@ return. Keys are strings, as Bytewax's keyed streams require.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -117,6 +118,7 @@ def flow(workload: str, records: int, keys: int, parts: int, sink: Summary) -> D
 
 
 def main() -> None:
+    faulthandler.enable(all_threads=True)  # a native crash (SIGSEGV) leaves every thread's stack on stderr
     parser = argparse.ArgumentParser()
     parser.add_argument("workload")
     parser.add_argument("--records", type=int, required=True)

@@ -10,6 +10,7 @@ readStream`` runs W5 under ``spark.readStream.format("flinklike")``).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import time
 
 import pyarrow as pa
@@ -102,6 +103,7 @@ def build(env: StreamExecutionEnvironment, workload: str, records: int, keys: in
 
 
 def main() -> None:
+    faulthandler.enable(all_threads=True)  # a native crash (SIGSEGV) leaves every thread's stack on stderr
     parser = argparse.ArgumentParser()
     parser.add_argument("workload")
     parser.add_argument("--records", type=int, required=True)

@@ -15,6 +15,7 @@ MiniCluster PyFlink starts per job is still included).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import time
 
 from workloads import WINDOW_MS, per_key, print_result
@@ -86,6 +87,7 @@ def run_w2v(records: int, keys: int, parallelism: int, mode: str) -> tuple[float
 
 
 def main() -> None:
+    faulthandler.enable(all_threads=True)  # a native crash (SIGSEGV) leaves every thread's stack on stderr
     parser = argparse.ArgumentParser()
     parser.add_argument("workload")
     parser.add_argument("--records", type=int, required=True)

@@ -15,6 +15,7 @@ is reported beside it. W4 and W5 are in ``scenarios_spark.py`` (``--rate``).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import tempfile
 import time
@@ -39,6 +40,7 @@ def write_input(directory: str, records: int, keys: int) -> None:
 
 
 def main() -> None:
+    faulthandler.enable(all_threads=True)  # a native crash (SIGSEGV) leaves every thread's stack on stderr
     parser = argparse.ArgumentParser()
     parser.add_argument("workload")
     parser.add_argument("--records", type=int, required=True)

@@ -130,6 +130,7 @@ def command(
     if workload in SCENARIO_ARGS:
         args += SCENARIO_ARGS[workload][1 if quick else 0]
     env = dict(os.environ)
+    env["PYTHONFAULTHANDLER"] = "1"  # every Python process of the run (engine, workers) dumps its stack on a crash
     python = pythons[variant.engine]
     if variant.engine == "flinklike":
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE)])

@@ -21,6 +21,7 @@ P): row ``value`` is ``key = value % keys``, ``seq = value // keys``, and its
 
 from __future__ import annotations
 
+import faulthandler
 import glob
 import os
 import signal
@@ -184,5 +185,6 @@ def run_w4(records: int, keys: int, parallelism: int, *, rate: float) -> tuple[f
 
 
 if __name__ == "__main__":  # the W4 child: out checkpoint records keys parallelism rate
+    faulthandler.enable(all_threads=True)
     out_dir, checkpoint_dir, n, k, p, r = sys.argv[1:7]
     w4_child(out_dir, checkpoint_dir, int(n), int(k), int(p), float(r))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import faulthandler
 import fcntl
 import hashlib
 import json
@@ -259,6 +260,7 @@ def _run(spec: JobSpec, stop: threading.Event) -> RunnerState:
 
 def main() -> int:
     """Runner entry point: a JobSpec as the first stdin line; EOF on stdin stops the job."""
+    faulthandler.enable(all_threads=True)  # a native crash leaves every thread's stack on stderr
     # Warnings only: a job checkpointing every second would log five lines a second at INFO.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _log.setLevel(logging.INFO)

@@ -86,8 +86,12 @@ def _task_executor_partition(payload: bytes, not_importable: str, ship_help: str
     """
 
     def run(_rows):
+        import faulthandler
         import os
         import sys
+
+        if not faulthandler.is_enabled():  # pyspark's own (spark.python.worker.faulthandler.enabled) wins
+            faulthandler.enable(all_threads=True)  # a native crash leaves its stack in the executor's stderr
 
         from pyspark import BarrierTaskContext
 

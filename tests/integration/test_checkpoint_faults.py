@@ -21,46 +21,62 @@ from flinklike_spark.errors import CheckpointNotFoundError, JobExecutionError
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def unwritable_dir(tmp_path) -> str:
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("a file where the checkpoint directory should be")
-    return str(blocker / "checkpoints")  # mkdir fails even for root
+def break_after_submission(env, directory: str, name: str):
+    """Submit the job, then make its checkpoint directory unwritable: a file where the directory was.
+
+    A directory that is unwritable from the start fails ``execute()`` at once (the
+    start-up probe, test_storage_probe.py); one that breaks while the job runs fails
+    checkpoints, and the tolerance and the restart strategy decide.
+    """
+    client = env.execute_async(name)
+    os.rename(directory, directory + ".gone")  # atomic, whatever the tasks are writing
+    with open(directory, "w") as blocker:
+        blocker.write("a file where the checkpoint directory should be")  # mkdir fails even for root
+    return client
 
 
 def test_unwritable_checkpoint_dir_fails_checkpoints_but_not_the_job_below_the_tolerance(tmp_path):
-    config = checkpoint_config(unwritable_dir(tmp_path), "aligned") | {
+    directory = str(tmp_path / "broken-checkpoints")
+    config = checkpoint_config(directory, "aligned") | {
         "execution.checkpointing.tolerable-failed-checkpoints": 1000,
     }
-    result = build(config, seconds_per_record=0.0001).execute("tolerated")
+    result = break_after_submission(build(config, seconds_per_record=0.0001), directory, "tolerated").wait(120)
     counts = {row["key"]: row["count"] for row in CollectSink.rows(result)}
     assert counts == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
 
 
 def test_unwritable_checkpoint_dir_fails_the_job_once_the_tolerance_is_exceeded(tmp_path):
-    config = checkpoint_config(unwritable_dir(tmp_path), "aligned") | {
+    directory = str(tmp_path / "broken-checkpoints")
+    config = checkpoint_config(directory, "aligned") | {
         "execution.checkpointing.tolerable-failed-checkpoints": 2,
         "restart-strategy.type": "none",
     }
     with pytest.raises(JobExecutionError, match="tolerable-failed-checkpoints: 2") as failure:
-        build(config).execute("intolerant")
-    assert "not-a-directory" in str(failure.value)
+        break_after_submission(build(config), directory, "intolerant").wait(120)
+    assert directory in str(failure.value)
 
 
 def test_exceeding_the_tolerance_is_a_job_failure_the_restart_strategy_handles(tmp_path):
-    """As in Flink: the job restarts (counted, in the exception history) and fails when no restart is left."""
-    config = checkpoint_config(unwritable_dir(tmp_path), "aligned") | {
+    """As in Flink: the job restarts (counted, in the exception history) and fails when no restart is left.
+
+    The storage breaks while the job runs, so it is not the start-up probe's: the exception
+    history names the checkpoint directory in every entry.
+    """
+    directory = str(tmp_path / "broken-checkpoints")
+    config = checkpoint_config(directory, "aligned") | {
         "execution.checkpointing.tolerable-failed-checkpoints": 1,
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": 1,
         "restart-strategy.fixed-delay.delay": "0 ms",
     }
-    client = build(config, seconds_per_record=0.001).execute_async("restarted on checkpoint failures")
+    client = break_after_submission(build(config, seconds_per_record=0.001), directory, "restarted on checkpoint failures")
     with pytest.raises(JobExecutionError, match="tolerable-failed-checkpoints: 1"):
         client.wait(timeout=120)
     assert client.num_restarts == 1
     history = client.get_exception_history()
     assert len(history) == 2
     assert all("tolerable-failed-checkpoints" in str(entry.root_cause) for entry in history)
+    assert all(directory in str(entry.root_cause) for entry in history), [str(e.root_cause) for e in history]
 
 
 @contextlib.contextmanager

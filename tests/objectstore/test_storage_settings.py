@@ -15,7 +15,7 @@ from checkpointing import list_completed_checkpoints
 from checkpointing.layout import CHECKPOINTS, OPERATOR_STATE, scan_table
 from connectors import DeltaSink
 from flinklike_spark.config import Configuration
-from flinklike_spark.errors import ConfigurationError, JobExecutionError
+from flinklike_spark.errors import ConfigurationError, StorageUnavailableError
 
 
 def test_flink_keys_become_each_clients_options():
@@ -108,12 +108,11 @@ def test_credentials_appear_in_no_log_repr_error_or_checkpoint_row(store, caplog
     with caplog.at_level(logging.DEBUG):
         env = build(config, table, seconds_per_record=0.002, rows_per_second=500)
         job_id = run_and_cancel(env, layout, checkpoints=2)
-        # a failing job: the bucket / container does not exist
-        # (no restarts: exceeding the checkpoint tolerance would otherwise be restarted for ever)
+        # a failing job: the bucket / container does not exist (the start-up probe refuses it)
         broken = job_config(store, missing, "aligned") | {
             "restart-strategy.type": "none"
         }
-        with pytest.raises(JobExecutionError) as failure:
+        with pytest.raises(StorageUnavailableError) as failure:
             build(broken, table, seconds_per_record=0, rows_per_second=500).execute("fails")
     captured = capfd.readouterr()
     texts = {

@@ -11,10 +11,14 @@ SIGINT is ignored: Ctrl-C in a terminal reaches the whole process group, and it
 is the client's job to cancel the job and shut its TaskExecutors down (a
 TaskExecutor dying on its own would fail the job with a lost-TaskExecutor error
 while the client is still cancelling it).
+
+``faulthandler`` is enabled first thing: a native crash (SIGSEGV, SIGABRT, ...)
+in the TaskExecutor then leaves every thread's Python stack on its stderr.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -29,6 +33,7 @@ def _exit_when_parent_dies(stream) -> None:
 
 
 def main() -> None:
+    faulthandler.enable(all_threads=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 

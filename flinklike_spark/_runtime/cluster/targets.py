@@ -13,6 +13,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from flinklike_spark._runtime.graph.translation import bind_storage, check_connectors
+from flinklike_spark._runtime.storage_probe import probe_job_storage
 from flinklike_spark.config import Configuration, ExecutionTarget
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,13 +40,21 @@ def create_cluster(config: Configuration, job_graph: JobGraph) -> ClusterEndpoin
 
 
 def execute_job_graph(job_graph: JobGraph, config: Configuration):
-    """Bind the job's storage settings, start a cluster for it and submit it; the cluster closes with the job.
+    """Bind the job's storage settings, probe its storage, start a cluster for it and submit it.
+
+    The cluster closes with the job. Storage that cannot work fails here, before
+    any TaskExecutor starts (:mod:`~flinklike_spark._runtime.storage_probe`).
 
     Returns:
         The job's :class:`~flinklike_spark.job_client.JobClient`.
+
+    Raises:
+        StorageUnavailableError: a storage location of the job cannot be used.
+        ConfigurationError: a connector's external system refuses the job's settings (``SubmissionChecked``).
     """
     bind_storage(job_graph, config)
     check_connectors(job_graph)
+    probe_job_storage(job_graph, config)
     cluster = create_cluster(config, job_graph)
     close_at_exit(cluster)
     try:  # also on Ctrl-C while the cluster starts: no TaskExecutor is left behind

@@ -47,6 +47,7 @@ __all__ = [
     "check_compatible",
     "check_in_flight_data",
     "check_max_parallelism",
+    "recovery_directory",
     "resolve_recovery_path",
 ]
 
@@ -56,6 +57,12 @@ log = logging.getLogger(__name__)
 ACCEPT_DUPLICATES_KEY = "execution.state-recovery.accept-duplicate-sink-output"
 
 _CHECKPOINT = re.compile(r"^(?P<base>.+?)/(?P<job>[0-9a-f]{32})(?:/chk-(?P<id>\d+))?/?$")
+
+
+def recovery_directory(path: str) -> str:
+    """The checkpoint directory of a recovery path (``<dir>`` of each accepted form), which must exist."""
+    match = _CHECKPOINT.match(path)
+    return match["base"] if match is not None else path.rstrip("/")
 
 
 def resolve_recovery_path(
@@ -72,7 +79,7 @@ def resolve_recovery_path(
         CorruptCheckpointError: the named checkpoint (``chk-<N>``) is damaged.
     """
     match = _CHECKPOINT.match(path)
-    base_url = match["base"] if match is not None else path.rstrip("/")
+    base_url = recovery_directory(path)
     base = CheckpointLayout(base_url=base_url, storage=storage)
     if not base.exists():
         raise CheckpointNotFoundError(f"execution.state-recovery.path {path!r}: {base_url!r} does not exist", url=path)
