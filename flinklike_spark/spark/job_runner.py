@@ -43,12 +43,12 @@ import pyarrow as pa
 
 from checkpointing import CheckpointLayout, list_completed_checkpoints
 from checkpointing.layout import resolve_storage
-from connectors.spark_bridge import OUTPUT_TABLE, SparkOutputSink
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Boundedness
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError, FlinklikeError, JobCancelledError
 from flinklike_spark.spark.bridge_progress import ProgressReporter
+from flinklike_spark.spark.bridge_tables import OUTPUT_TABLE, SparkOutputSink
 from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
 from flinklike_spark.spark.pipeline_functions import resolve_pipeline
 

@@ -5,7 +5,7 @@ Executors (``write``) stage one Parquet file per Spark task in the job's
 adds all of a micro-batch's files in one Delta transaction carrying app
 transaction ``(f"spark/{queryId}", batch_id)``. A micro-batch that Spark
 replays after a restart finds its app transaction already recorded and adds
-nothing, so the job (whose :class:`~connectors.spark_bridge.SparkInputSource`
+nothing, so the job (whose :class:`~flinklike_spark.spark.bridge_tables.SparkInputSource`
 tails the table) sees every micro-batch exactly once.
 
 With option ``pipeline`` the query also runs the job: the pipeline is built
@@ -31,8 +31,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from checkpointing.app_transactions import DataFile
-from connectors.spark_bridge import INPUT_TABLE, BridgeTable, last_commit_info, stage_batches
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.spark.bridge_tables import INPUT_TABLE, BridgeTable, last_commit_info, stage_batches
 from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
 from flinklike_spark.spark.job_runner import JobSpec
 from flinklike_spark.spark.options import WriteOptions
