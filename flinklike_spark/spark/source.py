@@ -41,7 +41,8 @@ from flinklike_spark.spark.bridge_tables import (
     conform_batch,
     output_offset,
 )
-from flinklike_spark.spark.job_runner import EngineJob, JobSpec, RunnerState, build_pipeline
+from flinklike_spark.spark.job_record import RunnerState
+from flinklike_spark.spark.job_runner import EngineJob, JobSpec, build_pipeline
 from flinklike_spark.spark.options import ReadOptions, WriteOptions
 
 __all__ = ["FlinklikeDataSource", "FlinklikeStreamReader", "OutputFiles"]

@@ -10,9 +10,9 @@ tails the table) sees every micro-batch exactly once.
 
 With option ``pipeline`` the query also runs the job: the pipeline is built
 once here (a bad one fails the query at its start), each commit registers the
-query run's job with the driver's :class:`~flinklike_spark.spark.writer_jobs.WriterJobOwner`
-after the input is committed, and fails when that job failed
-(:mod:`flinklike_spark.spark.writer_jobs`). Each Spark task's file carries its
+query run's job in the job's record after the input is committed (the driver's
+:class:`~flinklike_spark.spark.writer_jobs.WriterJobOwner` runs it), and fails when
+that job failed (:mod:`flinklike_spark.spark.writer_jobs`). Each Spark task's file carries its
 partition id in its name, so the job reads each Spark partition's rows in one
 split, in commit order.
 """
@@ -100,15 +100,17 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
 
     def _check_job(self, messages: list[StagedInput | None]) -> None:
         """After the input is committed: make sure the driver runs this query run's job; raise if it failed."""
-        from flinklike_spark.spark.writer_jobs import register_run, wait_for_job
+        from flinklike_spark.spark.writer_jobs import request_job, wait_for_job
 
         run_id = next((m.run_id for m in messages if m is not None and m.run_id), None)
         if run_id is None:
             return  # a micro-batch without tasks: the next one names the run
         options = self._options
-        register_run(run_id, JobSpec(pipeline=options.pipeline, config=dict(options.flink_options), schema=None,
-                                     directory=options.directory, input_schema=self._schema))
-        wait_for_job(run_id, claim_timeout=_CLAIM_TIMEOUT_SECONDS, start_timeout=_START_TIMEOUT_SECONDS)
+        spec = JobSpec(pipeline=options.pipeline, config=dict(options.flink_options), schema=None,
+                       directory=options.directory, input_schema=self._schema, run_id=run_id)  # fmt: skip
+        table = spec.record_table()
+        request_job(table, spec, claim_timeout=_CLAIM_TIMEOUT_SECONDS)
+        wait_for_job(table, run_id, claim_timeout=_CLAIM_TIMEOUT_SECONDS, start_timeout=_START_TIMEOUT_SECONDS)
 
     def _commit_input(self, messages: list[StagedInput | None], batchId: int) -> None:
         files = [m.file for m in messages if m is not None and m.file is not None]

@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the bridge needs pyspark (the [spark] or [test] extra)")
 
-from flinklike_spark.spark.job_runner import EngineJob, JobSpec, RunnerState  # noqa: E402
+from flinklike_spark.spark.job_record import RunnerState  # noqa: E402
+from flinklike_spark.spark.job_runner import EngineJob, JobSpec  # noqa: E402
 from tests.spark.pipelines import COUNTED  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
