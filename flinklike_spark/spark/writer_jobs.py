@@ -266,7 +266,8 @@ class WriterJobOwner(StreamingQueryListener):
         request = record.request if record is not None else None
         return request if request is not None and request.run_id == run_id and request.owner == self._me else None
 
-    def _finish(self, run_id: str, run: _Run, *, error: str | None = None) -> None:
+    def _finish(self, run_id: str, run: _Run, *, error: str | None = None, wait: bool = False) -> None:
+        """Mark the run's request failed (``error``) or ended, and stop its job (in a thread unless ``wait``)."""
         run.done = True
         job, run.job = run.job, None
 
@@ -278,7 +279,9 @@ class WriterJobOwner(StreamingQueryListener):
             return dataclasses.replace(current, request=ended)
 
         run.table.update(change)
-        if job is not None:  # stopping waits for the job's cancellation: not on the loop
+        if job is not None and wait:
+            job.stop()
+        elif job is not None:  # stopping waits for the job's cancellation: not on the loop
             threading.Thread(target=job.stop, name=f"stop-{run_id}", daemon=True).start()
 
     def close(self) -> None:
@@ -288,9 +291,7 @@ class WriterJobOwner(StreamingQueryListener):
             runs = list(self._runs.items())
         for run_id, run in runs:
             if run.job is not None:
-                job = run.job
-                self._finish(run_id, run)
-                job.stop()
+                self._finish(run_id, run, wait=True)
 
 
 def query_write_options(spark, event) -> WriteOptions | None:
