@@ -8,7 +8,7 @@ commits a unit twice, however often a commit is retried. Spark's idempotent
 tables written here tell a Spark user what was committed.
 
 Used by the checkpoint committer, DeltaSink and the Spark bridge
-(``connectors.spark_bridge``, ``flinklike_spark.spark``).
+(``flinklike_spark.spark.bridge_tables``, ``flinklike_spark.spark``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Build the engine job behind ``df.writeStream.format("flinklike").option("pipeline", ...)``.
 
 The pipeline function is ``function(env, stream)``: ``stream`` is the
-DataStream of the query's rows (a :class:`~connectors.spark_bridge.SparkInputSource`
+DataStream of the query's rows (a :class:`~flinklike_spark.spark.bridge_tables.SparkInputSource`
 over the job's ``input`` table, schema from the DataFrame, uid
 :data:`INPUT_SOURCE_UID`, source parallelism ``parallelism.default``). The
 function builds the rest of the job, including its own sinks, and returns
@@ -17,10 +17,10 @@ import inspect
 
 import pyarrow as pa
 
-from connectors.spark_bridge import INPUT_TABLE, SparkInputSource
 from flinklike_spark.config import Configuration
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.spark.bridge_tables import INPUT_TABLE, SparkInputSource
 from flinklike_spark.spark.pipeline_functions import resolve_pipeline
 
 __all__ = ["INPUT_SOURCE_UID", "build_fed_pipeline"]

@@ -22,8 +22,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from checkpointing.app_transactions import is_committed
-from connectors.spark_bridge import INPUT_TABLE, BridgeTable, stage_batches
 from flinklike_spark.config import Configuration
+from flinklike_spark.spark.bridge_tables import INPUT_TABLE, BridgeTable, stage_batches
 from flinklike_spark.spark.writer import input_app_id
 
 __all__ = ["feed_job", "idempotent_delta_writer"]
@@ -67,7 +67,7 @@ def feed_job(
     ``storage``: the storage keys of the job's configuration (``s3.*``,
     ``fs.azure.account.*``) when ``directory`` is on an object store.
 
-    The job reads it with :class:`connectors.spark_bridge.SparkInputSource`
+    The job reads it with :class:`flinklike_spark.spark.bridge_tables.SparkInputSource`
     (``<directory>/input``). The driver writes and commits the micro-batch with
     app transaction ``("spark/<query_id>", batch_id)``, so a replayed
     micro-batch is ignored.

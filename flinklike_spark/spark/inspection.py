@@ -11,13 +11,14 @@ have files; older ones were vacuumed.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from checkpointing.layout import CHANNEL_STATE, CHECKPOINTS, OPERATOR_STATE
 from flinklike_spark.errors import CheckpointNotFoundError
-from flinklike_spark.spark.job_runner import JobRecord, read_record
+from flinklike_spark.spark.job_record import JobRecord, read_record
 from flinklike_spark.spark.state_views import resolved_operator_state
 
 __all__ = ["channel_state", "checkpoint_history", "job_record", "keyed_state", "operator_state_as_of"]
@@ -143,6 +144,13 @@ def operator_state_as_of(
     )
 
 
-def job_record(directory: str | os.PathLike[str]) -> JobRecord | None:
-    """The record of the engine job behind a ``readStream`` query (pid, job id, state, error)."""
-    return read_record(os.fspath(directory))
+def job_record(
+    directory: str | os.PathLike[str], storage: Mapping[str, str] | None = None
+) -> JobRecord | None:
+    """The record of the engine job behind a ``readStream`` or ``writeStream`` query (pid, job id, state, error).
+
+    Args:
+        storage: the job's storage keys (``s3.*``, ``fs.azure.account.*``) when
+            ``directory`` is on an object store: the record is the Delta table ``<directory>/job``.
+    """
+    return read_record(os.fspath(directory), storage)

@@ -1,20 +1,28 @@
-"""The process that runs the engine job behind ``spark.readStream.format("flinklike")``.
+"""The process that runs a bridged engine job, and :class:`EngineJob`, the one supervisor that starts it.
 
-Who owns the job (see docs/architecture.md, "Spark bridge"): the Spark query's
-long-lived source worker (the Python process where Spark calls
-``initialOffset``/``latestOffset``/``commit``/``stop``) starts one runner
-process per query with :meth:`EngineJob.ensure_running` and keeps the write
-end of the runner's stdin. The runner builds the pipeline, resumes from the
-newest completed checkpoint in ``execution.checkpointing.dir`` if there is
-one, and runs the job on an embedded MiniCluster (its TaskExecutors are its
-own children). When its stdin reaches EOF (the source's ``stop()``, or the
-source worker died with the query or the Spark driver), it cancels the job
-and exits, so no engine job outlives its Spark query.
+Both directions of the bridge supervise their job with :class:`EngineJob`
+(see docs/architecture.md, "Spark bridge" and "One Spark job supervisor"):
+behind ``spark.readStream.format("flinklike")`` the query's long-lived source
+worker (the Python process where Spark calls
+``initialOffset``/``latestOffset``/``commit``/``stop``) holds it; behind
+``df.writeStream.format("flinklike").option("pipeline", ...)`` the driver's
+:class:`~flinklike_spark.spark.writer_jobs.WriterJobOwner` does. It starts one
+runner process and keeps the write end of the runner's stdin. The runner
+builds the pipeline, resumes from the newest completed checkpoint in
+``execution.checkpointing.dir`` if there is one, and runs the job on an
+embedded MiniCluster (its TaskExecutors are its own children). When its stdin
+reaches EOF (the supervisor stopped it, or died with the query or the Spark
+driver), it cancels the job and exits, so no engine job outlives its Spark query.
 
-The runner is found through the checkpoint directory, which every process of
-the query can reach: ``_bridge/job.json`` is its record (pid, job id, state,
-error) and ``_bridge/job.lock`` an exclusive lock it holds while the job runs,
-so a runner started while an older one still shuts down waits for it.
+The runner is found through the job's record (:mod:`flinklike_spark.spark.job_record`,
+the Delta table ``<dir>/job``), which every process of the query can reach. A
+runner claims the record before it builds the job and releases it with its
+final state; a runner started while another live one holds it (an older one
+still cancelling its job, or a second query on the same directory) waits for
+it. The claim is a conditional Delta commit, so two runners never both run
+the job; a runner that died is recognised by its pid, host and start time (or,
+from another host, its stale heartbeat) and its claim taken over. The runner's
+log is ``<dir>/_bridge/runner.log`` (a local temp directory for object-store dirs).
 
 This module does not import pyspark: the runner is a plain engine process.
 """
@@ -24,7 +32,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import faulthandler
-import fcntl
 import hashlib
 import json
 import logging
@@ -35,35 +42,34 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
-from enum import Enum
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from deltalake.exceptions import DeltaError
 
 from checkpointing import CheckpointLayout, list_completed_checkpoints
 from checkpointing.layout import resolve_storage
-from connectors.spark_bridge import OUTPUT_TABLE, SparkOutputSink
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Boundedness
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError, FlinklikeError, JobCancelledError
 from flinklike_spark.spark.bridge_progress import ProgressReporter
+from flinklike_spark.spark.bridge_tables import OUTPUT_TABLE, SparkOutputSink
 from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
+from flinklike_spark.spark.job_record import HEARTBEAT_INTERVAL, JobRecord, JobRecordTable, ProcessId, RunnerState
 from flinklike_spark.spark.pipeline_functions import resolve_pipeline
 
 __all__ = [
     "OUTPUT_SINK_UID",
     "BridgeJobError",
     "EngineJob",
-    "JobRecord",
     "JobSpec",
-    "RunnerState",
+    "RunnerClaim",
     "build_pipeline",
+    "log_dir",
     "main",
-    "read_record",
-    "record_dir",
     "resolve_pipeline",
 ]
 
@@ -71,19 +77,11 @@ _log = logging.getLogger(__name__)
 
 OUTPUT_SINK_UID = "flinklike-spark-output"
 _EXIT_FAILED = 3
-_LOCK_WAIT_SECONDS = 120.0
+_CLAIM_WAIT_SECONDS = 120.0
 
 
 class BridgeJobError(FlinklikeError):
     """The engine job behind a Spark query failed or could not start; the message says why."""
-
-
-class RunnerState(Enum):
-    STARTING = "starting"
-    RUNNING = "running"
-    FINISHED = "finished"  # a bounded job ended: it is never started again
-    STOPPED = "stopped"  # cancelled because its Spark query stopped
-    FAILED = "failed"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -100,6 +98,8 @@ class JobSpec:
         input_schema: set for a job fed by ``df.writeStream.format("flinklike")``: the
             DataFrame's schema; the pipeline is then ``function(env, stream)``
             (:mod:`flinklike_spark.spark.fed_pipeline`).
+        run_id: the Spark query run that feeds the job (writer pipelines; the
+            runner records it, so the run's commits find their job).
     """
 
     pipeline: str
@@ -107,6 +107,7 @@ class JobSpec:
     schema: pa.Schema | None
     directory: str
     input_schema: pa.Schema | None = None
+    run_id: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -116,6 +117,7 @@ class JobSpec:
                 "schema": _schema_to_text(self.schema),
                 "directory": self.directory,
                 "input_schema": _schema_to_text(self.input_schema),
+                "run_id": self.run_id,
             }
         )
 
@@ -128,7 +130,12 @@ class JobSpec:
             schema=_schema_from_text(raw["schema"]),
             directory=raw["directory"],
             input_schema=_schema_from_text(raw.get("input_schema")),
+            run_id=raw.get("run_id"),
         )
+
+    def record_table(self) -> JobRecordTable:
+        """The job's record (on the job's storage)."""
+        return JobRecordTable(self.directory, Configuration(dict(self.config)).storage)
 
 
 def _schema_to_text(schema: pa.Schema | None) -> str | None:
@@ -139,56 +146,125 @@ def _schema_from_text(text: str | None) -> pa.Schema | None:
     return None if text is None else pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class JobRecord:
-    """The runner's record in ``_bridge/job.json``.
-
-    Attributes:
-        web_interface_url: the engine job's dashboard and REST API (``rest.port``
-            of the query's options; a free port if unset and 8081 is taken).
-        progress: the engine's progress, refreshed every few seconds while the job
-            runs (see :mod:`flinklike_spark.spark.bridge_progress`): Flink's job metrics
-            (``numRestarts``, ``numberOfCompletedCheckpoints``, ``lastCheckpointDuration``
-            ...) and per vertex ``read-records`` / ``write-records``.
-    """
-
-    pid: int
-    state: RunnerState
-    job_id: str | None = None
-    bounded: bool = False
-    error: str | None = None
-    updated: float = 0.0
-    web_interface_url: str | None = None
-    progress: dict[str, Any] | None = None
-
-
-def record_dir(directory: str) -> Path:
-    """Where a job's record and lock live: ``<dir>/_bridge`` for local dirs, else a local temp dir per URL."""
+def log_dir(directory: str) -> Path:
+    """Where the runner's log goes: ``<dir>/_bridge`` for local dirs, else a local temp dir per URL."""
     fs, root = resolve_storage(directory)
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     if "file" in protocols or "local" in protocols:
         path = Path(root) / "_bridge"
-    else:  # locks need a local file system; the source worker and runner share a machine
+    else:  # a log file is appended to: the supervisor and its runner share a machine
         path = Path(tempfile.gettempdir()) / f"flinklike-bridge-{hashlib.sha1(directory.encode()).hexdigest()[:16]}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def read_record(directory: str) -> JobRecord | None:
-    """The runner's record for ``directory``, or None if no runner ever wrote one."""
-    try:
-        raw = json.loads((record_dir(directory) / "job.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return JobRecord(**(raw | {"state": RunnerState(raw["state"])}))
+class RunnerClaim:
+    """A runner's hold on its job's record: claim it, write its states and heartbeat, release it.
 
+    Every write is conditional on this runner still holding the record: if
+    another runner took it over (this one looked dead to it), :attr:`lost` is
+    set and nothing more is written.
 
-def _write_record(directory: str, record: JobRecord) -> None:
-    path = record_dir(directory) / "job.json"
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    raw = dataclasses.asdict(record) | {"state": record.state.value, "updated": time.time()}
-    tmp.write_text(json.dumps(raw))
-    os.replace(tmp, path)  # readers never see a half-written record
+    Args:
+        table: the job's record.
+        run_id: the Spark query run the job serves (recorded with the claim).
+    """
+
+    def __init__(self, table: JobRecordTable, run_id: str | None = None) -> None:
+        self._table = table
+        self._run_id = run_id
+        self._me = ProcessId.current()
+        self._write_lock = threading.Lock()
+        self._last_write = 0.0
+        self._stop_beat = threading.Event()
+        self._beat: threading.Thread | None = None
+        self.lost = threading.Event()
+
+    def acquire(self, stop: threading.Event, timeout: float) -> JobRecord | None:
+        """Claim the record (state STARTING), waiting while another live runner holds it.
+
+        Returns:
+            The claimed record; None if the job is a bounded one that already finished.
+
+        Raises:
+            BridgeJobError: another runner still held the record after ``timeout``
+                seconds, or ``stop`` was set while waiting.
+        """
+        deadline = time.monotonic() + timeout
+        seen: dict[str, JobRecord] = {}
+
+        def change(current: JobRecord | None) -> JobRecord | None:
+            seen.clear()
+            if current is not None and current.runner_is_live() and current.runner != self._me:
+                seen["holder"] = current
+                return None
+            if current is not None and current.state is RunnerState.FINISHED:
+                seen["finished"] = current
+                return None
+            return dataclasses.replace(
+                current or JobRecord(), pid=self._me.pid, host=self._me.host, started=self._me.started,
+                state=RunnerState.STARTING, job_id=None, bounded=False, error=None, updated=time.time(),
+                web_interface_url=None, progress=None, run_id=self._run_id,
+            )  # fmt: skip
+
+        while True:
+            record = self._table.update(change)
+            if "finished" in seen:
+                return None
+            holder = seen.get("holder")
+            if holder is None:
+                self._last_write = time.monotonic()
+                return record
+            if stop.is_set() or time.monotonic() > deadline:
+                raise BridgeJobError(
+                    f"another runner (pid {holder.pid} on {holder.host}, state {holder.state.value}) still holds "
+                    f"the job in {self._table.uri}; gave up after {timeout:.0f} s"
+                )
+            time.sleep(0.2)
+
+    def write(self, **changes: Any) -> bool:
+        """Record ``changes`` (JobRecord fields) and a heartbeat; False if another runner holds the record now."""
+
+        def change(current: JobRecord | None) -> JobRecord | None:
+            if current is None or current.runner != self._me:
+                return None
+            return dataclasses.replace(current, **changes, updated=time.time())
+
+        with self._write_lock:
+            if self.lost.is_set():
+                return False
+            record = self._table.update(change)
+            if record is None or record.runner != self._me:
+                self.lost.set()
+                return False
+            self._last_write = time.monotonic()
+            return True
+
+    def start_heartbeat(self, on_lost: Callable[[], None]) -> None:
+        """Refresh the record every :data:`HEARTBEAT_INTERVAL` seconds; call ``on_lost`` if it was taken over."""
+
+        def beat() -> None:
+            while not self._stop_beat.wait(min(1.0, HEARTBEAT_INTERVAL)):
+                if time.monotonic() - self._last_write < HEARTBEAT_INTERVAL:
+                    continue
+                try:
+                    held = self.write()
+                except (DeltaError, OSError) as exc:  # storage trouble: the next beat retries
+                    _log.warning("cannot refresh the job record in %s: %s", self._table.uri, exc)
+                    continue
+                if not held:
+                    on_lost()
+                    return
+
+        self._beat = threading.Thread(target=beat, name="job-record-heartbeat", daemon=True)
+        self._beat.start()
+
+    def release(self, state: RunnerState, error: str | None = None) -> None:
+        """Stop the heartbeat and record the final ``state`` (which no longer holds the job)."""
+        self._stop_beat.set()
+        if self._beat is not None:
+            self._beat.join()
+        self.write(state=state, error=error)
 
 
 def build_pipeline(pipeline: str, config: Configuration) -> tuple[StreamExecutionEnvironment, DataStream]:
@@ -214,7 +290,7 @@ def _is_bounded(env: StreamExecutionEnvironment) -> bool:
     return all(s.boundedness is Boundedness.BOUNDED for s in sources)
 
 
-def _run(spec: JobSpec, stop: threading.Event) -> RunnerState:
+def _run(spec: JobSpec, stop: threading.Event, claim: RunnerClaim) -> RunnerState:
     directory = spec.directory
     config = Configuration(spec.config)
     if list_completed_checkpoints(CheckpointLayout(base_url=directory, storage=config.storage)):
@@ -237,15 +313,21 @@ def _run(spec: JobSpec, stop: threading.Event) -> RunnerState:
             .uid(OUTPUT_SINK_UID)
             .set_parallelism(1)
         )
+    if stop.is_set():  # stopped (or taken over) while the job was being built
+        return RunnerState.STOPPED
     client = env.execute_async(f"spark bridge: {spec.pipeline}")
-    bounded = _is_bounded(env)
-    running = JobRecord(pid=os.getpid(), state=RunnerState.RUNNING, job_id=client.job_id, bounded=bounded,
-                        web_interface_url=client.web_interface_url)  # fmt: skip
-    _write_record(directory, running)
-    _log.info("engine job %s runs; its dashboard and REST API: %s", client.job_id, client.web_interface_url)
     threading.Thread(target=lambda: (stop.wait(), client.cancel()), name="cancel-on-stop", daemon=True).start()
-    reporter = ProgressReporter(client, lambda progress: _write_record(
-        directory, dataclasses.replace(running, progress=progress)))  # fmt: skip
+    claim.write(state=RunnerState.RUNNING, job_id=client.job_id, bounded=_is_bounded(env),
+                web_interface_url=client.web_interface_url)  # fmt: skip
+    _log.info("engine job %s runs; its dashboard and REST API: %s", client.job_id, client.web_interface_url)
+
+    def report(progress: dict[str, Any]) -> None:
+        try:
+            claim.write(progress=progress)
+        except (DeltaError, OSError) as exc:  # the next report retries
+            _log.warning("cannot record the job's progress: %s", exc)
+
+    reporter = ProgressReporter(client, report)
     reporter.start()
     try:
         client.wait()
@@ -275,56 +357,58 @@ def main() -> int:
 
     threading.Thread(target=watch_stdin, name="stdin-eof", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    lock_path = record_dir(spec.directory) / "job.lock"
-    with open(lock_path, "a+") as lock:
-        deadline = time.monotonic() + _LOCK_WAIT_SECONDS
-        while True:  # an older runner may still be cancelling its job
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if stop.is_set() or time.monotonic() > deadline:
-                    _log.error("another runner holds %s; giving up", lock_path)
-                    return _EXIT_FAILED
-                time.sleep(0.2)
-        previous = read_record(spec.directory)
-        if previous is not None and previous.state is RunnerState.FINISHED:
+    claim = RunnerClaim(spec.record_table(), spec.run_id)
+    try:
+        if claim.acquire(stop, _CLAIM_WAIT_SECONDS) is None:
             _log.info("the bounded job in %s already finished; not starting it again", spec.directory)
             return 0
-        _write_record(spec.directory, JobRecord(pid=os.getpid(), state=RunnerState.STARTING))
-        try:
-            state = _run(spec, stop)
-        except Exception as exc:  # noqa: BLE001 - every failure is reported through the record
-            cause = exc.__cause__ if exc.__cause__ is not None else exc
-            error = f"{type(exc).__name__}: {exc}"
-            if cause is not exc:
-                error += f" (caused by {type(cause).__name__}: {cause})"
-            _log.exception("engine job failed")
-            _write_record(spec.directory, JobRecord(pid=os.getpid(), state=RunnerState.FAILED, error=error))
-            return _EXIT_FAILED
-        previous = read_record(spec.directory)
-        _write_record(
-            spec.directory,
-            dataclasses.replace(previous, state=state) if previous else JobRecord(pid=os.getpid(), state=state),
-        )
-        return 0
+    except BridgeJobError as exc:
+        _log.error("%s", exc)
+        return _EXIT_FAILED
+
+    def taken_over() -> None:
+        _log.error("another runner took over the job in %s (this one looked dead to it); cancelling", spec.directory)
+        stop.set()
+
+    claim.start_heartbeat(taken_over)
+    try:
+        state = _run(spec, stop, claim)
+    except Exception as exc:  # noqa: BLE001 - every failure is reported through the record
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        error = f"{type(exc).__name__}: {exc}"
+        if cause is not exc:
+            error += f" (caused by {type(cause).__name__}: {cause})"
+        _log.exception("engine job failed")
+        claim.release(RunnerState.FAILED, error)
+        return _EXIT_FAILED
+    if claim.lost.is_set():
+        return _EXIT_FAILED
+    claim.release(state)
+    return 0
 
 
 class EngineJob:
-    """The Spark source's handle on its runner process (used in Spark's source worker only).
+    """The one supervisor of a bridged job's runner process (a source worker's or the driver's).
 
-    Call order: :meth:`ensure_running` before every offset request; :meth:`stop`
-    once, when the Spark query stops. Not thread-safe (Spark calls one method at a time).
+    Call order: :meth:`ensure_running` before every offset request (or on every
+    owner step); :meth:`stop` once, when the Spark query stops. Not thread-safe
+    (Spark calls one method at a time).
     """
 
     def __init__(self, spec: JobSpec) -> None:
         self._spec = spec
+        self._table = spec.record_table()
         self._process: subprocess.Popen | None = None
         self._stopped = False
 
     @property
     def record(self) -> JobRecord | None:
-        return read_record(self._spec.directory)
+        return self._table.read()
+
+    @property
+    def pid(self) -> int | None:
+        """The pid of the runner this supervisor started (None: none runs)."""
+        return None if self._process is None else self._process.pid
 
     def ensure_running(self) -> None:
         """Start the runner unless it runs or its bounded job finished; restart it if it was killed.
@@ -343,7 +427,7 @@ class EngineJob:
                 error = record.error if record is not None and record.state is RunnerState.FAILED else None
                 raise BridgeJobError(
                     f"the engine job of pipeline {self._spec.pipeline!r} failed: "
-                    f"{error or 'see ' + str(record_dir(self._spec.directory) / 'runner.log')}"
+                    f"{error or 'see ' + str(log_dir(self._spec.directory) / 'runner.log')}"
                 )
         if record is not None and record.state is RunnerState.FINISHED:
             if process is not None:
@@ -359,7 +443,7 @@ class EngineJob:
         env = dict(os.environ)
         # The runner imports what this worker can import (pipeline modules shipped by Spark included).
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.exists(p))
-        log = open(record_dir(self._spec.directory) / "runner.log", "ab")  # noqa: SIM115 - handed to the child
+        log = open(log_dir(self._spec.directory) / "runner.log", "ab")  # noqa: SIM115 - handed to the child
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "flinklike_spark.spark.job_runner"],

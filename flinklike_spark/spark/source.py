@@ -33,9 +33,16 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from connectors.spark_bridge import CHECKPOINT_COLUMN, OUTPUT_TABLE, BridgeTable, conform_batch, output_offset
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.spark.job_runner import EngineJob, JobSpec, RunnerState, build_pipeline
+from flinklike_spark.spark.bridge_tables import (
+    CHECKPOINT_COLUMN,
+    OUTPUT_TABLE,
+    BridgeTable,
+    conform_batch,
+    output_offset,
+)
+from flinklike_spark.spark.job_record import RunnerState
+from flinklike_spark.spark.job_runner import EngineJob, JobSpec, build_pipeline
 from flinklike_spark.spark.options import ReadOptions, WriteOptions
 
 __all__ = ["FlinklikeDataSource", "FlinklikeStreamReader", "OutputFiles"]

@@ -5,14 +5,14 @@ Executors (``write``) stage one Parquet file per Spark task in the job's
 adds all of a micro-batch's files in one Delta transaction carrying app
 transaction ``(f"spark/{queryId}", batch_id)``. A micro-batch that Spark
 replays after a restart finds its app transaction already recorded and adds
-nothing, so the job (whose :class:`~connectors.spark_bridge.SparkInputSource`
+nothing, so the job (whose :class:`~flinklike_spark.spark.bridge_tables.SparkInputSource`
 tails the table) sees every micro-batch exactly once.
 
 With option ``pipeline`` the query also runs the job: the pipeline is built
 once here (a bad one fails the query at its start), each commit registers the
-query run's job with the driver's :class:`~flinklike_spark.spark.writer_jobs.WriterJobOwner`
-after the input is committed, and fails when that job failed
-(:mod:`flinklike_spark.spark.writer_jobs`). Each Spark task's file carries its
+query run's job in the job's record after the input is committed (the driver's
+:class:`~flinklike_spark.spark.writer_jobs.WriterJobOwner` runs it), and fails when
+that job failed (:mod:`flinklike_spark.spark.writer_jobs`). Each Spark task's file carries its
 partition id in its name, so the job reads each Spark partition's rows in one
 split, in commit order.
 """
@@ -31,8 +31,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from checkpointing.app_transactions import DataFile
-from connectors.spark_bridge import INPUT_TABLE, BridgeTable, last_commit_info, stage_batches
 from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.spark.bridge_tables import INPUT_TABLE, BridgeTable, last_commit_info, stage_batches
 from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
 from flinklike_spark.spark.job_runner import JobSpec
 from flinklike_spark.spark.options import WriteOptions
@@ -100,15 +100,17 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
 
     def _check_job(self, messages: list[StagedInput | None]) -> None:
         """After the input is committed: make sure the driver runs this query run's job; raise if it failed."""
-        from flinklike_spark.spark.writer_jobs import register_run, wait_for_job
+        from flinklike_spark.spark.writer_jobs import request_job, wait_for_job
 
         run_id = next((m.run_id for m in messages if m is not None and m.run_id), None)
         if run_id is None:
             return  # a micro-batch without tasks: the next one names the run
         options = self._options
-        register_run(run_id, JobSpec(pipeline=options.pipeline, config=dict(options.flink_options), schema=None,
-                                     directory=options.directory, input_schema=self._schema))
-        wait_for_job(run_id, claim_timeout=_CLAIM_TIMEOUT_SECONDS, start_timeout=_START_TIMEOUT_SECONDS)
+        spec = JobSpec(pipeline=options.pipeline, config=dict(options.flink_options), schema=None,
+                       directory=options.directory, input_schema=self._schema, run_id=run_id)  # fmt: skip
+        table = spec.record_table()
+        request_job(table, spec, claim_timeout=_CLAIM_TIMEOUT_SECONDS)
+        wait_for_job(table, run_id, claim_timeout=_CLAIM_TIMEOUT_SECONDS, start_timeout=_START_TIMEOUT_SECONDS)
 
     def _commit_input(self, messages: list[StagedInput | None], batchId: int) -> None:
         files = [m.file for m in messages if m is not None and m.file is not None]

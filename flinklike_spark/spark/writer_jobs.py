@@ -6,53 +6,66 @@ may start afresh for every micro-batch, and no Python code hears that the
 query stopped. The one process that lives exactly as long as the user's
 queries and hears every start and stop is the user's driver process, through
 a :class:`StreamingQueryListener`. So :func:`~flinklike_spark.spark.register`
-installs a :class:`WriterJobOwner` there, and the job is owned like the
+installs a :class:`WriterJobOwner` there, and the job is supervised like the
 reader's (:class:`~flinklike_spark.spark.job_runner.EngineJob`, the same
-runner process, stdin EOF = stop):
+runner process, stdin EOF = stop). Everything the commit and the owner tell
+each other goes through the job's one record
+(:mod:`flinklike_spark.spark.job_record`, the Delta table ``<dir>/job``):
 
-1. ``onQueryStarted`` (called synchronously before ``start()`` returns) makes the
-   query run ``runId`` active in the owner.
+1. ``onQueryStarted`` (called synchronously, on the query's thread, before
+   ``start()`` returns) makes the query run ``runId`` active in the owner, with
+   the job directory of its sink options (:func:`query_write_options`).
 2. Each micro-batch's ``commit`` (in Spark's worker) commits the input first,
-   then registers the run with its :class:`JobSpec` in a driver-local registry
-   (:func:`register_run`; the run id reaches it from the executors' task
-   properties) and reads the owner's status for the run (:func:`run_status`): the
-   first commit of a run waits until the job runs, and a job that failed fails
-   the commit, and so the query, with the runner's error.
-3. The owner's thread starts the runner for a registered active run, restarts
-   a runner that was killed (the job resumes from its latest checkpoint),
-   records a failure, and stops the job when ``onQueryTerminated`` arrives. If
-   the driver process dies, the runner's stdin reaches EOF and it stops too.
+   then requests the job for its run in the record (:func:`request_job`: the
+   run id reaches it from the executors' task properties) and reads the run's
+   status from the record (:func:`run_status`): the first commit of a run
+   waits until the job runs, and a job that failed fails the commit, and so
+   the query, with the runner's error.
+3. The owner's thread takes its runs' requests (recording itself as their
+   owner), starts the runner, restarts a runner that was killed (the job
+   resumes from its latest checkpoint), records a failure in the request, and
+   stops the job when ``onQueryTerminated`` arrives (the request is marked
+   ended). If the driver process dies, the runner's stdin reaches EOF and it
+   stops too.
 
-The registry is a local directory of the driver's machine: the driver process
-and Spark's driver-side workers share it. Spark Connect runs listeners on the
-server, away from the client, so writer pipelines need a classic session.
+Spark Connect runs listeners on the server, away from the client, so writer
+pipelines need a classic session.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import logging
-import os
-import tempfile
 import threading
 import time
+from collections.abc import Callable
 from enum import Enum
-from pathlib import Path
+from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from flinklike_spark.spark.job_runner import BridgeJobError, EngineJob, JobSpec, RunnerState
+from flinklike_spark.spark.job_record import JobRecord, JobRecordTable, ProcessId, RunnerState, RunRequest
+from flinklike_spark.spark.job_runner import BridgeJobError, EngineJob, JobSpec
+from flinklike_spark.spark.options import WriteOptions
 
-__all__ = ["RunState", "RunStatus", "WriterJobOwner", "install_owner", "register_run", "registry_dir", "run_status",
-           "wait_for_job"]
+__all__ = [
+    "RunState",
+    "RunStatus",
+    "WriterJobOwner",
+    "install_owner",
+    "query_write_options",
+    "request_job",
+    "run_status",
+    "wait_for_job",
+]
 
 _log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.2
 
 
 class RunState(Enum):
-    STARTING = "starting"  # the owner started the runner; its job is not running yet
+    STARTING = "starting"  # the owner took the run; its job is not running yet
     RUNNING = "running"
     FAILED = "failed"
     STOPPED = "stopped"  # the query stopped (or the job was a bounded one that finished)
@@ -64,41 +77,94 @@ class RunStatus:
     error: str | None = None
 
 
-def registry_dir() -> Path:
-    """The driver-local directory of run registrations and statuses (``$TMPDIR/flinklike-spark-writer-runs``)."""
-    path = Path(tempfile.gettempdir()) / "flinklike-spark-writer-runs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, path)  # readers never see half a file
-
-
-def register_run(run_id: str, spec: JobSpec) -> None:
-    """Record that query run ``run_id`` feeds the job ``spec`` (idempotent; called by each commit)."""
-    path = registry_dir() / f"{run_id}.spec.json"
-    if not path.exists():
-        _write_json(path, {"spec": spec.to_json()})
-
-
-def run_status(run_id: str) -> RunStatus | None:
-    """The owner's status of run ``run_id``; None while no owner has taken it."""
-    try:
-        raw = json.loads((registry_dir() / f"{run_id}.status.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+def run_status(record: JobRecord | None, run_id: str) -> RunStatus | None:
+    """The status of query run ``run_id``'s job in ``record``; None while no owner has taken the run."""
+    request = record.request if record is not None else None
+    if request is None or request.run_id != run_id:
         return None
-    return RunStatus(state=RunState(raw["state"]), error=raw.get("error"))
+    if request.error is not None:
+        return RunStatus(state=RunState.FAILED, error=request.error)
+    if request.ended:
+        return RunStatus(state=RunState.STOPPED)
+    if request.owner is None:
+        return None
+    if record.run_id == run_id and record.state is RunnerState.RUNNING:
+        return RunStatus(state=RunState.RUNNING)
+    if record.run_id == run_id and record.state in (RunnerState.FINISHED, RunnerState.STOPPED):
+        return RunStatus(state=RunState.STOPPED)
+    return RunStatus(state=RunState.STARTING)
 
 
-def _set_status(run_id: str, status: RunStatus) -> None:
-    _write_json(registry_dir() / f"{run_id}.status.json", {"state": status.state.value, "error": status.error})
+def request_job(table: JobRecordTable, spec: JobSpec, *, claim_timeout: float) -> None:
+    """Ask the driver's owner, through the record, to run ``spec``'s job for run ``spec.run_id`` (idempotent).
+
+    A request of another run that an owner holds open (a query that still
+    feeds the same directory, or one whose termination its owner has not
+    handled yet) is waited for.
+
+    Raises:
+        BridgeJobError: another run's request was still open after ``claim_timeout`` seconds.
+    """
+    run_id = spec.run_id
+    deadline = time.monotonic() + claim_timeout
+    other: dict[str, RunRequest] = {}
+
+    def change(current: JobRecord | None) -> JobRecord | None:
+        other.clear()
+        request = current.request if current is not None else None
+        if request is not None and request.run_id == run_id:
+            return None  # an earlier commit of this run asked already
+        if request is not None and request.is_open():
+            other["request"] = request
+            return None
+        return dataclasses.replace(current or JobRecord(), request=RunRequest(run_id=run_id, spec=spec.to_json()))
+
+    while True:
+        table.update(change)
+        held = other.get("request")
+        if held is None:
+            return
+        if time.monotonic() > deadline:
+            raise BridgeJobError(
+                f'df.writeStream.format("flinklike") with option pipeline: the job in {spec.directory!r} is run '
+                f"for query run {held.run_id} (driver pid {held.owner.pid} on {held.owner.host}); one running "
+                f"query with option pipeline per directory: stop that query, or give this one its own "
+                f"execution.checkpointing.dir"
+            )
+        time.sleep(_POLL_SECONDS)
+
+
+def wait_for_job(table: JobRecordTable, run_id: str, *, claim_timeout: float, start_timeout: float) -> None:
+    """In a commit: return once the run's job runs; raise if it failed or no owner takes the run.
+
+    Raises:
+        BridgeJobError: the job failed (the runner's error), or no owner took the run within
+            ``claim_timeout`` seconds, or the job did not run within ``start_timeout`` seconds.
+    """
+    claim_deadline = time.monotonic() + claim_timeout
+    start_deadline = time.monotonic() + start_timeout
+    while True:
+        status = run_status(table.read(), run_id)
+        if status is not None and status.state is RunState.FAILED:
+            raise BridgeJobError(status.error or "the engine job failed")
+        if status is not None and status.state in (RunState.RUNNING, RunState.STOPPED):
+            return
+        now = time.monotonic()
+        if status is None and now > claim_deadline:
+            raise BridgeJobError(
+                f'df.writeStream.format("flinklike") with option pipeline: no driver process took the query run '
+                f"{run_id} within {claim_timeout:.0f} s. The job is run by the driver process of a classic "
+                f"SparkSession on which flinklike_spark.spark.register(spark) (or session()) was called; "
+                f"Spark Connect sessions cannot run writer pipelines"
+            )
+        if now > start_deadline:
+            raise BridgeJobError(f"the engine job of query run {run_id} did not start within {start_timeout:.0f} s")
+        time.sleep(0.1)
 
 
 @dataclasses.dataclass
 class _Run:
+    table: JobRecordTable
     job: EngineJob | None = None
     terminated: bool = False
     done: bool = False  # failed or stopped: nothing more to do
@@ -108,10 +174,17 @@ class WriterJobOwner(StreamingQueryListener):
     """Runs the engine jobs of this driver's writeStream queries with a pipeline (see the module docstring).
 
     One per SparkSession (:func:`install_owner`). Its thread starts when the first
-    query starts; :meth:`close` stops every job it runs.
+    such query starts; :meth:`close` stops every job it runs.
+
+    Args:
+        resolve: the write options of a started query (called with its
+            ``QueryStartedEvent``); None for a query that is not
+            ``writeStream.format("flinklike")`` with option ``pipeline``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, resolve: Callable[[Any], WriteOptions | None]) -> None:
+        self._resolve = resolve
+        self._me = ProcessId.current()
         self._runs: dict[str, _Run] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -120,8 +193,15 @@ class WriterJobOwner(StreamingQueryListener):
     # -- listener callbacks (Spark's threads: only record, the owner's thread acts) ----------------
 
     def onQueryStarted(self, event) -> None:
+        try:
+            options = self._resolve(event)
+        except Exception:  # noqa: BLE001 - a listener must not fail the query; its writer reports bad options
+            _log.debug("cannot read the sink options of query %s", event.id, exc_info=True)
+            return
+        if options is None or options.pipeline is None:
+            return
         with self._lock:
-            self._runs.setdefault(str(event.runId), _Run())
+            self._runs.setdefault(str(event.runId), _Run(table=JobRecordTable(options.directory, options.storage)))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="flinklike-writer-jobs", daemon=True)
                 self._thread.start()
@@ -154,38 +234,54 @@ class WriterJobOwner(StreamingQueryListener):
         if run.done:
             return
         if run.terminated:
-            self._finish(run_id, run, RunStatus(state=RunState.STOPPED))
+            self._finish(run_id, run)
             return
         if run.job is None:
-            spec_path = registry_dir() / f"{run_id}.spec.json"
-            if not spec_path.exists():
-                return  # not a flinklike writer with a pipeline, or no micro-batch committed yet
-            spec = JobSpec.from_json(json.loads(spec_path.read_text())["spec"])
-            run.job = EngineJob(spec)
-            _set_status(run_id, RunStatus(state=RunState.STARTING))
+            request = self._take(run_id, run.table)
+            if request is None:
+                return  # no micro-batch of the run committed yet
+            run.job = EngineJob(JobSpec.from_json(request.spec))
         try:
             run.job.ensure_running()  # starts it, or resumes a killed runner from its latest checkpoint
         except BridgeJobError as exc:
-            self._finish(run_id, run, RunStatus(state=RunState.FAILED, error=str(exc)))
-            return
-        record = run.job.record
-        if record is None:
+            self._finish(run_id, run, error=str(exc))
             return
         if not run.job.running():
-            if record.state is RunnerState.FINISHED:
-                self._finish(run_id, run, RunStatus(state=RunState.STOPPED))
-            return
-        process = run.job._process
-        if record.pid == process.pid and record.state is RunnerState.RUNNING:
-            if run_status(run_id) != RunStatus(state=RunState.RUNNING):
-                _set_status(run_id, RunStatus(state=RunState.RUNNING))
+            record = run.job.record
+            if record is not None and record.state is RunnerState.FINISHED:
+                self._finish(run_id, run)
 
-    def _finish(self, run_id: str, run: _Run, status: RunStatus) -> None:
+    def _take(self, run_id: str, table: JobRecordTable) -> RunRequest | None:
+        """Record this process as the owner of the run's request; the request, or None if there is none."""
+
+        def change(current: JobRecord | None) -> JobRecord | None:
+            request = current.request if current is not None else None
+            if request is None or request.run_id != run_id or request.owner == self._me:
+                return None
+            if request.error is not None or request.ended:
+                return None
+            return dataclasses.replace(current, request=dataclasses.replace(request, owner=self._me))
+
+        record = table.update(change)
+        request = record.request if record is not None else None
+        return request if request is not None and request.run_id == run_id and request.owner == self._me else None
+
+    def _finish(self, run_id: str, run: _Run, *, error: str | None = None, wait: bool = False) -> None:
+        """Mark the run's request failed (``error``) or ended, and stop its job (in a thread unless ``wait``)."""
         run.done = True
         job, run.job = run.job, None
-        _set_status(run_id, status)
-        (registry_dir() / f"{run_id}.spec.json").unlink(missing_ok=True)
-        if job is not None:  # stopping waits for the job's cancellation: not on the loop
+
+        def change(current: JobRecord | None) -> JobRecord | None:
+            request = current.request if current is not None else None
+            if request is None or request.run_id != run_id:
+                return None
+            ended = dataclasses.replace(request, error=error) if error else dataclasses.replace(request, ended=True)
+            return dataclasses.replace(current, request=ended)
+
+        run.table.update(change)
+        if job is not None and wait:
+            job.stop()
+        elif job is not None:  # stopping waits for the job's cancellation: not on the loop
             threading.Thread(target=job.stop, name=f"stop-{run_id}", daemon=True).start()
 
     def close(self) -> None:
@@ -195,9 +291,26 @@ class WriterJobOwner(StreamingQueryListener):
             runs = list(self._runs.items())
         for run_id, run in runs:
             if run.job is not None:
-                run.done = True
-                run.job.stop()
-                _set_status(run_id, RunStatus(state=RunState.STOPPED))
+                self._finish(run_id, run, wait=True)
+
+
+def query_write_options(spark, event) -> WriteOptions | None:
+    """The options of a started query that writes ``format("flinklike")`` with option ``pipeline``; else None.
+
+    pyspark's ``QueryStartedEvent`` names the query only. Its sink's options are
+    in the query's logical plan in the JVM (``WriteToMicroBatchDataSource.writeOptions``
+    in Spark 4.2, the pinned platform), which the query's thread has built when it
+    posts the event.
+    """
+    query = spark.streams.get(str(event.id))
+    if query is None:
+        return None
+    plan = query._jsq.streamingQuery().logicalPlan()
+    if plan.getClass().getSimpleName() != "WriteToMicroBatchDataSource" or plan.table().name() != "flinklike":
+        return None
+    java = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(plan.writeOptions())
+    options = WriteOptions.parse({str(key): str(java.get(key)) for key in java.keySet()})
+    return options if options.pipeline is not None else None
 
 
 _OWNERS: dict[int, WriterJobOwner] = {}
@@ -212,35 +325,6 @@ def install_owner(spark) -> WriterJobOwner | None:
     key = id(spark._jsparkSession)
     owner = _OWNERS.get(key)
     if owner is None:
-        owner = _OWNERS[key] = WriterJobOwner()
+        owner = _OWNERS[key] = WriterJobOwner(functools.partial(query_write_options, spark))
         spark.streams.addListener(owner)
     return owner
-
-
-def wait_for_job(run_id: str, *, claim_timeout: float, start_timeout: float) -> None:
-    """In a commit: return once the run's job runs; raise if it failed or no owner takes the run.
-
-    Raises:
-        BridgeJobError: the job failed (the runner's error), or no owner took the run within
-            ``claim_timeout`` seconds, or the job did not run within ``start_timeout`` seconds.
-    """
-    claim_deadline = time.monotonic() + claim_timeout
-    start_deadline = time.monotonic() + start_timeout
-    while True:
-        status = run_status(run_id)
-        if status is not None and status.state is RunState.FAILED:
-            raise BridgeJobError(status.error or "the engine job failed")
-        if status is not None and status.state in (RunState.RUNNING, RunState.STOPPED):
-            return
-        now = time.monotonic()
-        if status is None and now > claim_deadline:
-            raise BridgeJobError(
-                f'df.writeStream.format("flinklike") with option pipeline: no driver process took the query run '
-                f"{run_id} within {claim_timeout:.0f} s. The job is run by the driver process of a classic "
-                f"SparkSession on which flinklike_spark.spark.register(spark) (or session()) was called; "
-                f"Spark Connect sessions cannot run writer pipelines"
-            )
-        if now > start_deadline:
-            raise BridgeJobError(f"the engine job of query run {run_id} did not start within {start_timeout:.0f} s")
-        time.sleep(0.1)
-

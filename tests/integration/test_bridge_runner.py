@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 pytest.importorskip("pyspark", reason="the bridge needs pyspark (the [spark] or [test] extra)")
 
-from flinklike_spark.spark.job_runner import EngineJob, JobSpec, RunnerState  # noqa: E402
+from flinklike_spark.spark.job_record import RunnerState  # noqa: E402
+from flinklike_spark.spark.job_runner import EngineJob, JobSpec  # noqa: E402
 from tests.spark.pipelines import COUNTED  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -72,3 +75,47 @@ def test_the_runner_reports_its_dashboard_and_the_engines_progress(tmp_path):
     finally:
         job.stop()
     assert job.record.state is RunnerState.STOPPED and job.record.web_interface_url == record.web_interface_url
+
+
+def _files_outside_delta_tables(directory: Path) -> list[str]:
+    """Files under ``directory`` that belong to no Delta table (a table is a directory with a ``_delta_log``)."""
+    stray = []
+    for path in directory.rglob("*"):
+        if path.is_file() and not any((parent / "_delta_log").is_dir() for parent in path.parents):
+            stray.append(str(path.relative_to(directory)))
+    return sorted(stray)
+
+
+def test_two_supervisors_of_one_job_never_run_it_twice(tmp_path):
+    """Two queries on one directory (or a restarted query while the old runner cancels): one job at a time."""
+    from tests.integration.rest_helpers import wait_for
+
+    spec = JobSpec(
+        pipeline="tests.spark.pipelines:keyed_count",
+        config={"execution.checkpointing.interval": "200 ms", "execution.checkpointing.dir": str(tmp_path),
+                "rest.port": 0},  # fmt: skip
+        schema=COUNTED,
+        directory=str(tmp_path),
+    )
+    first, second = EngineJob(spec), EngineJob(spec)
+    try:
+        running = first.wait_started(timeout=120)
+        assert running.pid == first.pid and running.state is RunnerState.RUNNING
+        second.ensure_running()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the second runner waits for the first one's claim
+            assert second.running(), "the second runner gave up or failed instead of waiting"
+            assert first.record.pid == first.pid
+            assert not psutil.Process(second.pid).children(), "the second runner started a cluster"
+            time.sleep(0.5)
+        first.stop()  # the first query stops: its runner releases the record, the second takes it
+        taken = wait_for("the second runner to run the job",
+                         lambda: (r := second.record) and r.pid == second.pid and r.state is RunnerState.RUNNING and r,
+                         timeout=120)  # fmt: skip
+        assert taken.job_id != running.job_id
+    finally:
+        second.stop()
+        first.stop()
+    assert second.record.state is RunnerState.STOPPED
+    # The record is a Delta table: no lock or JSON file of the bridge's own beside the tables.
+    assert _files_outside_delta_tables(tmp_path) == ["_bridge/runner.log"]

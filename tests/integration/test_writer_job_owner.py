@@ -9,7 +9,6 @@ in a real runner process.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 import types
 import uuid
 
@@ -24,7 +23,8 @@ from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 from connectors import read_delta_table  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
 from flinklike_spark.spark import writer  # noqa: E402
-from flinklike_spark.spark.job_runner import BridgeJobError, RunnerState, read_record  # noqa: E402
+from flinklike_spark.spark.job_record import RunnerState, read_record  # noqa: E402
+from flinklike_spark.spark.job_runner import BridgeJobError  # noqa: E402
 from flinklike_spark.spark.options import WriteOptions  # noqa: E402
 from flinklike_spark.spark.writer import FlinklikeStreamWriter  # noqa: E402
 from flinklike_spark.spark.writer_jobs import RunState, WriterJobOwner, run_status  # noqa: E402
@@ -36,17 +36,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SCHEMA = StructType([StructField("value", LongType())])
 
 
-@pytest.fixture(autouse=True)
-def own_registry(tmp_path, monkeypatch):
-    registry = tmp_path / "registry"
-    registry.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(registry))
+def options_for(job_dir, pipeline: str, **flink) -> WriteOptions:
+    return WriteOptions.parse({"execution.checkpointing.dir": str(job_dir), "pipeline": pipeline,
+                               "checkpointLocation": "/ckpt/a", "execution.checkpointing.interval": "200 ms", **flink})
 
 
 def writer_for(job_dir, pipeline: str, **flink) -> FlinklikeStreamWriter:
-    options = {"execution.checkpointing.dir": str(job_dir), "pipeline": pipeline, "checkpointLocation": "/ckpt/a",
-               "execution.checkpointing.interval": "200 ms", **flink}
-    return FlinklikeStreamWriter(WriteOptions.parse(options), SCHEMA)
+    return FlinklikeStreamWriter(options_for(job_dir, pipeline, **flink), SCHEMA)
+
+
+def owner_of(job_dir, pipeline: str, **flink) -> WriterJobOwner:
+    """An owner whose queries all write to ``job_dir`` (Spark's listener finds that in the query's plan)."""
+    return WriterJobOwner(lambda event: options_for(job_dir, pipeline, **flink))
+
+
+def status(job_dir, run_id: str):
+    return run_status(read_record(str(job_dir)), run_id)
 
 
 def micro_batch(w: FlinklikeStreamWriter, run_id: str, batch_id: int, values: list[int]) -> None:
@@ -61,13 +66,13 @@ def event(run_id: str):
 
 def test_the_owner_runs_the_job_of_a_run_and_stops_it_with_the_query(tmp_path):
     job_dir = tmp_path / "job"
-    owner = WriterJobOwner()
+    owner = owner_of(job_dir, "tests.spark.pipelines:fed_count")
     run_id = str(uuid.uuid4())
     try:
         owner.onQueryStarted(event(run_id))
         w = writer_for(job_dir, "tests.spark.pipelines:fed_count")
         micro_batch(w, run_id, 0, list(range(0, 40)))  # returns once the job runs
-        assert run_status(run_id).state is RunState.RUNNING
+        assert status(job_dir, run_id).state is RunState.RUNNING
         assert read_record(str(job_dir)).state is RunnerState.RUNNING
         micro_batch(w, run_id, 1, list(range(40, 80)))
         out = fed_count_output(str(job_dir))
@@ -76,21 +81,21 @@ def test_the_owner_runs_the_job_of_a_run_and_stops_it_with_the_query(tmp_path):
         owner.onQueryTerminated(event(run_id))
         wait_for(lambda: read_record(str(job_dir)).state is RunnerState.STOPPED, timeout=120,
                  what="the job to stop with the query")
-        assert run_status(run_id).state is RunState.STOPPED
+        assert status(job_dir, run_id).state is RunState.STOPPED
     finally:
         owner.close()
 
 
 def test_a_failed_job_fails_the_next_commit_with_its_root_cause(tmp_path):
     job_dir = tmp_path / "job"
-    owner = WriterJobOwner()
+    owner = owner_of(job_dir, "tests.spark.pipelines:fed_failing", **{"restart-strategy.type": "none"})
     run_id = str(uuid.uuid4())
     try:
         owner.onQueryStarted(event(run_id))
         w = writer_for(job_dir, "tests.spark.pipelines:fed_failing", **{"restart-strategy.type": "none"})
         micro_batch(w, run_id, 0, [1, 2, 3])
         micro_batch(w, run_id, 1, [4, 5, 6])  # value 5 fails the job
-        wait_for(lambda: run_status(run_id).state is RunState.FAILED, timeout=120, what="the job to fail")
+        wait_for(lambda: status(job_dir, run_id).state is RunState.FAILED, timeout=120, what="the job to fail")
         with pytest.raises(BridgeJobError, match=r"bad value 5"):
             micro_batch(w, run_id, 2, [7])
         # The batch's input was committed before the job's failure was reported.
@@ -121,7 +126,7 @@ def test_a_bad_pipeline_fails_the_writer(tmp_path, pipeline, message):
 
 def test_a_pipeline_returning_a_stream_commits_its_rows_for_a_reader(tmp_path):
     job_dir = tmp_path / "job"
-    owner = WriterJobOwner()
+    owner = owner_of(job_dir, "tests.spark.pipelines:fed_returns_stream")
     run_id = str(uuid.uuid4())
     try:
         owner.onQueryStarted(event(run_id))

@@ -14,9 +14,15 @@ import pytest
 
 from checkpointing.layout import scan_table
 from connectors import SequenceSource
-from connectors.spark_bridge import CHECKPOINT_COLUMN, BridgeTable, SparkInputSource, SparkOutputSink, stage_batches
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.connector_api import SourceReaderContext
+from flinklike_spark.spark.bridge_tables import (
+    CHECKPOINT_COLUMN,
+    BridgeTable,
+    SparkInputSource,
+    SparkOutputSink,
+    stage_batches,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

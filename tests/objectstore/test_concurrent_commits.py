@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from checkpointing.layout import scan_table
-from connectors.spark_bridge import BridgeTable
+from flinklike_spark.spark.bridge_tables import BridgeTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -31,7 +31,7 @@ COMMITS = 6
 WRITER = textwrap.dedent("""
     import json, sys
     import pyarrow as pa
-    from connectors.spark_bridge import BridgeTable, stage_batches
+    from flinklike_spark.spark.bridge_tables import BridgeTable, stage_batches
     from flinklike_spark.config import Configuration
     url, writer, commits, config = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
     schema = pa.schema([("writer", pa.int64()), ("commit", pa.int64())])

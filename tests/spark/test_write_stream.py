@@ -16,10 +16,10 @@ from deltalake import DeltaTable
 
 from checkpointing.layout import scan_table
 from connectors import DeltaSink, read_delta_table
-from connectors.spark_bridge import INPUT_TABLE, SparkInputSource
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import JobCancelledError
 from flinklike_spark.spark import feed_job
+from flinklike_spark.spark.bridge_tables import INPUT_TABLE, SparkInputSource
 from flinklike_spark.spark.writer import input_app_id
 from tests.spark.bridge_helpers import assert_exactly_once_in_order, rows_in_commit_order, wait_for
 from tests.spark.pipelines import Count

@@ -13,15 +13,15 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from connectors.spark_bridge import (
+from flinklike_spark.connector_api import SourceReaderContext
+from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.spark.bridge_tables import (
     BridgeTable,
     SparkInputSource,
     SparkInputSplit,
     spark_partition_of,
     stage_batches,
 )
-from flinklike_spark.connector_api import SourceReaderContext
-from flinklike_spark.errors import ConfigurationError
 
 pytestmark = pytest.mark.timeout(60)
 

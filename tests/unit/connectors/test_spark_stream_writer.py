@@ -15,8 +15,8 @@ pytest.importorskip("pyspark", reason="the Spark writer needs pyspark (the [spar
 from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 
 from connectors import read_delta_table  # noqa: E402
-from connectors.spark_bridge import INPUT_TABLE  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
+from flinklike_spark.spark.bridge_tables import INPUT_TABLE  # noqa: E402
 from flinklike_spark.spark.options import WriteOptions  # noqa: E402
 from flinklike_spark.spark.writer import FlinklikeStreamWriter  # noqa: E402
 
