@@ -20,11 +20,22 @@ from typing import Any
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.spark.connect_sessions import is_connect_session
 
-__all__ = ["DELTA_SPARK_PACKAGE", "SparkSetupError", "check_python", "is_connect_session", "register", "session"]
+__all__ = [
+    "DELTA_SPARK_PACKAGE",
+    "IVY_SETTINGS",
+    "SparkSetupError",
+    "check_python",
+    "is_connect_session",
+    "register",
+    "session",
+]
 
 #: The newest delta-spark jar built for Spark 4.2 on Maven Central. The delta-spark
 #: 4.4.1 wheel asks for a 4.4.1 jar that Maven Central does not serve (2026-11-23).
 DELTA_SPARK_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+
+#: Ivy settings resolving the Spark packages from Maven Central only (``spark.jars.ivySettings``).
+IVY_SETTINGS = str(Path(__file__).resolve().with_name("ivysettings.xml"))
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _PROBE = "import flinklike_spark, connectors, checkpointing, pyarrow, deltalake"
@@ -57,6 +68,18 @@ def _worker_pythonpath() -> str:
         entries.append(str(Path(script).resolve().parent))
     entries += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join(dict.fromkeys(entries))
+
+
+def _ivy_settings() -> dict[str, str]:
+    """``spark.jars.ivySettings`` resolving from Maven Central only, unless a mirror is configured.
+
+    ``DEFAULT_ARTIFACT_REPOSITORY`` is Spark's own way to name a mirror (it replaces Central and
+    spark-packages in its built-in chain), so it keeps working; ``spark.jars.repositories`` is
+    added by Spark after Central either way.
+    """
+    if os.environ.get("DEFAULT_ARTIFACT_REPOSITORY"):
+        return {}
+    return {"spark.jars.ivySettings": IVY_SETTINGS}
 
 
 def check_python(python: str) -> None:
@@ -140,6 +163,7 @@ def session(
         builder = builder.master(master)
     settings = {
         "spark.jars.packages": delta_package,
+        **_ivy_settings(),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.ui.showConsoleProgress": "false",

@@ -30,6 +30,7 @@ server, away from the client, so writer pipelines need a classic session.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import logging
@@ -44,8 +45,17 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from flinklike_spark.spark.job_runner import BridgeJobError, EngineJob, JobSpec, RunnerState
 
-__all__ = ["RunState", "RunStatus", "WriterJobOwner", "install_owner", "register_run", "registry_dir", "run_status",
-           "wait_for_job"]
+__all__ = [
+    "RunState",
+    "RunStatus",
+    "WriterJobOwner",
+    "install_owner",
+    "register_run",
+    "registry_dir",
+    "run_status",
+    "uninstall_owner",
+    "wait_for_job",
+]
 
 _log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.2
@@ -204,7 +214,11 @@ _OWNERS: dict[int, WriterJobOwner] = {}
 
 
 def install_owner(spark) -> WriterJobOwner | None:
-    """Add a :class:`WriterJobOwner` to ``spark``'s queries once (None on Spark Connect: see the module docstring)."""
+    """Add a :class:`WriterJobOwner` to ``spark``'s queries once (None on Spark Connect: see the module docstring).
+
+    The owner is removed again when the interpreter exits, before the JVM stops
+    (:func:`uninstall_owner`).
+    """
     from flinklike_spark.spark.connect_sessions import is_connect_session
 
     if is_connect_session(spark):
@@ -214,7 +228,31 @@ def install_owner(spark) -> WriterJobOwner | None:
     if owner is None:
         owner = _OWNERS[key] = WriterJobOwner()
         spark.streams.addListener(owner)
+        # atexit runs its functions last-registered first, and pyspark registers none that stops
+        # the JVM: it stops when this process's end closes its stdin, and then delivers pending
+        # query events to the listener through a callback server that is already gone, which
+        # prints a StreamingQueryListenerBus ERROR with a Py4JException per event. Removed here
+        # first, the listener gets no event after the interpreter started to exit.
+        atexit.register(uninstall_owner, spark)
     return owner
+
+
+def uninstall_owner(spark) -> None:
+    """Stop the jobs of ``spark``'s owner and remove it from the session's listeners (idempotent).
+
+    Called at interpreter exit for every session :func:`install_owner` served;
+    a session whose JVM is already gone has nothing left to remove.
+    """
+    owner = _OWNERS.pop(id(spark._jsparkSession), None)
+    if owner is None:
+        return
+    owner.close()
+    if spark.sparkContext._jsc is None:  # stopped: its listener bus is gone with it
+        return
+    try:
+        spark.streams.removeListener(owner)
+    except Exception as exc:  # noqa: BLE001 - py4j raises several types for a JVM that is going away
+        _log.debug("could not remove the flinklike query listener: %s", exc)
 
 
 def wait_for_job(run_id: str, *, claim_timeout: float, start_timeout: float) -> None:
