@@ -178,13 +178,40 @@ def session(
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - pyspark raises several types for a JVM that did not start
-        raise SparkSetupError(
-            f"Spark did not start with package {delta_package!r} ({type(exc).__name__}: {str(exc)[:300]}). "
-            f"If the package cannot be resolved: Spark downloads it from Maven Central into ~/.ivy2 on first use, "
-            f"so check network access, or point spark.jars.repositories at a mirror, or pass delta_package= with "
-            f"coordinates that exist (io.delta:delta-spark_<spark>_<scala>:<version>)"
-        ) from exc
+        raise _startup_error(exc, delta_package) from exc
     return register(spark)
+
+
+def _java_cause(exc: BaseException) -> str | None:
+    """The Java exception behind a Py4JJavaError as Spark gave it, with its innermost cause; else None.
+
+    A Py4JJavaError's text is ``An error occurred while calling X.\n: <Throwable.toString()>``
+    followed by the stack trace and its ``Caused by: ...`` lines.
+    """
+    lines = str(exc).splitlines()
+    causes = [line[len(": "):].strip() for line in lines if line.startswith(": ")][:1]
+    if not causes:
+        return None
+    causes += [line[len("Caused by: "):].strip() for line in lines if line.startswith("Caused by: ")]
+    return causes[0] if len(causes) == 1 else f"{causes[0]} (caused by {causes[-1]})"
+
+
+def _startup_error(exc: BaseException, delta_package: str) -> SparkSetupError:
+    """What to report when ``getOrCreate`` failed: the cause Spark gave, or where its JVM printed it."""
+    cause = _java_cause(exc)
+    if cause is not None:
+        # The JVM runs and SparkContext failed: Spark named the cause (a missing spark.submit.pyFiles
+        # zip is a FileNotFoundException); the Delta package was resolved when the JVM started.
+        hint = ""
+        if "FileNotFoundException" in cause:
+            hint = "; every path in spark.submit.pyFiles, spark.files and spark.jars (--py-files, ...) must exist"
+        return SparkSetupError(f"Spark did not start: {cause}{hint}")
+    return SparkSetupError(
+        f"Spark did not start ({type(exc).__name__}: {str(exc)[:300]}); Spark's own error is printed above. "
+        f"If it could not resolve package {delta_package!r}: Spark downloads it from Maven Central into "
+        f"~/.ivy2.5.2 on first use, so check network access, or point spark.jars.repositories at a mirror, or "
+        f"pass delta_package= with coordinates that exist (io.delta:delta-spark_<spark>_<scala>:<version>)"
+    )
 
 
 def register(spark):
