@@ -131,10 +131,14 @@ def session(
             server with Delta (what ``SparkSession.builder.remote`` accepts);
             ``master`` is then ignored.
         config: extra Spark configuration.
-        delta_package: Maven coordinates of delta-spark (resolved by Spark from Maven Central).
+        delta_package: Maven coordinates of delta-spark, resolved by Spark from Maven Central only
+            (``spark.jars.ivySettings`` = :data:`IVY_SETTINGS`, unless ``config`` sets it or
+            ``DEFAULT_ARTIFACT_REPOSITORY`` names a mirror).
 
     Raises:
-        SparkSetupError: no Java, an unusable ``PYSPARK_PYTHON``, or Delta cannot be resolved.
+        SparkSetupError: no Java, an unusable ``PYSPARK_PYTHON``, Delta cannot be resolved, or
+            Spark did not start (the message gives the cause Spark gave, e.g. a missing
+            ``spark.submit.pyFiles`` zip).
     """
     from pyspark.sql import SparkSession
 
