@@ -211,6 +211,8 @@ class WriterJobOwner(StreamingQueryListener):
 
 
 _OWNERS: dict[int, WriterJobOwner] = {}
+#: How long interpreter exit waits for Spark's listener bus to deliver what it holds (ms).
+_DRAIN_MS = 10_000
 
 
 def install_owner(spark) -> WriterJobOwner | None:
@@ -251,6 +253,9 @@ def uninstall_owner(spark) -> None:
         return
     try:
         spark.streams.removeListener(owner)
+        # An event the listener bus was delivering when the listener was removed still calls it: wait
+        # until the bus is empty, while this process can still answer (LiveListenerBus.waitUntilEmpty).
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(_DRAIN_MS)
     except Exception as exc:  # noqa: BLE001 - py4j raises several types for a JVM that is going away
         _log.debug("could not remove the flinklike query listener: %s", exc)
 

@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent(
     before = len(jstreams.listListeners())
     queries = [
         spark.readStream.format("rate").option("rowsPerSecond", 100).load().writeStream.format("noop")
-        .trigger(processingTime="100 milliseconds").start()
+        .trigger(processingTime="500 milliseconds").start()
         for _ in range(2)
     ]
     queries[0].processAllAvailable()
@@ -50,5 +50,6 @@ def test_the_engine_listener_is_removed_before_the_jvm_stops(tmp_path):
     )
     assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     assert "listeners 1 0" in done.stdout, done.stdout  # registered by session(), gone at exit
-    assert "Py4JException" not in done.stderr, done.stderr[-5000:]
-    assert "ERROR StreamingQueryListenerBus" not in done.stderr, done.stderr[-5000:]
+    for noise in ("Py4JException", "ERROR StreamingQueryListenerBus"):
+        at = done.stderr.find(noise)
+        assert at < 0, done.stderr[max(at - 3000, 0) : at + 2000]
