@@ -14,7 +14,7 @@ import pytest
 from checkpointing import decode_operator_state, list_completed_checkpoints, read_channel_state, read_operator_state
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
-from flinklike_spark.errors import CheckpointNotFoundError
+from flinklike_spark.errors import CheckpointFailedError, CheckpointNotFoundError, JobCancelledError
 from flinklike_spark.spark import channel_state, checkpoint_history, keyed_state, operator_state_as_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -130,10 +130,16 @@ def test_an_unknown_checkpoint_names_the_ones_that_exist(spark, job, tmp_path):
         DeltaSink(tmp_path / "out")
     )
     client = env.execute_async("savepointed")
-    try:
-        savepoint = client.trigger_savepoint(timeout=120)
-    finally:
-        client.cancel()
+    deadline = time.monotonic() + 120
+    while True:  # a savepoint needs every task running
+        try:
+            savepoint = client.stop_with_savepoint(timeout=120)
+            break
+        except CheckpointFailedError:
+            assert time.monotonic() < deadline, "no savepoint could be taken"
+            time.sleep(0.2)
+    with pytest.raises(JobCancelledError, match="cancelled by stop-with-savepoint"):
+        client.wait(60)
     with pytest.raises(CheckpointNotFoundError) as only_savepoint:
         keyed_state(spark, tmp_path / "sp", "counter", checkpoint_id=7)
     assert str(only_savepoint.value).endswith(
