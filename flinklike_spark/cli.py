@@ -28,7 +28,10 @@ Exit codes: 0 success (``checkpoints`` on a directory without any prints "no
 completed checkpoints"); 1 the storage is unreachable or a checkpoint file is
 corrupt; 2 a usage error, a directory that does not exist or holds no
 checkpoint tables, or an unknown checkpoint id / operator uid (the message
-names the bad value and lists the valid ones). Errors go to stderr.
+names the bad value and lists the valid ones); 3 (``run``) a job of the
+program was cancelled (from the dashboard, the REST API or the program) and
+the program did not handle it: one line names who cancelled it and its last
+completed checkpoint, no traceback. Errors go to stderr.
 """
 
 from __future__ import annotations
@@ -58,10 +61,10 @@ from checkpointing.layout import (
 )
 from flinklike_spark.config import ExecutionTarget
 from flinklike_spark.datastream import StreamExecutionEnvironment
-from flinklike_spark.errors import FlinklikeError
+from flinklike_spark.errors import FlinklikeError, JobCancelledError
 from flinklike_spark.job_client import JobClient
 
-__all__ = ["ProgressReporter", "main"]
+__all__ = ["EXIT_CANCELLED", "ProgressReporter", "main"]
 
 
 class ProgressReporter:
@@ -168,6 +171,10 @@ def _run_target(target: str, args: list[str]) -> None:
     result = function(*args)
     if isinstance(result, StreamExecutionEnvironment):
         result.execute(function_name)
+
+
+#: ``flinklike run``'s exit status when a job was cancelled and the program let JobCancelledError through.
+EXIT_CANCELLED = 3
 
 
 class _UsageError(Exception):
@@ -360,6 +367,12 @@ def _add_run_parser(commands) -> None:
         help="seconds between progress reports (default: 1 on a terminal, 5 otherwise)",
     )
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the program")
+    run.epilog = (
+        f"Exit status: 0 when the program ends normally; {EXIT_CANCELLED} when a job it ran was cancelled "
+        "(dashboard, REST API, or the program) and the program did not catch JobCancelledError: one line on "
+        "stderr names who cancelled it and its last completed checkpoint; 2 for a bad target. Other errors of "
+        "the program end with its traceback and status 1."
+    )
     run.set_defaults(handler=_run_command)
 
 
@@ -430,6 +443,17 @@ def main(argv: list[str] | None = None) -> int:
     reported = (_UsageError,) if options.command == "run" else (_UsageError, FlinklikeError)
     try:
         return options.handler(options)
+    except JobCancelledError as exc:
+        if options.command != "run":
+            raise
+        # Cancelling is an outcome, not a crash: one line, no traceback.
+        last = exc.last_checkpoint or "none"
+        print(
+            f"flinklike run: job {exc.job_id} was cancelled by {exc.cancelled_by or 'an unknown request'}; "
+            f"last completed checkpoint: {last}",
+            file=sys.stderr,
+        )
+        return EXIT_CANCELLED
     except reported as exc:
         if isinstance(exc, _UsageError):
             print(f"flinklike {options.command}: error: {exc}", file=sys.stderr)

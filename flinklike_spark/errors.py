@@ -204,14 +204,28 @@ def _rebuild_job_execution_error(message, job_id):
 
 
 class JobCancelledError(JobExecutionError):
-    """The job was cancelled before it finished."""
+    """The job was cancelled before it finished.
+
+    ``cancelled_by`` says who asked (the program, a REST request such as the
+    dashboard's Cancel button, stop-with-savepoint, the cluster closing; empty
+    if unknown); ``last_checkpoint`` is the restore path
+    (``execution.state-recovery.path``) of the job's newest completed
+    checkpoint or savepoint, None if none completed.
+    """
+
+    def __init__(
+        self, message: str, *, job_id: str = "", cancelled_by: str = "", last_checkpoint: str | None = None
+    ) -> None:
+        super().__init__(message, job_id=job_id)
+        self.cancelled_by = cancelled_by
+        self.last_checkpoint = last_checkpoint
 
     def __reduce__(self):
-        return (_rebuild_job_cancelled_error, (str(self), self.job_id))
+        return (_rebuild_job_cancelled_error, (str(self), self.job_id, self.cancelled_by, self.last_checkpoint))
 
 
-def _rebuild_job_cancelled_error(message, job_id):
-    return JobCancelledError(message, job_id=job_id)
+def _rebuild_job_cancelled_error(message, job_id, cancelled_by="", last_checkpoint=None):
+    return JobCancelledError(message, job_id=job_id, cancelled_by=cancelled_by, last_checkpoint=last_checkpoint)
 
 
 class JobNotRunningError(FlinklikeError):

@@ -22,7 +22,16 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["BIG_DEC_KEY", "RECORD_KIND_KEY", "RecordKind", "Row", "RowKind", "declared_kind", "records_of"]
+__all__ = [
+    "BIG_DEC_KEY",
+    "RECORD_KIND_KEY",
+    "RecordKind",
+    "Row",
+    "RowKind",
+    "declared_kind",
+    "plain_values_cause",
+    "records_of",
+]
 
 
 class RowKind(enum.Enum):
@@ -225,6 +234,49 @@ def records_of(batch: pa.RecordBatch) -> list[Any]:
     # Named rows; as in PyFlink, Types.ROW's positional fields are named f0, f1, ... downstream.
     names = batch.schema.names
     return [_rebuild(names, values, RowKind.INSERT) for values in rows]
+
+
+#: How many records :func:`plain_values_cause` looks at.
+_CAUSE_SAMPLE = 100
+
+
+def plain_values_cause(batch: pa.RecordBatch, field: str, producer: str | None = None) -> str | None:
+    """Why ``field`` is not in ``batch``, when the reason is that its records are plain values; else None.
+
+    A stream of plain values (pickled objects, or values of a declared basic
+    type) has one column ``f0`` and no named fields, so a field looked up by
+    name (``key_by("key")``, a timestamp assigner's column) cannot be there.
+    The usual cause is a function that returned something other than a row,
+    most often nothing at all: a ``map`` without ``return`` yields ``None``.
+    Only the first records are decoded (this runs on the error path alone).
+
+    Args:
+        batch: the batch without its timestamp column.
+        field: the field that was looked up.
+        producer: the operator that emitted the batch, as error messages name it.
+    """
+    kind = declared_kind(batch.schema)
+    if kind not in (RecordKind.VALUE, RecordKind.PICKLED) or batch.num_columns == 0:
+        return None
+    sample = records_of(batch.slice(0, _CAUSE_SAMPLE).select([0]))
+    who = producer or "the operator before it"
+    what = "pickled Python objects" if kind == RecordKind.PICKLED else "values of a basic type"
+    first = repr(sample[0]) if sample else "?"
+    text = (
+        f"{who} emitted plain values ({what}, e.g. {first[:80]}), not rows with fields, so there is no field "
+        f"{field!r}"
+    )
+    nones = sum(value is None for value in sample)
+    if sample and nones == len(sample):
+        text += (
+            "; every record is None: its function returned nothing (a map function without `return`?). "
+            "Return the row (a dict, Row or tuple) that has the field"
+        )
+    elif nones:
+        text += f"; {nones} of its first {len(sample)} records are None: its function returned nothing for them"
+    else:
+        text += "; return rows (dicts, Rows or tuples) from it to use fields by name"
+    return text
 
 
 def dict_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import records_of
+from flinklike_spark.row import plain_values_cause, records_of
 
 __all__ = ["TimestampAssigner", "TimestampAssignerLike", "WatermarkGenerator", "WatermarkStrategy", "epoch_millis"]
 
@@ -126,12 +126,18 @@ class WatermarkGenerator:
     def enabled(self) -> bool:
         return self._assigner is not None
 
-    def assign(self, batch: pa.RecordBatch, previous: list | None = None) -> pa.Array | list | None:
+    def assign(
+        self, batch: pa.RecordBatch, previous: list | None = None, *, producer: str | None = None
+    ) -> pa.Array | list | None:
         """The event timestamps (epoch ms) of ``batch``'s records, which has no timestamp column.
 
         ``previous`` are the records' timestamps so far (a TimestampAssigner's
         ``record_timestamp``; ``MIN_WATERMARK`` where a record had none).
-        None if the strategy has no assigner.
+        None if the strategy has no assigner. ``producer`` (the operator that
+        emitted the batch) is named when the assigner's column is missing.
+
+        Raises:
+            KeyError: the assigner is a column name the batch does not have.
         """
         assigner = self._assigner
         if assigner is None:
@@ -141,9 +147,11 @@ class WatermarkGenerator:
         if isinstance(assigner, str):
             index = batch.schema.get_field_index(assigner)
             if index < 0:
+                cause = plain_values_cause(batch, assigner, producer)
                 raise KeyError(
-                    f"timestamp assigner {assigner!r}: the stream has no field {assigner!r}; "
-                    f"its fields are {batch.schema.names}"
+                    f"timestamp assigner {assigner!r}: "
+                    + (cause or f"the stream has no field {assigner!r}")
+                    + f"; its fields are {batch.schema.names}"
                 )
             column = batch.column(index)
             if pa.types.is_timestamp(column.type):

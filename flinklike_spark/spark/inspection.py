@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from checkpointing.layout import CHANNEL_STATE, CHECKPOINTS, OPERATOR_STATE
+from checkpointing.schemas import CheckpointKind
 from flinklike_spark.errors import CheckpointNotFoundError
 from flinklike_spark.spark.job_record import JobRecord, read_record
 from flinklike_spark.spark.state_views import resolved_operator_state
@@ -50,12 +51,29 @@ def _latest(spark: SparkSession, directory, job_id: str | None, checkpoint_id: i
         history = history.where(F.col("checkpoint_id") == checkpoint_id)
     rows = history.orderBy(F.col("completion_time").desc(), F.col("checkpoint_id").desc()).limit(1).collect()
     if not rows:
-        raise CheckpointNotFoundError(
-            f"no completed checkpoint {'' if checkpoint_id is None else checkpoint_id} "
-            f"{'' if job_id is None else 'of job ' + job_id} in {os.fspath(directory)!r}",
-            url=os.fspath(directory),
-        )
+        raise _not_found(spark, directory, job_id, checkpoint_id)
     return rows[0]
+
+
+def _not_found(spark: SparkSession, directory, job_id: str | None, checkpoint_id: int | None) -> CheckpointNotFoundError:
+    """The checkpoint asked for is not there: name it and list the checkpoints and savepoints that are."""
+    wanted = " ".join(
+        ["no completed checkpoint"]
+        + ([str(checkpoint_id)] if checkpoint_id is not None else [])
+        + ([f"of job {job_id}"] if job_id is not None else [])
+    )
+    stored = checkpoint_history(spark, directory).select("job_id", "checkpoint_id", "kind").collect()
+    by_job: dict[str, list[str]] = {}
+    for row in stored:
+        label = str(row.checkpoint_id) if row.kind == CheckpointKind.CHECKPOINT else f"{row.checkpoint_id} ({row.kind})"
+        by_job.setdefault(row.job_id, []).append(label)
+    if not by_job:
+        there = "it holds no completed checkpoint or savepoint"
+    else:
+        there = "completed checkpoints and savepoints there: " + "; ".join(
+            f"{', '.join(ids)} of job {job}" for job, ids in sorted(by_job.items())
+        )
+    return CheckpointNotFoundError(f"{wanted} in {os.fspath(directory)!r}; {there}", url=os.fspath(directory))
 
 
 def keyed_state(

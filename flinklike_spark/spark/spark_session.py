@@ -20,11 +20,22 @@ from typing import Any
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.spark.connect_sessions import is_connect_session
 
-__all__ = ["DELTA_SPARK_PACKAGE", "SparkSetupError", "check_python", "is_connect_session", "register", "session"]
+__all__ = [
+    "DELTA_SPARK_PACKAGE",
+    "IVY_SETTINGS",
+    "SparkSetupError",
+    "check_python",
+    "is_connect_session",
+    "register",
+    "session",
+]
 
 #: The newest delta-spark jar built for Spark 4.2 on Maven Central. The delta-spark
 #: 4.4.1 wheel asks for a 4.4.1 jar that Maven Central does not serve (2026-11-23).
 DELTA_SPARK_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+
+#: Ivy settings resolving the Spark packages from Maven Central only (``spark.jars.ivySettings``).
+IVY_SETTINGS = str(Path(__file__).resolve().with_name("ivysettings.xml"))
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _PROBE = "import flinklike_spark, connectors, checkpointing, pyarrow, deltalake"
@@ -57,6 +68,18 @@ def _worker_pythonpath() -> str:
         entries.append(str(Path(script).resolve().parent))
     entries += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join(dict.fromkeys(entries))
+
+
+def _ivy_settings() -> dict[str, str]:
+    """``spark.jars.ivySettings`` resolving from Maven Central only, unless a mirror is configured.
+
+    ``DEFAULT_ARTIFACT_REPOSITORY`` is Spark's own way to name a mirror (it replaces Central and
+    spark-packages in its built-in chain), so it keeps working; ``spark.jars.repositories`` is
+    added by Spark after Central either way.
+    """
+    if os.environ.get("DEFAULT_ARTIFACT_REPOSITORY"):
+        return {}
+    return {"spark.jars.ivySettings": IVY_SETTINGS}
 
 
 def check_python(python: str) -> None:
@@ -108,10 +131,14 @@ def session(
             server with Delta (what ``SparkSession.builder.remote`` accepts);
             ``master`` is then ignored.
         config: extra Spark configuration.
-        delta_package: Maven coordinates of delta-spark (resolved by Spark from Maven Central).
+        delta_package: Maven coordinates of delta-spark, resolved by Spark from Maven Central only
+            (``spark.jars.ivySettings`` = :data:`IVY_SETTINGS`, unless ``config`` sets it or
+            ``DEFAULT_ARTIFACT_REPOSITORY`` names a mirror).
 
     Raises:
-        SparkSetupError: no Java, an unusable ``PYSPARK_PYTHON``, or Delta cannot be resolved.
+        SparkSetupError: no Java, an unusable ``PYSPARK_PYTHON``, Delta cannot be resolved, or
+            Spark did not start (the message gives the cause Spark gave, e.g. a missing
+            ``spark.submit.pyFiles`` zip).
     """
     from pyspark.sql import SparkSession
 
@@ -140,6 +167,7 @@ def session(
         builder = builder.master(master)
     settings = {
         "spark.jars.packages": delta_package,
+        **_ivy_settings(),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.ui.showConsoleProgress": "false",
@@ -154,13 +182,40 @@ def session(
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - pyspark raises several types for a JVM that did not start
-        raise SparkSetupError(
-            f"Spark did not start with package {delta_package!r} ({type(exc).__name__}: {str(exc)[:300]}). "
-            f"If the package cannot be resolved: Spark downloads it from Maven Central into ~/.ivy2 on first use, "
-            f"so check network access, or point spark.jars.repositories at a mirror, or pass delta_package= with "
-            f"coordinates that exist (io.delta:delta-spark_<spark>_<scala>:<version>)"
-        ) from exc
+        raise _startup_error(exc, delta_package) from exc
     return register(spark)
+
+
+def _java_cause(exc: BaseException) -> str | None:
+    """The Java exception behind a Py4JJavaError as Spark gave it, with its innermost cause; else None.
+
+    A Py4JJavaError's text is ``An error occurred while calling X.\n: <Throwable.toString()>``
+    followed by the stack trace and its ``Caused by: ...`` lines.
+    """
+    lines = str(exc).splitlines()
+    causes = [line[len(": "):].strip() for line in lines if line.startswith(": ")][:1]
+    if not causes:
+        return None
+    causes += [line[len("Caused by: "):].strip() for line in lines if line.startswith("Caused by: ")]
+    return causes[0] if len(causes) == 1 else f"{causes[0]} (caused by {causes[-1]})"
+
+
+def _startup_error(exc: BaseException, delta_package: str) -> SparkSetupError:
+    """What to report when ``getOrCreate`` failed: the cause Spark gave, or where its JVM printed it."""
+    cause = _java_cause(exc)
+    if cause is not None:
+        # The JVM runs and SparkContext failed: Spark named the cause (a missing spark.submit.pyFiles
+        # zip is a FileNotFoundException); the Delta package was resolved when the JVM started.
+        hint = ""
+        if "FileNotFoundException" in cause:
+            hint = "; every path in spark.submit.pyFiles, spark.files and spark.jars (--py-files, ...) must exist"
+        return SparkSetupError(f"Spark did not start: {cause}{hint}")
+    return SparkSetupError(
+        f"Spark did not start ({type(exc).__name__}: {str(exc)[:300]}); Spark's own error is printed above. "
+        f"If it could not resolve package {delta_package!r}: Spark downloads it from Maven Central into "
+        f"~/.ivy2.5.2 on first use, so check network access, or point spark.jars.repositories at a mirror, or "
+        f"pass delta_package= with coordinates that exist (io.delta:delta-spark_<spark>_<scala>:<version>)"
+    )
 
 
 def register(spark):

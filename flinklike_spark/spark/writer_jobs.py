@@ -34,6 +34,7 @@ pipelines need a classic session.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import logging
@@ -57,6 +58,7 @@ __all__ = [
     "query_write_options",
     "request_job",
     "run_status",
+    "uninstall_owner",
     "wait_for_job",
 ]
 
@@ -314,10 +316,16 @@ def query_write_options(spark, event) -> WriteOptions | None:
 
 
 _OWNERS: dict[int, WriterJobOwner] = {}
+#: How long interpreter exit waits for Spark's listener bus to deliver what it holds (ms).
+_DRAIN_MS = 10_000
 
 
 def install_owner(spark) -> WriterJobOwner | None:
-    """Add a :class:`WriterJobOwner` to ``spark``'s queries once (None on Spark Connect: see the module docstring)."""
+    """Add a :class:`WriterJobOwner` to ``spark``'s queries once (None on Spark Connect: see the module docstring).
+
+    The owner is removed again when the interpreter exits, before the JVM stops
+    (:func:`uninstall_owner`).
+    """
     from flinklike_spark.spark.connect_sessions import is_connect_session
 
     if is_connect_session(spark):
@@ -327,4 +335,31 @@ def install_owner(spark) -> WriterJobOwner | None:
     if owner is None:
         owner = _OWNERS[key] = WriterJobOwner(functools.partial(query_write_options, spark))
         spark.streams.addListener(owner)
+        # atexit runs its functions last-registered first, and pyspark registers none that stops
+        # the JVM: it stops when this process's end closes its stdin, and then delivers pending
+        # query events to the listener through a callback server that is already gone, which
+        # prints a StreamingQueryListenerBus ERROR with a Py4JException per event. Removed here
+        # first, the listener gets no event after the interpreter started to exit.
+        atexit.register(uninstall_owner, spark)
     return owner
+
+
+def uninstall_owner(spark) -> None:
+    """Stop the jobs of ``spark``'s owner and remove it from the session's listeners (idempotent).
+
+    Called at interpreter exit for every session :func:`install_owner` served;
+    a session whose JVM is already gone has nothing left to remove.
+    """
+    owner = _OWNERS.pop(id(spark._jsparkSession), None)
+    if owner is None:
+        return
+    owner.close()
+    if spark.sparkContext._jsc is None:  # stopped: its listener bus is gone with it
+        return
+    try:
+        spark.streams.removeListener(owner)
+        # An event the listener bus was delivering when the listener was removed still calls it: wait
+        # until the bus is empty, while this process can still answer (LiveListenerBus.waitUntilEmpty).
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(_DRAIN_MS)
+    except Exception as exc:  # noqa: BLE001 - py4j raises several types for a JVM that is going away
+        _log.debug("could not remove the flinklike query listener: %s", exc)

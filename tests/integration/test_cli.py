@@ -124,3 +124,62 @@ def test_run_target_sets_execution_target_unless_the_program_sets_it(tmp_path):
     assert "rows 6" in done.stdout  # the program's own execution.target (local) wins: no Spark was started
     bad = run_cli("run", "--target", "yarn", str(script))
     assert bad.returncode == 2 and "invalid choice: 'yarn' (choose from 'local', 'spark')" in bad.stderr, bad.stderr
+
+
+UNBOUNDED = textwrap.dedent(
+    """
+    import sys
+    from connectors import CollectSink, SequenceSource
+    from flinklike_spark import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment.get_execution_environment({
+        "execution.checkpointing.interval": "200 ms",
+        "execution.checkpointing.dir": sys.argv[1],
+    })
+    source = SequenceSource(num_keys=2, records_per_key=10_000_000, rows_per_second=200)
+    env.from_source(source, name="endless").sink_to(CollectSink("out"))
+    env.execute("until cancelled")
+    """
+)
+
+
+def test_run_of_a_job_cancelled_over_rest_prints_one_line_and_exits_3(tmp_path):
+    """The dashboard's Cancel button (PATCH /jobs/<id>?mode=cancel) ends `flinklike run` with one line
+    naming who cancelled and the last checkpoint, and exit status 3, not a JobCancelledError traceback."""
+    from tests.integration.rest_helpers import get, request, wait_for
+
+    script = tmp_path / "endless.py"
+    script.write_text(UNBOUNDED)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flinklike_spark.cli", "run", "--no-progress", str(script), str(tmp_path / "ck")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = process.stderr.readline()  # the first line names the job and the REST API
+        submitted = re.search(r"job ([0-9a-f]{32}) submitted; dashboard and REST API: (http://\S+)", line)
+        assert submitted, line
+        job_id, base = submitted.groups()
+        wait_for(
+            "a completed checkpoint",
+            lambda: get(f"{base}/jobs/{job_id}/checkpoints")["counts"]["completed"] >= 1,
+            timeout=60,
+        )
+        status, _ = request(f"{base}/jobs/{job_id}?mode=cancel", "PATCH")
+        assert status == 202
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 3, stderr  # flinklike_spark.cli.EXIT_CANCELLED
+    assert "Traceback" not in stderr, stderr
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("flinklike run:")]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(f"flinklike run: job {job_id} was cancelled by a REST request (PATCH /jobs/{job_id}"), lines
+    assert re.search(rf"last completed checkpoint: {re.escape(str(tmp_path / 'ck'))}/{job_id}/chk-\d+$", lines[0]), lines
+
+
+def test_run_help_documents_the_exit_status_of_a_cancelled_job():
+    done = run_cli("run", "--help")
+    assert done.returncode == 0
+    assert "3 when a job it ran was cancelled" in " ".join(done.stdout.split())

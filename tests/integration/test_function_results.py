@@ -138,3 +138,30 @@ def test_plain_values_and_objects_without_a_declared_type_are_pickled_as_in_pyfl
     counted.map(lambda pair: None if pair[1] < 0 else pair[1]).sink_to(CollectSink("out"))
     rows = CollectSink.rows(env.execute("pickled"))
     assert sorted(rows) == [1, 1, 2, 3, 4, 5]  # rolling counts: five words of length 2, one of 3
+
+
+def _forgot_return(row):
+    {"key": row["key"], "seq": row["seq"]}  # noqa: B018 - the missing `return` under test
+
+
+@pytest.mark.parametrize("use", ["key_by", "timestamp assigner"])
+def test_a_map_that_returns_nothing_is_named_where_a_field_is_used_by_name(use):
+    """A forgotten `return` makes a stream of None (plain values are allowed, as in PyFlink); the next
+    field access by name names the operator and the missing return, not only the field ``f0``."""
+    from flinklike_spark import WatermarkStrategy
+
+    env = StreamExecutionEnvironment.get_execution_environment({"flinklike.local.taskmanager-mode": "thread"})
+    mapped = env.from_source(SequenceSource(num_keys=2, records_per_key=3), name="seq").map(_forgot_return)
+    if use == "key_by":
+        out = mapped.name("enrich").key_by("key").reduce(lambda a, b: a)
+        operator = "operator 'enrich' (uid 'map-1')"
+    else:
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner("seq")
+        out = mapped.name("enrich").assign_timestamps_and_watermarks(strategy)
+        operator = "operator 'enrich'"
+    out.sink_to(CollectSink("out"))
+    with pytest.raises(JobExecutionError) as info:
+        env.execute(use)
+    message = str(info.value)
+    assert f"{operator} emitted plain values (pickled Python objects, e.g. None)" in message, message
+    assert "every record is None: its function returned nothing (a map function without `return`?)" in message

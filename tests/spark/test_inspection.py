@@ -14,6 +14,7 @@ import pytest
 from checkpointing import decode_operator_state, list_completed_checkpoints, read_channel_state, read_operator_state
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from flinklike_spark.errors import CheckpointFailedError, CheckpointNotFoundError, JobCancelledError
 from flinklike_spark.spark import channel_state, checkpoint_history, keyed_state, operator_state_as_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -106,3 +107,41 @@ def test_time_travel_to_an_older_checkpoint(spark, job):
     now = {r.checkpoint_id for r in spark.read.format("delta").load(f"{directory}/operator_state")
            .select("checkpoint_id").distinct().collect()}
     assert max(now) > older.checkpoint_id
+
+
+def test_an_unknown_checkpoint_names_the_ones_that_exist(spark, job, tmp_path):
+    job_id, directory = job
+    ids = ", ".join(str(c.checkpoint_id) for c in list_completed_checkpoints(directory))
+    with pytest.raises(CheckpointNotFoundError) as missing:
+        keyed_state(spark, directory, "counter", checkpoint_id=10**6)
+    assert str(missing.value) == (
+        f"no completed checkpoint 1000000 in {str(directory)!r}; completed checkpoints and savepoints there: "
+        f"{ids} of job {job_id}"
+    )
+    other = "0" * 32
+    with pytest.raises(CheckpointNotFoundError, match=rf"^no completed checkpoint of job {other} in .*; completed "):
+        channel_state(spark, directory, job_id=other)
+
+    # A savepoint is listed as one.
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {"execution.checkpointing.dir": str(tmp_path / "sp"), "execution.checkpointing.interval": "1 h"}
+    )
+    env.from_source(SequenceSource(num_keys=2, records_per_key=10**6, rows_per_second=100), name="seq").sink_to(
+        DeltaSink(tmp_path / "out")
+    )
+    client = env.execute_async("savepointed")
+    deadline = time.monotonic() + 120
+    while True:  # a savepoint needs every task running
+        try:
+            savepoint = client.stop_with_savepoint(timeout=120)
+            break
+        except CheckpointFailedError:
+            assert time.monotonic() < deadline, "no savepoint could be taken"
+            time.sleep(0.2)
+    with pytest.raises(JobCancelledError, match="cancelled by stop-with-savepoint"):
+        client.wait(60)
+    with pytest.raises(CheckpointNotFoundError) as only_savepoint:
+        keyed_state(spark, tmp_path / "sp", "counter", checkpoint_id=7)
+    assert str(only_savepoint.value).endswith(
+        f"completed checkpoints and savepoints there: {savepoint.checkpoint_id} (savepoint) of job {client.job_id}"
+    ), str(only_savepoint.value)

@@ -28,3 +28,6 @@ def test_spark_windows_example(tmp_path):
     assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     assert "matches the plain-Python computation" in done.stdout
     assert (tmp_path / "windows" / "_delta_log").is_dir()
+    # The engine's query listener is gone before the JVM stops: no py4j stack traces at exit.
+    assert "Py4JException" not in done.stderr, done.stderr[-5000:]
+    assert "ERROR StreamingQueryListenerBus" not in done.stderr, done.stderr[-5000:]

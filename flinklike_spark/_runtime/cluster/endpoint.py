@@ -279,7 +279,7 @@ class ClusterEndpoint:
                 return
             self._closed.set()
         for job in self._jobs.values():
-            job.cancel()
+            job.cancel(by="the cluster shutting down")
         for job in self._jobs.values():
             job.wait_terminal(timeout=10.0)
         acknowledged = self.resource_manager.shutdown_task_executors()

@@ -119,6 +119,7 @@ class JobMaster:
         self.collect_results = CollectResults()
         self._started = time.monotonic()
         self._terminated = threading.Event()
+        self._cancelled_by: str | None = None  # who asked first (main thread), for JobCancelledError
         # resource id -> (the loss, when it was noticed), in order of loss (main thread)
         self._lost_task_executors: dict[str, tuple[TaskExecutorLostError, float]] = {}
         self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
@@ -254,7 +255,7 @@ class JobMaster:
                 result.set_exception(inner.exception())
                 return
             if stop:
-                self.scheduler.cancel()
+                self.cancel_now(by="stop-with-savepoint")
             result.set_result(inner.result())
 
         def trigger() -> None:
@@ -308,9 +309,15 @@ class JobMaster:
 
         self._main.execute(apply)
 
-    def cancel(self) -> None:
-        """Cancel the job (asynchronous; ``result`` fails with JobCancelledError)."""
-        self._main.execute(self.scheduler.cancel)
+    def cancel(self, *, by: str = "the program (JobClient.cancel)") -> None:
+        """Cancel the job (asynchronous; ``result`` fails with JobCancelledError naming ``by``)."""
+        self._main.execute(lambda: self.cancel_now(by=by))
+
+    def cancel_now(self, *, by: str) -> None:
+        """Cancel the job (main thread). ``by`` (who asked) is reported; the first request's is kept."""
+        if self._cancelled_by is None:
+            self._cancelled_by = by
+        self.scheduler.cancel()
 
     def wait_terminal(self, timeout: float | None = None) -> bool:
         return self._terminated.wait(timeout)
@@ -445,7 +452,7 @@ class JobMaster:
             )
             log.info("job %r (%s) finished in %.2f s", name, job_id, runtime.total_seconds())
         elif status is JobStatus.CANCELED:
-            self.result.set_exception(JobCancelledError(f"job {name!r} ({job_id}) was cancelled", job_id=job_id))
+            self.result.set_exception(self._cancelled_error())
         else:
             cause = self._root_cause(self.scheduler.job_failure_cause)
             reason = f"\n{self.failover.failure_reason}" if self.failover.failure_reason else ""
@@ -453,6 +460,25 @@ class JobMaster:
             error.__cause__ = cause
             self.result.set_exception(error)
         self._terminated.set()
+
+    def _cancelled_error(self) -> JobCancelledError:
+        """What ``result`` raises for a CANCELED job: who cancelled it and where it can resume."""
+        name, job_id = self.job_graph.name, self.job_id
+        by = self._cancelled_by or "a request of unknown origin"
+        completed = self.checkpoints.completed if self.checkpoints is not None else []
+        last = completed[-1].path if completed else None
+        if last is not None:
+            resume = f"last completed checkpoint: {last} (resume with execution.state-recovery.path)"
+        elif self.checkpoints is not None:
+            resume = "no checkpoint had completed"
+        else:
+            resume = "checkpointing was off"
+        return JobCancelledError(
+            f"job {name!r} ({job_id}) was cancelled by {by}; {resume}",
+            job_id=job_id,
+            cancelled_by=by,
+            last_checkpoint=last,
+        )
 
     def _root_cause(self, cause: BaseException | None) -> BaseException | None:
         """The failure to report: a consumer's channel error is a symptom when a TaskExecutor died (main thread)."""

@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.record_timestamps import strip_timestamps
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import records_of
+from flinklike_spark.row import plain_values_cause, records_of
 
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",
@@ -384,8 +384,9 @@ def _group_by_channel(
 
 
 class _KeyFieldHashSelector(ChannelSelector):
-    def __init__(self, num_channels: int, key_field: str, max_parallelism: int) -> None:
+    def __init__(self, num_channels: int, key_field: str, max_parallelism: int, producer: str | None = None) -> None:
         super().__init__(num_channels)
+        self.producer = producer
         _check_max_parallelism(max_parallelism)
         if num_channels > max_parallelism:
             raise ValueError(f"num_channels {num_channels} exceeds max_parallelism {max_parallelism}")
@@ -402,10 +403,11 @@ class _KeyFieldHashSelector(ChannelSelector):
             return []
         index = batch.schema.get_field_index(self.key_field)
         if index < 0:
-            raise SchemaMismatchError(
-                f"hash partitioning key field {self.key_field!r} is not in the batch; "
-                f"fields are {batch.schema.names}"
-            )
+            missing = f"hash partitioning key field {self.key_field!r} is not in the batch; fields are {batch.schema.names}"
+            cause = plain_values_cause(strip_timestamps(batch), self.key_field, self.producer)
+            if cause is not None:
+                missing = f"key_by({self.key_field!r}): {cause} ({missing})"
+            raise SchemaMismatchError(missing)
         if self.num_channels == 1:
             return [(0, batch)]
         hashes = stable_hash(batch.column(index))
@@ -441,14 +443,15 @@ class _KeySelectorHashSelector(ChannelSelector):
 
 
 def create_channel_selector(
-    spec: PartitionerSpec, num_channels: int, *, subtask_index: int
+    spec: PartitionerSpec, num_channels: int, *, subtask_index: int, producer: str | None = None
 ) -> ChannelSelector:
     """Build the selector for ``spec`` writing to ``num_channels`` subpartitions.
 
     FORWARD always selects channel 0 (its partition has one subpartition: the
     consumer with the same index). REBALANCE sends whole batches round-robin,
     starting at ``subtask_index % num_channels``. HASH needs
-    ``num_channels <= spec.max_parallelism``.
+    ``num_channels <= spec.max_parallelism``. ``producer`` (the operator writing,
+    as error messages name it) is named when a key field is missing.
 
     Raises:
         ValueError: invalid ``num_channels`` or an unknown kind.
@@ -462,7 +465,7 @@ def create_channel_selector(
         return _RebalanceSelector(num_channels, subtask_index)
     if kind is PartitionerKind.HASH:
         if spec.key_field is not None:
-            return _KeyFieldHashSelector(num_channels, spec.key_field, spec.max_parallelism)
+            return _KeyFieldHashSelector(num_channels, spec.key_field, spec.max_parallelism, producer)
         if spec.key_selector is None:
             raise ValueError("a HASH partitioner needs key_field or key_selector")
         return _KeySelectorHashSelector(num_channels, spec.key_selector, spec.max_parallelism)

@@ -360,7 +360,7 @@ class RestServerEndpoint:
         def cancel() -> JobStatus:
             status = job.status
             if not status.is_globally_terminal:
-                job.scheduler.cancel()
+                job.cancel_now(by=f"a REST request (PATCH /jobs/{job_id}?mode=cancel, as the dashboard's Cancel sends)")
             return status
 
         status = self._on_main_thread(cancel)

@@ -32,6 +32,8 @@ class TimestampsAndWatermarksOperator(StreamOperator):
     def __init__(self, spec: OperatorSpec) -> None:
         super().__init__(spec)
         self._generator = spec.function.create_generator()
+        # The operator whose records arrive here, named when the assigner's column is missing.
+        self._producer = f"operator {spec.input_name!r}" if spec.input_name else None
         self._last = MIN_WATERMARK
         self._idleness: IdlenessTracker | None = None
 
@@ -55,7 +57,8 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         if self._idleness is not None:
             self._idleness.on_records(self.context.clock_ms())
         batch, previous = split_timestamps(batch)
-        self.output.emit_batch(with_timestamps(batch, self._generator.assign(batch, previous)))
+        stamps = self._generator.assign(batch, previous, producer=self._producer)
+        self.output.emit_batch(with_timestamps(batch, stamps))
         watermark = self._generator.current_watermark()
         if watermark > self._last and not self.context.batch_execution:  # batch: only the final one
             self._last = watermark

@@ -286,7 +286,8 @@ class Task:
             schema = producer.network_output_schema(index)
             converter = RowsConverter(schema, stream_name=producer.name)
             selector = create_channel_selector(
-                deployment.partitioner, deployment.num_subpartitions, subtask_index=tdd.subtask_index
+                deployment.partitioner, deployment.num_subpartitions, subtask_index=tdd.subtask_index,
+                producer=f"operator {producer.name!r} (uid {producer.uid!r})",
             )
             outputs.append(
                 RecordWriterOutput(partition, selector, converter, segment_size=network.segment_size)

@@ -37,3 +37,16 @@ def test_an_import_error_is_not_recoverable_and_names_the_fix():
     missing = ModuleNotFoundError("No module named 'my_jobs'", name="my_jobs")
     assert is_non_recoverable(missing) and "module 'my_jobs' cannot be imported" in import_error_hint(missing)
     assert not is_non_recoverable(ValueError("a bug a restart may pass"))
+
+
+def test_job_cancelled_error_keeps_who_cancelled_and_the_last_checkpoint_across_pickling():
+    from flinklike_spark.errors import JobCancelledError
+
+    error = JobCancelledError(
+        "job 'j' (abc) was cancelled by stop-with-savepoint", job_id="abc", cancelled_by="stop-with-savepoint",
+        last_checkpoint="/tmp/ck/abc/chk-4",
+    )  # fmt: skip
+    travelled = pickle.loads(pickle.dumps(error))
+    assert (str(travelled), travelled.job_id, travelled.cancelled_by, travelled.last_checkpoint) == (
+        str(error), "abc", "stop-with-savepoint", "/tmp/ck/abc/chk-4",
+    )  # fmt: skip

@@ -23,7 +23,9 @@ from flinklike_spark._runtime.network.partitioner import (
     stable_hash,
     stable_hash_scalar,
 )
+from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark.errors import SchemaMismatchError
+from flinklike_spark.row import RECORD_KIND_KEY
 
 INT_KEYS = [0, 1, -1, 42, 2**40 + 7, -(2**63), 2**63 - 1]
 STR_KEYS = ["", "a", "key-17", "ünïcödé", "x" * 300]
@@ -229,6 +231,36 @@ def test_hash_missing_key_field_names_field_and_batch_fields():
     batch = pa.record_batch({"id": [1], "value": [2]})
     with pytest.raises(SchemaMismatchError, match=r"'user'.*\['id', 'value'\]"):
         selector.split(batch)
+
+
+@pytest.mark.parametrize(
+    ("values", "declared", "says"),
+    [
+        ([None, None], None, "every record is None: its function returned nothing (a map function without `return`?)"),
+        ([5, None], None, "1 of its first 2 records are None"),
+        ([3, 4], pa.schema([("f0", pa.int64())], metadata={RECORD_KIND_KEY: b"value"}), "values of a basic type"),
+    ],
+)
+def test_hash_key_field_on_plain_values_names_the_producer_and_a_missing_return(values, declared, says):
+    """A map without `return` makes a stream of None: the key field is missing because the producer
+    emits plain values, and the error says so (the batch as the producer's network output makes it)."""
+    batch = RowsConverter(declared, stream_name="enrich").to_batch(values)
+    selector = create_channel_selector(
+        _hash_spec(key_field="user"), 2, subtask_index=0, producer="operator 'enrich' (uid 'map-1')"
+    )
+    with pytest.raises(SchemaMismatchError) as info:
+        selector.split(batch)
+    message = str(info.value)
+    assert message.startswith("key_by('user'): operator 'enrich' (uid 'map-1') emitted plain values"), message
+    assert says in message and "fields are ['f0']" in message, message
+
+
+def test_hash_key_field_on_rows_does_not_mention_plain_values():
+    batch = RowsConverter(None, stream_name="enrich").to_batch([{"id": 1}])
+    selector = create_channel_selector(_hash_spec(key_field="user"), 2, subtask_index=0, producer="operator 'x'")
+    with pytest.raises(SchemaMismatchError) as info:
+        selector.split(batch)
+    assert "plain values" not in str(info.value)
 
 
 def test_empty_batches_produce_no_pieces():
