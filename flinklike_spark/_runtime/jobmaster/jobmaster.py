@@ -463,22 +463,15 @@ class JobMaster:
 
     def _cancelled_error(self) -> JobCancelledError:
         """What ``result`` raises for a CANCELED job: who cancelled it and where it can resume."""
-        name, job_id = self.job_graph.name, self.job_id
         by = self._cancelled_by or "a request of unknown origin"
         completed = self.checkpoints.completed if self.checkpoints is not None else []
         last = completed[-1].path if completed else None
         if last is not None:
             resume = f"last completed checkpoint: {last} (resume with execution.state-recovery.path)"
-        elif self.checkpoints is not None:
-            resume = "no checkpoint had completed"
         else:
-            resume = "checkpointing was off"
-        return JobCancelledError(
-            f"job {name!r} ({job_id}) was cancelled by {by}; {resume}",
-            job_id=job_id,
-            cancelled_by=by,
-            last_checkpoint=last,
-        )
+            resume = "no checkpoint had completed" if self.checkpoints is not None else "checkpointing was off"
+        message = f"job {self.job_graph.name!r} ({self.job_id}) was cancelled by {by}; {resume}"
+        return JobCancelledError(message, job_id=self.job_id, cancelled_by=by, last_checkpoint=last)
 
     def _root_cause(self, cause: BaseException | None) -> BaseException | None:
         """The failure to report: a consumer's channel error is a symptom when a TaskExecutor died (main thread)."""
