@@ -52,7 +52,11 @@ from flinklike_spark._runtime.graph.execution_graph import (
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpointInfo
-from flinklike_spark._runtime.jobmaster.checkpoint_storage import SAVEPOINT_NEEDS_DIRECTORY, resolve_checkpoint_storage
+from flinklike_spark._runtime.jobmaster.checkpoint_storage import (
+    SAVEPOINT_NEEDS_DIRECTORY,
+    JobCheckpointStorage,
+    resolve_checkpoint_storage,
+)
 from flinklike_spark._runtime.jobmaster.failover import ExecutionFailureHandler, create_failover_strategy
 from flinklike_spark._runtime.jobmaster.failover_coordinator import FailoverCoordinator
 from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
@@ -200,6 +204,11 @@ class JobMaster:
             set_restore=self._deployer.set_restore,
             initial_restore=restore,
         )
+
+    @property
+    def checkpoint_storage(self) -> JobCheckpointStorage:
+        """Where this job's checkpoints go (``jobmanager``: a directory that lives as long as the job)."""
+        return self._checkpoint_storage
 
     @property
     def job_id(self) -> str:

@@ -63,3 +63,21 @@ def test_jobmanager_storage_with_a_directory_is_refused(tmp_path):
     })  # fmt: skip
     with pytest.raises(ConfigurationError, match="'jobmanager' .* but execution.checkpointing.dir is set"):
         resolve_checkpoint_storage(options, "job-1")
+
+
+def test_the_rest_checkpoint_config_names_the_storage(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from flinklike_spark._runtime.rest.job_views import checkpoint_config
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for values, name, kept in [
+        ({"execution.checkpointing.interval": "1 s"}, "JobManagerCheckpointStorage", False),
+        ({"execution.checkpointing.interval": "1 s", "execution.checkpointing.dir": str(tmp_path)},
+         "DeltaCheckpointStorage", True),
+    ]:  # fmt: skip
+        config = Configuration(values)
+        storage = resolve_checkpoint_storage(config.checkpointing, "job-1")
+        view = checkpoint_config(SimpleNamespace(checkpoints=object(), checkpoint_storage=storage), config)
+        assert view["checkpoint_storage"].startswith(name) and view["externalization"]["enabled"] is kept
+        storage.discard()
