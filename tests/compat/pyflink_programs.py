@@ -80,6 +80,11 @@ PROGRAMS: dict[str, Program] = {
         "nested ROW and TUPLE, pickled plain values and objects of user classes (also as keyed state)",
     ),
     "big_dec": Program(covers="theme 2: BIG_DEC values and their scale"),
+    "checkpointing_without_dir": Program(
+        covers="issue 30 item 3: env.enable_checkpointing(ms) without a checkpoint directory (jobmanager "
+        "checkpoint storage), CheckpointConfig getters (expected output derived from PyFlink's semantics, "
+        "not yet recorded on PyFlink 2.3: record it with record_pyflink_outputs.py)",
+    ),
     "keyed_aggregations": Program(
         covers="theme 3: keyed sum / min / max / min_by / max_by on tuples by position, on Rows by name and "
         "position, on plain numbers",
