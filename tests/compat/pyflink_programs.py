@@ -82,8 +82,7 @@ PROGRAMS: dict[str, Program] = {
     "big_dec": Program(covers="theme 2: BIG_DEC values and their scale"),
     "checkpointing_without_dir": Program(
         covers="issue 30 item 3: env.enable_checkpointing(ms) without a checkpoint directory (jobmanager "
-        "checkpoint storage), CheckpointConfig getters (expected output derived from PyFlink's semantics, "
-        "not yet recorded on PyFlink 2.3: record it with record_pyflink_outputs.py)",
+        "checkpoint storage), CheckpointConfig getters",
     ),
     "keyed_aggregations": Program(
         covers="theme 3: keyed sum / min / max / min_by / max_by on tuples by position, on Rows by name and "
