@@ -45,6 +45,7 @@ from flinklike_spark.storage import StorageConfig, redact
 
 __all__ = [
     "PATTERN_OPTIONS",
+    "CheckpointStorageType",
     "CheckpointingMode",
     "CheckpointingOptions",
     "ClusterOptions",
@@ -71,6 +72,13 @@ T = TypeVar("T")
 class CheckpointingMode(Enum):
     EXACTLY_ONCE = "exactly_once"
     AT_LEAST_ONCE = "at_least_once"
+
+
+class CheckpointStorageType(Enum):
+    """Where checkpoints are kept (Flink's ``execution.checkpointing.storage``)."""
+
+    JOBMANAGER = "jobmanager"  # storage that lives as long as the job (failover only; no resume, no savepoints)
+    FILESYSTEM = "filesystem"  # execution.checkpointing.dir: outlives the job (resume, savepoints)
 
 
 class ExecutionTarget(Enum):
@@ -406,6 +414,9 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("state.backend.rocksdb.memory.write-buffer-ratio", 0.5, parse_float,
              "Share of RocksDB's memory for write buffers (memtables).", 0.01, 0.99),
         _opt("execution.checkpointing.dir", None, parse_optional_location, "Checkpoint storage URL (fsspec)."),
+        _opt("execution.checkpointing.storage", None, enum_parser(CheckpointStorageType),
+             "jobmanager (checkpoints live as long as the job) or filesystem (in execution.checkpointing.dir); "
+             "unset: filesystem if the dir is set, else jobmanager.", optional=True),
         _opt("execution.state-recovery.path", None, parse_optional_location, "Checkpoint or savepoint to start from."),
         _opt("execution.state-recovery.accept-duplicate-sink-output", False, parse_bool,
              "Restore even when an exactly-once sink already committed output of a newer checkpoint "
@@ -536,6 +547,7 @@ class CheckpointingOptions:
     directory: str | None
     recovery_path: str | None
     accept_duplicate_sink_output: bool = False
+    storage: CheckpointStorageType | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -770,5 +782,6 @@ class Configuration(Mapping[str, Any]):
                 directory=g("execution.checkpointing.dir"),
                 recovery_path=g("execution.state-recovery.path"),
                 accept_duplicate_sink_output=g("execution.state-recovery.accept-duplicate-sink-output"),
+                storage=g("execution.checkpointing.storage"),
             ),
         )

@@ -161,7 +161,8 @@ class JobClient:
 
         Raises:
             CheckpointFailedError: the savepoint did not complete.
-            ConfigurationError: no ``execution.checkpointing.dir`` is configured.
+            ConfigurationError: no ``execution.checkpointing.dir`` is configured (a job
+                checkpointing without one keeps its checkpoints only while it runs).
             JobNotRunningError: the job is already FINISHED, FAILED or CANCELED.
             JobClientTimeoutError: no result within ``timeout`` seconds (the job
                 keeps running; the savepoint may still complete, or be aborted

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import functools
 import pickle
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -166,7 +167,10 @@ class Row:
 
 #: Schema metadata key naming the kind of the records of a batch (absent: dicts).
 RECORD_KIND_KEY = b"flinklike.record"
-#: Field metadata key of a ``Types.BIG_DEC()`` field (stored as decimal128(38, 18)).
+#: Field metadata key of a ``Types.BIG_DEC()`` field (also of a list's element or a map's key or value field).
+#: As in PyFlink (whose coder writes ``str(value)``), a BIG_DEC value travels as its exact text in an
+#: Arrow string column, so that it keeps its scale (Java's BigDecimal: ``1.50`` stays ``1.50``);
+#: :func:`records_of` turns the text back into a ``Decimal``.
 BIG_DEC_KEY = b"flinklike.big-dec"
 
 
@@ -189,43 +193,88 @@ def declared_kind(schema: pa.Schema | None) -> str | None:
     return kind.decode() if kind is not None else None
 
 
-def _unpadded(value: Decimal | None) -> Decimal | None:
-    """A BIG_DEC value without the storage's 18-digit padding: 1.5, not 1.500000000000000000."""
-    if value is None:
-        return None
-    return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
+def _big_dec(text: str | None) -> Decimal | None:
+    return None if text is None else Decimal(text)
 
 
-def _nested(value: Any, field: pa.Field) -> Any:
-    """A nested struct value (a dict from Arrow) as the record kind its field declares: tuple or Row."""
+def _converter(field: pa.Field) -> Callable[[Any], Any] | None:
+    """What turns a Python value of ``field`` (from ``to_pylist``) into the value its producer emitted:
+    BIG_DEC text into a ``Decimal``, a nested ROW / TUPLE struct into a Row / tuple, at any depth
+    (struct fields, list elements, map keys and values). None when the value stays as Arrow gives it."""
+    metadata = field.metadata or {}
+    if BIG_DEC_KEY in metadata:
+        return _big_dec
+    arrow = field.type
+    if pa.types.is_struct(arrow):
+        children = [(child.name, _converter(child)) for child in arrow]
+        children = [(name, convert) for name, convert in children if convert is not None]
+        kind = metadata.get(RECORD_KIND_KEY)
+        if kind is None and not children:
+            return None
+        kind = kind.decode() if kind is not None else RecordKind.DICT
+        return functools.partial(_struct_value, children, kind)
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow) or pa.types.is_fixed_size_list(arrow):
+        element = _converter(arrow.value_field)
+        return None if element is None else functools.partial(_list_value, element)
+    if pa.types.is_map(arrow):
+        key, item = _converter(arrow.key_field), _converter(arrow.item_field)
+        if key is None and item is None:
+            return None
+        return functools.partial(_map_value, key or _same, item or _same)
+    return None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _struct_value(children: list[tuple[str, Callable[[Any], Any]]], kind: str, value: dict | None) -> Any:
     if value is None:
         return None
-    for child in field.type:
-        if child.metadata and RECORD_KIND_KEY in child.metadata:
-            value[child.name] = _nested(value[child.name], child)
-        elif child.metadata and BIG_DEC_KEY in child.metadata:
-            value[child.name] = _unpadded(value[child.name])
-    kind = field.metadata[RECORD_KIND_KEY].decode()
+    for name, convert in children:
+        value[name] = convert(value[name])
+    if kind == RecordKind.DICT:
+        return value
     if kind == RecordKind.TUPLE:
         return tuple(value.values())
     return _rebuild(list(value), tuple(value.values()), RowKind.INSERT)
+
+
+def _list_value(element: Callable[[Any], Any], value: list | None) -> list | None:
+    return None if value is None else [element(item) for item in value]
+
+
+def _map_value(key: Callable[[Any], Any], item: Callable[[Any], Any], value: list | None) -> list | None:
+    return None if value is None else [(key(k), item(v)) for k, v in value]
+
+
+def _column_converters(schema: pa.Schema) -> list[tuple[int, Callable[[Any], Any]]]:
+    """The columns of ``schema`` whose Python values need converting, with their converters."""
+    converters = []
+    for index, field in enumerate(schema):
+        if field.metadata is None and not pa.types.is_nested(field.type):
+            continue  # the common case, checked cheaply
+        convert = _converter(field)
+        if convert is not None:
+            converters.append((index, convert))
+    return converters
 
 
 def records_of(batch: pa.RecordBatch) -> list[Any]:
     """The records of ``batch`` (without a timestamp column) as the producer emitted them."""
     metadata = batch.schema.metadata
     kind = metadata.get(RECORD_KIND_KEY) if metadata else None
-    if kind is None:
+    if kind is not None and kind.decode() == RecordKind.PICKLED:
+        return [pickle.loads(value) for value in batch.column(0).to_pylist()]
+    converters = _column_converters(batch.schema)
+    if kind is None and not converters:
         return dict_rows(batch)
     columns = [column.to_pylist() for column in batch.columns]
+    for index, convert in converters:
+        columns[index] = [convert(value) for value in columns[index]]
+    if kind is None:
+        return _dict_builder(tuple(batch.schema.names))(columns)
     kind = kind.decode()
-    if kind == RecordKind.PICKLED:
-        return [pickle.loads(value) for value in columns[0]]
-    for index, field in enumerate(batch.schema):
-        if field.metadata and RECORD_KIND_KEY in field.metadata:  # a nested ROW / TUPLE field
-            columns[index] = [_nested(value, field) for value in columns[index]]
-        elif field.metadata and BIG_DEC_KEY in field.metadata:
-            columns[index] = [_unpadded(value) for value in columns[index]]
     if kind == RecordKind.VALUE:
         return columns[0]
     rows = list(zip(*columns)) if columns else [()] * batch.num_rows

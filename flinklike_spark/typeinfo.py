@@ -62,7 +62,8 @@ class Types:
     DOUBLE = _basic("DOUBLE", pa.float64())
     CHAR = _basic("CHAR", pa.string())
     BIG_INT = _basic("BIG_INT", pa.int64())
-    BIG_DEC = _basic("BIG_DEC", pa.decimal128(38, 18))
+    #: Exact text (PyFlink's coder writes ``str(value)``): a value keeps its scale, 1.50 stays 1.50.
+    BIG_DEC = _basic("BIG_DEC", pa.string())
     SQL_DATE = _basic("SQL_DATE", pa.date32())
     SQL_TIME = _basic("SQL_TIME", pa.time64("us"))
     SQL_TIMESTAMP = _basic("SQL_TIMESTAMP", pa.timestamp("ms"))
@@ -92,22 +93,23 @@ class Types:
 
     @staticmethod
     def BASIC_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
-        return TypeInformation("BASIC_ARRAY", pa.list_(element_type.to_arrow()))
+        return TypeInformation("BASIC_ARRAY", pa.list_(_field("item", element_type)))
 
     @staticmethod
     def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
         """An array of a primitive type; ``PRIMITIVE_ARRAY(BYTE())`` is Python ``bytes`` (Arrow binary), as in PyFlink."""
         if element_type.name == "BYTE":
             return TypeInformation("PRIMITIVE_ARRAY", pa.binary())
-        return TypeInformation("PRIMITIVE_ARRAY", pa.list_(element_type.to_arrow()))
+        return TypeInformation("PRIMITIVE_ARRAY", pa.list_(_field("item", element_type)))
 
     @staticmethod
     def LIST(element_type_info: TypeInformation) -> TypeInformation:  # noqa: N802
-        return TypeInformation("LIST", pa.list_(element_type_info.to_arrow()))
+        return TypeInformation("LIST", pa.list_(_field("item", element_type_info)))
 
     @staticmethod
     def MAP(key_type_info: TypeInformation, value_type_info: TypeInformation) -> TypeInformation:  # noqa: N802
-        return TypeInformation("MAP", pa.map_(key_type_info.to_arrow(), value_type_info.to_arrow()))
+        key = _field("key", key_type_info).with_nullable(False)  # Arrow's map keys are never null
+        return TypeInformation("MAP", pa.map_(key, _field("value", value_type_info)))
 
 
 def _positional(field_types: list[TypeInformation]) -> pa.DataType:
@@ -116,12 +118,13 @@ def _positional(field_types: list[TypeInformation]) -> pa.DataType:
 
 
 def _field(name: str, type_info: TypeInformation) -> pa.Field:
-    """A struct or schema field; one of a nested ROW / TUPLE type names its record kind in its metadata,
-    so that its values come back as Rows or tuples (as in PyFlink), not dicts."""
+    """A struct, list element, map or schema field; one of a nested ROW / TUPLE type names its record kind
+    in its metadata, so that its values come back as Rows or tuples (as in PyFlink), not dicts; one of
+    BIG_DEC is tagged so that its text comes back as a ``Decimal``."""
     arrow = type_info.to_arrow()
     if pa.types.is_struct(arrow) and type_info.record_kind is not None:
         return pa.field(name, arrow, metadata={_RECORD_KIND_KEY: type_info.record_kind})
-    if type_info.name == "BIG_DEC":  # Java's BigDecimal keeps its scale: values come back without padding
+    if type_info.name == "BIG_DEC":
         return pa.field(name, arrow, metadata={BIG_DEC_KEY: b"1"})
     return pa.field(name, arrow)
 

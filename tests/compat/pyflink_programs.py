@@ -79,10 +79,10 @@ PROGRAMS: dict[str, Program] = {
         covers="theme 2: Types.ROW rows f0.. (str, attributes, as_dict), ROW_NAMED from Rows and tuples, "
         "nested ROW and TUPLE, pickled plain values and objects of user classes (also as keyed state)",
     ),
-    "big_dec": Program(
-        covers="theme 2: BIG_DEC values and their scale",
-        differs="BIG_DEC values travel as Arrow decimal(38, 18), which keeps the value, not its scale: 1.50 "
-        "comes back as 1.5 and 1.50 * 2 as 3 (PyFlink, with Java's BigDecimal: 1.50 and 3.00)",
+    "big_dec": Program(covers="theme 2: BIG_DEC values and their scale"),
+    "checkpointing_without_dir": Program(
+        covers="issue 30 item 3: env.enable_checkpointing(ms) without a checkpoint directory (jobmanager "
+        "checkpoint storage), CheckpointConfig getters",
     ),
     "keyed_aggregations": Program(
         covers="theme 3: keyed sum / min / max / min_by / max_by on tuples by position, on Rows by name and "

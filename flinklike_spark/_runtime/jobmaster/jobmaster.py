@@ -52,6 +52,11 @@ from flinklike_spark._runtime.graph.execution_graph import (
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpointInfo
+from flinklike_spark._runtime.jobmaster.checkpoint_storage import (
+    SAVEPOINT_NEEDS_DIRECTORY,
+    JobCheckpointStorage,
+    resolve_checkpoint_storage,
+)
 from flinklike_spark._runtime.jobmaster.failover import ExecutionFailureHandler, create_failover_strategy
 from flinklike_spark._runtime.jobmaster.failover_coordinator import FailoverCoordinator
 from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
@@ -143,11 +148,9 @@ class JobMaster:
                 gates=(),
             )
             first_checkpoint_id = checkpoint.checkpoint_id + 1
-        if options.interval is not None and options.directory is None:
-            raise ConfigurationError(
-                "execution.checkpointing.interval is set but execution.checkpointing.dir is not; "
-                "checkpoints need a directory (any fsspec URL, e.g. file:///tmp/checkpoints)"
-            )
+        # jobmanager storage (the checkpoint dir unset): a directory that lives as long as the job
+        self._checkpoint_storage = resolve_checkpoint_storage(options, job_graph.job_id)
+        options = self._checkpoint_storage.options
         self.checkpoints: CheckpointCoordinator | None = None
         checkpointing = None
         if options.directory is not None:
@@ -202,6 +205,11 @@ class JobMaster:
             set_restore=self._deployer.set_restore,
             initial_restore=restore,
         )
+
+    @property
+    def checkpoint_storage(self) -> JobCheckpointStorage:
+        """Where this job's checkpoints go (``jobmanager``: a directory that lives as long as the job)."""
+        return self._checkpoint_storage
 
     @property
     def job_id(self) -> str:
@@ -259,10 +267,8 @@ class JobMaster:
             result.set_result(inner.result())
 
         def trigger() -> None:
-            if self.checkpoints is None:
-                result.set_exception(
-                    ConfigurationError("savepoints need execution.checkpointing.dir (the checkpoint directory)")
-                )
+            if self.checkpoints is None or not self._checkpoint_storage.outlives_job:
+                result.set_exception(ConfigurationError(SAVEPOINT_NEEDS_DIRECTORY))
                 return
             if stop:
                 self.checkpoints.suspend_periodic()
@@ -437,12 +443,14 @@ class JobMaster:
                 job_id=self.job_id,
             )
             error.__cause__ = exc
+            self._checkpoint_storage.discard()
             self.result.set_exception(error)
             self._terminated.set()
             return
         self._main.execute(lambda: self._complete(JobStatus.FINISHED))
 
     def _complete(self, status: JobStatus) -> None:
+        self._checkpoint_storage.discard()  # jobmanager storage ends with the job, before execute() returns
         runtime = timedelta(seconds=time.monotonic() - self._started)
         name, job_id = self.job_graph.name, self.job_id
         if status is JobStatus.FINISHED:

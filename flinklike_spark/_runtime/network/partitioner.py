@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.record_timestamps import strip_timestamps
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import plain_values_cause, records_of
+from flinklike_spark.row import BIG_DEC_KEY, plain_values_cause, records_of
 
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",
@@ -186,17 +186,18 @@ def _hash_float64(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _python_hashes(values: pa.Array) -> np.ndarray:
-    return np.fromiter((stable_hash_scalar(_as_key(v)) for v in values.to_pylist()), np.uint32, len(values))
+def _python_hashes(values: pa.Array, as_key: Callable[[Any], Any]) -> np.ndarray:
+    return np.fromiter((stable_hash_scalar(as_key(v)) for v in values.to_pylist()), np.uint32, len(values))
 
 
-def _hash_per_distinct(keys: pa.Array) -> np.ndarray:
+def _hash_per_distinct(keys: pa.Array, as_key: Callable[[Any], Any] | None = None) -> np.ndarray:
     """Hash via Python scalars, once per distinct value (keys usually repeat)."""
+    as_key = as_key or _as_key
     try:
         encoded = keys.dictionary_encode()
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-        return _python_hashes(keys)
-    return _scatter(encoded, _python_hashes(encoded.dictionary))
+        return _python_hashes(keys, as_key)
+    return _scatter(encoded, _python_hashes(encoded.dictionary, as_key))
 
 
 def _hash_dictionary(encoded: pa.DictionaryArray) -> np.ndarray:
@@ -221,18 +222,22 @@ def _as_key(value: Any) -> Any:
     return value
 
 
-def stable_hash(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def stable_hash(keys: pa.Array | pa.ChunkedArray, field: pa.Field | None = None) -> np.ndarray:
     """Stable 32-bit hashes of ``keys`` as a ``numpy.uint32`` array (same length).
 
     ``stable_hash(pa.array([k]))[0] == stable_hash_scalar(k)`` for every
     supported key; nulls hash like ``None``. Integer, boolean and float arrays
-    are hashed fully vectorized.
+    are hashed fully vectorized. ``field`` is the keys' column's field when they
+    come from a batch: a ``Types.BIG_DEC()`` column holds text, hashed as the
+    ``Decimal`` that its records' key is (as :func:`stable_hash_scalar` hashes it).
     """
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
     n = len(keys)
     if n == 0:
         return np.empty(0, dtype=np.uint32)
+    if field is not None and field.metadata and BIG_DEC_KEY in field.metadata:
+        return _hash_per_distinct(keys, lambda text: None if text is None else decimal.Decimal(text))
     typ = keys.type
     if pa.types.is_null(typ):
         return np.full(n, _NONE_HASH, dtype=np.uint32)
@@ -266,10 +271,12 @@ def _check_max_parallelism(max_parallelism: int) -> None:
         raise ValueError(f"max_parallelism must be in [1, 32768], got {max_parallelism}")
 
 
-def assign_key_groups(keys: pa.Array | pa.ChunkedArray, max_parallelism: int) -> np.ndarray:
-    """Key group (``0 <= kg < max_parallelism``) of each key, as a numpy int array."""
+def assign_key_groups(
+    keys: pa.Array | pa.ChunkedArray, max_parallelism: int, field: pa.Field | None = None
+) -> np.ndarray:
+    """Key group (``0 <= kg < max_parallelism``) of each key, as a numpy int array (``field``: see stable_hash)."""
     _check_max_parallelism(max_parallelism)
-    hashes = stable_hash(keys)
+    hashes = stable_hash(keys, field)
     return (hashes % np.uint32(max_parallelism)).astype(np.int32)
 
 
@@ -410,7 +417,7 @@ class _KeyFieldHashSelector(ChannelSelector):
             raise SchemaMismatchError(missing)
         if self.num_channels == 1:
             return [(0, batch)]
-        hashes = stable_hash(batch.column(index))
+        hashes = stable_hash(batch.column(index), batch.schema.field(index))
         if self._group_mask is not None:
             key_groups = hashes & self._group_mask
         else:

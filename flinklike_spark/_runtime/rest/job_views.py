@@ -496,15 +496,19 @@ def checkpoint_config(master, config) -> dict[str, Any] | None:
         return None
     options = config.checkpointing
     interval = options.interval
+    storage = master.checkpoint_storage
     return {
         "mode": options.mode.value,
         "interval": _ms(interval.total_seconds()) if interval is not None else 0x7FFFFFFFFFFFFFFF,
         "timeout": _ms(options.timeout.total_seconds()),
         "min_pause": _ms(options.min_pause.total_seconds()),
         "max_concurrent": options.max_concurrent,
-        "externalization": {"enabled": True, "delete_on_cancellation": False},
+        "externalization": {"enabled": storage.outlives_job, "delete_on_cancellation": not storage.outlives_job},
         "state_backend": "HashMapStateBackend",
-        "checkpoint_storage": f"DeltaCheckpointStorage ({options.directory})",
+        "checkpoint_storage": (
+            f"DeltaCheckpointStorage ({options.directory})" if storage.outlives_job
+            else f"JobManagerCheckpointStorage (for the job's lifetime: {storage.options.directory})"
+        ),
         "unaligned_checkpoints": options.unaligned,
         "tolerable_failed_checkpoints": options.tolerable_failures,
         "aligned_checkpoint_timeout": _ms(options.aligned_checkpoint_timeout.total_seconds()),

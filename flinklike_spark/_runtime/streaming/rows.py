@@ -19,14 +19,17 @@ emitted (:func:`records_of`).
 
 from __future__ import annotations
 
+import functools
 import pickle
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import cloudpickle
 import pyarrow as pa
 
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, Row, declared_kind, records_of
+from flinklike_spark.row import BIG_DEC_KEY, RECORD_KIND_KEY, RecordKind, Row, declared_kind, records_of
 
 __all__ = ["RECORD_KIND_KEY", "RecordKind", "RowsConverter", "declared_kind", "records_of"]
 
@@ -79,7 +82,9 @@ def _encode(record: Any, kind: str) -> dict:
 class RowsConverter:
     """Turns lists of records (dicts, Rows, tuples, values) into RecordBatches of one fixed schema."""
 
-    __slots__ = ("_declared", "_declared_kind", "_field_set", "_names", "_nested", "schema", "stream_name")
+    __slots__ = (
+        "_big_dec", "_declared", "_declared_kind", "_field_set", "_names", "_nested", "schema", "stream_name",
+    )
 
     def __init__(self, schema: pa.Schema | None, *, stream_name: str) -> None:
         self.stream_name = stream_name
@@ -87,6 +92,7 @@ class RowsConverter:
         self._names: list[str] = []
         self._field_set: frozenset[str] = frozenset()
         self._nested = False
+        self._big_dec: list[tuple[str, Callable[[Any], Any]]] = []
         self._declared_kind = declared_kind(schema)
         self._declared = schema is not None
         if schema is not None:
@@ -99,6 +105,9 @@ class RowsConverter:
         self._field_set = frozenset(self._names)
         # Rows nested in a declared ROW / TUPLE field go to Arrow as dicts or tuples.
         self._nested = any(pa.types.is_struct(field.type) for field in schema)
+        # BIG_DEC values (at any depth) go to Arrow as their exact text, as PyFlink's coder writes them.
+        encoders = ((field.name, _big_dec_encoder(field)) for field in schema)
+        self._big_dec = [(name, encode) for name, encode in encoders if encode is not None]
 
     def to_batch(self, rows: list[Any]) -> pa.RecordBatch:
         """Convert ``rows`` (all or nothing): dicts, Rows, tuples, or values on a stream declared so.
@@ -175,6 +184,8 @@ class RowsConverter:
             self._check_fields(rows)
             return batch
         self._check_fields(rows)
+        if self._big_dec:
+            rows = self._with_big_dec_text(rows)
         # Arrow converts Python values to a given type leniently (0.99 into an int64 field
         # becomes 0; a dict's extra keys in a struct are dropped), so the values' own Arrow
         # types are inferred first and then fitted to the stream's type by safe casts only.
@@ -189,6 +200,23 @@ class RowsConverter:
             self._fit(field, None if inferred is None else inferred.column(field.name), rows) for field in self.schema
         ]
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def _with_big_dec_text(self, rows: list[dict]) -> list[dict]:
+        """``rows`` (copied: records may be the user's objects) with their BIG_DEC values as text."""
+        encoded = []
+        for row in rows:
+            copy = dict(row)
+            for name, encode in self._big_dec:
+                try:
+                    copy[name] = encode(row[name])
+                except _NotADecimal as exc:
+                    raise SchemaMismatchError(
+                        f"stream {self.stream_name!r}: field {name!r} of record {_short(row)} has value "
+                        f"{exc.value!r} ({type(exc.value).__name__}), which is not a BIG_DEC value: a "
+                        f"finite Decimal, int or float (schema [{_schema_text(self.schema)}])"
+                    ) from None
+            encoded.append(copy)
+        return encoded
 
     def _fit(self, field: pa.Field, column: pa.Array | None, rows: list[dict]) -> pa.Array:
         """``column`` (the inferred values of ``field``) as ``field.type``, or SchemaMismatchError: never lossy."""
@@ -284,6 +312,85 @@ class RowsConverter:
                     f"stream {self.stream_name!r}: record {_short(row)} does not match the stream's schema "
                     f"[{_schema_text(self.schema)}]: missing fields {missing}, unexpected fields {extra}"
                 )
+
+
+class _NotADecimal(Exception):  # noqa: N818 - internal signal, turned into a SchemaMismatchError
+    def __init__(self, value: Any) -> None:
+        super().__init__(repr(value))
+        self.value = value
+
+
+def _big_dec_text(value: Any) -> str | None:
+    """A BIG_DEC value as PyFlink's coder writes it (``str(value)``); only finite decimal numbers."""
+    if value is None:
+        return None
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise _NotADecimal(value)
+        return str(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = str(value)
+        try:
+            if Decimal(text).is_finite():
+                return text
+        except InvalidOperation:
+            pass
+    raise _NotADecimal(value)
+
+
+def _big_dec_encoder(field: pa.Field) -> Callable[[Any], Any] | None:
+    """What turns a Python value of ``field`` into one with its BIG_DEC values (at any depth) as text;
+    None when ``field`` holds no BIG_DEC value."""
+    if field.metadata and BIG_DEC_KEY in field.metadata:
+        return _big_dec_text
+    arrow = field.type
+    if pa.types.is_struct(arrow):
+        children = [(i, child.name, _big_dec_encoder(child)) for i, child in enumerate(arrow)]
+        children = [(i, name, encode) for i, name, encode in children if encode is not None]
+        return functools.partial(_encode_struct, children) if children else None
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow) or pa.types.is_fixed_size_list(arrow):
+        element = _big_dec_encoder(arrow.value_field)
+        return None if element is None else functools.partial(_encode_list, element)
+    if pa.types.is_map(arrow):
+        key, item = _big_dec_encoder(arrow.key_field), _big_dec_encoder(arrow.item_field)
+        if key is None and item is None:
+            return None
+        return functools.partial(_encode_map, key or _same, item or _same)
+    return None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _encode_struct(children: list[tuple[int, str, Callable[[Any], Any]]], value: Any) -> Any:
+    if isinstance(value, Row):
+        value = _arrowable(value)
+    if isinstance(value, dict):  # a named Row or a dict, by name
+        value = dict(value)
+        for _, name, encode in children:
+            if name in value:
+                value[name] = encode(value[name])
+        return value
+    if isinstance(value, (tuple, list)):  # a tuple or positional Row, by position
+        value = list(value)
+        for i, _, encode in children:
+            if i < len(value):
+                value[i] = encode(value[i])
+        return tuple(value)
+    return value  # None, or a value Arrow refuses with its own message
+
+
+def _encode_list(element: Callable[[Any], Any], value: Any) -> Any:
+    return [element(item) for item in value] if isinstance(value, (list, tuple)) else value
+
+
+def _encode_map(key: Callable[[Any], Any], item: Callable[[Any], Any], value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key(k): item(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [(key(k), item(v)) for k, v in value]
+    return value
 
 
 def _check_encodable(value: Any) -> None:

@@ -59,7 +59,7 @@ from flinklike_spark._runtime.streaming.operators import (
 )
 from flinklike_spark.aggregations import BuiltinAggregateFunction, KeyedWindowResult
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, declared_kind
+from flinklike_spark.row import BIG_DEC_KEY, RECORD_KIND_KEY, RecordKind, declared_kind
 from flinklike_spark.watermarks import MIN_WATERMARK
 from flinklike_spark.window import EventTimeTrigger, TimeWindow, TumblingEventTimeWindows
 
@@ -93,6 +93,9 @@ def _dict_schema(spec: OperatorSpec) -> pa.Schema | None:
         return None
     if not isinstance(spec.key_field, str) or spec.key_field not in schema.names:
         return None
+    key = schema.field(spec.key_field)
+    if key.metadata and BIG_DEC_KEY in key.metadata:
+        return None  # BIG_DEC keys are text in Arrow and Decimals in records: the per-record path keys by the Decimal
     return schema
 
 

@@ -161,7 +161,8 @@ def _read(restore, uid: str, subtask: int, direction: str):
 def _keyed_filter(spec: PartitionerSpec, max_parallelism: int, key_groups: range):
     def keep(batch: pa.RecordBatch) -> pa.RecordBatch:
         if spec.key_field is not None:
-            groups = assign_key_groups(batch.column(spec.key_field), max_parallelism)
+            index = batch.schema.get_field_index(spec.key_field)
+            groups = assign_key_groups(batch.column(index), max_parallelism, batch.schema.field(index))
         else:
             groups = np.array(
                 [key_group_for(spec.key_selector(record), max_parallelism)

@@ -112,8 +112,9 @@ def test_execute_and_collect_of_a_job_that_cannot_start_leaves_no_result_directo
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    e = env(**{"execution.checkpointing.interval": "1 s"})  # no checkpoint directory: refused at submission
-    with pytest.raises(ConfigurationError, match="execution.checkpointing.dir is not"):
+    # filesystem checkpoint storage without its directory: refused at submission
+    e = env(**{"execution.checkpointing.interval": "1 s", "execution.checkpointing.storage": "filesystem"})
+    with pytest.raises(ConfigurationError, match="'filesystem' but execution.checkpointing.dir is not set"):
         source(e).execute_and_collect("refused")
     assert list(tmp_path.iterdir()) == []
 

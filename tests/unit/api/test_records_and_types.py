@@ -135,7 +135,39 @@ def test_rows_and_tuples_nested_in_declared_types_come_back_as_declared():
     assert records_of(tuples.to_batch([(1, Row(2, "y"))])) == [(1, Row(f0=2, f1="y"))]
 
 
-def test_big_dec_values_come_back_without_the_storage_padding():
-    values = [Decimal("1.5"), Decimal("10"), Decimal("0.000123"), None]
+def test_big_dec_values_keep_their_scale():
+    values = [Decimal("1.50"), Decimal("3"), Decimal("0.000123"), Decimal("1E+3"), Decimal("-0.0"), None]
     batch = RowsConverter(to_arrow_schema(Types.BIG_DEC()), stream_name="s").to_batch(values)
-    assert [str(v) for v in records_of(batch)] == ["1.5", "10", "0.000123", "None"]
+    assert [str(v) for v in records_of(batch)] == ["1.50", "3", "0.000123", "1E+3", "-0.0", "None"]
+    many_digits = Decimal("12345678901234567890123456789012345678901234567890.123456789012345678901")
+    assert records_of(RowsConverter(to_arrow_schema(Types.BIG_DEC()), stream_name="s").to_batch([many_digits])) == [
+        many_digits
+    ]  # beyond decimal128's 38 digits, as Java's BigDecimal
+
+
+def test_big_dec_takes_what_pyflinks_coder_writes_as_a_number_and_refuses_the_rest():
+    converter = RowsConverter(to_arrow_schema(Types.BIG_DEC()), stream_name="s")
+    assert records_of(converter.to_batch([7, 0.1])) == [Decimal("7"), Decimal("0.1")]  # str(value), as PyFlink
+    for bad in ["1.5", True, Decimal("NaN"), Decimal("Infinity"), float("inf")]:
+        with pytest.raises(SchemaMismatchError, match="which is not a BIG_DEC value: a finite Decimal, int or float"):
+            converter.to_batch([Decimal(1), bad])
+
+
+def test_big_dec_keeps_its_scale_at_any_depth_and_user_records_are_not_changed():
+    declared = Types.ROW_NAMED(
+        ["d", "ds", "by_name", "pair", "named"],
+        [
+            Types.BIG_DEC(),
+            Types.LIST(Types.BIG_DEC()),
+            Types.MAP(Types.STRING(), Types.BIG_DEC()),
+            Types.TUPLE([Types.BIG_DEC(), Types.LONG()]),
+            Types.ROW_NAMED(["x"], [Types.BIG_DEC()]),
+        ],
+    )
+    record = {"d": Decimal("1.50"), "ds": [Decimal("2.0"), None], "by_name": {"k": Decimal("3.10")},
+              "pair": (Decimal("4.000"), 1), "named": Row(x=Decimal("5.0"))}  # fmt: skip
+    converter = RowsConverter(to_arrow_schema(declared), stream_name="s")
+    [back] = records_of(converter.to_batch([record]))
+    assert [str(back["d"]), [str(v) for v in back["ds"][:1]], str(back["by_name"][0][1])] == ["1.50", ["2.0"], "3.10"]
+    assert str(back["pair"][0]) == "4.000" and str(back["named"].x) == "5.0"
+    assert record["d"] == Decimal("1.50") and isinstance(record["ds"][0], Decimal)  # the user's dict is untouched

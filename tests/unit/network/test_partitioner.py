@@ -303,3 +303,23 @@ def test_invalid_channel_counts_rejected():
         create_channel_selector(PartitionerSpec(kind=PartitionerKind.BROADCAST), 0, subtask_index=0)
     with pytest.raises(ValueError, match="max_parallelism"):
         create_channel_selector(_hash_spec(key_field="k", max_parallelism=4), 5, subtask_index=0)
+
+
+def test_hash_by_a_big_dec_key_field_routes_by_the_records_decimal_key():
+    """A Types.BIG_DEC() column holds text; the keyed operator keys by the record's Decimal: both must agree."""
+    from flinklike_spark._runtime.streaming.rows import RowsConverter
+    from flinklike_spark.row import records_of
+    from flinklike_spark.typeinfo import Types, to_arrow_schema
+
+    declared = to_arrow_schema(Types.ROW_NAMED(["k", "pos"], [Types.BIG_DEC(), Types.INT()]))
+    values = [decimal.Decimal(f"{i % 40}.{'5' if i % 2 else '50'}") for i in range(400)]  # 1.5 and 1.50: one key
+    batch = RowsConverter(declared, stream_name="s").to_batch([{"k": v, "pos": i} for i, v in enumerate(values)])
+    pieces = create_channel_selector(_hash_spec(key_field="k"), 4, subtask_index=0).split(batch)
+    for channel, piece in pieces:
+        for record in records_of(piece):
+            group = key_group_for(record["k"], DEFAULT_MAX_PARALLELISM)
+            assert operator_index_for_key_group(DEFAULT_MAX_PARALLELISM, 4, group) == channel, record
+    field = batch.schema.field("k")
+    assert list(assign_key_groups(batch.column("k"), DEFAULT_MAX_PARALLELISM, field)) == [
+        key_group_for(v, DEFAULT_MAX_PARALLELISM) for v in values
+    ]
