@@ -38,7 +38,7 @@ def test_a_finished_bounded_job_is_not_resumed_and_no_warning_is_logged(tmp_path
 
 
 def test_the_runner_reports_its_dashboard_and_the_engines_progress(tmp_path):
-    from tests.integration.rest_helpers import get, wait_for
+    from tests.support.rest_helpers import get, wait_for
 
     job = EngineJob(
         JobSpec(

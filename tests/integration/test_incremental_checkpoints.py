@@ -15,13 +15,13 @@ import os
 import time
 
 import pytest
-from checkpoint_jobs import checkpoint_config
-from test_checkpoint_resume import NUM_KEYS, RECORDS_PER_KEY, build
 
 from checkpointing import list_completed_checkpoints, read_operator_state, verify_checkpoint
 from checkpointing.chains import decode_chains
 from connectors import CollectSink
 from flinklike_spark.errors import CheckpointStorageError, JobCancelledError, JobExecutionError
+from tests.support.checkpoint_jobs import checkpoint_config
+from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

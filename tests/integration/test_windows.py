@@ -14,7 +14,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import (
@@ -33,6 +32,7 @@ from flinklike_spark.window import (
     Time,
     TumblingEventTimeWindows,
 )
+from tests.support.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

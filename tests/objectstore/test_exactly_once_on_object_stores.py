@@ -11,7 +11,9 @@ commit lost to a concurrent writer fails it.
 from __future__ import annotations
 
 import pytest
-from objectstore_jobs import (
+
+from checkpointing import list_completed_checkpoints
+from tests.support.objectstore_jobs import (
     MODES,
     assert_exactly_once_in_order,
     build,
@@ -19,8 +21,6 @@ from objectstore_jobs import (
     rows_in_commit_order,
     run_and_cancel,
 )
-
-from checkpointing import list_completed_checkpoints
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

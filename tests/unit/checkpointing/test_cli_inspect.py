@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from ckpt_helpers import JOB, UID, complete
 from deltalake import DeltaTable
 
 from checkpointing import inspect as cp_inspect
@@ -22,6 +21,7 @@ from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark.cli import main
 from flinklike_spark.errors import JobExecutionError
+from tests.support.checkpoint_tables import JOB, UID, complete
 
 NUM_KEYS = 4
 STATE_COLUMNS = ["subtask", "key_group", "state_name", "state_kind", "key_repr", "value_repr"]

@@ -17,7 +17,6 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
-from fake_timers import FakeTimers
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -45,6 +44,7 @@ from flinklike_spark._runtime.streaming.channel_state import (
     InputChannelInfo,
 )
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason, IllegalStateTransition
+from tests.support.clocks import FakeTimers
 
 S = BarrierHandlerState
 M = BarrierHandlerMode

@@ -32,7 +32,6 @@ from collections import deque
 from datetime import timedelta
 
 import pytest
-from fake_timers import FakeTimers
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -54,6 +53,7 @@ from flinklike_spark._runtime.streaming.barrier_handler import (
 )
 from flinklike_spark._runtime.streaming.channel_state import InputChannelInfo
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
+from tests.support.clocks import FakeTimers
 
 M = BarrierHandlerMode
 S = BarrierHandlerState
