@@ -145,7 +145,7 @@ def test_corrupt_incremental_checkpoint_falls_back_to_the_previous_one(tmp_path,
 
 def test_window_job_with_incremental_checkpoints_resumes_exactly_once(tmp_path):
     """Window operators keep writing full snapshots when incremental checkpoints are on."""
-    from test_windows import assert_resumed, build_resumable, expected_resumable
+    from tests.support.window_jobs import assert_resumed, build_resumable, expected_resumable
 
     directory = str(tmp_path / "checkpoints")
     job_id = run_and_cancel_when(
