@@ -13,6 +13,22 @@ from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
 from flinklike_spark.errors import JobCancelledError
 
+__all__ = [
+    "MODES",
+    "NUM_KEYS",
+    "RECORDS_PER_KEY",
+    "ExactCount",
+    "SlowPassThrough",
+    "assert_exactly_once_in_order",
+    "build",
+    "build_counting",
+    "job_config",
+    "rows_in_commit_order",
+    "run_and_cancel",
+    "stop_and_resume",
+    "wait_for_checkpoints",
+]
+
 MODES = ("aligned", "unaligned", "aligned-with-timeout")
 NUM_KEYS = 6
 RECORDS_PER_KEY = 500
