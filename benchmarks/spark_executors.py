@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "sparkcluster")]  # throughput.py, standalone.py
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # throughput.py, tests.support.spark_standalone
 
-from standalone import StandaloneCluster, write_project_zip  # noqa: E402
 from throughput import NUM_KEYS, keyed_count  # noqa: E402
 
 from flinklike_spark import Configuration, StreamExecutionEnvironment  # noqa: E402
 from flinklike_spark._runtime.minicluster import MiniCluster  # noqa: E402
+from tests.support.spark_standalone import StandaloneCluster, write_project_zip  # noqa: E402
 
 
 def timed(cluster, env: StreamExecutionEnvironment, records: int) -> float:

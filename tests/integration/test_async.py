@@ -6,12 +6,12 @@ import asyncio
 import random
 
 import pytest
-from checkpoint_jobs import checkpoint_config, run_and_cancel
 
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction
 from flinklike_spark.window import Time
+from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

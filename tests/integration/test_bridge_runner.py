@@ -41,7 +41,7 @@ def test_a_finished_bounded_job_is_not_resumed_and_no_warning_is_logged(tmp_path
 
 
 def test_the_runner_reports_its_dashboard_and_the_engines_progress(tmp_path):
-    from tests.integration.rest_helpers import get, wait_for
+    from tests.support.rest_helpers import get, wait_for
 
     job = EngineJob(
         JobSpec(
@@ -88,7 +88,7 @@ def _files_outside_delta_tables(directory: Path) -> list[str]:
 
 def test_two_supervisors_of_one_job_never_run_it_twice(tmp_path):
     """Two queries on one directory (or a restarted query while the old runner cancels): one job at a time."""
-    from tests.integration.rest_helpers import wait_for
+    from tests.support.rest_helpers import wait_for
 
     spec = JobSpec(
         pipeline="tests.spark.pipelines:keyed_count",

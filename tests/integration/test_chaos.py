@@ -20,11 +20,16 @@ import time
 from pathlib import Path
 
 import pytest
-from failover_jobs import FailOnDemand, assert_no_task_executor_left, inject_fault, task_executor_processes
-from test_delta_sink_exactly_once import rows_in_commit_order
 
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from tests.support.delta_sink_job import rows_in_commit_order
+from tests.support.failover_jobs import (
+    FailOnDemand,
+    assert_no_task_executor_left,
+    inject_fault,
+    task_executor_processes,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

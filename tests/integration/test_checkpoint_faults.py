@@ -11,12 +11,12 @@ import threading
 import time
 
 import pytest
-from checkpoint_jobs import checkpoint_config, run_and_cancel
-from test_checkpoint_resume import NUM_KEYS, RECORDS_PER_KEY, build, resume
 
 from checkpointing import list_completed_checkpoints, read_operator_state
 from connectors import CollectSink
 from flinklike_spark.errors import CheckpointNotFoundError, JobExecutionError
+from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
+from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build, resume
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

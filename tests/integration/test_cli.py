@@ -146,7 +146,7 @@ UNBOUNDED = textwrap.dedent(
 def test_run_of_a_job_cancelled_over_rest_prints_one_line_and_exits_3(tmp_path):
     """The dashboard's Cancel button (PATCH /jobs/<id>?mode=cancel) ends `flinklike run` with one line
     naming who cancelled and the last checkpoint, and exit status 3, not a JobCancelledError traceback."""
-    from tests.integration.rest_helpers import get, request, wait_for
+    from tests.support.rest_helpers import get, request, wait_for
 
     script = tmp_path / "endless.py"
     script.write_text(UNBOUNDED)

@@ -6,7 +6,6 @@ import collections
 import time
 
 import pytest
-from checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
@@ -20,6 +19,7 @@ from flinklike_spark.functions import (
     KeyedCoProcessFunction,
 )
 from flinklike_spark.output_tag import OutputTag
+from tests.support.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

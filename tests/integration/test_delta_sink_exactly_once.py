@@ -11,72 +11,20 @@ reordered row fails the test.
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
-from checkpoint_jobs import checkpoint_config, run_and_cancel
 
-from connectors import DeltaSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
+from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
+from tests.support.delta_sink_job import (
+    NUM_KEYS,
+    RECORDS_PER_KEY,
+    assert_exactly_once_in_order,
+    build,
+    rows_in_commit_order,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-NUM_KEYS = 12
-RECORDS_PER_KEY = 3_000
-
-
-class SlowPassThrough(KeyedProcessFunction):
-    def __init__(self, seconds_per_record: float) -> None:
-        self.seconds_per_record = seconds_per_record
-
-    def process_element(self, value, ctx):
-        time.sleep(self.seconds_per_record)
-        yield value
-
-
-def build(config: dict, table: Path, *, seconds_per_record: float) -> StreamExecutionEnvironment:
-    env = StreamExecutionEnvironment.get_execution_environment(config)
-    (
-        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY), name="seq")
-        .uid("seq")
-        .key_by("key")
-        .process(SlowPassThrough(seconds_per_record))
-        .uid("slow")
-        .sink_to(DeltaSink(table))
-        .uid("delta")
-    )
-    return env
-
-
-def rows_in_commit_order(table: Path) -> list[dict]:
-    """Every row of the table, in the order the Delta log added the files (then row order)."""
-    rows = []
-    for log in sorted((table / "_delta_log").glob("*.json")):
-        for line in log.read_text().splitlines():
-            action = json.loads(line)
-            if "remove" in action:
-                raise AssertionError(f"an append-only sink removed a file: {action}")
-            if "add" in action:
-                rows += pq.read_table(table / action["add"]["path"]).to_pylist()
-    return rows
-
-
-def assert_exactly_once_in_order(table: Path) -> None:
-    per_key: dict[int, list[int]] = {}
-    for row in rows_in_commit_order(table):
-        per_key.setdefault(row["key"], []).append(row["seq"])
-    assert sorted(per_key) == list(range(NUM_KEYS))
-    for key, seqs in sorted(per_key.items()):
-        if seqs != list(range(RECORDS_PER_KEY)):
-            duplicated = len(seqs) - len(set(seqs))
-            missing = sorted(set(range(RECORDS_PER_KEY)) - set(seqs))[:5]
-            raise AssertionError(
-                f"key {key}: {len(seqs)} rows, {duplicated} duplicated, first missing {missing}, "
-                f"in order: {seqs == sorted(seqs)}"
-            )
 
 
 @pytest.mark.parametrize(

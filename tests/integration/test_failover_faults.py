@@ -11,7 +11,11 @@ import time
 
 import psutil
 import pytest
-from failover_jobs import (
+
+from connectors import CollectSink, SequenceSource
+from flinklike_spark import JobExecutionError, MapFunction, StreamExecutionEnvironment
+from flinklike_spark.errors import NonRecoverableError, mark_non_recoverable
+from tests.support.failover_jobs import (
     FailOnDemand,
     ProgressSink,
     assert_no_task_executor_left,
@@ -20,10 +24,6 @@ from failover_jobs import (
     task_executor_processes,
     wait_for,
 )
-
-from connectors import CollectSink, SequenceSource
-from flinklike_spark import JobExecutionError, MapFunction, StreamExecutionEnvironment
-from flinklike_spark.errors import NonRecoverableError, mark_non_recoverable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

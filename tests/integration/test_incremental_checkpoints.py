@@ -15,13 +15,13 @@ import os
 import time
 
 import pytest
-from checkpoint_jobs import checkpoint_config
-from test_checkpoint_resume import NUM_KEYS, RECORDS_PER_KEY, build
 
 from checkpointing import list_completed_checkpoints, read_operator_state, verify_checkpoint
 from checkpointing.chains import decode_chains
 from connectors import CollectSink
 from flinklike_spark.errors import CheckpointStorageError, JobCancelledError, JobExecutionError
+from tests.support.checkpoint_jobs import checkpoint_config
+from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -145,7 +145,7 @@ def test_corrupt_incremental_checkpoint_falls_back_to_the_previous_one(tmp_path,
 
 def test_window_job_with_incremental_checkpoints_resumes_exactly_once(tmp_path):
     """Window operators keep writing full snapshots when incremental checkpoints are on."""
-    from test_windows import assert_resumed, build_resumable, expected_resumable
+    from tests.support.window_jobs import assert_resumed, build_resumable, expected_resumable
 
     directory = str(tmp_path / "checkpoints")
     job_id = run_and_cancel_when(

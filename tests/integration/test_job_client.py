@@ -1,4 +1,4 @@
-"""JobClient requests on a job that is over, timeouts, and Ctrl-C of the client (issue 9 item 9)."""
+"""JobClient requests on a job that is over, timeouts, and Ctrl-C of the client (issue 9 item 9); the result future."""
 
 from __future__ import annotations
 
@@ -194,3 +194,14 @@ def test_ctrl_c_cancels_the_job_and_raises_keyboard_interrupt(tmp_path, where):
     while any(os.path.exists(f"/proc/{pid}") for pid in task_executors):
         assert time.monotonic() < deadline, "TaskExecutor processes outlived the client"
         time.sleep(0.1)
+
+
+def test_job_execution_result_is_a_future():
+    e = StreamExecutionEnvironment.get_execution_environment(
+        {"flinklike.local.taskmanager-mode": "thread", "parallelism.default": 2}
+    )
+    e.from_collection([{"k": 1}, {"k": 2}]).sink_to(CollectSink("out"))
+    future = e.execute_async("future").get_job_execution_result()
+    result = future.result(timeout=60)
+    assert future.done() and future.exception() is None
+    assert sorted(r["k"] for r in CollectSink.rows(result, name="out")) == [1, 2]

@@ -15,7 +15,7 @@ from connectors import CollectSink, SequenceSource
 from flinklike_spark import MapFunction, StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark.config import PROMETHEUS_REPORTER_FACTORY
 from flinklike_spark.errors import JobCancelledError
-from tests.integration.rest_helpers import free_port, wait_for
+from tests.support.rest_helpers import free_port, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

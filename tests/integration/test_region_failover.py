@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from failover_jobs import ProgressSink, progress, wait_for
 
 from connectors import SequenceSource
 from flinklike_spark import JobExecutionError, StreamExecutionEnvironment
 from flinklike_spark.testing import FailingMapper
+from tests.support.failover_jobs import ProgressSink, progress, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -14,7 +14,7 @@ import pytest
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import MapFunction, StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark.errors import JobCancelledError, JobExecutionError
-from tests.integration.rest_helpers import (
+from tests.support.rest_helpers import (
     BACKPRESSURE_FIELDS,
     BACKPRESSURE_SUBTASK_FIELDS,
     CHECKPOINT_CONFIG_FIELDS,

@@ -13,18 +13,18 @@ from __future__ import annotations
 import os
 
 import pytest
-from checkpoint_jobs import checkpoint_config, run_and_cancel
 from deltalake import DeltaTable
-from test_delta_sink_exactly_once import (
+
+from checkpointing import list_completed_checkpoints
+from flinklike_spark.errors import CommittedSinkOutputError
+from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
+from tests.support.delta_sink_job import (
     NUM_KEYS,
     RECORDS_PER_KEY,
     assert_exactly_once_in_order,
     build,
     rows_in_commit_order,
 )
-
-from checkpointing import list_completed_checkpoints
-from flinklike_spark.errors import CommittedSinkOutputError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

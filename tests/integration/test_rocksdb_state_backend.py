@@ -19,12 +19,12 @@ import time
 
 import psutil
 import pytest
-from checkpoint_jobs import checkpoint_config
-from failover_jobs import task_executor_processes, wait_for
 
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from tests.support.checkpoint_jobs import checkpoint_config
+from tests.support.failover_jobs import task_executor_processes, wait_for
 
 pytest.importorskip("rocksdict")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]  # ~100 s on an idle 2-core machine

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from checkpoint_jobs import checkpoint_config, run_and_cancel
 
 from checkpointing import (
     decode_operator_state,
@@ -29,6 +28,7 @@ from flinklike_spark import (
     ValueStateDescriptor,
 )
 from flinklike_spark.state import StateTtlConfig, TtlValue
+from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -14,12 +14,12 @@ import signal
 import time
 
 import pytest
-from checkpoint_jobs import checkpoint_config
-from failover_jobs import task_executor_processes, wait_for
-from test_checkpoint_resume import NUM_KEYS, RECORDS_PER_KEY, build
 
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink
+from tests.support.checkpoint_jobs import checkpoint_config
+from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build
+from tests.support.failover_jobs import task_executor_processes, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

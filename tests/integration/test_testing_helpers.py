@@ -6,11 +6,11 @@ import os
 import time
 
 import pytest
-from checkpoint_jobs import checkpoint_config
 
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark.errors import JobExecutionError
 from flinklike_spark.testing import ABORT, InjectedFailure, TestingSource, collect
+from tests.support.checkpoint_jobs import checkpoint_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

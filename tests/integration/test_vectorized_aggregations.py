@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 
 import pytest
-from checkpoint_jobs import checkpoint_config, run_and_cancel
 
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
@@ -22,6 +21,7 @@ from flinklike_spark import StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark import aggregations as agg
 from flinklike_spark._runtime.streaming.vectorized_aggregation import vectorized_operator_class
 from flinklike_spark.window import Time, TumblingEventTimeWindows
+from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

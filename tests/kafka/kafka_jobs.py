@@ -4,12 +4,8 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))  # checkpoint_jobs, failover_jobs
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 

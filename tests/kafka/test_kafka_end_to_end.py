@@ -34,12 +34,12 @@ from flinklike_spark.datastream.formats.json import JsonRowDeserializationSchema
 from flinklike_spark.datastream.functions import KeyedProcessFunction, RuntimeContext  # noqa: E402
 from flinklike_spark.datastream.state import ValueStateDescriptor  # noqa: E402
 from flinklike_spark.errors import JobCancelledError  # noqa: E402
-from tests.integration.failover_jobs import task_executor_processes, wait_for  # noqa: E402
 from tests.kafka.kafka_jobs import (  # noqa: E402
     assert_each_key_exactly_once_in_order,
     produce_sequences,
     read_committed,
 )
+from tests.support.failover_jobs import task_executor_processes, wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 

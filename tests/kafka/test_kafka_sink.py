@@ -26,9 +26,9 @@ from flinklike_spark.datastream.connectors.kafka import (
 )
 from flinklike_spark.datastream.connectors.kafka.transaction_admin import TransactionAdmin
 from flinklike_spark.errors import ConfigurationError
-from tests.integration.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
-from tests.integration.failover_jobs import task_executor_processes, wait_for
 from tests.kafka.kafka_jobs import NumberPerKey, assert_each_key_exactly_once_in_order, read_committed
+from tests.support.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
+from tests.support.failover_jobs import task_executor_processes, wait_for
 
 NUM_KEYS = 8
 RECORDS_PER_KEY = 1_000

@@ -10,15 +10,14 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from kafka_jobs import (  # noqa: E402
+from flinklike_spark import StreamExecutionEnvironment  # noqa: E402
+from flinklike_spark.watermarks import WatermarkStrategy  # noqa: E402
+from tests.kafka.kafka_jobs import (  # noqa: E402
     CheckedSequence,
     assert_each_once_in_order,
     produce_sequences,
     source,
 )
-
-from flinklike_spark import StreamExecutionEnvironment  # noqa: E402
-from flinklike_spark.watermarks import WatermarkStrategy  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -41,7 +40,7 @@ def test_bounded_read_of_four_partitions_is_exactly_once_and_in_order(kafka_brok
 
 
 def _config(directory, parallelism: int = 2, **extra) -> dict:
-    from checkpoint_jobs import checkpoint_config
+    from tests.support.checkpoint_jobs import checkpoint_config
 
     return checkpoint_config(str(directory), "aligned", parallelism) | extra
 
@@ -62,9 +61,8 @@ def _collect_until_complete(rows_iterator, *, num_keys: int, per_key: int) -> li
 def test_unbounded_job_survives_a_sigkilled_task_executor_exactly_once(kafka_broker, kafka_topic, tmp_path):
     import threading
 
-    from failover_jobs import task_executor_processes, wait_for
-
     from checkpointing import list_completed_checkpoints
+    from tests.support.failover_jobs import task_executor_processes, wait_for
 
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=4)
@@ -108,10 +106,9 @@ def test_unbounded_job_survives_a_sigkilled_task_executor_exactly_once(kafka_bro
 
 
 def test_resume_at_another_parallelism_reads_no_partition_twice_and_skips_none(kafka_broker, kafka_topic, tmp_path):
-    from checkpoint_jobs import run_and_cancel
-
     from checkpointing import list_completed_checkpoints
     from connectors import CollectSink
+    from tests.support.checkpoint_jobs import run_and_cancel
 
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=4)
@@ -155,10 +152,10 @@ def test_resume_at_another_parallelism_reads_no_partition_twice_and_skips_none(k
 
 def test_offsets_are_in_the_checkpoint_and_committed_to_the_group_on_completion(kafka_broker, kafka_topic, tmp_path):
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-    from failover_jobs import wait_for
 
     from checkpointing import decode_operator_state, list_completed_checkpoints, read_operator_state
     from connectors import CollectSink
+    from tests.support.failover_jobs import wait_for
 
     bootstrap = kafka_broker.bootstrap_servers
     topic = kafka_topic(partitions=4)

@@ -21,58 +21,25 @@ configuration keys of the server and fresh URLs under it.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import shutil
 import socket
 import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-REPO = Path(__file__).resolve().parents[2]
-AZURITE_VERSION = "3.37.0"  # the first that honours List Blobs' startFrom (see the module docstring)
-AZURITE_NODE = "22"  # the Node.js major Azurite 3.37 supports (package.json engines: >=22)
-AZURITE_DIR = REPO / ".cache" / f"azurite-{AZURITE_VERSION}"
-AZURITE_ACCOUNT = "devstoreaccount1"
-# Azurite's well-known development key (public, in Azurite's documentation).
-AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-S3_BUCKET = "flinklike-test"
-S3_ACCESS_KEY = "flinklike-access"
-S3_SECRET_KEY = "flinklike-s3-SECRET-do-not-log-7f3a"
-
-
-@dataclasses.dataclass(frozen=True)
-class Store:
-    """One running server: ``config`` holds the Flink keys that reach it, ``url()`` a fresh location."""
-
-    name: str
-    root: str
-    config: dict[str, str]
-
-    def url(self, what: str) -> str:
-        return f"{self.root}/{what}-{uuid.uuid4().hex[:8]}"
-
-    @property
-    def storage(self):
-        from flinklike_spark.config import Configuration
-
-        return Configuration(self.config).storage
-
-    def layout(self, url: str):
-        from checkpointing import CheckpointLayout
-
-        return CheckpointLayout(base_url=url, storage=self.storage)
-
-    def filesystem(self, url: str):
-        import fsspec
-
-        return fsspec.core.url_to_fs(url, **self.storage.options(url).fsspec)
+from tests.support.object_stores import (
+    AZURITE_ACCOUNT,
+    AZURITE_DIR,
+    AZURITE_KEY,
+    AZURITE_NODE,
+    AZURITE_VERSION,
+    S3_ACCESS_KEY,
+    S3_BUCKET,
+    S3_SECRET_KEY,
+    Store,
+)
 
 
 def _free_port() -> int:

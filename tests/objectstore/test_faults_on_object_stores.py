@@ -7,7 +7,10 @@ import signal
 
 import psutil
 import pytest
-from objectstore_jobs import (
+
+from checkpointing import list_completed_checkpoints
+from connectors import CollectSink
+from tests.support.objectstore_jobs import (
     NUM_KEYS,
     RECORDS_PER_KEY,
     assert_exactly_once_in_order,
@@ -18,9 +21,6 @@ from objectstore_jobs import (
     run_and_cancel,
     wait_for_checkpoints,
 )
-
-from checkpointing import list_completed_checkpoints
-from connectors import CollectSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -22,13 +22,13 @@ import urllib.parse
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
-from conftest import S3_BUCKET
 from deltalake import DeltaTable, write_deltalake
 
 from checkpointing.layout import delta_dataset
 from checkpointing.native_fs import arrow_filesystem
 from connectors import read_delta_table
 from flinklike_spark.config import Configuration
+from tests.support.object_stores import S3_BUCKET
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-import test_exactly_once_on_object_stores as object_store_jobs
 
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, MapFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from tests.support.objectstore_jobs import stop_and_resume
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -169,4 +169,4 @@ def test_a_killed_task_executor_restores_from_s3(s3_server, private_dirs):
 
 def test_stop_and_resume_into_delta_on_s3(s3_server, private_dirs):
     config, _, _ = private_dirs
-    object_store_jobs.stop_and_resume(s3_server, "unaligned", config)
+    stop_and_resume(s3_server, "unaligned", config)

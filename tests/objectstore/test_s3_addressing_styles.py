@@ -18,11 +18,11 @@ import re
 import urllib.parse
 
 import pytest
-from conftest import S3_BUCKET
 
 from connectors import DeltaSink, SequenceSource, read_delta_table
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.config import Configuration
+from tests.support.object_stores import S3_BUCKET
 
 README_S3 = {
     "s3.endpoint": "https://s3.eu-west-1.amazonaws.com",

@@ -16,11 +16,11 @@ import time
 
 import boto3
 import pytest
-from conftest import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY
 
 from connectors import CollectSink, DeltaSink, SequenceSource
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import StorageUnavailableError
+from tests.support.object_stores import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,14 +8,14 @@ import sys
 import textwrap
 
 import pytest
-from conftest import AZURITE_KEY, S3_SECRET_KEY
-from objectstore_jobs import build, job_config, run_and_cancel
 
 from checkpointing import list_completed_checkpoints
 from checkpointing.layout import CHECKPOINTS, OPERATOR_STATE, scan_table
 from connectors import DeltaSink
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import ConfigurationError, StorageUnavailableError
+from tests.support.object_stores import AZURITE_KEY, S3_SECRET_KEY
+from tests.support.objectstore_jobs import build, job_config, run_and_cancel
 
 
 def test_flink_keys_become_each_clients_options():

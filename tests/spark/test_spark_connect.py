@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(420)]  # a child process with its own JVM
 
 ROOT = Path(__file__).resolve().parents[2]
 

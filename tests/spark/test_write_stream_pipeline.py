@@ -1,6 +1,6 @@
 """``df.writeStream.format("flinklike").option("pipeline", ...)``: one Spark query runs the engine job it feeds.
 
-Spark's rate-micro-batch source (2 partitions, values 0..N-1, 50 per micro-batch) -> the bridge's input table
+Spark's rate-micro-batch source (2 partitions, values 0..N-1, 100 per micro-batch) -> the bridge's input table
 -> the job ``tests.spark.pipelines:fed_count`` (key_by, keyed running count,
 DeltaSink), whose runner the driver owns. The query is stopped and started
 again from its checkpointLocation twice, and one of the job's TaskExecutors is
@@ -27,7 +27,9 @@ from tests.spark.pipelines import FED_KEYS, fed_count_output
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 TOTAL = 6000  # values 0 .. TOTAL-1: 1500 per key
-ROWS_PER_BATCH = 50  # rate-micro-batch: fixed rows per micro-batch, whatever the wall time (a loaded machine)
+# rate-micro-batch: fixed rows per micro-batch, whatever the wall time (a loaded machine); 100 (was 50)
+# halves the micro-batches, so the time the data takes, with the same rows for each of the three runs.
+ROWS_PER_BATCH = 100
 
 
 def start_query(spark, job_dir: Path, checkpoint: Path):

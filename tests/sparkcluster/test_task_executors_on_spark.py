@@ -16,11 +16,10 @@ from pathlib import Path
 import psutil
 import pyarrow.parquet as pq
 import pytest
-from conftest import still_serving, task_executor_workers, wait_until
-from standalone import SPARK_HOME
 
 from flinklike_spark._runtime.cluster.endpoint import REGISTRATION_TIMEOUT
 from flinklike_spark.spark import DELTA_SPARK_PACKAGE
+from tests.support.spark_standalone import SPARK_HOME, still_serving, task_executor_workers, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

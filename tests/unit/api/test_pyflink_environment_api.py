@@ -65,12 +65,3 @@ def test_repartitioning_a_keyed_stream_is_refused_as_in_pyflink(method):
     keyed = env().from_collection([{"k": 1}]).key_by("k")
     with pytest.raises(InvalidProgramError, match="Cannot override partitioning for KeyedStream"):
         getattr(keyed, method)()
-
-
-def test_job_execution_result_is_a_future():
-    e = env()
-    e.from_collection([{"k": 1}, {"k": 2}]).sink_to(CollectSink("out"))
-    future = e.execute_async("future").get_job_execution_result()
-    result = future.result(timeout=60)
-    assert future.done() and future.exception() is None
-    assert sorted(r["k"] for r in CollectSink.rows(result, name="out")) == [1, 2]

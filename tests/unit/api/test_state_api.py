@@ -42,20 +42,14 @@ from flinklike_spark.state import (
     TtlValue,
     ValueStateDescriptor,
 )
+from tests.support.clocks import ManualClock
 
 TTL = StateTtlConfig.UpdateType
 VISIBILITY = StateTtlConfig.StateVisibility
 
 
-class ManualClock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
+#: The manual clock's start (ms): well after 0, so that an expiry computed as now - ttl stays positive.
+START_MS = 1_000_000
 
 
 class Average(AggregateFunction):
@@ -96,7 +90,7 @@ def with_ttl(descriptor, config):
 @pytest.fixture
 def backend(make_backend):
     """A backend of each ``state.backend.type`` (see tests/unit/conftest.py); the clock defaults to a manual one."""
-    return lambda clock=None: make_backend(clock or ManualClock())
+    return lambda clock=None: make_backend(clock or ManualClock(START_MS))
 
 
 # -- descriptors ------------------------------------------------------------------------------
@@ -251,7 +245,7 @@ def test_ttl_builder_defaults_and_options():
 
 
 def test_value_expires_on_read_never_return_expired(backend):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     value = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10)), ValueStateDescriptor)
     b.current_key = "a"
@@ -264,7 +258,7 @@ def test_value_expires_on_read_never_return_expired(backend):
 
 
 def test_return_expired_if_not_cleaned_up_returns_it_once(backend):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     config = ttl_config(10, visibility=VISIBILITY.ReturnExpiredIfNotCleanedUp, no_background=True)
     value = b.get_state(with_ttl(ValueStateDescriptor("v"), config), ValueStateDescriptor)
@@ -276,7 +270,7 @@ def test_return_expired_if_not_cleaned_up_returns_it_once(backend):
 
 
 def test_on_read_and_write_extends_the_ttl_on_read(backend):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     value = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10, update=TTL.OnReadAndWrite)),
                         ValueStateDescriptor)  # fmt: skip
@@ -290,7 +284,7 @@ def test_on_read_and_write_extends_the_ttl_on_read(backend):
 
 
 def test_map_and_list_entries_expire_one_by_one(backend):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     mapping = b.get_state(with_ttl(MapStateDescriptor("m"), ttl_config(10)), MapStateDescriptor)
     items = b.get_state(with_ttl(ListStateDescriptor("l"), ttl_config(10)), ListStateDescriptor)
@@ -310,7 +304,7 @@ def test_map_and_list_entries_expire_one_by_one(backend):
 
 
 def test_reducing_and_aggregating_state_restart_after_expiry(backend):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     total = b.get_state(with_ttl(ReducingStateDescriptor("r", lambda a, c: a + c), ttl_config(10)),
                         ReducingStateDescriptor)  # fmt: skip
@@ -330,7 +324,7 @@ def test_reducing_and_aggregating_state_restart_after_expiry(backend):
 
 
 def test_cleanup_full_snapshot_leaves_expired_entries_out_of_the_snapshot_only(backend):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     config = ttl_config(10, visibility=VISIBILITY.ReturnExpiredIfNotCleanedUp, full_snapshot=True, no_background=True)
     value = b.get_state(with_ttl(ValueStateDescriptor("v"), config), ValueStateDescriptor)
@@ -352,7 +346,7 @@ def test_cleanup_full_snapshot_leaves_expired_entries_out_of_the_snapshot_only(b
 
 
 def test_incremental_cleanup_removes_expired_keys_nobody_reads(backend, state_backend_type):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     value = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10, incremental=(3, False))),
                         ValueStateDescriptor)  # fmt: skip
@@ -368,7 +362,7 @@ def test_incremental_cleanup_removes_expired_keys_nobody_reads(backend, state_ba
 
 
 def test_cleanup_for_every_record_runs_when_the_key_changes_and_default_cleanup_can_be_disabled(backend, state_backend_type):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     per_record = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10, incremental=(5, True))),
                              ValueStateDescriptor)  # fmt: skip
@@ -401,7 +395,7 @@ def _checkpoint_and_restore(base, source, *, backend, clock, descriptors):
 
 
 def test_restored_state_keeps_its_timestamps_and_expires_on_schedule(backend, tmp_path):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     descriptors = [
         with_ttl(ValueStateDescriptor("v"), ttl_config(10)),
@@ -428,7 +422,7 @@ def test_restored_state_keeps_its_timestamps_and_expires_on_schedule(backend, tm
 
 
 def test_turning_ttl_on_or_off_for_checkpointed_state_is_refused(backend, tmp_path):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     b.get_state(ValueStateDescriptor("v"), ValueStateDescriptor)
     b.current_key = "a"
@@ -519,7 +513,7 @@ def test_state_backend_type_selects_the_backend(tmp_path):
 def test_window_state_supports_aggregating_and_map_state():
     from flinklike_spark._runtime.streaming.window_panes import ScopedStateBackend
 
-    scoped = ScopedStateBackend(max_parallelism=128, clock_ms=ManualClock())
+    scoped = ScopedStateBackend(max_parallelism=128, clock_ms=ManualClock(START_MS))
     descriptor = AggregatingStateDescriptor("avg", Average())
     avg = scoped.get_state(descriptor, AggregatingStateDescriptor)
     mapping = scoped.get_state(MapStateDescriptor("m"), MapStateDescriptor)
@@ -537,7 +531,7 @@ def test_window_state_supports_aggregating_and_map_state():
 
 
 def test_list_and_map_reads_extend_ttl_on_read_and_write_and_return_expired_once(backend):
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     b = backend(clock)
     extend = ttl_config(10, update=TTL.OnReadAndWrite, no_background=True)
     items = b.get_state(with_ttl(ListStateDescriptor("l"), extend), ListStateDescriptor)

@@ -6,7 +6,6 @@ import os
 import pickle
 
 import pytest
-from ckpt_helpers import JOB, UID, complete, record, write_subtask
 from deltalake import DeltaTable
 
 from checkpointing import (
@@ -22,6 +21,7 @@ from flinklike_spark.errors import (
     CheckpointStorageError,
     CorruptCheckpointError,
 )
+from tests.support.checkpoint_tables import JOB, UID, complete, record, write_subtask
 
 
 def _rows(base, table):

@@ -6,7 +6,6 @@ import logging
 import os
 
 import pytest
-from ckpt_helpers import JOB, UID, batch, complete, record
 
 from checkpointing import (
     CheckpointCommitter,
@@ -19,6 +18,7 @@ from checkpointing import (
     verify_checkpoint,
 )
 from flinklike_spark.errors import CheckpointNotFoundError, CorruptCheckpointError
+from tests.support.checkpoint_tables import JOB, UID, batch, complete, record
 
 
 def _state_file(handles, table="operator_state", subtask=1):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from ckpt_helpers import JOB, UID, complete, write_subtask
 from deltalake import DeltaTable
 
 from checkpointing import (
@@ -15,6 +14,7 @@ from checkpointing import (
     verify_checkpoint,
 )
 from checkpointing.layout import scan_table
+from tests.support.checkpoint_tables import JOB, UID, complete, write_subtask
 
 
 def _files_on_disk(base, table):

@@ -7,7 +7,6 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ckpt_helpers import JOB, UID, record
 from deltalake import DeltaTable
 
 from checkpointing import (
@@ -26,6 +25,7 @@ from checkpointing.inspect import operator_state as inspect_operator_state
 from checkpointing.layout import scan_table
 from checkpointing.reader import read_state_files
 from flinklike_spark.errors import CorruptCheckpointError
+from tests.support.checkpoint_tables import JOB, UID, record
 
 GROUPS = 8  # subtask s of 2 owns key groups [4s, 4s + 4); key k lives in group k % 8
 

@@ -13,7 +13,6 @@ from flinklike_spark._runtime.cluster.endpoint import ClusterEndpoint
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 from flinklike_spark._runtime.cluster.local_launchers import ThreadLauncher
 from flinklike_spark._runtime.gateways import Heartbeat, RegisterTaskExecutor
-from flinklike_spark._runtime.minicluster import MiniCluster
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
 from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutor
 from flinklike_spark.errors import ConfigurationError, FlinklikeError
@@ -67,20 +66,6 @@ def test_a_launch_failure_fails_start_at_once_instead_of_waiting_for_registratio
         endpoint.start()
     assert time.monotonic() - started < 10
     assert len(endpoint.launcher.launched) == 2
-
-
-@pytest.mark.timeout(60)
-def test_a_task_executor_that_is_gone_is_replaced_by_a_new_one():
-    config = Configuration({"flinklike.local.taskmanager-mode": "thread", "local.number-taskmanager": 2})
-    with MiniCluster(config) as cluster:
-        first, second = sorted(cluster.launcher.executors)
-        cluster.launcher.executors[first].close()
-        deadline = time.monotonic() + 20
-        while not (cluster.resource_manager.num_registered() == 2 and not cluster.resource_manager.is_registered(first)):
-            assert time.monotonic() < deadline, "no replacement registered"
-            time.sleep(0.1)
-        assert cluster.resource_manager.is_registered(second)
-        assert first not in cluster.launcher.executors
 
 
 class _RefusingJobMaster:

@@ -1,7 +1,8 @@
 """SingleCheckpointBarrierHandler: aligned, unaligned and aligned-with-timeout checkpoints.
 
-The doubles below implement OUR collaborator protocols (CheckpointableInput,
-CheckpointController, timer registration); the ChannelStateWriter is the real one.
+The doubles implement OUR collaborator protocols (CheckpointableInput,
+CheckpointController: tests/support/barrier_doubles.py; timer registration:
+tests/support/clocks.py); the ChannelStateWriter is the real one.
 ``FakeGate`` models each channel as a queue in emission order: priority
 elements (unaligned barriers, converted announced barriers) jump to the head,
 blocked channels deliver only priority elements, and ``checkpoint_started``
@@ -17,7 +18,6 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
-from fake_timers import FakeTimers
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -45,6 +45,8 @@ from flinklike_spark._runtime.streaming.channel_state import (
     InputChannelInfo,
 )
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason, IllegalStateTransition
+from tests.support.barrier_doubles import FakeController, GateDouble
+from tests.support.clocks import FakeTimers
 
 S = BarrierHandlerState
 M = BarrierHandlerMode
@@ -71,11 +73,11 @@ class Elem:
     priority: bool = False
 
 
-class FakeGate:
+class FakeGate(GateDouble):
     """A CheckpointableInput over in-memory channel queues (see module docstring)."""
 
     def __init__(self, gate_index: int, num_channels: int, writer: ChannelStateWriter) -> None:
-        self._infos = [InputChannelInfo(gate_index, i) for i in range(num_channels)]
+        super().__init__(gate_index, num_channels)
         self.writer = writer
         self.queues: dict[InputChannelInfo, deque[Elem]] = {c: deque() for c in self._infos}
         self.logs: dict[InputChannelInfo, list[Elem]] = {c: [] for c in self._infos}
@@ -83,14 +85,6 @@ class FakeGate:
         self.recording: dict[InputChannelInfo, int] = {}
         self.calls: list[tuple] = []
         self._seq = 0
-
-    @property
-    def channel_infos(self):
-        return list(self._infos)
-
-    @property
-    def num_channels(self):
-        return len(self._infos)
 
     # upstream side
     def emit(self, channel: InputChannelInfo, kind: str, payload=None, *, priority=False) -> Elem:
@@ -159,42 +153,6 @@ class FakeGate:
                 e.priority = True
                 queue.appendleft(e)
                 return
-
-
-class FakeController:
-    """A CheckpointController wired to the real ChannelStateWriter like the subtask coordinator."""
-
-    def __init__(self, writer: ChannelStateWriter) -> None:
-        self.writer = writer
-        self.handler: SingleCheckpointBarrierHandler | None = None
-        self.triggers: list[CheckpointBarrier] = []
-        self.inits: list[int] = []
-        self.aborts: list[tuple[int, CheckpointDeclineReason]] = []
-        self.on_trigger = lambda barrier: None
-        self.fail_trigger_of: set[int] = set()
-
-    def init_inputs_checkpoint(self, barrier):
-        n = barrier.checkpoint_id
-        self.inits.append(n)
-        self.writer.start(n)
-
-        def done(f):
-            if not f.cancelled() and f.exception() is None:
-                self.writer.finish_input(n)
-
-        self.handler.all_barriers_received_future(n).add_done_callback(done)
-
-    def trigger_global_checkpoint(self, barrier):
-        self.triggers.append(barrier)
-        self.on_trigger(barrier)
-        if barrier.checkpoint_id in self.fail_trigger_of:
-            raise CheckpointDeclinedError("snapshot failed", checkpoint_id=barrier.checkpoint_id)
-        if barrier.is_unaligned:
-            self.writer.finish_output(barrier.checkpoint_id)  # no output data in these tests
-
-    def abort_checkpoint_on_barrier(self, checkpoint_id, cause):
-        self.aborts.append((checkpoint_id, cause.reason))
-        self.writer.abort(checkpoint_id, cause)
 
 
 class Env:
@@ -785,7 +743,8 @@ class BarrierHandlerMachine(RuleBasedStateMachine):
                 assert barrier.checkpoint_id in triggered
 
 
-TestBarrierHandlerMachine = BarrierHandlerMachine.TestCase
+# ~15 s of CPU; on a shared 2-core machine under parallel tests the default 120 s limit failed it by time alone.
+TestBarrierHandlerMachine = pytest.mark.timeout(600)(BarrierHandlerMachine.TestCase)
 TestBarrierHandlerMachine.settings = settings(
     max_examples=400,
     stateful_step_count=50,

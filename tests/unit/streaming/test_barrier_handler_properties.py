@@ -32,7 +32,6 @@ from collections import deque
 from datetime import timedelta
 
 import pytest
-from fake_timers import FakeTimers
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -54,6 +53,8 @@ from flinklike_spark._runtime.streaming.barrier_handler import (
 )
 from flinklike_spark._runtime.streaming.channel_state import InputChannelInfo
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
+from tests.support.barrier_doubles import FakeController, GateDouble
+from tests.support.clocks import FakeTimers
 
 M = BarrierHandlerMode
 S = BarrierHandlerState
@@ -192,21 +193,12 @@ class Trigger:
     consumed: dict  # channel -> number of its buffers processed before the snapshot
 
 
-class FakeGate:
+class FakeGate(GateDouble):
     """CheckpointableInput over the driver's channel queues (the state lives in the Driver)."""
 
     def __init__(self, driver: Driver, gate_index: int, num_channels: int) -> None:
+        super().__init__(gate_index, num_channels)
         self.driver = driver
-        self.gate_index = gate_index
-        self._infos = [InputChannelInfo(gate_index, i) for i in range(num_channels)]
-
-    @property
-    def channel_infos(self):
-        return list(self._infos)
-
-    @property
-    def num_channels(self):
-        return len(self._infos)
 
     def block_consumption(self, channel_info):
         d = self.driver
@@ -237,36 +229,6 @@ class FakeGate:
 
     def convert_to_priority_event(self, channel_info, sequence_number):
         self.driver.convert_to_priority_event(channel_info, sequence_number)
-
-
-class FakeController:
-    def __init__(self, driver: Driver) -> None:
-        self.driver = driver
-
-    def init_inputs_checkpoint(self, barrier):
-        d = self.driver
-        n = barrier.checkpoint_id
-        d.log(f"  init_inputs_checkpoint {n}")
-        assert barrier.is_unaligned, f"channel state initialized for aligned barrier {n}"
-        assert n not in d.inits, f"channel state of checkpoint {n} initialized twice"
-        d.inits.append(n)
-        if d.sc.fail.get(n) == "init":
-            d.failed.add(n)
-            raise CheckpointDeclinedError("channel state init failed", checkpoint_id=n)
-
-    def trigger_global_checkpoint(self, barrier):
-        d = self.driver
-        d.on_trigger(barrier)
-        if d.sc.fail.get(barrier.checkpoint_id) == "trigger":
-            d.failed.add(barrier.checkpoint_id)
-            raise CheckpointDeclinedError("snapshot failed", checkpoint_id=barrier.checkpoint_id)
-
-    def abort_checkpoint_on_barrier(self, checkpoint_id, cause):
-        d = self.driver
-        d.log(f"  abort {checkpoint_id} ({cause.reason.name})")
-        assert isinstance(cause, CheckpointDeclinedError)
-        assert checkpoint_id not in d.aborts, f"checkpoint {checkpoint_id} aborted twice"
-        d.aborts.append(checkpoint_id)
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -309,11 +271,15 @@ class Driver:
         self.timers = FakeTimers(T0)
         self.gates = [FakeGate(self, g, n) for g, n in enumerate(sc.layout)]
         self.channels = [c for g in self.gates for c in g.channel_infos]
+        self.controller = FakeController(log=self.log)
+        self.controller.fail_init_of = {n for n, where in sc.fail.items() if where == "init"}
+        self.controller.fail_trigger_of = {n for n, where in sc.fail.items() if where == "trigger"}
+        self.controller.on_trigger = self.on_trigger
         self.handler = SingleCheckpointBarrierHandler(
             task_name="prop",
             mode=mode,
             inputs=self.gates,
-            controller=FakeController(self),
+            controller=self.controller,
             clock=self.timers.clock,
             register_alignment_timer=self.timers.register if mode is M.ALTERNATING else None,
         )
@@ -333,10 +299,7 @@ class Driver:
         self.recorded: dict[int, dict[InputChannelInfo, list[int]]] = {}
         self.started: dict[int, set[int]] = {}
         self.stopped: dict[int, set[int]] = {}
-        self.inits: list[int] = []
         self.triggers: list[Trigger] = []
-        self.aborts: list[int] = []
-        self.failed: set[int] = set()  # ids the controller declined (init or trigger raised)
         self.timeout_switched: set[int] = set()  # ids seen switched before any unaligned barrier of theirs
         self.unaligned_delivered: set[int] = set()  # ids of which an as_unaligned() barrier was delivered
         self.first_barrier_unaligned: dict[int, bool] = {}
@@ -344,6 +307,21 @@ class Driver:
         self._trace: list[str] = []
 
     # -- helpers ------------------------------------------------------------------------
+
+    @property
+    def inits(self) -> list[int]:
+        """Ids whose channel state the controller initialized."""
+        return self.controller.inits
+
+    @property
+    def aborts(self) -> list[int]:
+        """Ids the handler aborted, in order."""
+        return self.controller.aborted_ids
+
+    @property
+    def failed(self) -> set[int]:
+        """Ids the controller declined (init or trigger raised)."""
+        return self.controller.failed
 
     def log(self, line: str) -> None:
         self._trace.append(line)
@@ -746,6 +724,8 @@ def run_scenario(mode: BarrierHandlerMode, sc: Scenario, data) -> Driver:
 # -- tests -----------------------------------------------------------------------------------------
 
 MODES = [M.ALIGNED, M.UNALIGNED, M.ALTERNATING]
+#: ~10 s of CPU each; on a shared 2-core machine under parallel tests a 120 s limit failed them by time alone.
+CPU_BOUND_TIMEOUT = 600
 SETTINGS = settings(
     max_examples=500,
     deadline=None,
@@ -757,10 +737,10 @@ SETTINGS = settings(
 def test_doubles_satisfy_the_protocols():
     driver = Driver(M.ALIGNED, Scenario((1,), (), {InputChannelInfo(0, 0): ()}, {}, False))
     assert isinstance(driver.gates[0], CheckpointableInput)
-    assert isinstance(FakeController(driver), CheckpointController)
+    assert isinstance(driver.controller, CheckpointController)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(CPU_BOUND_TIMEOUT)
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
 @SETTINGS
 @given(data=st.data())
@@ -771,7 +751,7 @@ def test_random_interleavings_keep_every_invariant(mode, data):
     run_scenario(mode, sc, data)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(CPU_BOUND_TIMEOUT)
 @pytest.mark.parametrize("mode", [M.ALIGNED, M.ALTERNATING], ids=lambda m: m.name)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())

@@ -22,6 +22,7 @@ from flinklike_spark.state import (
     ValueState,
     ValueStateDescriptor,
 )
+from tests.support.clocks import ManualClock
 
 
 def _backend(track=True) -> HeapKeyedStateBackend:
@@ -95,18 +96,10 @@ def test_state_with_ttl_turns_tracking_off():
     assert not b.tracks_changes
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _strategy(max_chain=3, interval=timedelta(minutes=10)):
     b = _backend()
     count = b.get_state(ValueStateDescriptor("count"), ValueStateDescriptor)
-    clock = _Clock()
+    clock = ManualClock(0.0)
     s = IncrementalKeyedSnapshots(
         b, IncrementalConfig(materialize_interval=interval, max_chain_length=max_chain), clock=clock
     )

@@ -46,18 +46,11 @@ from flinklike_spark.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
+from tests.support.clocks import ManualClock
 from tests.support.outputs import ListOutput
 
 MAX_WATERMARK = 2**63 - 1
 LATE = OutputTag("late")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0
-
-    def __call__(self) -> int:
-        return self.now
 
 
 #: state.backend.type and state.backend.rocksdb.* of the operators make() creates (set per test below).
@@ -90,7 +83,7 @@ def make(descriptor, *, restored=None, subtask=0, parallelism=1, clock=None, sid
         parallelism=parallelism,
         max_parallelism=128,
         attempt_number=0,
-        clock_ms=clock or Clock(),
+        clock_ms=clock or ManualClock(),
         **_STATE_BACKEND,
     )
     op.setup(context, out)
@@ -435,7 +428,7 @@ def test_continuous_event_time_trigger_fires_early_then_at_the_end():
 
 
 def test_processing_time_windows_fire_on_the_clock():
-    clock = Clock()
+    clock = ManualClock()
     clock.now = 1_000
     assigner = TumblingProcessingTimeWindows.of(Time.seconds(1))
     op, out, _ = make(WindowOperatorDescriptor(
@@ -453,7 +446,7 @@ def test_processing_time_windows_fire_on_the_clock():
 
 
 def test_processing_time_sessions_merge():
-    clock = Clock()
+    clock = ManualClock()
     assigner = ProcessingTimeSessionWindows.with_gap(Time.milliseconds(100))
     op, out, _ = make(WindowOperatorDescriptor(
         assigner=assigner, trigger=assigner.get_default_trigger(None), window_function=KeyWindowCount()),

@@ -22,7 +22,16 @@ from pathlib import Path
 import psutil
 import pyspark
 
-__all__ = ["SPARK_HOME", "StandaloneCluster", "free_port", "write_project_zip"]
+__all__ = [
+    "ROOT",
+    "SPARK_HOME",
+    "StandaloneCluster",
+    "free_port",
+    "still_serving",
+    "task_executor_workers",
+    "wait_until",
+    "write_project_zip",
+]
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,3 +176,49 @@ if __name__ == "__main__":  # manual experiments: start, print the master URL, s
     finally:
         cluster.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def task_executor_workers(cluster: StandaloneCluster) -> dict[int, set[int]]:
+    """Python workers of Spark executors that serve a port: the TaskExecutors (pid -> ports).
+
+    A TaskExecutor runs in a Python worker forked by an executor's
+    ``pyspark.daemon``; it is the only kind of worker that listens on a port.
+    """
+    found: dict[int, set[int]] = {}
+    for executor in cluster.executor_processes():
+        try:
+            workers = [w for daemon in executor.children() for w in daemon.children()]
+        except psutil.NoSuchProcess:
+            continue
+        for worker in workers:
+            try:
+                ports = {c.laddr.port for c in worker.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+            except psutil.NoSuchProcess:
+                continue
+            if ports:
+                found[worker.pid] = ports
+    return found
+
+
+def still_serving(workers: dict[int, set[int]]) -> dict[int, set[int]]:
+    """Those of ``workers`` (pid -> ports) whose process still listens on one of those ports."""
+    alive = {}
+    for pid, ports in workers.items():
+        try:
+            process = psutil.Process(pid)
+            if process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            listening = {c.laddr.port for c in process.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+        except psutil.NoSuchProcess:
+            continue
+        if listening & ports:
+            alive[pid] = listening & ports
+    return alive
+
+
+def wait_until(predicate, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)

@@ -11,6 +11,16 @@ import psutil
 from flinklike_spark import MapFunction
 from flinklike_spark.connector_api import Sink, SinkWriter
 
+__all__ = [
+    "FailOnDemand",
+    "ProgressSink",
+    "assert_no_task_executor_left",
+    "inject_fault",
+    "progress",
+    "task_executor_processes",
+    "wait_for",
+]
+
 
 class FailOnDemand(MapFunction):
     """Raises once for every file ``<dir>/fault-<subtask>`` the test creates (it is removed first: exactly once)."""

@@ -10,6 +10,40 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+__all__ = [
+    "BACKPRESSURE_FIELDS",
+    "BACKPRESSURE_SUBTASK_FIELDS",
+    "CHECKPOINTS_FIELDS",
+    "CHECKPOINT_CONFIG_FIELDS",
+    "CHECKPOINT_COUNTS_FIELDS",
+    "CHECKPOINT_FIELDS",
+    "CHECKPOINT_LATEST_FIELDS",
+    "CHECKPOINT_SUMMARY_FIELDS",
+    "COMPLETED_CHECKPOINT_FIELDS",
+    "CONFIG_FIELDS",
+    "EXCEPTIONS_FIELDS",
+    "EXCEPTION_ENTRY_FIELDS",
+    "FEATURES_FIELDS",
+    "HARDWARE_FIELDS",
+    "IO_METRICS_FIELDS",
+    "JOB_DETAILS_FIELDS",
+    "JOB_OVERVIEW_FIELDS",
+    "JOB_VERTEX_FIELDS",
+    "OVERVIEW_FIELDS",
+    "PLAN_FIELDS",
+    "PLAN_NODE_FIELDS",
+    "STATS_SUMMARY_FIELDS",
+    "SUBTASK_FIELDS",
+    "TASKMANAGER_FIELDS",
+    "TASK_STATES",
+    "VERTEX_DETAILS_FIELDS",
+    "free_port",
+    "get",
+    "has_fields",
+    "request",
+    "wait_for",
+]
+
 # Field names of the responses, as Flink's REST API reference documents them (flink-docs rest_v1_dispatcher and
 # the OpenAPI specification generated from Flink's message classes, e.g. SubtaskBackPressureInfo.backpressureLevel).
 CONFIG_FIELDS = {"refresh-interval", "timezone-name", "timezone-offset", "flink-version", "flink-revision", "features"}

@@ -1,4 +1,7 @@
-"""Heartbeats carry the TaskExecutor's slot report; the ResourceManager frees slots no job uses."""
+"""Heartbeats carry the TaskExecutor's slot report; the ResourceManager frees slots no job uses.
+
+On an embedded cluster (TaskExecutors as threads), so it is an integration test.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from flinklike_spark import Configuration
 from flinklike_spark._runtime.minicluster import MiniCluster
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_slot_held_for_an_unknown_allocation_is_freed_by_the_next_heartbeat():
     config = Configuration(

@@ -8,6 +8,16 @@ import pyarrow as pa
 
 from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, StateHandle
 
+__all__ = [
+    "JOB",
+    "MAX_KEY_GROUPS",
+    "UID",
+    "batch",
+    "complete",
+    "record",
+    "write_subtask",
+]
+
 JOB = "job-1"
 UID = "counter"
 MAX_KEY_GROUPS = 8

@@ -10,6 +10,12 @@ from checkpointing import list_completed_checkpoints
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import JobCancelledError
 
+__all__ = [
+    "MODES",
+    "checkpoint_config",
+    "run_and_cancel",
+]
+
 MODES = ("aligned", "unaligned", "aligned-with-timeout")
 
 

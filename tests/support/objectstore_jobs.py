@@ -13,6 +13,22 @@ from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
 from flinklike_spark.errors import JobCancelledError
 
+__all__ = [
+    "MODES",
+    "NUM_KEYS",
+    "RECORDS_PER_KEY",
+    "ExactCount",
+    "SlowPassThrough",
+    "assert_exactly_once_in_order",
+    "build",
+    "build_counting",
+    "job_config",
+    "rows_in_commit_order",
+    "run_and_cancel",
+    "stop_and_resume",
+    "wait_for_checkpoints",
+]
+
 MODES = ("aligned", "unaligned", "aligned-with-timeout")
 NUM_KEYS = 6
 RECORDS_PER_KEY = 500
@@ -146,3 +162,17 @@ def build_counting(config: dict, *, rows_per_second: int | None = None):
         CollectSink("counts")
     )
     return env
+
+
+def stop_and_resume(store, mode: str, extra: dict | None = None) -> None:
+    directory, table = store.url("checkpoints"), store.url("table")
+    layout = store.layout(directory)
+    config = job_config(store, directory, mode) | (extra or {})
+    first = build(config, table, seconds_per_record=0.002, rows_per_second=500)
+    job_id = run_and_cancel(first, layout, checkpoints=2)
+    latest = list_completed_checkpoints(layout, job_id)[-1]
+    resumed = config | {"execution.state-recovery.path": directory}
+    build(resumed, table, seconds_per_record=0).execute("resumed")
+    assert_exactly_once_in_order(rows_in_commit_order(store, table))
+    if mode == "aligned":
+        assert latest.mode == "aligned" and latest.channel_state_bytes == 0

@@ -1,0 +1,123 @@
+"""Suite-wide wiring: which tests share a pytest-xdist worker (``--dist loadgroup``, set in pyproject's addopts).
+
+The suite runs in parallel (``-n``); a test's ``xdist_group`` decides which
+tests must run one after the other on one worker. It is given here, from the
+test's directory and markers, so that a new test falls into its group without
+marking it (docs/architecture.md, "Test suite in parallel"):
+
+* ``spark``: everything under ``tests/spark/`` and ``tests/sparkcluster/`` and
+  every ``spark``-marked test. They share one session-scoped SparkSession (one
+  JVM per worker otherwise) and the standalone cluster, and two Spark JVMs at
+  once starve each other on 2 cores.
+* ``objectstore`` (``tests/objectstore/``): session-scoped servers (moto and
+  Azurite) started once. The Kafka tests (``tests/kafka/``) are not one group:
+  their modules spread over the workers like other slow modules, and each
+  worker that runs one starts its own session broker (about 5 s), which is
+  cheaper than running a quarter of the suite's slow tests on one worker.
+* every other ``slow`` test (multi-process: a MiniCluster with TaskExecutor
+  processes) is grouped with its module, so a module's module-scoped job or
+  cluster fixture is built once and a module's tests do not run against each
+  other; modules still run side by side.
+* the rest (unit tests) is spread one test at a time.
+
+A test that sets ``@pytest.mark.xdist_group`` itself keeps its own group.
+
+pytest-xdist 3.8 groups by appending ``@group`` to ``item._nodeid``, which
+pytest 9.2 no longer reads (a node id is ``item._id`` there), so its
+``loadgroup`` would silently spread every group. Here each worker writes its
+items' groups to a file in a directory the controller hands it
+(``workerinput``), and the controller's scheduler (``--dist loadgroup``'s, with
+its scope taken from that file) keeps each group on one worker.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+#: Directory under tests/ -> the xdist group of every test in it.
+DIRECTORY_GROUPS = {"spark": "spark", "sparkcluster": "spark", "objectstore": "objectstore"}
+#: Marker -> group, for tests outside those directories.
+MARKER_GROUPS = {"spark": "spark"}
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The group ``item`` runs in (None: scheduled on its own)."""
+    path = Path(str(item.path)).resolve()
+    try:
+        top = path.relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
+    if top in DIRECTORY_GROUPS:
+        return DIRECTORY_GROUPS[top]
+    for marker, group in MARKER_GROUPS.items():
+        if item.get_closest_marker(marker) is not None:
+            return group
+    if item.get_closest_marker("slow") is not None:
+        return "module:" + path.relative_to(TESTS).as_posix()
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {}
+    for item in items:
+        marker = item.get_closest_marker("xdist_group")
+        if marker is None:
+            group = xdist_group_of(item)
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+        else:
+            group = str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
+        if group is not None:
+            groups[item.nodeid] = group
+    directory = getattr(config, "workerinput", {}).get(_GROUPS_DIR)
+    if directory is not None:  # an xdist worker: tell the controller's scheduler
+        path = Path(directory) / f"{config.workerinput['workerid']}.json"
+        path.with_suffix(".tmp").write_text(json.dumps(groups))
+        path.with_suffix(".tmp").replace(path)
+
+
+_GROUPS_DIR = "flinklike_xdist_groups_dir"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """Controller: give each worker the directory to write its items' groups to."""
+    config = node.config
+    if not hasattr(config, "_flinklike_groups_dir"):
+        config._flinklike_groups_dir = tempfile.mkdtemp(prefix="xdist-groups-")
+    node.workerinput[_GROUPS_DIR] = config._flinklike_groups_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    directory = getattr(config, "_flinklike_groups_dir", None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadgroup``: xdist's LoadGroupScheduling with each test's group read from the workers' files."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FileGroupScheduling(LoadGroupScheduling):
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                directory = getattr(config, "_flinklike_groups_dir", None)
+                files = sorted(Path(directory).glob("*.json")) if directory else []
+                self._groups = json.loads(files[0].read_text()) if files else {}
+            group = self._groups.get(nodeid)
+            return f"group:{group}" if group is not None else super()._split_scope(nodeid)
+
+    return FileGroupScheduling(config, log)
