@@ -53,6 +53,7 @@ __all__ = [
     "StorageUnavailableError",
     "TaskExecutorLostError",
     "import_error_hint",
+    "is_channel_error",
     "is_non_recoverable",
     "mark_non_recoverable",
 ]
@@ -504,6 +505,17 @@ def is_non_recoverable(exc: BaseException) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def is_channel_error(cause: BaseException | None) -> bool:
+    """True for a :class:`NetworkError`, also one raised in a task and carried as a :class:`RemoteTaskError`."""
+    if isinstance(cause, NetworkError):
+        return True
+    if not isinstance(cause, RemoteTaskError):
+        return False
+    module, _, name = cause.exception_type.rpartition(".")
+    error_type = globals().get(name) if module == __name__ else None
+    return isinstance(error_type, type) and issubclass(error_type, NetworkError)
 
 
 #: Object-store packages that fsspec asks for, and the project's extra that installs each.

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import flinklike_spark.errors as _errors
 from checkpointing.schemas import CheckpointKind
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.collect_results import CollectResults
@@ -80,9 +79,8 @@ from flinklike_spark.errors import (
     ConfigurationError,
     JobCancelledError,
     JobExecutionError,
-    NetworkError,
-    RemoteTaskError,
     TaskExecutorLostError,
+    is_channel_error,
 )
 from flinklike_spark.job_client import JobExecutionResult
 
@@ -357,7 +355,7 @@ class JobMaster:
         which would be a second failure), and the recorded cause is the loss
         (e.g. the process exit), not the symptom.
         """
-        if _is_channel_error(cause):
+        if is_channel_error(cause):
             deployed = execution.state_timestamps.get(ExecutionState.DEPLOYING, 0.0)
             loss = self._loss_since(deployed)
             # A killed process closes its sockets a moment before it can be reaped, so a peer
@@ -483,7 +481,7 @@ class JobMaster:
 
     def _root_cause(self, cause: BaseException | None) -> BaseException | None:
         """The failure to report: a consumer's channel error is a symptom when a TaskExecutor died (main thread)."""
-        if not _is_channel_error(cause):
+        if not is_channel_error(cause):
             return cause
         self._rm.detect_dead_task_executors()
         self._record_losses()
@@ -492,14 +490,3 @@ class JobMaster:
         root, _ = next(iter(self._lost_task_executors.values()))
         log.info("job %s: reporting %s as the root cause of %s", self.job_id, root, str(cause).partition("\n")[0])
         return root
-
-
-def _is_channel_error(cause: BaseException | None) -> bool:
-    """True for a NetworkError, also one raised in a task and carried as a RemoteTaskError."""
-    if isinstance(cause, NetworkError):
-        return True
-    if not isinstance(cause, RemoteTaskError):
-        return False
-    module, _, name = cause.exception_type.rpartition(".")
-    error_type = getattr(_errors, name, None) if module == _errors.__name__ else None
-    return isinstance(error_type, type) and issubclass(error_type, NetworkError)

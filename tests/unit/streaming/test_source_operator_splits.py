@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext
 from flinklike_spark.connector_api import ReadResult, Source, SourceReader, SourceSplit
@@ -67,8 +68,8 @@ class Events:
 
 
 def run(source: Scripted, polls: int, strategy=None) -> Events:
-    operator = OperatorSpec(uid="src", name="src", kind="source", function=source,
-                            timestamp_strategy=strategy or WatermarkStrategy.for_monotonous_timestamps()).create()  # fmt: skip
+    operator = create_operator(OperatorSpec(uid="src", name="src", kind="source", function=source,
+                                            timestamp_strategy=strategy or WatermarkStrategy.for_monotonous_timestamps()))
     events = Events()
     operator.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128,
                                    attempt_number=0, clock_ms=lambda: 0), events)  # fmt: skip
