@@ -18,15 +18,30 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
-from enum import Enum
 from typing import Any, Generic, TypeVar
 
+from flinklike_spark.config_enums import (
+    DEFAULT_ROCKSDB_MEMORY_PER_SLOT,
+    PROMETHEUS_REPORTER_FACTORY,
+    CheckpointingMode,
+    CheckpointStorageType,
+    ExecutionTarget,
+    FailoverStrategyType,
+    RestartStrategyType,
+    RocksDBOptions,
+    StateBackendType,
+    TaskManagerMode,
+    parse_failover_strategy,
+    parse_reporter_factory,
+    parse_restart_strategy,
+    parse_runtime_mode,
+    parse_state_backend,
+)
 from flinklike_spark.config_parsers import (
     INT_MAX,
     MAX_DURATION,
     MIN_CHECKPOINT_TIME,
     UPPER_BOUND_MAX_PARALLELISM,
-    choice_parser,
     enum_parser,
     format_bound,
     format_bytes,
@@ -67,143 +82,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class CheckpointingMode(Enum):
-    EXACTLY_ONCE = "exactly_once"
-    AT_LEAST_ONCE = "at_least_once"
-
-
-class CheckpointStorageType(Enum):
-    """Where checkpoints are kept (Flink's ``execution.checkpointing.storage``)."""
-
-    JOBMANAGER = "jobmanager"  # storage that lives as long as the job (failover only; no resume, no savepoints)
-    FILESYSTEM = "filesystem"  # execution.checkpointing.dir: outlives the job (resume, savepoints)
-
-
-class ExecutionTarget(Enum):
-    """Where ``execute()`` runs a job (Flink's ``execution.target``)."""
-
-    LOCAL = "local"  # an embedded cluster in this process and its children (the default)
-    SPARK = "spark"  # JobMaster in this Spark driver, TaskExecutors on the session's Spark executors
-
-
-class StateBackendType(Enum):
-    """Where keyed state lives (Flink's ``state.backend.type``)."""
-
-    HASHMAP = "hashmap"  # Python dicts on the TaskExecutor's heap (the default)
-    ROCKSDB = "rocksdb"  # an embedded RocksDB per slot behind a bounded hot-key cache (extra [rocksdb])
-
-
-#: Backend types this build can run; the parser rejects the others by name.
-AVAILABLE_STATE_BACKENDS = frozenset({StateBackendType.HASHMAP, StateBackendType.ROCKSDB})
-
-#: Memory budget of one slot's RocksDB backend when ``state.backend.rocksdb.memory.fixed-per-slot`` is
-#: unset: there is no managed-memory pool here (``taskmanager.memory.managed.*``), so this stands in
-#: for the slot's share of it.
-DEFAULT_ROCKSDB_MEMORY_PER_SLOT = 128 << 20
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RocksDBOptions:
-    """Settings of the RocksDB state backend (Flink's ``state.backend.rocksdb.*`` keys).
-
-    Attributes:
-        local_dir: parent directory of the per-slot RocksDB instances; None: the
-            system temp directory (Flink: the TaskManager's ``io.tmp.dirs``).
-        memory_per_slot: bytes one backend may use for its hot-key cache plus
-            RocksDB's block cache and write buffers.
-        managed: when False, RocksDB's native memory is not capped (RocksDB's
-            defaults); only the hot-key cache follows ``memory_per_slot``.
-        write_buffer_ratio: share of RocksDB's part of the budget for write buffers.
-    """
-
-    local_dir: str | None = None
-    memory_per_slot: int = DEFAULT_ROCKSDB_MEMORY_PER_SLOT
-    managed: bool = True
-    write_buffer_ratio: float = 0.5
-
-    def __post_init__(self) -> None:
-        if self.memory_per_slot < 1 << 20:
-            raise ConfigurationError(
-                f"state.backend.rocksdb.memory.fixed-per-slot: {self.memory_per_slot} bytes is too small; valid: >= 1 mb"
-            )
-        if not 0.0 < self.write_buffer_ratio < 1.0:
-            raise ConfigurationError(
-                f"state.backend.rocksdb.memory.write-buffer-ratio: {self.write_buffer_ratio!r}; valid: (0, 1)"
-            )
-
-
-def _parse_state_backend(value: object, *, key: str) -> StateBackendType:
-    backend = enum_parser(StateBackendType)(value, key=key)
-    if backend not in AVAILABLE_STATE_BACKENDS:
-        raise ConfigurationError(
-            f"{key}: {backend.value!r} is not available yet (keyed state is kept on the heap only); "
-            f"valid values: {', '.join(sorted(b.value for b in AVAILABLE_STATE_BACKENDS))}"
-        )
-    return backend
-
-
-class RestartStrategyType(Enum):
-    """Flink's ``restart-strategy.type`` (aliases ``off``/``disable``, ``fixeddelay``, ... accepted)."""
-
-    NONE = "none"
-    FIXED_DELAY = "fixed-delay"
-    FAILURE_RATE = "failure-rate"
-    EXPONENTIAL_DELAY = "exponential-delay"
-
-
-class FailoverStrategyType(Enum):
-    """Flink's ``jobmanager.execution.failover-strategy``."""
-
-    REGION = "region"  # restart the failed task's pipelined region and the regions consuming from it
-    FULL = "full"  # restart every task
-
-
-class TaskManagerMode(Enum):
-    """Where the local MiniCluster runs its TaskExecutors."""
-
-    PROCESS = "process"  # spawned child processes (the default: real parallelism)
-    THREAD = "thread"  # inside the client process (debugging, memory:// file systems)
-
-
-_parse_failover_strategy = enum_parser(FailoverStrategyType)
-
-
-def _parse_runtime_mode(value: object, *, key: str) -> str:
-    """Flink's ``execution.runtime-mode``: STREAMING, BATCH, or AUTOMATIC (which is STREAMING here)."""
-    text = choice_parser("streaming", "batch", "automatic")(value, key=key)
-    return "streaming" if text == "automatic" else text
-
-
-_RESTART_STRATEGY_ALIASES = {
-    "none": RestartStrategyType.NONE, "off": RestartStrategyType.NONE, "disable": RestartStrategyType.NONE,
-    "fixed-delay": RestartStrategyType.FIXED_DELAY, "fixeddelay": RestartStrategyType.FIXED_DELAY,
-    "failure-rate": RestartStrategyType.FAILURE_RATE, "failurerate": RestartStrategyType.FAILURE_RATE,
-    "exponential-delay": RestartStrategyType.EXPONENTIAL_DELAY,
-    "exponentialdelay": RestartStrategyType.EXPONENTIAL_DELAY,
-}  # fmt: skip
-
-
-def _parse_restart_strategy(value: object, *, key: str) -> RestartStrategyType:
-    if isinstance(value, RestartStrategyType):
-        return value
-    strategy = _RESTART_STRATEGY_ALIASES.get(str(value).strip().lower())
-    if strategy is None:
-        raise ConfigurationError(f"{key}: invalid value {value!r}; valid values: {', '.join(_RESTART_STRATEGY_ALIASES)}")
-    return strategy
-
-
-PROMETHEUS_REPORTER_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
-
-
-def _parse_reporter_factory(value: object, *, key: str) -> str | None:
-    """The factory of a metric reporter; only Prometheus's exists here (through ``prometheus_client``)."""
-    if value is None or value == "":
-        return None
-    if str(value).strip() != PROMETHEUS_REPORTER_FACTORY:
-        raise ConfigurationError(f"{key}: unknown reporter factory {value!r}; valid values: {PROMETHEUS_REPORTER_FACTORY}")
-    return PROMETHEUS_REPORTER_FACTORY
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -317,7 +195,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "How often sources emit watermarks.", _ZERO),
         _opt("execution.buffer-timeout.interval", timedelta(milliseconds=100), _duration,
              "Longest time a partially filled output buffer waits before it is sent (0: at once).", _ZERO),
-        _opt("execution.runtime-mode", "streaming", _parse_runtime_mode,
+        _opt("execution.runtime-mode", "streaming", parse_runtime_mode,
              "STREAMING (AUTOMATIC means STREAMING); bounded sources finish the job."),
         _opt("execution.target", ExecutionTarget.LOCAL, enum_parser(ExecutionTarget),
              "local: an embedded cluster on this machine; spark: TaskExecutors on the Spark executors of the "
@@ -353,7 +231,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("taskmanager.slot.timeout", timedelta(seconds=10), _duration,
              "Timeout of an allocated but inactive slot.", _MS),
         # -- failover (restart_strategy.py / failover.py parse these into typed configs) --
-        _opt("restart-strategy.type", None, _parse_restart_strategy,
+        _opt("restart-strategy.type", None, parse_restart_strategy,
              "none/off/disable, fixed-delay, failure-rate or exponential-delay; unset: exponential-delay "
              "with checkpointing, else none.", optional=True),
         _opt("restart-strategy.fixed-delay.attempts", 1, parse_int, "Restarts before the job fails.", 0),
@@ -375,7 +253,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "Random +-share of the delay.", 0.0, 1.0),
         _opt("restart-strategy.exponential-delay.attempts-before-reset-backoff", 2**31 - 1, parse_int,
              "Restarts before the job fails, counted since the last backoff reset.", 1),
-        _opt("jobmanager.execution.failover-strategy", FailoverStrategyType.REGION, _parse_failover_strategy,
+        _opt("jobmanager.execution.failover-strategy", FailoverStrategyType.REGION, parse_failover_strategy,
              "region: restart the failed task's pipelined region and its consumers; full: every task."),
         _opt("execution.checkpointing.interval", None, _duration,
              "Checkpoint interval; unset disables periodic checkpoints (Flink's minimum is 10 ms).",
@@ -402,7 +280,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.checkpointing.incremental.max-chain-length", 20, parse_int,
              "With incremental checkpoints: write a full base when a subtask's chain (base plus changes) "
              "would get longer than this, which bounds what a restore reads.", 1, 10_000),
-        _opt("state.backend.type", StateBackendType.HASHMAP, _parse_state_backend,
+        _opt("state.backend.type", StateBackendType.HASHMAP, parse_state_backend,
              "Where keyed state lives: hashmap (the Python heap) or rocksdb (an embedded RocksDB per slot)."),
         _opt("state.backend.rocksdb.localdir", None, parse_optional_str,
              "Directory of the RocksDB instances of the rocksdb backend; unset: the system temp directory."),
@@ -434,7 +312,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("metrics.fetcher.update-interval", timedelta(seconds=10), _duration,
              "Oldest task metrics the REST API serves before it asks the TaskExecutors again "
              "(they also send metrics with every heartbeat).", _ZERO),
-        _opt("metrics.reporter.prom.factory.class", None, _parse_reporter_factory,
+        _opt("metrics.reporter.prom.factory.class", None, parse_reporter_factory,
              f"Set to {PROMETHEUS_REPORTER_FACTORY} to serve every metric to Prometheus.", optional=True),
         _opt("metrics.reporter.prom.port", (9249, 9249), parse_port_range,
              "Port (or range, e.g. 9250-9260) of the Prometheus endpoint; 0: any free port."),
