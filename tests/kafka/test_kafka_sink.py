@@ -94,6 +94,7 @@ def test_a_bounded_job_writes_every_record_once(kafka_broker, kafka_topic, guara
     assert open_transactions(kafka_broker.bootstrap_servers, kafka_broker.port) == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_transaction_timeout_above_the_brokers_maximum_fails_at_submission(kafka_broker, kafka_topic):
     topic = kafka_topic()
@@ -108,6 +109,7 @@ def test_a_transaction_timeout_above_the_brokers_maximum_fails_at_submission(kaf
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_unreachable_brokers_fail_at_submission():
     closed_port = _closed_port()

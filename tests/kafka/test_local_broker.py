@@ -36,6 +36,7 @@ def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int, tim
         consumer.close()
 
 
+@pytest.mark.slow  # a broker JVM
 def test_session_broker_serves_a_topic(kafka_broker, kafka_topic):
     topic = kafka_topic(partitions=3)
     values = [str(i).encode() for i in range(30)]
