@@ -24,10 +24,6 @@ _STORAGE = (
     "JobManager-memory storage and no storage object to pass"
 )
 _JAVA = "a wrapper of a Java class with no role in a Python runtime"
-_CONNECTOR_FORMAT = (
-    "a serialization format of Java connectors (Kafka, Pulsar): read those with Spark and feed the engine "
-    "through writeStream"
-)
 
 #: (PyFlink module, name) -> why it is not offered.
 UNSUPPORTED: dict[tuple[str, str], str] = {
@@ -62,10 +58,6 @@ UNSUPPORTED: dict[tuple[str, str], str] = {
     ("pyflink.common", "ConfigOptions"): "keys are plain strings with Flink's names (ConfigOption describes them)",
     ("pyflink.common", "ExecutionConfig"): "configuration is Flink's keys (env.configure); no ExecutionConfig object",
     ("pyflink.common", "TypeSerializer"): "records travel as Arrow columns or pickles, not JVM serializers",
-    ("pyflink.common", "SerializationSchema"): _CONNECTOR_FORMAT,
-    ("pyflink.common", "DeserializationSchema"): _CONNECTOR_FORMAT,
-    ("pyflink.common", "SimpleStringSchema"): _CONNECTOR_FORMAT,
-    ("pyflink.common", "ByteArraySchema"): _CONNECTOR_FORMAT,
     ("pyflink.common", "CompletableFuture"): "JobClient's futures are concurrent.futures.Future objects",
     ("pyflink.common", "InputDependencyConstraint"): _JAVA + " (deprecated batch scheduling)",
     ("pyflink.common", "JobID"): "job ids are strings (JobClient.job_id)",
