@@ -23,7 +23,7 @@ from flinklike_spark import Configuration, JobExecutionError, RemoteTaskError, S
 from flinklike_spark._runtime.graph.execution_state import JobStatus
 from flinklike_spark._runtime.minicluster import MiniCluster
 from flinklike_spark.connector_api import Boundedness, ReadResult, Source, SourceReader, SourceSplit
-from flinklike_spark.errors import TaskExecutorLostError
+from flinklike_spark.errors import StorageUnavailableError, TaskExecutorLostError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -41,18 +41,29 @@ def _early_failing_job(kind: str, tmp_path) -> StreamExecutionEnvironment:
     source = env.from_source(SequenceSource(num_keys=10, records_per_key=100_000), name="seq")
     if kind == "map":
         source.map(_fail_on_first_record).key_by("key").map(lambda r: r).sink_to(CollectSink("never"))
-    elif kind == "key_by":
-        source.key_by(lambda r: r["missing"]).map(lambda r: r).sink_to(CollectSink("never"))
     else:
-        source.key_by("key").map(lambda r: r).sink_to(DeltaSink("nosuchfs://bucket/table"))
+        source.key_by(lambda r: r["missing"]).map(lambda r: r).sink_to(CollectSink("never"))
     return env
+
+
+def test_a_sink_path_of_an_unknown_scheme_fails_the_submission_naming_the_cause():
+    """It once failed the first task (fast, with the user's exception); now the storage probe at submission
+    refuses it before any task runs, naming the path and the cause (see tests/integration/test_storage_probe.py)."""
+    env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
+    env.from_source(SequenceSource(num_keys=10, records_per_key=10), name="seq").key_by("key").map(lambda r: r) \
+        .sink_to(DeltaSink("nosuchfs://bucket/table"))
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailableError) as info:
+        env.execute_async("unknown scheme")
+    assert "'nosuchfs://bucket/table'" in str(info.value)
+    assert "Protocol not known: nosuchfs" in str(info.value)
+    assert time.monotonic() - started < PROMPT
 
 
 # The user's exception as the client sees it (RemoteTaskError message "<Type>: <message>").
 EXPECTED = {
     "map": "ValueError: user function rejects",
     "key_by": "KeyError: 'missing'",
-    "delta_unknown_scheme": "ValueError: Protocol not known: nosuchfs",
 }
 
 
