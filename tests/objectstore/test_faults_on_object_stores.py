@@ -58,7 +58,8 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(store, caplo
     directory = store.url("checkpoints")
     layout = store.layout(directory)
     config = job_config(store, directory, "aligned")
-    job_id = run_and_cancel(build_counting(config, rows_per_second=400), layout, checkpoints=2)
+    # 20 s of input: time for 2 checkpoints (the first one on a store takes seconds) and for the poll to see them
+    job_id = run_and_cancel(build_counting(config, rows_per_second=150), layout, checkpoints=2)
     latest = list_completed_checkpoints(layout, job_id)[-1].checkpoint_id
     fs, root = store.filesystem(directory)
     damaged = fs.ls(f"{root}/operator_state/job_id={job_id}/checkpoint_id={latest}", detail=False)
