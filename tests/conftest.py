@@ -18,7 +18,8 @@ marking it (docs/architecture.md, "Test suite in parallel"):
   processes) is grouped with its module, so a module's module-scoped job or
   cluster fixture is built once and a module's tests do not run against each
   other; modules still run side by side.
-* the rest (unit tests) is spread one test at a time.
+* the rest (unit tests, and the slow modules in ``INDEPENDENT_MODULES``) is
+  spread one test at a time.
 
 A test that sets ``@pytest.mark.xdist_group`` itself keeps its own group.
 
@@ -43,6 +44,14 @@ TESTS = Path(__file__).resolve().parent
 
 #: Directory under tests/ -> the xdist group of every test in it.
 DIRECTORY_GROUPS = {"spark": "spark", "sparkcluster": "spark", "objectstore": "objectstore"}
+#: Slow modules whose tests are independent of each other (each runs its own subprocess or job in its own
+#: directory, with no module-scoped fixture): spread one test at a time like unit tests, not kept on one
+#: worker (the PyFlink programs alone are minutes of real PyFlink JVMs, one after another otherwise).
+INDEPENDENT_MODULES = frozenset({
+    "compat/test_pyflink_programs.py",
+    "compat/test_pyflink_examples.py",
+    "integration/test_docs_blocks.py",
+})
 #: Marker -> group, for tests outside those directories.
 MARKER_GROUPS = {"spark": "spark"}
 
@@ -59,8 +68,9 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     for marker, group in MARKER_GROUPS.items():
         if item.get_closest_marker(marker) is not None:
             return group
-    if item.get_closest_marker("slow") is not None:
-        return "module:" + path.relative_to(TESTS).as_posix()
+    module = path.relative_to(TESTS).as_posix()
+    if item.get_closest_marker("slow") is not None and module not in INDEPENDENT_MODULES:
+        return "module:" + module
     return None
 
 
