@@ -106,7 +106,7 @@ def test_credentials_appear_in_no_log_repr_error_or_checkpoint_row(store, caplog
     layout = store.layout(directory)
     config = job_config(store, directory, "unaligned")
     with caplog.at_level(logging.DEBUG):
-        env = build(config, table, seconds_per_record=0.002, rows_per_second=500)
+        env = build(config, table, seconds_per_record=0.002, rows_per_second=200)
         job_id = run_and_cancel(env, layout, checkpoints=2)
         # a failing job: the bucket / container does not exist (the start-up probe refuses it)
         broken = job_config(store, missing, "aligned") | {
