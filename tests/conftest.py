@@ -56,6 +56,15 @@ INDEPENDENT_MODULES = frozenset({
 MARKER_GROUPS = {"spark": "spark"}
 
 
+@pytest.fixture(autouse=True)
+def _preexisting_task_executors(request: pytest.FixtureRequest) -> None:
+    """Slow tests: note the TaskExecutor processes that are not the test's (tests/support/failover_jobs.py)."""
+    if request.node.get_closest_marker("slow") is not None:
+        from tests.support.failover_jobs import note_preexisting_task_executors
+
+        note_preexisting_task_executors()
+
+
 def xdist_group_of(item: pytest.Item) -> str | None:
     """The group ``item`` runs in (None: scheduled on its own)."""
     path = Path(str(item.path)).resolve()
