@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -127,6 +128,9 @@ class SinkWriterContext:
     transactional_id_prefix: str = ""
     #: where results for the job's client go (``execute_and_collect``); None outside a TaskExecutor
     result_channel: ClientResultChannel | None = None
+    #: True once the task is being cancelled: a writer that waits long (a flush to an unreachable
+    #: broker) polls it and gives up, so that no wait outlives a cancel
+    cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False)
 
 
 class ClientResultChannel(Protocol):

@@ -183,7 +183,7 @@ def test_the_job_recovers_when_the_broker_restarts_under_it(kafka_cache_dir, tmp
         finally:
             client.cancel()
             with contextlib.suppress(JobCancelledError):
-                client.wait(60)
+                client.wait(120)
         assert_each_key_exactly_once_in_order(read_committed(servers, out_topic), NUM_KEYS, 2 * PER_KEY)
 
 

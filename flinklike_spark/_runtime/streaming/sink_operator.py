@@ -93,6 +93,7 @@ class SinkOperator(StreamOperator):
                 operator_uid=self.uid,
                 transactional_id_prefix=transactional_id_prefix(ctx.lineage_id or ctx.job_id, self.uid),
                 result_channel=ctx.result_channel,
+                cancelled=ctx.cancelled,
             )
         )
         self.writer.open()

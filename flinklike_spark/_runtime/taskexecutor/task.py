@@ -267,6 +267,7 @@ class Task:
             incremental=IncrementalConfig.from_configuration(config),
             rocksdb=config.rocksdb,
             result_channel=self._result_channel,
+            cancelled=lambda: self._state.state in (ExecutionState.CANCELING, ExecutionState.CANCELED),
         )
         specs = list(tdd.operators)
         if tdd.splits:
