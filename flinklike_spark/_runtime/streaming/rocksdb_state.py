@@ -57,7 +57,7 @@ from typing import Any
 from checkpointing.schemas import StateKind
 from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
 from checkpointing.writer import KeyedColumnChunks, KeyedColumns
-from flinklike_spark._runtime.streaming.keyed_state import detach_values, key_groups_of
+from flinklike_spark._runtime.streaming.keyed_state import current_entries, detach_values, key_groups_of
 from flinklike_spark._runtime.streaming.rocksdb_handles import ROCKS_HANDLE_OF_KIND
 from flinklike_spark._runtime.streaming.rocksdb_local import (
     DIR_PREFIX,
@@ -86,22 +86,11 @@ _ESTIMATE_INTERVAL_S = 1.0
 #: Assumed bytes of a cached entry when bounding a prefetch (an int or a short string value).
 _PREFETCH_ENTRY_BYTES = 256
 
-_MISSING = object()
-
 
 def _current_entries(table: RocksTable, keys: set) -> tuple[list, list, list]:
     """``(keys, values, deleted keys)``: the current entry of each of ``keys``, from the cache (mutable
     values deep-copied) or else from RocksDB; the keys without one are deleted."""
-    cache = table.cache
-    found, values, uncached = [], [], []
-    get = cache.get
-    for key in keys:
-        value = get(key, _MISSING)
-        if value is _MISSING:
-            uncached.append(key)
-        else:
-            found.append(key)
-            values.append(value)
+    found, values, uncached = current_entries(table.cache, list(keys))
     values = detach_values(values)
     deleted = []
     if uncached:
