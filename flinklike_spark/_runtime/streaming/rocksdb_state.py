@@ -4,7 +4,19 @@ Working state lives in an embedded RocksDB (the ``rocksdict`` binding) per
 operator subtask, so keyed state may be far larger than memory. Single reads
 from Python cost microseconds, so a bounded in-memory cache of recently used
 entries sits in front of it (write-back: a written entry reaches RocksDB when it
-is evicted or at the next snapshot).
+is evicted or at the next full snapshot). Flink's RocksDB backend has no such
+cache; here the cost of a call from Python into RocksDB is what it saves.
+
+Access paths (per-access costs measured by ``benchmarks/state_backends.py``):
+
+* cached: the value, reducing and aggregating handles of
+  :mod:`~flinklike_spark._runtime.streaming.rocksdb_handles` read and write the
+  table's cache dict directly (a write adds the key to the table's ``changed``
+  set, nothing else: no size accounting, no RocksDB call);
+* uncached: :meth:`RocksDBKeyedStateBackend.prefetch`, which keyed operators call
+  with each input batch's keys, loads the batch's entries of every registered
+  state with one multi-get per state and remembers the keys RocksDB lacks (so
+  their first read costs nothing); a key not prefetched costs one RocksDB get.
 
 Layout: one RocksDB instance per backend, in a directory of its own under
 ``state.backend.rocksdb.localdir`` (default: the system temp directory), removed
@@ -22,10 +34,14 @@ Memory: ``state.backend.rocksdb.memory.fixed-per-slot`` (default 128 mb) is
 split in half: RocksDB's block cache, with write buffers charged to it
 (``write-buffer-ratio``), gets one half; the hot-entry cache the other, counted
 in estimated heap bytes per entry (``sys.getsizeof`` one level deep plus a fixed
-overhead; recounted at every snapshot, since list and map values grow in place).
-Eviction is oldest-first (insertion order), a quarter of a table at most per round.
+overhead) when an entry enters the cache. Cached writes and in-place changes of
+list and map values are not counted as they happen: the size is re-estimated
+from a sample of each table (:data:`~flinklike_spark._runtime.streaming.rocksdb_table.SIZE_SAMPLE`
+entries) at every full snapshot and about once a second while batches are
+prefetched. Eviction is oldest-first (insertion order), a quarter of a table at
+most per round.
 
-Snapshots: the synchronous part writes the dirty cached entries to RocksDB and
+Full snapshots: the synchronous part writes the changed cached entries to RocksDB and
 takes a RocksDB checkpoint (a directory of hard links to the immutable SST
 files, after a memtable flush: Flink's native snapshot); the asynchronous part
 opens it read-only and scans it in chunks
@@ -34,6 +50,11 @@ the whole state in memory. (A RocksDB ``Snapshot`` would be cheaper, but
 ``rocksdict`` 0.3.29 iterates a snapshot with the live view: only its point reads
 honour it.) The checkpoint directory is removed when the last chunk source of
 that snapshot is garbage-collected, or at :meth:`close`.
+
+Incremental snapshots write nothing back: the current values of the keys
+changed since the previous snapshot come from the cache (or, for entries evicted
+since, from RocksDB by one multi-get), and the cached ones stay marked unwritten
+until they are evicted or a full snapshot writes them.
 
 State TTL: expired entries are dropped on read (by the TTL handles, as on the
 heap) and left out of full snapshots under ``cleanup_full_snapshot``. RocksDB's
