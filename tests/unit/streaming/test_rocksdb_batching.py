@@ -9,6 +9,7 @@ every key's results analytically and against the heap run: nothing lost, nothing
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 
 import pytest
@@ -24,6 +25,7 @@ from checkpointing import (  # noqa: E402
 )
 from flinklike_spark import KeyedProcessFunction, Time  # noqa: E402
 from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig  # noqa: E402
+from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend  # noqa: E402
 from flinklike_spark._runtime.streaming.operator_registry import create_operator  # noqa: E402
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec  # noqa: E402
 from flinklike_spark._runtime.streaming.operators import OperatorContext, RestoredState  # noqa: E402
@@ -281,3 +283,39 @@ def test_entries_an_incremental_snapshot_read_from_the_cache_are_still_written_b
         )
         results[backend] = job.outputs
     assert results[StateBackendType.ROCKSDB] == results[StateBackendType.HASHMAP]
+
+
+def _entries_of(snapshots) -> dict:
+    return {(s.name, key): value for s in snapshots for _, key, value in s.entries}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", [3, 4])
+def test_random_batches_with_prefetch_and_incremental_snapshots_rebuild_the_heap_backends_state(tmp_path, seed):
+    """Random operations of every state kind in prefetched batches, on more keys than the cache holds;
+    a full snapshot plus the incremental ones after it always add up to the heap backend's state."""
+    from tests.unit.streaming.test_rocksdb_state import _apply, _states
+
+    rng = random.Random(seed)
+    heap = HeapKeyedStateBackend(max_parallelism=MAX_PARALLELISM)
+    rocks = RocksDBKeyedStateBackend(max_parallelism=MAX_PARALLELISM,
+                                     options=RocksDBOptions(local_dir=str(tmp_path), memory_per_slot=1 << 20))  # fmt: skip
+    try:
+        heap_states, rocks_states = _states(heap), _states(rocks)
+        view = _entries_of(rocks.snapshot_entries())
+        for batch_number in range(60):
+            keys = [rng.choice([rng.randrange(20_000), f"k{rng.randrange(40)}"]) for _ in range(rng.randrange(1, 2_500))]
+            rocks.prefetch(keys)
+            for i, key in enumerate(keys):
+                op = rng.randrange(8)
+                heap.current_key = rocks.current_key = key
+                assert _apply(rocks_states, op, i) == _apply(heap_states, op, i), (batch_number, i, key, op)
+            if batch_number % 7 == 6:
+                for change in rocks.snapshot_changes():
+                    view.update({(change.name, key): value for _, key, value in change.upserts})
+                    for _, key, _ in change.deletes:
+                        view.pop((change.name, key), None)
+                assert view == _entries_of(heap.snapshot_entries()), batch_number
+        assert rocks.cached_entries() < rocks.num_keys()  # it did evict
+    finally:
+        rocks.close()
