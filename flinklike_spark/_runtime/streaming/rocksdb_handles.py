@@ -14,6 +14,9 @@ together with ``changed.add(key)``; a container value (list, dict) read here
 is marked changed, since the caller may mutate it in place (as
 ``RocksTable.get`` does). List and map state keep the plain handles: their
 accesses go through ``RocksTable.get``/``setdefault``.
+
+The cached read is written out in each handle on purpose: a shared helper
+would be one more Python call per access, which is the cost removed here.
 """
 
 from __future__ import annotations
