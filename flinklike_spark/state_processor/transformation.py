@@ -32,6 +32,7 @@ from flinklike_spark._runtime.streaming.operators import EVENT_TIMERS, PROCESSIN
 from flinklike_spark._runtime.streaming.state_backend_base import wall_clock_ms
 from flinklike_spark.errors import StateProcessorError
 from flinklike_spark.functions import Function, RuntimeContext, TimerService
+from flinklike_spark.metrics import MetricGroup, MetricRegistry
 from flinklike_spark.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -142,6 +143,10 @@ class _RuntimeContext(RuntimeContext):
 
     def get_aggregating_state(self, descriptor):
         return self._backend.get_state(descriptor, AggregatingStateDescriptor)
+
+    def get_metrics_group(self) -> MetricGroup:
+        """A group of a registry of its own: bootstrap metrics are not reported anywhere."""
+        return MetricGroup(MetricRegistry(), (f"bootstrap {self._uid}",))
 
 
 def _hashable(key: Any) -> Any:
