@@ -13,6 +13,7 @@ import time
 from collections import Counter
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from checkpointing import list_completed_checkpoints
@@ -26,6 +27,7 @@ from flinklike_spark.state_processor import (
     SavepointReader,
     SavepointWriter,
 )
+from tests.spark.conftest import spark  # noqa: F401 - the suite's one SparkSession, for the spark tests
 from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
 from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build
 from tests.support.state_processor_jobs import (
@@ -290,3 +292,88 @@ def test_bad_input_is_named(tmp_path):
     with pytest.raises(CheckpointNotFoundError):
         SavepointReader.read(str(tmp_path / "nothing"))
     assert not list_completed_checkpoints(base), "a failed write committed a savepoint"
+
+
+# -- with Spark: a Delta table of history, and SQL over state ----------------------------------------
+
+ONE_MILLION = 1_000_000
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_bootstrap_one_million_keys_from_a_delta_table_with_spark(spark, tmp_path):  # noqa: F811
+    from pyspark.sql import functions as F
+
+    history_path = str(tmp_path / "history")
+    # 2.5M events over exactly 1M keys (3 events for half of them, 2 for the other half), in a Delta table
+    spark.range(2_500_000).select(
+        ((F.col("id") * 48271) % ONE_MILLION).alias("key"), (F.col("id") % 97).alias("amount")
+    ).write.format("delta").save(history_path)
+    history = spark.read.format("delta").load(history_path)
+
+    started = time.monotonic()
+    counts = history.groupBy("key").agg(F.count("*").alias("count"))
+    path = SavepointWriter.new_savepoint().with_operator(
+        OperatorIdentifier.for_uid("count"), OperatorTransformation.bootstrap_with(counts).key_by("key").states("count")
+    ).write(str(tmp_path / "savepoints"))  # fmt: skip
+    bootstrap_seconds = time.monotonic() - started
+
+    state = SavepointReader.read(path).read_keyed_state("count")
+    assert state.num_rows == ONE_MILLION and pc.sum(state["count"]).as_py() == 2_500_000
+
+    # new events: 3000 over 2000 old keys and 100 keys the history never saw
+    rng = random.Random(7)
+    old_keys = rng.sample(range(ONE_MILLION), 2000)
+    new = [{"key": rng.choice(old_keys + list(range(ONE_MILLION, ONE_MILLION + 100))), "amount": 1} for _ in range(3000)]
+    resumed = counts_per_key(run_count_job(CONFIG | {"execution.state-recovery.path": path}, new))
+
+    # what a job that processed the whole history and then the new events ends with, computed by Spark
+    everything = history.select("key").unionByName(spark.createDataFrame([(e["key"],) for e in new], "key long"))
+    touched = {e["key"] for e in new}
+    expected = {
+        r["key"]: r["count"]
+        for r in everything.where(F.col("key").isin(list(touched))).groupBy("key").count().collect()
+    }
+    new_per_key = Counter(e["key"] for e in new)
+    assert set(resumed) == touched
+    for key, emitted in resumed.items():
+        before = expected[key] - new_per_key[key]
+        assert emitted == list(range(before + 1, expected[key] + 1)), f"key {key}"
+    print(f"bootstrap of 1M keys from Delta with Spark: {bootstrap_seconds:.1f} s")
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_delete_keys_with_spark_sql_and_the_resumed_job_no_longer_has_them(spark, tmp_path):  # noqa: F811
+    history = _events(20_000, 2000, seed=8)
+    counts = Counter(e["key"] for e in history)
+    base = str(tmp_path / "checkpoints")
+    source = SavepointWriter.new_savepoint().with_operator("count", OperatorTransformation.bootstrap_with(
+        spark.createDataFrame([(k, n) for k, n in counts.items()], "key long, count long")).key_by("key").states("count")
+    ).write(base)  # fmt: skip
+
+    forget = sorted(counts)[::10]  # 200 customers asked to be forgotten
+    spark.createDataFrame([(k,) for k in forget], "key long").createOrReplaceTempView("forget")
+    state_table = str(tmp_path / "count_state")
+    SavepointReader.read(source, spark=spark).read_keyed_state("count").write.format("delta").save(state_table)
+    spark.sql(f"DELETE FROM delta.`{state_table}` WHERE key IN (SELECT key FROM forget)")
+    spark.sql(f"UPDATE delta.`{state_table}` SET count = count + 1000 WHERE key = {sorted(counts)[1]}")
+    edited = spark.read.format("delta").load(state_table)
+    derived = SavepointWriter.from_existing_savepoint(source).with_operator(
+        "count", OperatorTransformation.bootstrap_with(edited).key_by("key").states("count")
+    ).write(base)  # fmt: skip
+
+    kept = SavepointReader.read(derived).read_keyed_state("count")
+    assert set(kept["key"].to_pylist()) == set(counts) - set(forget)
+    assert SavepointReader.read(source).read_keyed_state("count").num_rows == len(counts), "the source changed"
+
+    new = [{"key": k, "amount": 1} for k in sorted(counts)[:40]]  # forgotten keys 0, 10, 20, 30 among them
+    resumed = counts_per_key(run_count_job(CONFIG | {"execution.state-recovery.path": derived}, new))
+    repaired = sorted(counts)[1]
+    for key, emitted in resumed.items():
+        if key in forget:
+            assert emitted == [1], f"forgotten key {key} still had state: {emitted}"
+        elif key == repaired:
+            assert emitted == [counts[key] + 1001]
+        else:
+            assert emitted == [counts[key] + 1], f"key {key}"
