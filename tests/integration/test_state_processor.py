@@ -356,7 +356,7 @@ def test_delete_keys_with_spark_sql_and_the_resumed_job_no_longer_has_them(spark
     spark.createDataFrame([(k,) for k in forget], "key long").createOrReplaceTempView("forget")
     state_table = str(tmp_path / "count_state")
     SavepointReader.read(source, spark=spark).read_keyed_state("count").write.format("delta").save(state_table)
-    spark.sql(f"DELETE FROM delta.`{state_table}` WHERE key IN (SELECT key FROM forget)")
+    spark.sql(f"MERGE INTO delta.`{state_table}` s USING forget f ON s.key = f.key WHEN MATCHED THEN DELETE")
     spark.sql(f"UPDATE delta.`{state_table}` SET count = count + 1000 WHERE key = {sorted(counts)[1]}")
     edited = spark.read.format("delta").load(state_table)
     derived = SavepointWriter.from_existing_savepoint(source).with_operator(
