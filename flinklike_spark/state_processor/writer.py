@@ -81,6 +81,9 @@ class SavepointWriter:
     def __init__(self, source: SavepointReader | None, max_parallelism: int) -> None:
         self._source = source
         self._max_parallelism = _check_max_parallelism(max_parallelism)
+        #: set by new_savepoint / with_max_parallelism: every operator gets _max_parallelism key groups;
+        #: otherwise each copied or replaced operator keeps the number its source recorded
+        self._forced = source is None
         self._operators: dict[str, StateBootstrapTransformation] = {}
         self._removed: set[str] = set()
 
@@ -114,8 +117,15 @@ class SavepointWriter:
 
     @property
     def max_parallelism(self) -> int:
-        """The number of key groups keyed state is written with."""
+        """The number of key groups of operators new to the savepoint (and of all, after
+        :meth:`with_max_parallelism`); others keep the source's number."""
         return self._max_parallelism
+
+    def _target(self, uid: str) -> int:
+        """The number of key groups ``uid``'s keyed state is written with."""
+        if self._forced or self._source is None:
+            return self._max_parallelism
+        return self._source.checkpoint.max_parallelism.get(uid, self._max_parallelism)
 
     def with_operator(
         self, operator: OperatorIdentifier | str, transformation: StateBootstrapTransformation
@@ -160,6 +170,7 @@ class SavepointWriter:
         Copied operators' keyed rows are moved to the new key groups of their keys.
         """
         self._max_parallelism = _check_max_parallelism(max_parallelism)
+        self._forced = True
         return self
 
     def write(self, path: str | os.PathLike[str], *, storage: StorageConfig | Mapping[str, Any] | None = None) -> str:
@@ -189,7 +200,7 @@ class SavepointWriter:
                         continue
                     handles += self._copy(layout, job_id, checkpoint_id, uid, uid not in self._operators, parallelism)
             for uid, transformation in self._operators.items():
-                parts = transformation.snapshots(uid, self._max_parallelism)
+                parts = transformation.snapshots(uid, self._target(uid))
                 if source is not None and uid in source.checkpoint.operator_uids:
                     subtasks = parallelism.setdefault(uid, source.checkpoint.parallelism.get(uid, 1))
                 else:
@@ -205,7 +216,7 @@ class SavepointWriter:
                 kind=CheckpointKind.SAVEPOINT,
                 mode=SnapshotAlignment.ALIGNED,
                 parallelism=parallelism,
-                max_parallelism={uid: self._max_parallelism for uid in sorted(parallelism)},
+                max_parallelism={uid: self._target(uid) for uid in sorted(parallelism)},
                 lineage_id=source.checkpoint.lineage_id if source is not None else job_id,
                 properties=properties,
             ))  # fmt: skip
@@ -228,7 +239,7 @@ class SavepointWriter:
         subtasks = sorted(set(rows["subtask"].to_pylist()))
         count = max([old_subtasks, *(s + 1 for s in subtasks)])
         if keep_keyed and pc.any(pc.greater_equal(rows["key_group"], 0)).as_py():
-            count = min(count, self._max_parallelism)
+            count = min(count, self._target(uid))
         parallelism[uid] = count
         keyed = rows.filter(pc.greater_equal(rows["key_group"], 0))
         parts: list[KeyedStateSnapshot] = []
@@ -238,8 +249,8 @@ class SavepointWriter:
             keys = serialization.loads_many(table["key"].to_pylist())
             values = serialization.loads_many(table["value"].to_pylist())
             groups = table["key_group"].to_numpy()
-            if old_max is not None and old_max != self._max_parallelism:
-                groups = self._regroup(uid, name, keys, groups, old_max)
+            if old_max is not None and old_max != self._target(uid):
+                groups = self._regroup(uid, name, keys, groups, old_max, self._target(uid))
             kind = StateKind(table["state_kind"][0].as_py())
             parts.append(KeyedStateSnapshot(name=name, kind=kind, entries=KeyedColumns(keys, values, groups)))
         operator = rows.filter(pc.less(rows["key_group"], 0))
@@ -254,7 +265,8 @@ class SavepointWriter:
                 by_subtask.setdefault(subtask, []).append(OperatorStateSnapshot(name=name, kind=kind, entries=entries))
         return self._write_keyed(layout, job_id, checkpoint_id, uid, parts, count, by_subtask)
 
-    def _regroup(self, uid: str, name: str, keys: list, groups: np.ndarray, old_max: int) -> np.ndarray:
+    @staticmethod
+    def _regroup(uid: str, name: str, keys: list, groups: np.ndarray, old_max: int, new_max: int) -> np.ndarray:
         """Key groups of ``keys`` under the new max parallelism; refuses rows not stored under their own key."""
         for key, group in zip(keys, groups.tolist()):
             if key_group_for(key, old_max) != group:
@@ -263,7 +275,7 @@ class SavepointWriter:
                     f"group {group}, not in the group of the key itself (window state scopes its keys), so its new "
                     f"key group cannot be computed; remove the operator or keep max parallelism {old_max}"
                 )
-        return key_groups_of(keys, self._max_parallelism)
+        return key_groups_of(keys, new_max)
 
     def _write_keyed(
         self,
@@ -276,12 +288,13 @@ class SavepointWriter:
         operator_parts: Mapping[int, list[OperatorStateSnapshot]] | None = None,
     ) -> list[StateHandle]:
         """One SnapshotWriter per subtask: its key groups' entries of ``parts`` and its ``operator_parts``."""
-        subtasks = max(1, min(subtasks, self._max_parallelism))
+        max_parallelism = self._target(uid)
+        subtasks = max(1, min(subtasks, max_parallelism))
         per_subtask: dict[int, list] = {s: [] for s in range(subtasks)}
         for part in parts:
             entries = part.entries
             assert isinstance(entries, KeyedColumns)
-            owner = _owners(entries.key_groups, self._max_parallelism, subtasks)
+            owner = _owners(entries.key_groups, max_parallelism, subtasks)
             for subtask in range(subtasks):
                 index = np.flatnonzero(owner == subtask)
                 if len(index) == 0:

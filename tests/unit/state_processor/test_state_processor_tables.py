@@ -173,3 +173,21 @@ def test_errors_name_the_bad_value_and_the_choices(tmp_path):
     with pytest.raises(StateProcessorError, match="an operator uid must be a non-empty string"):
         OperatorIdentifier.for_uid("")
     assert len(list_completed_checkpoints(str(tmp_path))) == 1, "a failed write committed something"
+
+
+def test_a_derived_savepoint_keeps_each_operators_key_groups_unless_told(tmp_path):
+    rows = [{"key": k, "n": k} for k in range(50)]
+    first = SavepointWriter.new_savepoint(max_parallelism=64).with_operator(
+        "a", OperatorTransformation.bootstrap_with(rows).key_by("key").states("n")
+    ).write(str(tmp_path))  # fmt: skip
+    second = SavepointWriter.from_existing_savepoint(first).with_operator(
+        "b", OperatorTransformation.bootstrap_with(rows).key_by("key").states("n")
+    ).write(str(tmp_path))  # fmt: skip
+    reader = SavepointReader.read(second)
+    assert reader.max_parallelism == {"a": 64, "b": 64}
+    assert reader.read_keyed_state("a").equals(SavepointReader.read(first).read_keyed_state("a"))
+    third = SavepointReader.read(SavepointWriter.from_existing_savepoint(second).with_max_parallelism(8).write(str(tmp_path)))
+    assert third.max_parallelism == {"a": 8, "b": 8}
+    assert {r["key"]: r["key_group"] for r in third.read_keyed_state("b").to_pylist()} == {
+        k: key_group_for(k, 8) for k in range(50)
+    }
