@@ -42,6 +42,19 @@ BROADCAST_PREFIX = "_broadcast/"
 TIME_DOMAINS: Mapping[str, str] = {EVENT_TIMERS: "event_time", PROCESSING_TIMERS: "processing_time"}
 
 
+_TIMESTAMP = pa.timestamp("ms", tz="UTC")
+
+
+def _in_ms(stamps: pa.Array) -> pa.Array:
+    """Last access times as ms timestamps (what the runtime stores), inside lists and maps too."""
+    kind = stamps.type
+    if pa.types.is_map(kind):
+        return stamps.cast(pa.map_(kind.key_type, _TIMESTAMP))
+    if pa.types.is_list(kind):
+        return stamps.cast(pa.list_(_TIMESTAMP))
+    return stamps.cast(_TIMESTAMP) if not pa.types.is_null(kind) else stamps
+
+
 def as_storage(storage: StorageConfig | Mapping[str, Any] | None) -> StorageConfig | None:
     """Object-store settings: a :class:`StorageConfig` or Flink's keys (``s3.endpoint``, ...)."""
     if storage is None or isinstance(storage, StorageConfig):
@@ -168,7 +181,7 @@ class SavepointReader:
             values, stamps = decode_values(kind, stored, ttl)
             columns[name] = to_arrow_array(values, map_column=kind == StateKind.MAP)
             if stamps is not None:
-                columns[ttl_column(name)] = to_arrow_array(stamps, map_column=kind == StateKind.MAP)
+                columns[ttl_column(name)] = _in_ms(to_arrow_array(stamps, map_column=kind == StateKind.MAP))
         columns["key_group"] = pa.array([order[k] for k in keys], pa.int32())
         return to_output(pa.table(columns), self._spark)
 

@@ -84,7 +84,27 @@ def test_every_kind_is_stored_as_the_runtime_stores_it_and_reads_back_as_written
     assert back["b"]["history"] is None and back["a"]["history"] == [1, 2]
     assert back["b"]["prefs"] == [("y", 2), ("z", 3)] and back["c"]["prefs"] is None
     assert back["c"]["seen_ttl_timestamp"] == datetime.fromtimestamp((NOW + 2) / 1000, UTC)
+    assert reader.read_keyed_state("op").schema.field("seen_ttl_timestamp").type == pa.timestamp("ms", tz="UTC")
     assert {k: r["key_group"] for k, r in back.items()} == {k: key_group_for(k, 16) for k in "abc"}
+
+
+def test_list_and_map_state_with_ttl_read_and_write_their_timestamps(tmp_path):
+    tags, prefs = _ttl(ListStateDescriptor("tags")), _ttl(MapStateDescriptor("prefs"))
+    at = [datetime.fromtimestamp((NOW + i) / 1000, UTC) for i in range(3)]
+    data = pa.table({
+        "key": [1], "tags": [["x", "y"]],
+        "tags_ttl_timestamp": pa.array([[at[0], at[1]]], pa.list_(pa.timestamp("ms", tz="UTC"))),
+        "prefs": pa.array([[("p", 1.5)]], pa.map_(pa.string(), pa.float64())),
+        "prefs_ttl_timestamp": pa.array([[("p", at[2])]], pa.map_(pa.string(), pa.timestamp("ms", tz="UTC"))),
+    })  # fmt: skip
+    path = SavepointWriter.new_savepoint().with_operator(
+        "op", OperatorTransformation.bootstrap_with(data).key_by("key").states(tags, prefs)
+    ).write(str(tmp_path))  # fmt: skip
+    assert _stored(path, "op") == {
+        ("tags", 1): [TtlValue("x", NOW), TtlValue("y", NOW + 1)], ("prefs", 1): {"p": TtlValue(1.5, NOW + 2)},
+    }  # fmt: skip
+    back = SavepointReader.read(path).read_keyed_state("op")
+    assert back.select(data.column_names).equals(data)
 
 
 def test_ttl_values_round_trip_per_element_and_per_entry():
@@ -191,3 +211,16 @@ def test_a_derived_savepoint_keeps_each_operators_key_groups_unless_told(tmp_pat
     assert {r["key"]: r["key_group"] for r in third.read_keyed_state("b").to_pylist()} == {
         k: key_group_for(k, 8) for k in range(50)
     }
+
+
+def test_an_unaligned_checkpoint_with_in_flight_data_is_refused_as_a_source(tmp_path):
+    base = str(tmp_path / "cp")
+    job = "1" * 32
+    with SnapshotWriter(base, job, 2, "op", 0) as writer:
+        writer.add_keyed_state("n", [(0, "k", 1)])
+        writer.add_channel_state("input", 0, 0, 0, pa.record_batch({"x": [1, 2]}))
+        handle = writer.finish()
+    CheckpointCommitter(base).commit(job, 2, [handle], CheckpointRecord(trigger_time=datetime.now(UTC), mode="unaligned"))
+    assert SavepointReader.read(base).read_keyed_state("op").to_pylist() == [{"key": "k", "n": 1, "key_group": 0}]
+    with pytest.raises(StateProcessorError, match="unaligned checkpoint holding \\d+ bytes of in-flight data"):
+        SavepointWriter.from_existing_savepoint(base)
