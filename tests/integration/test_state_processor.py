@@ -27,7 +27,6 @@ from flinklike_spark.state_processor import (
     SavepointReader,
     SavepointWriter,
 )
-from tests.spark.conftest import spark  # noqa: F401 - the suite's one SparkSession, for the spark tests
 from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
 from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build
 from tests.support.state_processor_jobs import (
