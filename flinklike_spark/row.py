@@ -1,7 +1,7 @@
 """PyFlink's ``Row`` (``pyflink.common.types.Row``) and ``RowKind``, as records of a stream.
 
-``Row(name="Alice", age=11)`` is a named row (PyFlink sorts keyword fields by
-name); ``Row("Alice", 11)`` a positional one; ``Person = Row("name", "age")``
+``Row(name="Alice", age=11)`` is a named row (its fields in the order given, as
+in PyFlink 2.x); ``Row("Alice", 11)`` a positional one; ``Person = Row("name", "age")``
 makes a row "class" whose call ``Person("Alice", 11)`` gives a named row.
 Fields are read as attributes (``row.name``), by name (``row["name"]``) or by
 position (``row[0]``). On the data plane a named row is the Arrow columns of
@@ -14,6 +14,7 @@ into the records its producer emitted (the encoding side is
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 import pickle
@@ -29,7 +30,9 @@ __all__ = [
     "RecordKind",
     "Row",
     "RowKind",
+    "copy_record",
     "declared_kind",
+    "pickled_field_values",
     "plain_values_cause",
     "records_of",
 ]
@@ -62,7 +65,7 @@ class Row:
             raise ValueError("Row takes positional values or named values, not both")
         fields = None
         if kwargs:
-            fields = sorted(kwargs)
+            fields = list(kwargs)  # in the order given, as PyFlink 2.x keeps them (its docstring says sorted)
             values = [kwargs[name] for name in fields]
         else:
             values = list(args)
@@ -149,9 +152,14 @@ class Row:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Row):
             return NotImplemented
-        return (
-            self._fields == other._fields and self._row_kind == other._row_kind and self._values == other._values
-        )
+        if self._row_kind != other._row_kind or (self._fields is None) != (other._fields is None):
+            return False
+        if self._fields is None or self._fields == other._fields:
+            return self._values == other._values
+        # As in PyFlink, named rows with the same fields in another order are equal field by field.
+        if sorted(self._fields) != sorted(other._fields):
+            return False
+        return all(self[name] == other[name] for name in self._fields)
 
     def __hash__(self) -> int:
         return hash(tuple(self._values))
@@ -163,6 +171,31 @@ class Row:
         if self._fields is not None:
             return "Row(" + ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self._values)) + ")"
         return "<Row(" + ", ".join(repr(v) for v in self._values) + ")>"
+
+
+#: Records that no consumer can change: handed on as they are.
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, Decimal)
+
+
+def copy_record(record: Any) -> Any:
+    """A copy of ``record`` for one of several consumers, so that one changing it cannot change another's.
+
+    Dicts and lists are copied (shallow, as before records could be anything), a Row keeps its kind and
+    field names; immutable values (numbers, strings, tuples, None) are handed on as they are; any other
+    object is copied with :func:`copy.copy`, or handed on as it is when it cannot be copied.
+    """
+    if type(record) is dict:
+        return dict(record)
+    if isinstance(record, _IMMUTABLE):
+        return record
+    if isinstance(record, Row):
+        return _rebuild(record.get_field_names(), tuple(record), record.get_row_kind())
+    if isinstance(record, list):
+        return list(record)
+    try:
+        return copy.copy(record)
+    except (TypeError, copy.Error, pickle.PicklingError):
+        return record
 
 
 #: Schema metadata key naming the kind of the records of a batch (absent: dicts).
@@ -283,6 +316,23 @@ def records_of(batch: pa.RecordBatch) -> list[Any]:
     # Named rows; as in PyFlink, Types.ROW's positional fields are named f0, f1, ... downstream.
     names = batch.schema.names
     return [_rebuild(names, values, RowKind.INSERT) for values in rows]
+
+
+def pickled_field_values(batch: pa.RecordBatch, field: str) -> list[Any] | None:
+    """The value of ``field`` in each record of a batch of pickled records (dicts or named Rows, e.g. an
+    undeclared stream of ``Row(name=...)``), as a keyed operator reads it (``record[field]``); None when
+    the batch is not of pickled records or one of them has no such field."""
+    if declared_kind(batch.schema) != RecordKind.PICKLED:
+        return None
+    values = []
+    for record in records_of(batch):
+        if isinstance(record, dict) and field in record:
+            values.append(record[field])
+        elif isinstance(record, Row) and field in (record.get_field_names() or ()):
+            values.append(record[field])
+        else:
+            return None
+    return values
 
 
 #: How many records :func:`plain_values_cause` looks at.

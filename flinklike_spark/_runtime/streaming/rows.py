@@ -7,14 +7,16 @@ the stream, the field and the schema; nothing of that batch is emitted.
 
 Records are dicts, PyFlink ``Row`` objects, tuples, or (on a stream declared
 with a basic type such as ``Types.STRING()``) plain values. A stream without a
-declared type whose first records are neither dicts, Rows nor tuples is a
-stream of pickled objects, as in PyFlink. On the data plane
-every kind is Arrow columns: a dict's and a named Row's by name, a positional
-Row's and a tuple's ``f0``, ``f1``, ... (Flink's tuple field names), a plain
-value's ``f0``. A batch of non-dict records says its kind in its schema
-metadata (:data:`RECORD_KIND_KEY`), so every consumer, across the network and
-after a restore from channel state, gets records of the kind the producer
-emitted (:func:`records_of`).
+declared type whose first records are not dicts is a stream of pickled objects,
+as in PyFlink: the next function gets an equal object of the same kind (a
+positional Row stays positional, tuples of mixed lengths and field types stay
+as they were). On the data plane every other kind is Arrow columns: a dict's
+and a named Row's by name, a positional Row's and a tuple's (on a stream
+declared ``Types.ROW`` / ``TUPLE`` / ``ROW_NAMED``) ``f0``, ``f1``, ... (Flink's
+tuple field names), a plain value's ``f0``. A batch of non-dict records says
+its kind in its schema metadata (:data:`RECORD_KIND_KEY`), so every consumer,
+across the network and after a restore from channel state, gets records of the
+kind the producer emitted (:func:`records_of`).
 """
 
 from __future__ import annotations
@@ -123,9 +125,11 @@ class RowsConverter:
         if type(first) is dict:
             return self._dicts_to_batch(rows)
         kind = _kind_of(first)
-        if kind is None and self.schema is None:
-            # An undeclared stream of plain values or objects is pickled, as PyFlink does
-            # (Types.PICKLED_BYTE_ARRAY semantics); declared types keep the columnar fast path.
+        if kind != RecordKind.DICT and self.schema is None:
+            # An undeclared stream of anything but dicts (plain values, objects, tuples, Rows) is
+            # pickled, as PyFlink does (Types.PICKLED_BYTE_ARRAY semantics): the next function gets
+            # an equal object of the same kind (a positional Row stays positional, tuples of any
+            # length and field types stay tuples). Declared types keep the columnar fast path.
             self._declared_kind = RecordKind.PICKLED
             return self.to_batch(rows)
         if kind is None and self._declared_kind == RecordKind.VALUE:
@@ -144,7 +148,11 @@ class RowsConverter:
                     f"stream {self.stream_name!r}: record {_short(record)} is not a {kind} like the batch's first "
                     f"record {_short(first)}; a stream's records are all dicts, all Rows or all tuples"
                 )
-        if mixed:
+        if self._declared_kind == RecordKind.TUPLE and kind in _ROWLIKE:
+            # As PyFlink's tuple coder, a declared TUPLE stream takes any Row's values by position.
+            kind = RecordKind.TUPLE
+            dicts = [self._by_position(record) for record in rows]
+        elif mixed:
             kind = self._declared_kind if self._declared_kind in _POSITIONAL else RecordKind.NAMED_ROW
             dicts = [_arrowable(r) if _kind_of(r) == RecordKind.NAMED_ROW else self._by_position(r) for r in rows]
         elif kind in (RecordKind.TUPLE, RecordKind.POSITIONAL_ROW) and self._declared:
