@@ -46,6 +46,10 @@ class RowKind(enum.Enum):
     UPDATE_AFTER = 2
     DELETE = 3
 
+    def __str__(self) -> str:
+        """PyFlink's (and Flink's) short form: ``+I``, ``-U``, ``+U``, ``-D``."""
+        return ("+I", "-U", "+U", "-D")[self.value]
+
 
 def _rebuild(fields: list[str] | None, values: tuple, row_kind: RowKind) -> Row:
     row = Row(*values)
