@@ -71,9 +71,10 @@ def main():
     print("connect:", show(connected.execute_and_collect()))
 
     routed = pairs.process(Route(), output_type=Types.ROW_NAMED(["name", "n"], [Types.STRING(), Types.INT()]))
+    pairs_out, objects_out = routed.get_side_output(PAIRS), routed.get_side_output(OBJECTS)  # before it runs
     print("main output:", show(routed.execute_and_collect()))
-    print("TUPLE side output:", show(routed.get_side_output(PAIRS).execute_and_collect()))
-    print("pickled side output:", show(routed.get_side_output(OBJECTS).execute_and_collect()))
+    print("TUPLE side output:", show(pairs_out.execute_and_collect()))
+    print("pickled side output:", show(objects_out.execute_and_collect()))
 
     anything = [{1, 2}, Row("x", None), ("y", [3]), None, 4.5]
     pickled = env.from_collection(anything, type_info=Types.PICKLED_BYTE_ARRAY())

@@ -131,8 +131,9 @@ def main():
     print("mixed records:", show(mixed.execute_and_collect()))
 
     split = ints.process(SplitOdd())
+    odd = split.get_side_output(ODD)  # before the job runs: PyFlink registers the tag here
     print("main output:", show(split.execute_and_collect()))
-    print("untyped side output:", show(split.get_side_output(ODD).execute_and_collect()))
+    print("untyped side output:", show(odd.execute_and_collect()))
 
     events = env.from_collection([("a", 1), ("b", 2), ("a", 4), ("a", 12), ("b", 3.5)]).assign_timestamps_and_watermarks(
         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts()))
