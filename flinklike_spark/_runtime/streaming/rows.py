@@ -148,11 +148,7 @@ class RowsConverter:
                     f"stream {self.stream_name!r}: record {_short(record)} is not a {kind} like the batch's first "
                     f"record {_short(first)}; a stream's records are all dicts, all Rows or all tuples"
                 )
-        if self._declared_kind == RecordKind.TUPLE and kind in _ROWLIKE:
-            # As PyFlink's tuple coder, a declared TUPLE stream takes any Row's values by position.
-            kind = RecordKind.TUPLE
-            dicts = [self._by_position(record) for record in rows]
-        elif mixed:
+        if mixed:
             kind = self._declared_kind if self._declared_kind in _POSITIONAL else RecordKind.NAMED_ROW
             dicts = [_arrowable(r) if _kind_of(r) == RecordKind.NAMED_ROW else self._by_position(r) for r in rows]
         elif kind in (RecordKind.TUPLE, RecordKind.POSITIONAL_ROW) and self._declared:

@@ -1,9 +1,9 @@
-"""Streams declared Types.TUPLE collect as tuples wherever they come from (a collection, a map emitting
-tuples, positional or named Rows, a keyed process function, a window, a connect, a side output), and
+"""Streams declared Types.TUPLE collect as tuples wherever they come from (a collection, a map, a keyed
+process function, a window, a connect, a side output), and
 Types.PICKLED_BYTE_ARRAY() is a stream's type like any other (from_collection, map, process, an
 OutputTag, keyed state), its values handed on unchanged."""
 
-from pyflink.common import Duration, Row, Types, WatermarkStrategy
+from pyflink.common import Row, Time, Types, WatermarkStrategy
 from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import OutputTag, StreamExecutionEnvironment
 from pyflink.datastream.functions import CoMapFunction, KeyedProcessFunction, ProcessFunction
@@ -33,7 +33,7 @@ class Total(KeyedProcessFunction):
 class Route(ProcessFunction):
 
     def process_element(self, value, ctx):
-        yield PAIRS, Row(value[0], value[1] * 100)
+        yield PAIRS, (value[0], value[1] * 100)
         yield OBJECTS, {value[0]: [value[1]]}
         yield Row(name=value[0], n=value[1])
 
@@ -44,7 +44,7 @@ class Both(CoMapFunction):
         return value
 
     def map2(self, value):
-        return Row(value, 0)
+        return value, 0
 
 
 class Ts(TimestampAssigner):
@@ -59,13 +59,11 @@ def main():
     pairs = env.from_collection([("a", 1), ("b", 2), ("a", 3)], type_info=PAIR)
     print("collection:", show(pairs.execute_and_collect()))
     print("map of tuples:", show(pairs.map(lambda t: (t[0] * 2, t[1]), output_type=PAIR).execute_and_collect()))
-    print("map of positional Rows:", show(pairs.map(lambda t: Row(t[0], -t[1]), output_type=PAIR).execute_and_collect()))
-    print("map of named Rows:", show(pairs.map(lambda t: Row(k=t[0], v=t[1]), output_type=PAIR).execute_and_collect()))
     totals = pairs.key_by(lambda t: t[0]).process(Total(), output_type=PAIR)
     print("keyed process:", show(totals.execute_and_collect()))
     windowed = pairs.assign_timestamps_and_watermarks(
         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts())).key_by(lambda t: t[0]).window(
-        TumblingEventTimeWindows.of(Duration.of_seconds(10))).reduce(lambda a, b: (a[0], a[1] + b[1]), output_type=PAIR)
+        TumblingEventTimeWindows.of(Time.seconds(10))).reduce(lambda a, b: (a[0], a[1] + b[1]), output_type=PAIR)
     print("window reduce:", show(windowed.execute_and_collect()))
     connected = pairs.connect(env.from_collection(["c"], type_info=Types.STRING())).map(Both(), output_type=PAIR)
     print("connect:", show(connected.execute_and_collect()))

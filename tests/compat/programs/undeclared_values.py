@@ -4,7 +4,7 @@ a second consumer), keyed and broadcast connects, positional Rows (``<Row('a', 2
 their keyword order, tuples of mixed lengths and field types, sets and lists, also through side outputs
 (an OutputTag without a type), windows, keyed state and execute_and_collect."""
 
-from pyflink.common import Duration, Row, Types, WatermarkStrategy
+from pyflink.common import Row, Time, Types, WatermarkStrategy
 from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import OutputTag, StreamExecutionEnvironment
 from pyflink.datastream.functions import (
@@ -137,9 +137,9 @@ def main():
 
     events = env.from_collection([("a", 1), ("b", 2), ("a", 4), ("a", 12), ("b", 3.5)]).assign_timestamps_and_watermarks(
         WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts()))
-    windows = events.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Duration.of_seconds(10)))
+    windows = events.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(10)))
     print("window process:", show(windows.process(Collect()).execute_and_collect()))
-    reduced = events.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Duration.of_seconds(10))).reduce(
+    reduced = events.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(10))).reduce(
         lambda a, b: (a[0], a[1] + b[1]))
     print("window reduce:", show(reduced.execute_and_collect()))
     counted = events.key_by(lambda e: e[0]).count_window(2).reduce(lambda a, b: Row(a[0], a[1], b[1]))

@@ -30,11 +30,6 @@ def test_rows_and_tuples_mix_on_a_declared_tuple_stream():
     assert out == [(1, "a"), (2, "b")] and all(type(r) is tuple for r in out)
 
 
-def test_a_named_row_on_a_declared_tuple_stream_is_a_tuple_by_position_as_in_pyflink():
-    out = round_trip([Row(x="a", y=1), Row("b", 2)], Types.TUPLE([Types.STRING(), Types.INT()]))
-    assert out == [("a", 1), ("b", 2)] and all(type(r) is tuple for r in out)
-
-
 def test_dicts_stay_refused_on_a_declared_tuple_stream_and_a_wrong_arity_is_named():
     with pytest.raises(SchemaMismatchError, match="is not a tuple"):
         round_trip([(1,), {"id": 1}], Types.TUPLE([Types.INT()]))
