@@ -26,6 +26,7 @@ import pyarrow as pa
 
 __all__ = [
     "BIG_DEC_KEY",
+    "PICKLED_FIELD_KEY",
     "RECORD_KIND_KEY",
     "RecordKind",
     "Row",
@@ -209,6 +210,10 @@ RECORD_KIND_KEY = b"flinklike.record"
 #: Arrow string column, so that it keeps its scale (Java's BigDecimal: ``1.50`` stays ``1.50``);
 #: :func:`records_of` turns the text back into a ``Decimal``.
 BIG_DEC_KEY = b"flinklike.big-dec"
+#: Field metadata key of a ``Types.PICKLED_BYTE_ARRAY()`` field of a ROW / TUPLE / LIST / MAP: its values
+#: travel pickled in an Arrow binary column (as PyFlink's pickled-bytes coder writes them) and
+#: :func:`records_of` unpickles them.
+PICKLED_FIELD_KEY = b"flinklike.pickled"
 
 
 class RecordKind:
@@ -234,6 +239,10 @@ def _big_dec(text: str | None) -> Decimal | None:
     return None if text is None else Decimal(text)
 
 
+def _unpickled(data: bytes | None) -> Any:
+    return None if data is None else pickle.loads(data)
+
+
 def _converter(field: pa.Field) -> Callable[[Any], Any] | None:
     """What turns a Python value of ``field`` (from ``to_pylist``) into the value its producer emitted:
     BIG_DEC text into a ``Decimal``, a nested ROW / TUPLE struct into a Row / tuple, at any depth
@@ -241,6 +250,8 @@ def _converter(field: pa.Field) -> Callable[[Any], Any] | None:
     metadata = field.metadata or {}
     if BIG_DEC_KEY in metadata:
         return _big_dec
+    if PICKLED_FIELD_KEY in metadata:
+        return _unpickled
     arrow = field.type
     if pa.types.is_struct(arrow):
         children = [(child.name, _converter(child)) for child in arrow]

@@ -31,7 +31,15 @@ import cloudpickle
 import pyarrow as pa
 
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import BIG_DEC_KEY, RECORD_KIND_KEY, RecordKind, Row, declared_kind, records_of
+from flinklike_spark.row import (
+    BIG_DEC_KEY,
+    PICKLED_FIELD_KEY,
+    RECORD_KIND_KEY,
+    RecordKind,
+    Row,
+    declared_kind,
+    records_of,
+)
 
 __all__ = ["RECORD_KIND_KEY", "RecordKind", "RowsConverter", "declared_kind", "records_of"]
 
@@ -73,6 +81,10 @@ def _pickled(record: Any) -> bytes:
         return cloudpickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _pickled_or_none(value: Any) -> bytes | None:
+    return None if value is None else _pickled(value)
+
+
 def _encode(record: Any, kind: str) -> dict:
     if kind == RecordKind.NAMED_ROW:
         return _arrowable(record)
@@ -107,7 +119,8 @@ class RowsConverter:
         self._field_set = frozenset(self._names)
         # Rows nested in a declared ROW / TUPLE field go to Arrow as dicts or tuples.
         self._nested = any(pa.types.is_struct(field.type) for field in schema)
-        # BIG_DEC values (at any depth) go to Arrow as their exact text, as PyFlink's coder writes them.
+        # BIG_DEC values (at any depth) go to Arrow as their exact text, as PyFlink's coder writes them;
+        # values of a PICKLED_BYTE_ARRAY field pickled.
         encoders = ((field.name, _big_dec_encoder(field)) for field in schema)
         self._big_dec = [(name, encode) for name, encode in encoders if encode is not None]
 
@@ -206,7 +219,8 @@ class RowsConverter:
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
     def _with_big_dec_text(self, rows: list[dict]) -> list[dict]:
-        """``rows`` (copied: records may be the user's objects) with their BIG_DEC values as text."""
+        """``rows`` (copied: records may be the user's objects) with their BIG_DEC values as text and their
+        PICKLED_BYTE_ARRAY values pickled."""
         encoded = []
         for row in rows:
             copy = dict(row)
@@ -344,9 +358,11 @@ def _big_dec_text(value: Any) -> str | None:
 
 def _big_dec_encoder(field: pa.Field) -> Callable[[Any], Any] | None:
     """What turns a Python value of ``field`` into one with its BIG_DEC values (at any depth) as text;
-    None when ``field`` holds no BIG_DEC value."""
+    None when ``field`` holds no BIG_DEC value. Values of a PICKLED_BYTE_ARRAY field are pickled likewise."""
     if field.metadata and BIG_DEC_KEY in field.metadata:
         return _big_dec_text
+    if field.metadata and PICKLED_FIELD_KEY in field.metadata:
+        return _pickled_or_none
     arrow = field.type
     if pa.types.is_struct(arrow):
         children = [(i, child.name, _big_dec_encoder(child)) for i, child in enumerate(arrow)]

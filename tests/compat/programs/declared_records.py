@@ -1,7 +1,7 @@
 """Streams declared Types.TUPLE collect as tuples wherever they come from (a collection, a map, a keyed
 process function, a window, a connect, a side output), and
 Types.PICKLED_BYTE_ARRAY() is a stream's type like any other (from_collection, map, process, an
-OutputTag, keyed state), its values handed on unchanged."""
+OutputTag, keyed state) and a field's, its values handed on unchanged."""
 
 from pyflink.common import Row, Time, Types, WatermarkStrategy
 from pyflink.common.watermark_strategy import TimestampAssigner
@@ -11,7 +11,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 from pyflink.datastream.window import TumblingEventTimeWindows
 
 PAIR = Types.TUPLE([Types.STRING(), Types.INT()])
-PAIRS = OutputTag("pairs", PAIR)
+PAIRS = OutputTag("pairs", Types.TUPLE([Types.STRING(), Types.INT()]))  # its own type: PAIR gets a Java twin
 OBJECTS = OutputTag("objects", Types.PICKLED_BYTE_ARRAY())
 
 
@@ -79,6 +79,9 @@ def main():
     print("pickled collection:", [repr(v) for v in pickled.execute_and_collect()])
     mapped = pickled.map(lambda v: [v], output_type=Types.PICKLED_BYTE_ARRAY())
     print("pickled map:", [repr(v) for v in mapped.execute_and_collect()])
+    fields = Types.TUPLE([Types.STRING(), Types.PICKLED_BYTE_ARRAY(), Types.LIST(Types.PICKLED_BYTE_ARRAY())])
+    with_fields = pairs.map(lambda t: (t[0], {t[1]}, [Row(t[1]), None]), output_type=fields)
+    print("pickled fields:", [repr(v) for v in with_fields.execute_and_collect()])
     print("pickled to STRING:", list(pickled.map(lambda v: type(v).__name__, output_type=Types.STRING())
                                      .execute_and_collect()))
 
