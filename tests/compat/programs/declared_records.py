@@ -74,7 +74,7 @@ def main():
     print("TUPLE side output:", show(pairs_out.execute_and_collect()))
     print("pickled side output:", show(objects_out.execute_and_collect()))
 
-    anything = [{1, 2}, ("y", [3]), None, 4.5, frozenset("a")]  # a Row here: PyFlink's Java side cannot read it
+    anything = [{1, 2}, ("y", [3]), 4.5, {"k": [1]}]  # no Row, None or frozenset: PyFlink's Java side reads these
     pickled = env.from_collection(anything, type_info=Types.PICKLED_BYTE_ARRAY())
     print("pickled collection:", [repr(v) for v in pickled.execute_and_collect()])
     mapped = pickled.map(lambda v: [v], output_type=Types.PICKLED_BYTE_ARRAY())
