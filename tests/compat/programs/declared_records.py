@@ -1,6 +1,6 @@
 """Streams declared Types.TUPLE collect as tuples wherever they come from (a collection, a map, a keyed
 process function, a window, a connect, a side output), and
-Types.PICKLED_BYTE_ARRAY() is a stream's type like any other (from_collection, map, process, an
+Types.PICKLED_BYTE_ARRAY() is a stream's type like any other (map, process, an
 OutputTag, keyed state) and a field's, its values handed on unchanged."""
 
 from pyflink.common import Row, Time, Types, WatermarkStrategy
@@ -74,14 +74,16 @@ def main():
     print("TUPLE side output:", show(pairs_out.execute_and_collect()))
     print("pickled side output:", show(objects_out.execute_and_collect()))
 
-    anything = [{1, 2}, ("y", [3]), 4.5, {"k": [1]}]  # no Row, None or frozenset: PyFlink's Java side reads these
-    pickled = env.from_collection(anything, type_info=Types.PICKLED_BYTE_ARRAY())
-    print("pickled collection:", [repr(v) for v in pickled.execute_and_collect()])
-    mapped = pickled.map(lambda v: [v], output_type=Types.PICKLED_BYTE_ARRAY())
-    print("pickled map:", [repr(v) for v in mapped.execute_and_collect()])
+    anything = [{1, 2}, ("y", [3]), 4.5, {"k": [1]}]  # values PyFlink's Java side can read (no None)
+    pickled = env.from_collection(anything).map(lambda v: v, output_type=Types.PICKLED_BYTE_ARRAY())
+    print("pickled map:", [repr(v) for v in pickled.execute_and_collect()])
+    rows = pickled.map(lambda v: Row(v, [v]), output_type=Types.PICKLED_BYTE_ARRAY())
+    print("pickled Rows:", [repr(v) for v in rows.execute_and_collect()])
     fields = Types.TUPLE([Types.STRING(), Types.PICKLED_BYTE_ARRAY(), Types.LIST(Types.PICKLED_BYTE_ARRAY())])
-    with_fields = pairs.map(lambda t: (t[0], {t[1]}, [Row(t[1]), None]), output_type=fields)
-    print("pickled fields:", [repr(v) for v in with_fields.execute_and_collect()])
+    with_fields = pairs.map(lambda t: (t[0], {t[1]}, [Row(t[1]), "x"]), output_type=fields)
+    # (collected as they are, PyFlink hands pickled fields over as bytearrays: a function sees the values)
+    seen = with_fields.map(lambda t: f"{t[0]} {t[1]!r} {t[2]!r}", output_type=Types.STRING())
+    print("pickled fields:", list(seen.execute_and_collect()))
     print("pickled to STRING:", list(pickled.map(lambda v: type(v).__name__, output_type=Types.STRING())
                                      .execute_and_collect()))
 
