@@ -52,11 +52,17 @@ class RowKind(enum.Enum):
         return ("+I", "-U", "+U", "-D")[self.value]
 
 
-def _rebuild(fields: list[str] | None, values: tuple, row_kind: RowKind) -> Row:
-    row = Row(*values)
-    if fields is not None:
-        row.set_field_names(list(fields))
-    row.set_row_kind(row_kind)
+_ROW_KINDS = tuple(RowKind)
+
+
+def _rebuild(fields: list[str] | None, values: tuple, row_kind: RowKind | int) -> Row:
+    """A Row of ``fields`` (None: positional) and ``values``; what a pickled Row calls (``row_kind`` is
+    pickled as its int, which is cheaper to unpickle than the enum; older pickles hold the enum)."""
+    row = object.__new__(Row)
+    setattr_ = object.__setattr__
+    setattr_(row, "_fields", None if fields is None else list(fields))
+    setattr_(row, "_values", list(values))
+    setattr_(row, "_row_kind", _ROW_KINDS[row_kind] if type(row_kind) is int else row_kind)
     return row
 
 
@@ -170,7 +176,7 @@ class Row:
         return hash(tuple(self._values))
 
     def __reduce__(self):
-        return _rebuild, (self._fields, tuple(self._values), self._row_kind)
+        return _rebuild, (self._fields, tuple(self._values), self._row_kind.value)
 
     def __repr__(self) -> str:
         if self._fields is not None:
