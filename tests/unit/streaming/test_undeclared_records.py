@@ -114,3 +114,10 @@ def test_key_by_a_field_name_keys_pickled_named_rows_as_a_key_selector_would():
 
 def test_row_kind_prints_as_in_pyflink():
     assert [str(kind) for kind in RowKind] == ["+I", "-U", "+U", "-D"]
+
+
+def test_pickled_byte_array_fields_hold_any_object_as_in_pyflink():
+    fields = Types.TUPLE([Types.STRING(), Types.PICKLED_BYTE_ARRAY(), Types.LIST(Types.PICKLED_BYTE_ARRAY())])
+    records = [("a", {1, 2}, [Row("x", 1), None]), ("b", None, [])]
+    out, kind = through(records, RowsConverter(to_arrow_schema(fields), stream_name="s"))
+    assert kind == RecordKind.TUPLE and out == records and repr(out[0][2][0]) == "<Row('x', 1)>"
