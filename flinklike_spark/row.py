@@ -390,12 +390,15 @@ def plain_values_cause(batch: pa.RecordBatch, field: str, producer: str | None =
     if sample and nones == len(sample):
         text += (
             "; every record is None: its function returned nothing (a map function without `return`?). "
-            "Return the row (a dict, Row or tuple) that has the field"
+            "Return the row (a dict or named Row) that has the field"
         )
     elif nones:
         text += f"; {nones} of its first {len(sample)} records are None: its function returned nothing for them"
     else:
-        text += "; return rows (dicts, Rows or tuples) from it to use fields by name"
+        text += (
+            "; return dicts or named Rows from it, or declare its output_type (Types.ROW_NAMED([...], [...])), "
+            "to use fields by name (tuples and positional Rows have none without a declared type)"
+        )
     return text
 
 
