@@ -12,7 +12,10 @@ import pytest
 from flinklike_spark import Row, RowKind, Types
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.network.partitioner import create_channel_selector
-from flinklike_spark._runtime.streaming.operators import Output
+from flinklike_spark._runtime.streaming.async_operator import AsyncOperatorDescriptor
+from flinklike_spark._runtime.streaming.operator_registry import create_operator
+from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
 from flinklike_spark._runtime.streaming.record_writer import BroadcastingOutput
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind
 from flinklike_spark.row import copy_record, pickled_field_values, records_of
@@ -83,8 +86,8 @@ class Collecting(Output):
     def emit_batch(self, batch) -> None:  # pragma: no cover - not used here
         raise AssertionError
 
-    def emit_watermark(self, timestamp) -> None:  # pragma: no cover - not used here
-        raise AssertionError
+    def emit_watermark(self, timestamp) -> None:
+        pass
 
 
 def test_fan_out_hands_plain_values_rows_and_objects_to_every_consumer():
@@ -121,3 +124,45 @@ def test_pickled_byte_array_fields_hold_any_object_as_in_pyflink():
     records = [("a", {1, 2}, [Row("x", 1), None]), ("b", None, [])]
     out, kind = through(records, RowsConverter(to_arrow_schema(fields), stream_name="s"))
     assert kind == RecordKind.TUPLE and out == records and repr(out[0][2][0]) == "<Row('x', 1)>"
+
+
+class Pending:
+    """An async function whose requests stay in flight until released."""
+
+    def __init__(self) -> None:
+        self.release = None
+
+    def open(self, runtime_context) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    async def async_invoke(self, value):
+        import asyncio
+
+        while self.release is None:
+            await asyncio.sleep(0.01)
+        return [value]
+
+    def timeout(self, value):  # pragma: no cover - the timeout is an hour
+        return []
+
+
+def test_async_in_flight_plain_values_and_rows_are_checkpointed_as_they_are():
+    spec = OperatorSpec(uid="a", name="async", kind="async_wait",
+                        function=AsyncOperatorDescriptor(function=Pending(), timeout_ms=3_600_000, capacity=10, ordered=True))
+    operator = create_operator(spec)
+    operator.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128,
+                                   attempt_number=0), Collecting())  # fmt: skip
+    operator.initialize_state(None)
+    operator.open()
+    try:
+        records = [1, Row("a", 2), (3, None)]
+        operator.process_rows(records, [10, 20, 30])
+        [state] = operator.snapshot_state(1).operator  # dict(1) failed here before
+        assert [value for _, value in state.entries] == list(zip(records, [10, 20, 30], strict=True))
+    finally:
+        operator.function.release = True
+        operator.finish()
+        operator.close()
