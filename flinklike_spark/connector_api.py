@@ -248,6 +248,11 @@ class SinkWriter(abc.ABC):
 class Sink(abc.ABC):
     """A description of where rows go; pickled and shipped to TaskExecutors."""
 
+    #: The writer reads its batches' columns (a table, Parquet, JSON) rather than the records
+    #: (``records_of``): a stream without a declared type, whose Rows and tuples travel pickled as in
+    #: PyFlink, then reaches it as columns (a named Row's fields, a tuple's ``f0, f1, ...``).
+    columnar_input: bool = False
+
     @abc.abstractmethod
     def create_writer(self, context: SinkWriterContext) -> SinkWriter:
         """A writer for one subtask."""

@@ -97,11 +97,14 @@ class RowsConverter:
     """Turns lists of records (dicts, Rows, tuples, values) into RecordBatches of one fixed schema."""
 
     __slots__ = (
-        "_big_dec", "_declared", "_declared_kind", "_field_set", "_names", "_nested", "schema", "stream_name",
+        "_big_dec", "_declared", "_declared_kind", "_field_set", "_names", "_nested", "_pickle_undeclared", "schema",
+        "stream_name",
     )
 
-    def __init__(self, schema: pa.Schema | None, *, stream_name: str) -> None:
+    def __init__(self, schema: pa.Schema | None, *, stream_name: str, pickle_undeclared: bool = True) -> None:
+        """``pickle_undeclared=False``: undeclared Rows and tuples become columns (for a columnar sink)."""
         self.stream_name = stream_name
+        self._pickle_undeclared = pickle_undeclared
         self.schema: pa.Schema | None = None
         self._names: list[str] = []
         self._field_set: frozenset[str] = frozenset()
@@ -138,7 +141,7 @@ class RowsConverter:
         if type(first) is dict:
             return self._dicts_to_batch(rows)
         kind = _kind_of(first)
-        if kind != RecordKind.DICT and self.schema is None:
+        if kind != RecordKind.DICT and self.schema is None and (self._pickle_undeclared or kind is None):
             # An undeclared stream of anything but dicts (plain values, objects, tuples, Rows) is
             # pickled, as PyFlink does (Types.PICKLED_BYTE_ARRAY semantics): the next function gets
             # an equal object of the same kind (a positional Row stays positional, tuples of any
