@@ -271,6 +271,12 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, parse_int,
              "Consecutive checkpoint failures tolerated before the job fails.", 0),
         _opt("execution.checkpointing.num-retained", 1, parse_int, "Completed checkpoints kept.", 1),
+        _opt("execution.state-recovery.from-local", False, parse_bool,
+             "Task-local recovery: each TaskExecutor keeps a local copy of its subtasks' last snapshot "
+             "(keyed state held in memory) in its working directory; a subtask restarted on the same "
+             "TaskExecutor restores it from there when it is of the checkpoint being restored."),
+        _opt("state.backend.local-recovery", False, parse_bool,
+             "Deprecated: use execution.state-recovery.from-local (either one set to true enables it)."),
         _opt("execution.checkpointing.incremental", False, parse_bool,
              "Keyed state checkpoints write only the keys changed since the previous checkpoint, on top of a "
              "periodically materialized full base (savepoints stay self-contained)."),
@@ -426,6 +432,8 @@ class CheckpointingOptions:
     recovery_path: str | None
     accept_duplicate_sink_output: bool = False
     storage: CheckpointStorageType | None = None
+    #: execution.state-recovery.from-local (or the deprecated state.backend.local-recovery)
+    local_recovery: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -661,5 +669,6 @@ class Configuration(Mapping[str, Any]):
                 recovery_path=g("execution.state-recovery.path"),
                 accept_duplicate_sink_output=g("execution.state-recovery.accept-duplicate-sink-output"),
                 storage=g("execution.checkpointing.storage"),
+                local_recovery=g("execution.state-recovery.from-local") or g("state.backend.local-recovery"),
             ),
         )

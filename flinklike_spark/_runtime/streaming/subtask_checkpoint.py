@@ -214,8 +214,11 @@ class SubtaskCheckpointCoordinator:
         channel_state_timeout: float = 600.0,
         unprocessed_input: Callable[[], tuple[int, int, Any] | None] = lambda: None,
         at_least_once: bool = False,
+        local_state: Any = None,
     ) -> None:
         self.at_least_once = at_least_once
+        #: task-local recovery: a SubtaskLocalState keeping a copy of each written snapshot, or None
+        self._local_state = local_state
         self._task_name = task_name
         self._job_id = job_id
         self._execution_id = execution_id
@@ -467,6 +470,8 @@ class SubtaskCheckpointCoordinator:
                 )  # fmt: skip
             for uid, w in writers.items():
                 finished.append(w.finish(chain=chains.get(uid)))
+            if self._local_state is not None and not discarded():
+                self._local_state.store(checkpoint_id, snapshots)  # never raises: Delta holds the checkpoint
             return tuple(finished)
         except BaseException:
             # Report the original error: a writer that already finished hands its files to
@@ -539,6 +544,8 @@ class SubtaskCheckpointCoordinator:
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         notify_incremental(self._chain.operators, checkpoint_id, completed=True)
+        if self._local_state is not None:
+            self._local_state.confirm(checkpoint_id)
         for operator in self._chain.operators:
             operator.notify_checkpoint_complete(checkpoint_id)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -88,20 +88,34 @@ def _chain_first(first: pa.Table, rest: Iterator[pa.Table]) -> Iterator[pa.Table
     yield from rest
 
 
-def load_restored_state(tdd: TaskDeploymentDescriptor) -> tuple[dict[str, RestoredState], list[pa.RecordBatch]]:
-    """``(uid -> RestoredState, in-flight batches to replay first)`` for ``tdd.restore``."""
+def load_restored_state(
+    tdd: TaskDeploymentDescriptor, local_keyed: Mapping[str, tuple[RestoredEntry, ...]] | None = None
+) -> tuple[dict[str, RestoredState], list[pa.RecordBatch]]:
+    """``(uid -> RestoredState, in-flight batches to replay first)`` for ``tdd.restore``.
+
+    ``local_keyed`` (task-local recovery, see :mod:`.local_state`): keyed entries of
+    operators from a local copy of this very checkpoint and subtask (same parallelism);
+    those operators' keyed state is not read from Delta.
+    """
     restore = tdd.restore
     assert restore is not None
     key_groups = key_group_range(tdd.max_parallelism, tdd.parallelism, tdd.subtask_index)
     restored: dict[str, RestoredState] = {}
     for spec in tdd.operators:
-        files = iter_keyed_state(restore.storage, restore.job_id, restore.checkpoint_id, spec.uid, key_groups=key_groups)
-        first = next((table for table in files if table.num_rows), None)
+        keyed: Iterable[RestoredEntry]
+        if local_keyed is not None and spec.uid in local_keyed:
+            keyed = local_keyed[spec.uid]
+        else:
+            files = iter_keyed_state(
+                restore.storage, restore.job_id, restore.checkpoint_id, spec.uid, key_groups=key_groups
+            )
+            first = next((table for table in files if table.num_rows), None)
+            keyed = () if first is None else _StreamedEntries(first, files)
         operator = read_operator_state(restore.storage, restore.job_id, restore.checkpoint_id, spec.uid, keyed=False)
-        if first is not None or operator.num_rows:
+        if keyed or operator.num_rows:
             restored[spec.uid] = RestoredState(
                 checkpoint_id=restore.checkpoint_id,
-                keyed=() if first is None else _StreamedEntries(first, files),
+                keyed=keyed,
                 operator=_entries(operator),
                 parallelism=restore.parallelism.get(tdd.vertex_id, 0),
             )

@@ -42,6 +42,7 @@ from flinklike_spark._runtime.streaming.record_writer import RecordWriterOutput
 from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark._runtime.streaming.stream_task import OperatorChain, StreamTask
 from flinklike_spark._runtime.streaming.subtask_checkpoint import SubtaskCheckpointCoordinator
+from flinklike_spark._runtime.taskexecutor.local_state import TaskLocalStateStore
 from flinklike_spark._runtime.taskexecutor.restore import load_restored_state
 from flinklike_spark.errors import (
     CancelTaskError,
@@ -100,8 +101,15 @@ class Task:
         checkpoint_responder: CheckpointResponder,
         checkpoint_io: concurrent.futures.Executor | None = None,
         result_channel: Any = None,
+        local_state: TaskLocalStateStore | None = None,
     ) -> None:
         self.tdd = tdd
+        #: task-local recovery: this subtask's local snapshot copies, or None (disabled)
+        self._local_state = None if local_state is None else local_state.for_subtask(
+            tdd.job_id, tdd.vertex_id, tdd.subtask_index
+        )
+        #: 1.0: this attempt restored its keyed state from a local copy, 0.0: from Delta; unset: no restore
+        self._restored_from_local: float | None = None
         self.execution_id = tdd.execution_id
         self.job_id = tdd.job_id
         self.allocation_id = tdd.allocation_id
@@ -125,7 +133,12 @@ class Task:
 
     def metrics(self) -> dict[str, float]:
         stream_task = self._stream_task
-        return stream_task.metrics.snapshot() if stream_task is not None else {}
+        if stream_task is None:
+            return {}
+        values = stream_task.metrics.snapshot()
+        if self._restored_from_local is not None:
+            values["restoredFromLocal"] = self._restored_from_local
+        return values
 
     def start(self) -> None:
         self._thread.start()
@@ -250,6 +263,15 @@ class Task:
         self.terminated.set()
         self._send(final, **extra)
 
+    def _local_copy(self, tdd: TaskDeploymentDescriptor):
+        """Keyed entries from this TaskExecutor's copy of the checkpoint being restored, or None.
+
+        Only at an unchanged parallelism (the copy holds exactly this subtask's key groups)."""
+        restore = tdd.restore
+        if self._local_state is None or restore.parallelism.get(tdd.vertex_id) != tdd.parallelism:
+            return None
+        return self._local_state.load(restore.checkpoint_id)
+
     def _build(self):
         tdd = self.tdd
         config = tdd.config
@@ -334,7 +356,9 @@ class Task:
         )
         if tdd.restore is not None:
             try:
-                stream_task.restored_state, stream_task.replay_input = load_restored_state(tdd)
+                local = self._local_copy(tdd)
+                self._restored_from_local = 0.0 if local is None else 1.0
+                stream_task.restored_state, stream_task.replay_input = load_restored_state(tdd, local)
             except (IncompatibleCheckpointError, CorruptCheckpointError) as exc:
                 # A checkpoint that cannot be restored stays so: restarting would fail the same way.
                 raise NonRecoverableError(
@@ -358,5 +382,6 @@ class Task:
                 channel_state_timeout=tdd.checkpointing.timeout,
                 unprocessed_input=stream_task.unprocessed_input,
                 at_least_once=tdd.checkpointing.at_least_once,
+                local_state=self._local_state,
             )
         return stream_task, chain, gates

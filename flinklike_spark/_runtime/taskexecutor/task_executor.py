@@ -36,6 +36,7 @@ from flinklike_spark._runtime.network.events import CheckpointBarrier
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
 from flinklike_spark._runtime.rpc import FlightNode, RpcClient
+from flinklike_spark._runtime.taskexecutor.local_state import TaskLocalStateStore
 from flinklike_spark._runtime.taskexecutor.registration import TaskExecutorRegistration
 from flinklike_spark._runtime.taskexecutor.slot_table import TaskSlotTable
 from flinklike_spark._runtime.taskexecutor.task import Task
@@ -77,6 +78,9 @@ class TaskExecutor:
         )
         self._tasks_lock = threading.Lock()
         self._tasks: dict[str, Task] = {}
+        #: task-local recovery (execution.state-recovery.from-local); copies live under TMPDIR,
+        #: which is inside the TaskExecutor's private working directory when it has one
+        self.local_state = TaskLocalStateStore() if config.checkpointing.local_recovery else None
         self._checkpoint_io = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="checkpoint-io")
         self._closed = threading.Event()
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="tm-heartbeat", daemon=True)
@@ -136,6 +140,8 @@ class TaskExecutor:
         self._checkpoint_io.shutdown(wait=False, cancel_futures=True)
         self._node.shutdown()
         self._jobmaster_client.close()
+        if self.local_state is not None:
+            self.local_state.close()
 
     def _all_tasks(self) -> list[Task]:
         with self._tasks_lock:
@@ -167,6 +173,7 @@ class TaskExecutor:
             checkpoint_responder=self._checkpoint_responder,
             checkpoint_io=self._checkpoint_io,
             result_channel=JobResultChannel(self._jobmaster, tdd.job_id),
+            local_state=self.local_state,
         )
         with self._tasks_lock:
             if not self.slot_table.add_task(task):
@@ -207,6 +214,8 @@ class TaskExecutor:
         return self.slot_table.free_slot(allocation_id)
 
     def release_job(self, job_id: str) -> None:
+        if self.local_state is not None:
+            self.local_state.release_job(job_id)
         for partition_id in self.partition_manager.partition_ids():
             if partition_id.startswith(f"{job_id}/"):
                 self.partition_manager.release(partition_id)
