@@ -125,7 +125,9 @@ class JobMaster:
         self._cancelled_by: str | None = None  # who asked first (main thread), for JobCancelledError
         # resource id -> (the loss, when it was noticed), in order of loss (main thread)
         self._lost_task_executors: dict[str, tuple[TaskExecutorLostError, float]] = {}
-        self._slots = SharedSlotAllocator(job_graph.job_id, resource_manager)
+        self._slots = SharedSlotAllocator(
+            job_graph.job_id, resource_manager, local_recovery=config.checkpointing.local_recovery
+        )
         options = config.checkpointing
         restore, first_checkpoint_id, lineage_id = None, 1, job_graph.job_id
         if options.recovery_path is not None:

@@ -66,6 +66,8 @@ class _SlotRequest:
     allocation_id: str
     future: concurrent.futures.Future[SlotInfo]
     timeout: Any = None
+    #: local recovery: the TaskExecutor that ran this slot's subtasks before (their local state is there)
+    previous_resource: str | None = None
 
 
 # How long a slot request waits for the same slot's earlier free_slot RPC.
@@ -237,8 +239,14 @@ class ResourceManager:
 
     # -- slots --------------------------------------------------------------------------------
 
-    def allocate(self, job_id: str, preferred: int, allocation_id: str) -> concurrent.futures.Future[SlotInfo]:
+    def allocate(
+        self, job_id: str, preferred: int, allocation_id: str, *, previous_resource: str | None = None
+    ) -> concurrent.futures.Future[SlotInfo]:
         """Allocate a slot for ``job_id``, preferring the ``preferred``-th in interleaved order.
+
+        With ``previous_resource`` (task-local recovery), a free slot of that TaskExecutor
+        comes first (Flink's local-recovery-aware slot assignment): the restarted
+        subtasks find their local state copies there.
 
         The future fails with :class:`NoResourceAvailableError` at once if the
         cluster's configured size cannot hold one more slot, or after
@@ -260,7 +268,8 @@ class ResourceManager:
                     )
                 )
                 return future
-            request = _SlotRequest(job_id=job_id, preferred=preferred, allocation_id=allocation_id, future=future)
+            request = _SlotRequest(job_id=job_id, preferred=preferred, allocation_id=allocation_id, future=future,
+                                   previous_resource=previous_resource)  # fmt: skip
             self._waiting.append(request)
         self._serve_waiting()
         if not future.done():
@@ -294,7 +303,11 @@ class ResourceManager:
                 if not free:
                     break
                 preferred = slots[request.preferred % len(slots)]
-                choice = preferred if preferred in free else free[0]
+                previous = [s for s in free if s[0] == request.previous_resource]
+                if previous and preferred[0] != request.previous_resource:
+                    choice = previous[0]
+                else:
+                    choice = preferred if preferred in free else free[0]
                 self._allocated[choice] = request.allocation_id
                 self._waiting.remove(request)
                 served.append((request, choice, self._executors[choice[0]], self._freeing.get(choice)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import uuid
 
 from flinklike_spark._runtime.graph.execution_graph import (
@@ -48,9 +49,12 @@ class SharedSlotAllocator:
     methods run on the JobMaster's main thread.
     """
 
-    def __init__(self, job_id: str, resource_manager: ResourceManager) -> None:
+    def __init__(self, job_id: str, resource_manager: ResourceManager, *, local_recovery: bool = False) -> None:
         self._job_id = job_id
         self._rm = resource_manager
+        #: task-local recovery: logical slot index -> the TaskExecutor its last physical slot was on,
+        #: asked for again when the slot is requested anew (the subtasks' local state copies are there)
+        self._previous: dict[int, str] | None = {} if local_recovery else None
         self._shared: dict[int, _SharedSlot] = {}
         self._requests: dict[ExecutionVertexID, concurrent.futures.Future[LogicalSlot]] = {}
 
@@ -63,7 +67,11 @@ class SharedSlotAllocator:
             shared = self._shared.get(index)
             if shared is None or not self._usable(shared.future):
                 allocation_id = f"{self._job_id}/slot-{index}-{uuid.uuid4().hex[:8]}"
-                shared = self._shared[index] = _SharedSlot(self._rm.allocate(self._job_id, index, allocation_id))
+                previous = None if self._previous is None else self._previous.get(index)
+                physical = self._rm.allocate(self._job_id, index, allocation_id, previous_resource=previous)
+                if self._previous is not None:
+                    physical.add_done_callback(functools.partial(self._remember, index))
+                shared = self._shared[index] = _SharedSlot(physical)
             shared.users.add(vertex_id)
             logical: concurrent.futures.Future[LogicalSlot] = concurrent.futures.Future()
             self._requests[vertex_id] = logical
@@ -80,6 +88,10 @@ class SharedSlotAllocator:
             shared.future.add_done_callback(complete)
             result[vertex_id] = logical
         return result
+
+    def _remember(self, index: int, physical: concurrent.futures.Future[SlotInfo]) -> None:
+        if not physical.cancelled() and physical.exception() is None and self._previous is not None:
+            self._previous[index] = physical.result().resource_id
 
     def _usable(self, physical: concurrent.futures.Future[SlotInfo]) -> bool:
         """A shared slot is reused unless its request failed or its TaskExecutor was lost."""

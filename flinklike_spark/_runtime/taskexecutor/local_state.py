@@ -136,7 +136,11 @@ class SubtaskLocalState:
         except FileNotFoundError:
             return
         for name in names:
-            if name.startswith(_PREFIX) and name[len(_PREFIX):].isdigit() and int(name[len(_PREFIX):]) < checkpoint_id:
+            if (
+                name.startswith(_PREFIX)
+                and name[len(_PREFIX) :].isdigit()
+                and int(name[len(_PREFIX) :]) < checkpoint_id
+            ):
                 (directory / name).unlink(missing_ok=True)
 
     def load(self, checkpoint_id: int) -> dict[str, tuple[RestoredEntry, ...]] | None:
