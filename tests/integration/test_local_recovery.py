@@ -68,7 +68,10 @@ def _restored_from(client, expected: set[float]) -> list[float]:
         seen = sorted(m["restoredFromLocal"] for m in client.task_metrics().values() if "restoredFromLocal" in m)
         return len(seen) >= 4 and set(seen) == expected  # 2 sources + 2 counts (sinks chained to counts)
 
-    wait_for(restored, f"restored tasks reporting {expected}", 60)
+    try:
+        wait_for(restored, f"restored tasks reporting {expected}", 60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen {seen}: {client.task_metrics()}") from None
     return seen
 
 

@@ -62,6 +62,11 @@ class SharedSlotAllocator:
         self, requests: list[ExecutionVertexID]
     ) -> dict[ExecutionVertexID, concurrent.futures.Future[LogicalSlot]]:
         result = {}
+        if self._previous:
+            # Local recovery: slots whose previous TaskExecutor is alive ask first, so a slot whose
+            # TaskExecutor was lost cannot take the survivor's free slot from the subtasks whose
+            # local state is there (the RM serves requests as they come).
+            requests = sorted(requests, key=lambda v: not self._rm.is_registered(self._previous.get(v.subtask_index, "")))
         for vertex_id in requests:
             index = vertex_id.subtask_index
             shared = self._shared.get(index)
