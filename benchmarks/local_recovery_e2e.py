@@ -1,0 +1,143 @@
+"""Issue 31 item 4: a SIGKILLed TaskExecutor of a 1M-key keyed count, with and without local recovery.
+
+A keyed count (``ValueState`` per key, one output row per input row) over
+``--keys`` keys fed at ``--rate`` rows/s, parallelism 2 on 2 TaskExecutor
+processes (1 slot each), checkpoints every 1 s, ``fixed-delay`` restarts with
+0 ms delay. Once a checkpoint completed after every key had been seen, one
+TaskExecutor is SIGKILLed. Prints, per setting of ``execution.state-recovery.from-local``:
+
+* kill -> the first row written by a restarted sink (output flowing again);
+* kill -> the completion of the next checkpoint (its own duration too);
+* the peak RSS of the TaskExecutor processes before the kill.
+
+    python benchmarks/local_recovery_e2e.py [--keys N] [--rate R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import signal
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from checkpointing import list_completed_checkpoints
+from connectors import SequenceSource
+from flinklike_spark import KeyedProcessFunction, Sink, SinkWriter, StreamExecutionEnvironment, ValueStateDescriptor
+from tests.support.failover_jobs import task_executor_processes
+
+
+class Count(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        yield {"key": value["key"], "count": count}
+
+
+class FirstRowSink(Sink):
+    """Each writer (one per attempt) records the wall time of its first batch in ``<dir>/first-<n>``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def create_writer(self, context):
+        return _FirstRow(Path(self.directory))
+
+
+class _FirstRow(SinkWriter):
+    def __init__(self, directory: Path) -> None:
+        self.directory, self.done = directory, False
+
+    def write(self, batch):
+        if not self.done and batch.num_rows:
+            self.done = True
+            (self.directory / f"first-{os.getpid()}-{id(self)}-{time.time():.4f}").write_text("")
+
+    def close(self):
+        pass
+
+
+def run(keys: int, rate: int, local: bool) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        checkpoints = str(directory / "checkpoints")
+        config = {
+            "parallelism.default": 2,
+            "local.number-taskmanager": 2,
+            "execution.checkpointing.interval": "1 s",
+            "execution.checkpointing.dir": checkpoints,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 10,
+            "restart-strategy.fixed-delay.delay": "0 ms",
+            "execution.state-recovery.from-local": local,
+        }
+        env = StreamExecutionEnvironment.get_execution_environment(config)
+        (
+            env.from_source(SequenceSource(num_keys=keys, records_per_key=None, rows_per_second=rate), name="seq")
+            .key_by("key")
+            .process(Count())
+            .sink_to(FirstRowSink(str(directory)))
+        )
+        client = env.execute_async("local recovery e2e")
+        try:
+            all_seen = time.time() + keys / rate + 1.0
+            while True:
+                time.sleep(0.2)
+                done = list_completed_checkpoints(checkpoints, client.job_id) if client.job_id else []
+                if done and done[-1].trigger_time.timestamp() > all_seen:
+                    break
+            processes = task_executor_processes()
+            rss = sum(p.memory_info().rss for p in processes)
+            last = done[-1].checkpoint_id
+            killed = time.time()
+            processes[0].send_signal(signal.SIGKILL)
+            deadline = time.monotonic() + 120
+            first = next_checkpoint = None
+            while (first is None or next_checkpoint is None) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                stamps = [float(p.name.rsplit("-", 1)[1]) for p in directory.glob("first-*")]
+                after = [s for s in stamps if s > killed]
+                first = min(after) if first is None and after else first
+                newer = [c for c in list_completed_checkpoints(checkpoints, client.job_id) if c.checkpoint_id > last]
+                next_checkpoint = newer[0] if next_checkpoint is None and newer else next_checkpoint
+            if first is None or next_checkpoint is None:
+                history = [str(e.root_cause).partition("\n")[0] for e in client.get_exception_history()]
+                raise SystemExit(f"after the kill: first output {first}, next checkpoint {next_checkpoint}; "
+                                 f"status {client.get_job_status()}, restarts {client.num_restarts}: {history}")
+        finally:
+            if not client.done():
+                client.cancel()
+        return {
+            "first_output": first - killed,
+            "next_checkpoint": next_checkpoint.completion_time.timestamp() - killed,
+            "checkpoint_duration": (next_checkpoint.completion_time - next_checkpoint.trigger_time).total_seconds(),
+            "rss_mib": rss / 2**20,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=int, default=100_000)
+    parser.add_argument("--local", choices=["both", "true", "false"], default="both")
+    args = parser.parse_args()
+    settings = {"both": (False, True), "true": (True,), "false": (False,)}[args.local]
+    load = os.getloadavg()[0]
+    results = {local: run(args.keys, args.rate, local) for local in settings}
+    print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
+          f"load {load:.1f} -> {os.getloadavg()[0]:.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
+    print(f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, SIGKILL of one of 2 TaskExecutors")
+    for local, r in results.items():
+        print(f"  from-local={str(local).lower():5}  kill->first output {r['first_output']:6.2f} s  "
+              f"kill->next checkpoint {r['next_checkpoint']:6.2f} s (it took {r['checkpoint_duration']:5.2f} s)  "
+              f"TE RSS before kill {r['rss_mib']:6.0f} MiB")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
