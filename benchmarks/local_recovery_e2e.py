@@ -4,7 +4,8 @@ A keyed count (``ValueState`` per key, one output row per input row) over
 ``--keys`` keys fed at ``--rate`` rows/s, parallelism 2 on 2 TaskExecutor
 processes (1 slot each), checkpoints every 1 s, ``fixed-delay`` restarts with
 0 ms delay. Once a checkpoint completed after every key had been seen, one
-TaskExecutor is SIGKILLed. Prints, per setting of ``execution.state-recovery.from-local``:
+TaskExecutor is SIGKILLed (or, ``--failure exception``, a counting subtask
+raises once). Prints, per setting of ``execution.state-recovery.from-local``:
 
 * kill -> the first row written by a restarted sink (output flowing again);
 * kill -> the completion of the next checkpoint (its own duration too);
@@ -31,10 +32,24 @@ from tests.support.failover_jobs import task_executor_processes
 
 
 class Count(KeyedProcessFunction):
+    """The keyed count; raises once when the file ``trigger`` appears (``--failure exception``)."""
+
+    def __init__(self, trigger: str) -> None:
+        self.trigger = trigger
+
     def open(self, runtime_context):
         self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+        self.checked = 0
 
     def process_element(self, value, ctx):
+        self.checked += 1
+        if self.checked % 1000 == 0 and os.path.exists(self.trigger):
+            try:
+                os.remove(self.trigger)
+            except FileNotFoundError:
+                pass
+            else:
+                raise RuntimeError("benchmark failure")
         count = (self.count.value() or 0) + 1
         self.count.update(count)
         yield {"key": value["key"], "count": count}
@@ -63,7 +78,7 @@ class _FirstRow(SinkWriter):
         pass
 
 
-def run(keys: int, rate: int, local: bool) -> dict[str, float]:
+def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         checkpoints = str(directory / "checkpoints")
@@ -81,7 +96,7 @@ def run(keys: int, rate: int, local: bool) -> dict[str, float]:
         (
             env.from_source(SequenceSource(num_keys=keys, records_per_key=None, rows_per_second=rate), name="seq")
             .key_by("key")
-            .process(Count())
+            .process(Count(str(directory / "fail")))
             .sink_to(FirstRowSink(str(directory)))
         )
         client = env.execute_async("local recovery e2e")
@@ -96,7 +111,10 @@ def run(keys: int, rate: int, local: bool) -> dict[str, float]:
             rss = sum(p.memory_info().rss for p in processes)
             last = done[-1].checkpoint_id
             killed = time.time()
-            processes[0].send_signal(signal.SIGKILL)
+            if failure == "sigkill":
+                processes[0].send_signal(signal.SIGKILL)
+            else:
+                (directory / "fail").write_text("x")
             deadline = time.monotonic() + 120
             first = next_checkpoint = None
             while (first is None or next_checkpoint is None) and time.monotonic() < deadline:
@@ -125,14 +143,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=100_000)
+    parser.add_argument("--failure", choices=["sigkill", "exception"], default="sigkill",
+                        help="SIGKILL a TaskExecutor, or raise once in a counting subtask")
     parser.add_argument("--local", choices=["both", "true", "false"], default="both")
     args = parser.parse_args()
     settings = {"both": (False, True), "true": (True,), "false": (False,)}[args.local]
     load = os.getloadavg()[0]
-    results = {local: run(args.keys, args.rate, local) for local in settings}
+    results = {local: run(args.keys, args.rate, local, args.failure) for local in settings}
     print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
           f"load {load:.1f} -> {os.getloadavg()[0]:.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
-    print(f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, SIGKILL of one of 2 TaskExecutors")
+    print(f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}")
     for local, r in results.items():
         print(f"  from-local={str(local).lower():5}  kill->first output {r['first_output']:6.2f} s  "
               f"kill->next checkpoint {r['next_checkpoint']:6.2f} s (it took {r['checkpoint_duration']:5.2f} s)  "
