@@ -268,6 +268,8 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.checkpointing.max-concurrent-checkpoints", 1, parse_int,
              "Checkpoints in progress at once.", 1),
         _opt("execution.checkpointing.min-pause", _ZERO, _duration, "Pause between checkpoints.", _ZERO),
+        _opt("execution.checkpointing.checkpoints-after-tasks-finish", True, parse_bool,
+             "Checkpoint the running part of a job whose tasks partly finished; a final checkpoint at the end."),
         _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, parse_int,
              "Consecutive checkpoint failures tolerated before the job fails.", 0),
         _opt("execution.checkpointing.num-retained", 1, parse_int, "Completed checkpoints kept.", 1),
@@ -426,6 +428,7 @@ class CheckpointingOptions:
     recovery_path: str | None
     accept_duplicate_sink_output: bool = False
     storage: CheckpointStorageType | None = None
+    checkpoints_after_tasks_finish: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -661,5 +664,6 @@ class Configuration(Mapping[str, Any]):
                 recovery_path=g("execution.state-recovery.path"),
                 accept_duplicate_sink_output=g("execution.state-recovery.accept-duplicate-sink-output"),
                 storage=g("execution.checkpointing.storage"),
+                checkpoints_after_tasks_finish=g("execution.checkpointing.checkpoints-after-tasks-finish"),
             ),
         )
