@@ -4,7 +4,7 @@ With checkpointing, execute_and_collect hands out results only when a checkpoint
 checkpointing the running part of the job after the short source finished, so results arrive while the
 job runs, and its final checkpoint delivers the last ones before the job ends. (Before FLIP-147 the
 finished source stopped checkpoints: every result came at the end.) The long input has 12000 records because
-flinklike_spark's from_collection emits batches of up to 4096 records, and a barrier falls between batches."""
+this runtime's from_collection emits batches of up to 4096 records, and a barrier falls between batches."""
 
 import time
 
