@@ -13,9 +13,18 @@ For each backend, in one process (no cluster), with ``--keys`` entries (int key 
   does), putting every entry into a fresh backend of the same type, and one
   state read (which makes RocksDB write its last restore batch);
 * read: ``ValueState.value()`` of ``--reads`` random keys after the restore, per read
-  (RocksDB: mostly cache misses with a 64 MB budget).
+  (RocksDB: cache misses, the cache starts empty), one key at a time;
+* batched read: the same for other random keys in batches of ``--batch`` keys,
+  each batch first handed to ``prefetch`` as a keyed operator does per input batch
+  (RocksDB: one multi-get per batch);
+* in cache: ``value()`` + ``update()`` of ``--hot-keys`` keys that are in the cache
+  (RocksDB: its in-memory write-back cache), cycled ``--hot-rounds`` times, per access
+  (one ``value()`` or one ``update()``);
 
-The commit (Delta log) is done but not timed. Ratios (rocksdb / hashmap) are of this run.
+Per-access costs are printed as CPU time of this process (``time.process_time``,
+which includes RocksDB's background threads) and wall time: on a shared machine
+the CPU time is the steadier one. The commit (Delta log) is done but not timed.
+Ratios (rocksdb / hashmap) are of this run; the targets of issue 31 are printed beside them.
 
     python benchmarks/state_backends.py [--keys 1000000] [--value-bytes 16] [--budget-mb 64]
 """
@@ -23,6 +32,8 @@ The commit (Delta log) is done but not timed. Ratios (rocksdb / hashmap) are of 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import random
 import tempfile
 import time
@@ -47,7 +58,53 @@ def make(kind: str, local_dir: str, budget: int):
     )
 
 
-def run(kind: str, keys: int, value_bytes: int, budget: int, reads: int) -> dict[str, float]:
+class Clocks:
+    """Wall and CPU seconds of one measured stretch (``with Clocks() as c: ...``)."""
+
+    def __enter__(self) -> Clocks:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def hot_access(backend, state, keys: int, rounds: int) -> tuple[float, float]:
+    """(CPU, wall) seconds per access of ``value()`` + ``update()`` on ``keys`` cached keys, best of 3."""
+    order = list(range(keys))
+    for key in order:  # written once: in the cache from here on
+        backend.current_key = key
+        state.update(0)
+    best_cpu = best_wall = float("inf")
+    for _ in range(3):
+        with Clocks() as clocks:
+            for _ in range(rounds):
+                for key in order:
+                    backend.current_key = key
+                    state.update(state.value() + 1)
+        best_cpu, best_wall = min(best_cpu, clocks.cpu), min(best_wall, clocks.wall)
+    accesses = 2 * keys * rounds
+    return best_cpu / accesses, best_wall / accesses
+
+
+def cold_reads(backend, state, keys: list[int], batch: int | None) -> tuple[float, float]:
+    """(CPU, wall) seconds per ``value()`` of ``keys``, with ``prefetch`` per ``batch`` keys if given."""
+    step = batch or len(keys)
+    with Clocks() as clocks:
+        for start in range(0, len(keys), step):
+            chunk = keys[start : start + step]
+            if batch:
+                backend.prefetch(chunk)
+            for key in chunk:
+                backend.current_key = key
+                if state.value() is None:
+                    raise SystemExit(f"key {key} lost")
+    return clocks.cpu / len(keys), clocks.wall / len(keys)
+
+
+def run(
+    kind: str, keys: int, value_bytes: int, budget: int, reads: int, batch: int, hot_keys: int, hot_rounds: int
+) -> dict[str, float]:
     results: dict[str, float] = {}
     payload = b"x" * value_bytes
     with tempfile.TemporaryDirectory() as base, tempfile.TemporaryDirectory() as local_dir:
@@ -80,13 +137,14 @@ def run(kind: str, keys: int, value_bytes: int, budget: int, reads: int) -> dict
         state = restored.get_state(DESCRIPTOR, ValueStateDescriptor)
         results["restore"] = time.perf_counter() - start
 
-        order = random.Random(1).sample(range(keys), min(reads, keys))
-        start = time.perf_counter()
-        for key in order:
-            restored.current_key = key
-            assert state.value() is not None
-        results["read"] = (time.perf_counter() - start) / len(order)
+        order = random.Random(1).sample(range(keys), min(2 * reads, keys))
+        results["read_cpu"], results["read"] = cold_reads(restored, state, order[: len(order) // 2], None)
+        results["batch_cpu"], results["batch"] = cold_reads(restored, state, order[len(order) // 2 :], batch)
         restored.close()
+        backend = make(kind, local_dir, budget)
+        state = backend.get_state(DESCRIPTOR, ValueStateDescriptor)
+        results["hot_cpu"], results["hot"] = hot_access(backend, state, hot_keys, hot_rounds)
+        backend.close()
     return results
 
 
@@ -95,25 +153,44 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--value-bytes", type=int, default=16)
     parser.add_argument("--budget-mb", type=int, default=64, help="state.backend.rocksdb.memory.fixed-per-slot")
-    parser.add_argument("--reads", type=int, default=100_000, help="random reads after the restore")
+    parser.add_argument("--reads", type=int, default=100_000, help="random reads after the restore (each way)")
+    parser.add_argument("--batch", type=int, default=1_000, help="keys per prefetched batch of the batched reads")
+    parser.add_argument("--hot-keys", type=int, default=10_000, help="cached keys of the in-cache accesses")
+    parser.add_argument("--hot-rounds", type=int, default=20, help="passes over them per measurement")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     runs = {
-        kind: run(kind, args.keys, args.value_bytes, args.budget_mb << 20, args.reads) for kind in ("hashmap", "rocksdb")
-    }
+        kind: run(kind, args.keys, args.value_bytes, args.budget_mb << 20, args.reads, args.batch,
+                  args.hot_keys, args.hot_rounds)
+        for kind in ("hashmap", "rocksdb")
+    }  # fmt: skip
+    print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
+          f"load {load:.1f} -> {os.getloadavg()[0]:.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
     print(f"{args.keys:,} keys, {args.value_bytes} B values, rocksdb budget {args.budget_mb} MiB")
-    print(f"{'':8} {'fill':>8} {'sync':>8} {'async':>8} {'ckpt':>8} {'MiB':>7} {'restore':>8} {'us/read':>8}")
+    print(f"{'':8} {'fill':>8} {'sync':>8} {'async':>8} {'ckpt':>8} {'MiB':>7} {'restore':>8}")
     for kind, r in runs.items():
         print(
             f"{kind:8} {r['fill']:7.2f}s {r['sync']:7.3f}s {r['async']:7.2f}s {r['sync'] + r['async']:7.2f}s "
-            f"{r['bytes'] / 2**20:7.1f} {r['restore']:7.2f}s {r['read'] * 1e6:8.2f}"
+            f"{r['bytes'] / 2**20:7.1f} {r['restore']:7.2f}s"
         )
     heap, rocks = runs["hashmap"], runs["rocksdb"]
     print(
         "rocksdb/hashmap: "
-        + ", ".join(
-            f"{name} {rocks[name] / heap[name]:.2f}x" for name in ("fill", "sync", "async", "bytes", "restore", "read")
-        )
+        + ", ".join(f"{name} {rocks[name] / heap[name]:.2f}x" for name in ("fill", "sync", "async", "bytes", "restore"))
     )
+    print("per access, CPU / wall (us):")
+    rows = (
+        ("in cache: value()+update(), per access", "hot", "target: rocksdb <= 3x hashmap"),
+        ("not in cache: value(), one key at a time", "read", "target: rocksdb <= 10 us"),
+        (f"not in cache: value(), prefetched per {args.batch} keys", "batch", "target: rocksdb <= 10 us"),
+    )
+    for label, name, target in rows:
+        print(f"  {label:48} hashmap {heap[name + '_cpu'] * 1e6:6.2f} / {heap[name] * 1e6:6.2f}   "
+              f"rocksdb {rocks[name + '_cpu'] * 1e6:6.2f} / {rocks[name] * 1e6:6.2f}   "
+              f"ratio {rocks[name + '_cpu'] / heap[name + '_cpu']:5.2f}x / {rocks[name] / heap[name]:5.2f}x   "
+              f"({target})")  # fmt: skip
+    print(f"  fill: one update() of a new key            hashmap {heap['fill'] / args.keys * 1e6:6.2f} (wall)   "
+          f"rocksdb {rocks['fill'] / args.keys * 1e6:6.2f} (wall)")  # fmt: skip
 
 
 if __name__ == "__main__":

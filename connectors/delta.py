@@ -160,6 +160,8 @@ class DeltaSink(TwoPhaseCommittingSink):
     finished. Without checkpointing, an unbounded job never commits.
     """
 
+    columnar_input = True  # a table's columns
+
     #: This job's epoch in its restore lineage (set by :meth:`fence_older_writers`; 0: unfenced).
     fence_epoch: int = 0
 

@@ -450,6 +450,11 @@ class FileSink(Sink):
     part. Not transactional: parts finished by a failed attempt stay.
     """
 
+    @property
+    def columnar_input(self) -> bool:  # type: ignore[override]
+        """JSON objects and Parquet columns come from fields; "lines" and "string" read records."""
+        return self.format in ("json", "parquet")
+
     def __init__(
         self,
         path: str,

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -130,6 +131,9 @@ class SinkWriterContext:
     transactional_id_prefix: str = ""
     #: where results for the job's client go (``execute_and_collect``); None outside a TaskExecutor
     result_channel: ClientResultChannel | None = None
+    #: True once the task is being cancelled: a writer that waits long (a flush to an unreachable
+    #: broker) polls it and gives up, so that no wait outlives a cancel
+    cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False)
 
 
 class ClientResultChannel(Protocol):
@@ -246,6 +250,11 @@ class SinkWriter(abc.ABC):
 
 class Sink(abc.ABC):
     """A description of where rows go; pickled and shipped to TaskExecutors."""
+
+    #: The writer reads its batches' columns (a table, Parquet, JSON) rather than the records
+    #: (``records_of``): a stream without a declared type, whose Rows and tuples travel pickled as in
+    #: PyFlink, then reaches it as columns (a named Row's fields, a tuple's ``f0, f1, ...``).
+    columnar_input: bool = False
 
     @abc.abstractmethod
     def create_writer(self, context: SinkWriterContext) -> SinkWriter:

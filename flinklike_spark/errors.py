@@ -50,6 +50,8 @@ __all__ = [
     "SlotAllocationError",
     "SlotNotFoundError",
     "StaleDeploymentError",
+    "StateNotFoundError",
+    "StateProcessorError",
     "StorageUnavailableError",
     "TaskExecutorLostError",
     "import_error_hint",
@@ -315,6 +317,15 @@ class CheckpointNotFoundError(CheckpointStorageError, LookupError):
 
 class IncompatibleCheckpointError(CheckpointStorageError, ValueError):
     """Stored checkpoint tables or rows do not match what this version reads or writes."""
+
+
+class StateProcessorError(FlinklikeError, ValueError):
+    """The State Processor API (:mod:`flinklike_spark.state_processor`) was given data or
+    arguments it cannot turn into state: names the bad value and what would be valid."""
+
+
+class StateNotFoundError(StateProcessorError, LookupError):
+    """A savepoint holds no such operator uid or state name (names the ones it holds)."""
 
 
 class CommittedSinkOutputError(IncompatibleCheckpointError):

@@ -1,7 +1,7 @@
 """PyFlink's ``Row`` (``pyflink.common.types.Row``) and ``RowKind``, as records of a stream.
 
-``Row(name="Alice", age=11)`` is a named row (PyFlink sorts keyword fields by
-name); ``Row("Alice", 11)`` a positional one; ``Person = Row("name", "age")``
+``Row(name="Alice", age=11)`` is a named row (its fields in the order given, as
+in PyFlink 2.x); ``Row("Alice", 11)`` a positional one; ``Person = Row("name", "age")``
 makes a row "class" whose call ``Person("Alice", 11)`` gives a named row.
 Fields are read as attributes (``row.name``), by name (``row["name"]``) or by
 position (``row[0]``). On the data plane a named row is the Arrow columns of
@@ -14,6 +14,7 @@ into the records its producer emitted (the encoding side is
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 import pickle
@@ -25,11 +26,14 @@ import pyarrow as pa
 
 __all__ = [
     "BIG_DEC_KEY",
+    "PICKLED_FIELD_KEY",
     "RECORD_KIND_KEY",
     "RecordKind",
     "Row",
     "RowKind",
+    "copy_record",
     "declared_kind",
+    "pickled_field_values",
     "plain_values_cause",
     "records_of",
 ]
@@ -43,12 +47,22 @@ class RowKind(enum.Enum):
     UPDATE_AFTER = 2
     DELETE = 3
 
+    def __str__(self) -> str:
+        """PyFlink's (and Flink's) short form: ``+I``, ``-U``, ``+U``, ``-D``."""
+        return ("+I", "-U", "+U", "-D")[self.value]
 
-def _rebuild(fields: list[str] | None, values: tuple, row_kind: RowKind) -> Row:
-    row = Row(*values)
-    if fields is not None:
-        row.set_field_names(list(fields))
-    row.set_row_kind(row_kind)
+
+_ROW_KINDS = tuple(RowKind)
+
+
+def _rebuild(fields: list[str] | None, values: tuple, row_kind: RowKind | int) -> Row:
+    """A Row of ``fields`` (None: positional) and ``values``; what a pickled Row calls (``row_kind`` is
+    pickled as its int, which is cheaper to unpickle than the enum; older pickles hold the enum)."""
+    row = object.__new__(Row)
+    setattr_ = object.__setattr__
+    setattr_(row, "_fields", None if fields is None else list(fields))
+    setattr_(row, "_values", list(values))
+    setattr_(row, "_row_kind", _ROW_KINDS[row_kind] if type(row_kind) is int else row_kind)
     return row
 
 
@@ -62,7 +76,7 @@ class Row:
             raise ValueError("Row takes positional values or named values, not both")
         fields = None
         if kwargs:
-            fields = sorted(kwargs)
+            fields = list(kwargs)  # in the order given, as PyFlink 2.x keeps them (its docstring says sorted)
             values = [kwargs[name] for name in fields]
         else:
             values = list(args)
@@ -149,20 +163,50 @@ class Row:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Row):
             return NotImplemented
-        return (
-            self._fields == other._fields and self._row_kind == other._row_kind and self._values == other._values
-        )
+        if self._row_kind != other._row_kind or (self._fields is None) != (other._fields is None):
+            return False
+        if self._fields is None or self._fields == other._fields:
+            return self._values == other._values
+        # As in PyFlink, named rows with the same fields in another order are equal field by field.
+        if sorted(self._fields) != sorted(other._fields):
+            return False
+        return all(self[name] == other[name] for name in self._fields)
 
     def __hash__(self) -> int:
         return hash(tuple(self._values))
 
     def __reduce__(self):
-        return _rebuild, (self._fields, tuple(self._values), self._row_kind)
+        return _rebuild, (self._fields, tuple(self._values), self._row_kind.value)
 
     def __repr__(self) -> str:
         if self._fields is not None:
             return "Row(" + ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self._values)) + ")"
         return "<Row(" + ", ".join(repr(v) for v in self._values) + ")>"
+
+
+#: Records that no consumer can change: handed on as they are.
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, Decimal)
+
+
+def copy_record(record: Any) -> Any:
+    """A copy of ``record`` for one of several consumers, so that one changing it cannot change another's.
+
+    Dicts and lists are copied (shallow, as before records could be anything), a Row keeps its kind and
+    field names; immutable values (numbers, strings, tuples, None) are handed on as they are; any other
+    object is copied with :func:`copy.copy`, or handed on as it is when it cannot be copied.
+    """
+    if type(record) is dict:
+        return dict(record)
+    if isinstance(record, _IMMUTABLE):
+        return record
+    if isinstance(record, Row):
+        return _rebuild(record.get_field_names(), tuple(record), record.get_row_kind())
+    if isinstance(record, list):
+        return list(record)
+    try:
+        return copy.copy(record)
+    except (TypeError, copy.Error, pickle.PicklingError):
+        return record
 
 
 #: Schema metadata key naming the kind of the records of a batch (absent: dicts).
@@ -172,6 +216,10 @@ RECORD_KIND_KEY = b"flinklike.record"
 #: Arrow string column, so that it keeps its scale (Java's BigDecimal: ``1.50`` stays ``1.50``);
 #: :func:`records_of` turns the text back into a ``Decimal``.
 BIG_DEC_KEY = b"flinklike.big-dec"
+#: Field metadata key of a ``Types.PICKLED_BYTE_ARRAY()`` field of a ROW / TUPLE / LIST / MAP: its values
+#: travel pickled in an Arrow binary column (as PyFlink's pickled-bytes coder writes them) and
+#: :func:`records_of` unpickles them.
+PICKLED_FIELD_KEY = b"flinklike.pickled"
 
 
 class RecordKind:
@@ -197,6 +245,10 @@ def _big_dec(text: str | None) -> Decimal | None:
     return None if text is None else Decimal(text)
 
 
+def _unpickled(data: bytes | None) -> Any:
+    return None if data is None else pickle.loads(data)
+
+
 def _converter(field: pa.Field) -> Callable[[Any], Any] | None:
     """What turns a Python value of ``field`` (from ``to_pylist``) into the value its producer emitted:
     BIG_DEC text into a ``Decimal``, a nested ROW / TUPLE struct into a Row / tuple, at any depth
@@ -204,6 +256,8 @@ def _converter(field: pa.Field) -> Callable[[Any], Any] | None:
     metadata = field.metadata or {}
     if BIG_DEC_KEY in metadata:
         return _big_dec
+    if PICKLED_FIELD_KEY in metadata:
+        return _unpickled
     arrow = field.type
     if pa.types.is_struct(arrow):
         children = [(child.name, _converter(child)) for child in arrow]
@@ -285,6 +339,23 @@ def records_of(batch: pa.RecordBatch) -> list[Any]:
     return [_rebuild(names, values, RowKind.INSERT) for values in rows]
 
 
+def pickled_field_values(batch: pa.RecordBatch, field: str) -> list[Any] | None:
+    """The value of ``field`` in each record of a batch of pickled records (dicts or named Rows, e.g. an
+    undeclared stream of ``Row(name=...)``), as a keyed operator reads it (``record[field]``); None when
+    the batch is not of pickled records or one of them has no such field."""
+    if declared_kind(batch.schema) != RecordKind.PICKLED:
+        return None
+    values = []
+    for record in records_of(batch):
+        if isinstance(record, dict) and field in record:
+            values.append(record[field])
+        elif isinstance(record, Row) and field in (record.get_field_names() or ()):
+            values.append(record[field])
+        else:
+            return None
+    return values
+
+
 #: How many records :func:`plain_values_cause` looks at.
 _CAUSE_SAMPLE = 100
 
@@ -319,12 +390,15 @@ def plain_values_cause(batch: pa.RecordBatch, field: str, producer: str | None =
     if sample and nones == len(sample):
         text += (
             "; every record is None: its function returned nothing (a map function without `return`?). "
-            "Return the row (a dict, Row or tuple) that has the field"
+            "Return the row (a dict or named Row) that has the field"
         )
     elif nones:
         text += f"; {nones} of its first {len(sample)} records are None: its function returned nothing for them"
     else:
-        text += "; return rows (dicts, Rows or tuples) from it to use fields by name"
+        text += (
+            "; return dicts or named Rows from it, or declare its output_type (Types.ROW_NAMED([...], [...])), "
+            "to use fields by name (tuples and positional Rows have none without a declared type)"
+        )
     return text
 
 

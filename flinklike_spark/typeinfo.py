@@ -9,7 +9,8 @@ one column ``f0``. The basic types map to their Arrow equivalents
 (``Types.LONG()`` -> ``int64``, ``Types.SQL_TIMESTAMP()`` -> ``timestamp[ms]``,
 ...); lists, maps and nested rows are supported. ``PICKLED_BYTE_ARRAY`` makes
 a stream of any picklable objects (pickled into one binary column ``f0``); as a
-field of a row it has no Arrow type and is refused.
+field of a row or tuple, an element of a list or a key or value of a map it is
+a binary field whose values are pickled, as PyFlink's coder pickles them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import BIG_DEC_KEY
+from flinklike_spark.row import BIG_DEC_KEY, PICKLED_FIELD_KEY
 from flinklike_spark.row import RECORD_KIND_KEY as _RECORD_KIND_KEY
 
 __all__ = ["TypeInformation", "Types", "to_arrow_schema"]
@@ -121,6 +122,8 @@ def _field(name: str, type_info: TypeInformation) -> pa.Field:
     """A struct, list element, map or schema field; one of a nested ROW / TUPLE type names its record kind
     in its metadata, so that its values come back as Rows or tuples (as in PyFlink), not dicts; one of
     BIG_DEC is tagged so that its text comes back as a ``Decimal``."""
+    if type_info.record_kind == "pickled":  # any object: pickled into a binary value, as PyFlink's coder does
+        return pa.field(name, pa.binary(), metadata={PICKLED_FIELD_KEY: b"1"})
     arrow = type_info.to_arrow()
     if pa.types.is_struct(arrow) and type_info.record_kind is not None:
         return pa.field(name, arrow, metadata={_RECORD_KIND_KEY: type_info.record_kind})

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import plain_values_cause, records_of
+from flinklike_spark.row import pickled_field_values, plain_values_cause, records_of
 
 __all__ = ["TimestampAssigner", "TimestampAssignerLike", "WatermarkGenerator", "WatermarkStrategy", "epoch_millis"]
 
@@ -144,7 +144,11 @@ class WatermarkGenerator:
             return None
         if batch.num_rows == 0:
             return []
-        if isinstance(assigner, str):
+        pickled = pickled_field_values(batch, assigner) if isinstance(assigner, str) else None
+        if pickled is not None:  # an undeclared stream of named Rows (pickled): the field of each record
+            timestamps = [epoch_millis(value) for value in pickled]
+            batch_max = max((t for t in timestamps if t is not None), default=None)
+        elif isinstance(assigner, str):
             index = batch.schema.get_field_index(assigner)
             if index < 0:
                 cause = plain_values_cause(batch, assigner, producer)

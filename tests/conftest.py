@@ -56,6 +56,34 @@ INDEPENDENT_MODULES = frozenset({
 MARKER_GROUPS = {"spark": "spark"}
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """The suite's one real local Spark session with Delta Lake, for ``spark``-marked tests anywhere.
+
+    Built with :func:`flinklike_spark.spark.session`, as a user builds it: Delta
+    configured from the pinned jar, the ``flinklike`` data source registered,
+    ``PYSPARK_PYTHON`` set to this interpreter. Spark takes 20 s or more to start,
+    so every Spark test shares this one session (they all run on one xdist worker: the ``spark`` group).
+    """
+    from flinklike_spark.spark import session
+
+    spark = session("flinklike-spark-tests", config={"spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+    for query in spark.streams.active:
+        query.stop()
+    spark.stop()
+
+
+@pytest.fixture(autouse=True)
+def _preexisting_task_executors(request: pytest.FixtureRequest) -> None:
+    """Slow tests: note the TaskExecutor processes that are not the test's (tests/support/failover_jobs.py)."""
+    if request.node.get_closest_marker("slow") is not None:
+        from tests.support.failover_jobs import note_preexisting_task_executors
+
+        note_preexisting_task_executors()
+
+
 def xdist_group_of(item: pytest.Item) -> str | None:
     """The group ``item`` runs in (None: scheduled on its own)."""
     path = Path(str(item.path)).resolve()

@@ -284,6 +284,8 @@ class SparkOutputSink(TwoPhaseCommittingSink):
     newest committed one.
     """
 
+    columnar_input = True  # the output table's columns
+
     def __init__(self, path: str, schema: pa.Schema, *, storage_options: Mapping[str, str] | None = None) -> None:
         if CHECKPOINT_COLUMN in schema.names:
             raise ConfigurationError(

@@ -80,6 +80,19 @@ PROGRAMS: dict[str, Program] = {
         "nested ROW and TUPLE, pickled plain values and objects of user classes (also as keyed state)",
     ),
     "big_dec": Program(covers="theme 2: BIG_DEC values and their scale"),
+    "undeclared_values": Program(
+        covers="issue 30 item 1: values without a declared type pass unchanged: plain ints into CoMap / "
+        "CoFlatMap (also with a second consumer), keyed and broadcast connects, positional and named Rows, "
+        "tuples of mixed lengths, untyped side outputs, windows, keyed reduce",
+    ),
+    "declared_records": Program(
+        covers="issue 30 item 1: Types.TUPLE streams collect as tuples from every operator; "
+        "Types.PICKLED_BYTE_ARRAY() as a stream's, a side output's and a state's type",
+    ),
+    "print_records": Program(
+        covers="issue 30 item 1: print() of undeclared records, Types.ROW / ROW_NAMED / TUPLE and basic values",
+        order="lines-any-order",
+    ),
     "checkpointing_without_dir": Program(
         covers="issue 30 item 3: env.enable_checkpointing(ms) without a checkpoint directory (jobmanager "
         "checkpoint storage), CheckpointConfig getters",

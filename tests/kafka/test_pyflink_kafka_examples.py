@@ -70,15 +70,15 @@ def run_until_printed(path: Path, expected_lines: int, *, timeout: float = 240) 
 
 
 def as_tuples(lines: list[str]) -> list[tuple]:
-    """The printed Rows as tuples: PyFlink's Java print sink writes ``+I[1, hi]``, the engine the Python
-    ``Row(f0=1, f1='hi')`` (a difference of print format recorded in docs/pyflink-compatibility.md)."""
+    """The printed Rows as tuples: ``+I[1,hi]`` (a Row of a declared ROW type, as PyFlink prints it; Java's
+    ``Row.toString`` would write ``+I[1, hi]``), or a Python ``Row(...)`` (a stream without a declared type)."""
     from flinklike_spark.common import Row
 
     parsed = []
     for line in lines:
         if line.startswith("+I[") and line.endswith("]"):
-            first, second = line[3:-1].split(", ", 1)
-            parsed.append((int(first), second))
+            first, second = line[3:-1].split(",", 1)
+            parsed.append((int(first), second.strip()))
         else:
             row = eval(line, {"Row": Row})  # noqa: S307 - a line our own subprocess printed
             parsed.append(tuple(row))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import signal
 
-import psutil
 import pytest
 
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink
+from tests.support.failover_jobs import task_executor_processes
 from tests.support.objectstore_jobs import (
     NUM_KEYS,
     RECORDS_PER_KEY,
@@ -23,10 +23,6 @@ from tests.support.objectstore_jobs import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-def task_executor_processes() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if any("process_main" in a for a in p.cmdline())]
 
 
 def test_a_sigkilled_task_executor_recovers_exactly_once_and_retention_keeps_num_retained(store):

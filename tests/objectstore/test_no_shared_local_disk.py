@@ -16,12 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, MapFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from tests.support.failover_jobs import task_executor_processes
 from tests.support.objectstore_jobs import stop_and_resume
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -116,10 +116,6 @@ def test_collect_is_exactly_once_across_a_restart_from_s3(s3_server, private_dir
         first = [next(results) for _ in range(4 * 450)]  # past the failure at seq 300 of every key
     assert_per_key_prefix(first)
     assert list(client_tmp.iterdir()) == []
-
-
-def task_executor_processes() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if any("process_main" in a for a in p.cmdline())]
 
 
 RECORDS_PER_KEY = 2_000

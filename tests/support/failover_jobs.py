@@ -78,12 +78,35 @@ def wait_for(condition, what: str, timeout: float = 90.0) -> None:
         time.sleep(0.1)
 
 
+#: TaskExecutor processes that were alive when the current test started (tests/conftest.py records them):
+#: they belong to someone else on this xdist worker (a session-scoped Spark JVM's Python workers, say).
+_PREEXISTING: set[int] = set()
+
+
+def _live_task_executors() -> list[psutil.Process]:
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and any("process_main" in part for part in process.cmdline()):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):  # exited meanwhile: not alive
+            continue
+    return found
+
+
+def note_preexisting_task_executors() -> None:
+    """Remember the TaskExecutor processes alive now: :func:`task_executor_processes` leaves them out."""
+    _PREEXISTING.clear()
+    _PREEXISTING.update(process.pid for process in _live_task_executors())
+
+
 def task_executor_processes() -> list[psutil.Process]:
-    """This process's TaskExecutor children."""
-    return [
-        p for p in psutil.Process().children(recursive=True)
-        if any("process_main" in part for part in p.cmdline())
-    ]  # fmt: skip
+    """The live TaskExecutor processes under this process started since the current test began.
+
+    A zombie (exited, not yet reaped) is not alive; TaskExecutors that were running before the test
+    started are not the test's (a test that SIGKILLs "a TaskExecutor" must kill one of its own job).
+    """
+    return [process for process in _live_task_executors() if process.pid not in _PREEXISTING]
 
 
 def assert_no_task_executor_left(timeout: float = 30.0) -> None:

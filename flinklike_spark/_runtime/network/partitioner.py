@@ -41,7 +41,7 @@ import enum
 import math
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.record_timestamps import strip_timestamps
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import BIG_DEC_KEY, plain_values_cause, records_of
+from flinklike_spark.row import BIG_DEC_KEY, pickled_field_values, plain_values_cause, records_of
 
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",
@@ -410,6 +410,13 @@ class _KeyFieldHashSelector(ChannelSelector):
             return []
         index = batch.schema.get_field_index(self.key_field)
         if index < 0:
+            # Pickled records (an undeclared stream of named Rows) are keyed by their field, as the
+            # keyed operator reads it (``record[field]``), hashed as a key selector's key is.
+            keys = pickled_field_values(strip_timestamps(batch), self.key_field)
+            if keys is not None:
+                return [(0, batch)] if self.num_channels == 1 else _split_by_keys(
+                    batch, keys, self.max_parallelism, self.num_channels)  # fmt: skip
+        if index < 0:
             missing = f"hash partitioning key field {self.key_field!r} is not in the batch; fields are {batch.schema.names}"
             cause = plain_values_cause(strip_timestamps(batch), self.key_field, self.producer)
             if cause is not None:
@@ -440,13 +447,16 @@ class _KeySelectorHashSelector(ChannelSelector):
             return []
         if self.num_channels == 1:
             return [(0, batch)]
-        selector, maxp, n = self.key_selector, self.max_parallelism, self.num_channels
-        channels = np.fromiter(
-            (stable_hash_scalar(selector(row)) % maxp * n // maxp for row in records_of(strip_timestamps(batch))),
-            dtype=np.int64,
-            count=batch.num_rows,
-        )
-        return _group_by_channel(batch, channels, n)
+        selector = self.key_selector
+        keys = (selector(row) for row in records_of(strip_timestamps(batch)))
+        return _split_by_keys(batch, keys, self.max_parallelism, self.num_channels)
+
+
+def _split_by_keys(batch: pa.RecordBatch, keys: Iterable[Any], maxp: int, n: int) -> list[tuple[int, pa.RecordBatch]]:
+    """``batch`` split by the channel of each row's key (one key per row, Python values)."""
+    channels = np.fromiter((stable_hash_scalar(key) % maxp * n // maxp for key in keys), dtype=np.int64,
+                           count=batch.num_rows)  # fmt: skip
+    return _group_by_channel(batch, channels, n)
 
 
 def create_channel_selector(

@@ -35,6 +35,7 @@ from flinklike_spark._runtime.streaming.operators import (
     call_close,
     call_open,
 )
+from flinklike_spark.row import copy_record
 
 __all__ = ["AsyncOperatorDescriptor", "AsyncWaitOperator"]
 
@@ -161,7 +162,7 @@ class AsyncWaitOperator(StreamOperator):
         self._drain(block_until=0)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        rows = [(index, (dict(row), timestamp)) for index, (row, timestamp, _) in enumerate(self._queue)]
+        rows = [(index, (copy_record(row), timestamp)) for index, (row, timestamp, _) in enumerate(self._queue)]
         if not rows:
             return OperatorSnapshot()
         return OperatorSnapshot(operator=[OperatorStateSnapshot(name=_IN_FLIGHT, kind=StateKind.OPERATOR, entries=rows)])

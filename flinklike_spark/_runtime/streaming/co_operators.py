@@ -217,6 +217,8 @@ class _TwoInput:
         backend = self.backend
         out: list = []
         out_ts: list = []
+        if backend is not None:
+            backend.prefetch([row[KEY] for row in rows])
         for row, timestamp in zip(rows, timestamps or [None] * len(rows), strict=True):
             side = row[SIDE]
             value = pickle.loads(row[RECORD])

@@ -81,11 +81,14 @@ class _KeyedFunctionOperator(UserFunctionOperator):
         return OperatorSnapshot(keyed=keyed.entries, keyed_changes=keyed.changes, chain=keyed.chain)
 
     def _keys(self, rows: list[dict]):
-        """Every row, with the backend's current key set to the row's key before it is yielded."""
+        """Every row, with the backend's current key set to the row's key before it is yielded
+        (the batch's keys are handed to the backend's ``prefetch`` first)."""
         backend = self.backend
         key_field, selector = self.key_field, self.key_selector
-        for row in rows:
-            backend.current_key = row[key_field] if key_field is not None else selector(row)
+        keys = [row[key_field] for row in rows] if key_field is not None else [selector(row) for row in rows]
+        backend.prefetch(keys)
+        for row, key in zip(rows, keys):
+            backend.current_key = key
             yield row
 
 

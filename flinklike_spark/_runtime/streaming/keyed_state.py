@@ -22,7 +22,9 @@ from __future__ import annotations
 import copy
 import datetime
 import decimal
-from collections.abc import Callable
+import itertools
+import operator
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,7 @@ from flinklike_spark.state import TtlValue
 __all__ = [
     "HeapKeyedStateBackend",
     "KeyedStateBackend",
+    "current_entries",
     "detach_values",
     "key_groups_of",
 ]
@@ -72,6 +75,20 @@ def detach_values(values: list) -> list:
         if not _immutable(value):
             values[i] = copy.deepcopy(value)
     return values
+
+
+def current_entries(table: Mapping[Any, Any], keys: list) -> tuple[list, list, list]:
+    """``(keys with an entry, their values, keys without one)`` of ``keys`` in ``table``.
+
+    The lookups run at C speed (``map``); only when some key has no entry is the
+    list split in Python.
+    """
+    values = list(map(table.get, keys, itertools.repeat(_MISSING, len(keys))))
+    if True not in map(operator.is_, values, itertools.repeat(_MISSING, len(values))):
+        return keys, values, []
+    found = [(key, value) for key, value in zip(keys, values) if value is not _MISSING]
+    deleted = [key for key, value in zip(keys, values) if value is _MISSING]
+    return [key for key, _ in found], [value for _, value in found], deleted
 
 
 def key_groups_of(keys: list, max_parallelism: int) -> np.ndarray:
@@ -154,16 +171,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 continue
             written = list(changed)
             changed.clear()  # in place: the state's handle holds this set
-            table = self._tables.get(name, {})
-            keys, values, deleted = [], [], []
-            get = table.get
-            for key in written:
-                value = get(key, _MISSING)
-                if value is _MISSING:
-                    deleted.append(key)
-                else:
-                    keys.append(key)
-                    values.append(value)
+            keys, values, deleted = current_entries(self._tables.get(name, {}), written)
             result.append(KeyedStateChanges(
                 name=self._snapshot_prefix + name,
                 kind=self._kind_of(name),

@@ -187,6 +187,8 @@ class OperatorContext:
     result_channel: Any = None
     #: FLIP-147: the task ends with a final checkpoint, whose completion commits the sinks' last output
     final_checkpoint: bool = False
+    #: True once the task is being cancelled (or failed from outside): long waits in connectors poll it
+    cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False)
 
 
 class OperatorRuntimeContext(RuntimeContext):

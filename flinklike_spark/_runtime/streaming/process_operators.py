@@ -175,8 +175,10 @@ class KeyedProcessOperator(ProcessOperator):
         out: list[dict] = []
         out_ts: list = []
         key_field, selector = self.key_field, self.key_selector
-        for row, timestamp in zip(rows, timestamps or [None] * len(rows), strict=True):
-            backend.current_key = row[key_field] if key_field is not None else selector(row)
+        keys = [row[key_field] for row in rows] if key_field is not None else [selector(row) for row in rows]
+        backend.prefetch(keys)
+        for row, key, timestamp in zip(rows, keys, timestamps or [None] * len(rows), strict=True):
+            backend.current_key = key
             ctx.current_timestamp = timestamp
             extend_stamped(out, out_ts, fn(row, ctx), timestamp, self, "process_element")
         ctx.current_timestamp = None

@@ -19,6 +19,7 @@ from flinklike_spark._runtime.network.events import EndOfData, Watermark, Waterm
 from flinklike_spark._runtime.record_timestamps import Timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.operators import Output
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark.row import copy_record
 
 __all__ = ["BroadcastingOutput", "ChainingOutput", "RecordWriterOutput"]
 
@@ -169,9 +170,9 @@ class BroadcastingOutput(Output):
 
     def emit_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         for output in self._outputs:
-            # Downstream operators may keep the row dicts; each output gets its own copies
-            # only when there is more than one consumer that could mutate them.
-            output.emit_rows(rows if len(self._outputs) == 1 else [dict(r) for r in rows], timestamps)
+            # Downstream operators may keep the records; each output gets its own copies only when
+            # there is more than one consumer that could mutate them (records may be any object).
+            output.emit_rows(rows if len(self._outputs) == 1 else [copy_record(r) for r in rows], timestamps)
 
     def emit_batch(self, batch: pa.RecordBatch) -> None:
         for output in self._outputs:

@@ -4,7 +4,19 @@ Working state lives in an embedded RocksDB (the ``rocksdict`` binding) per
 operator subtask, so keyed state may be far larger than memory. Single reads
 from Python cost microseconds, so a bounded in-memory cache of recently used
 entries sits in front of it (write-back: a written entry reaches RocksDB when it
-is evicted or at the next snapshot).
+is evicted or at the next full snapshot). Flink's RocksDB backend has no such
+cache; here the cost of a call from Python into RocksDB is what it saves.
+
+Access paths (per-access costs measured by ``benchmarks/state_backends.py``):
+
+* cached: the value, reducing and aggregating handles of
+  :mod:`~flinklike_spark._runtime.streaming.rocksdb_handles` read and write the
+  table's cache dict directly (a write adds the key to the table's ``changed``
+  set, nothing else: no size accounting, no RocksDB call);
+* uncached: :meth:`RocksDBKeyedStateBackend.prefetch`, which keyed operators call
+  with each input batch's keys, loads the batch's entries of every registered
+  state with one multi-get per state and remembers the keys RocksDB lacks (so
+  their first read costs nothing); a key not prefetched costs one RocksDB get.
 
 Layout: one RocksDB instance per backend, in a directory of its own under
 ``state.backend.rocksdb.localdir`` (default: the system temp directory), removed
@@ -22,10 +34,14 @@ Memory: ``state.backend.rocksdb.memory.fixed-per-slot`` (default 128 mb) is
 split in half: RocksDB's block cache, with write buffers charged to it
 (``write-buffer-ratio``), gets one half; the hot-entry cache the other, counted
 in estimated heap bytes per entry (``sys.getsizeof`` one level deep plus a fixed
-overhead; recounted at every snapshot, since list and map values grow in place).
-Eviction is oldest-first (insertion order), a quarter of a table at most per round.
+overhead) when an entry enters the cache. Cached writes and in-place changes of
+list and map values are not counted as they happen: the size is re-estimated
+from a sample of each table (:data:`~flinklike_spark._runtime.streaming.rocksdb_table.SIZE_SAMPLE`
+entries) at every full snapshot and about once a second while batches are
+prefetched. Eviction is oldest-first (insertion order), a quarter of a table at
+most per round.
 
-Snapshots: the synchronous part writes the dirty cached entries to RocksDB and
+Full snapshots: the synchronous part writes the changed cached entries to RocksDB and
 takes a RocksDB checkpoint (a directory of hard links to the immutable SST
 files, after a memtable flush: Flink's native snapshot); the asynchronous part
 opens it read-only and scans it in chunks
@@ -34,6 +50,11 @@ the whole state in memory. (A RocksDB ``Snapshot`` would be cheaper, but
 ``rocksdict`` 0.3.29 iterates a snapshot with the live view: only its point reads
 honour it.) The checkpoint directory is removed when the last chunk source of
 that snapshot is garbage-collected, or at :meth:`close`.
+
+Incremental snapshots write nothing back: the current values of the keys
+changed since the previous snapshot come from the cache (or, for entries evicted
+since, from RocksDB by one multi-get), and the cached ones stay marked unwritten
+until they are evicted or a full snapshot writes them.
 
 State TTL: expired entries are dropped on read (by the TTL handles, as on the
 heap) and left out of full snapshots under ``cleanup_full_snapshot``. RocksDB's
@@ -49,6 +70,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -56,7 +78,8 @@ from typing import Any
 from checkpointing.schemas import StateKind
 from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
 from checkpointing.writer import KeyedColumnChunks, KeyedColumns
-from flinklike_spark._runtime.streaming.keyed_state import detach_values, key_groups_of
+from flinklike_spark._runtime.streaming.keyed_state import current_entries, detach_values, key_groups_of
+from flinklike_spark._runtime.streaming.rocksdb_handles import ROCKS_HANDLE_OF_KIND
 from flinklike_spark._runtime.streaming.rocksdb_local import (
     DIR_PREFIX,
     LocalSnapshot,
@@ -79,6 +102,28 @@ SNAPSHOT_CHUNK_ENTRIES = 50_000
 SNAPSHOT_CHUNK_BUDGET_SHARE = 1 / 16
 #: Restored entries written to RocksDB per batch (and at most 1/16 of the budget in bytes).
 _RESTORE_BATCH = 20_000
+#: Seconds between re-estimates of the cache size while batches are prefetched.
+_ESTIMATE_INTERVAL_S = 1.0
+#: Assumed bytes of a cached entry when bounding a prefetch (an int or a short string value).
+_PREFETCH_ENTRY_BYTES = 256
+
+
+def _current_entries(table: RocksTable, keys: set) -> tuple[list, list, list]:
+    """``(keys, values, deleted keys)``: the current entry of each of ``keys``, from the cache (mutable
+    values deep-copied) or else from RocksDB; the keys without one are deleted."""
+    found, values, uncached = current_entries(table.cache, list(keys))
+    values = detach_values(values)
+    deleted = []
+    if uncached:
+        raws = table._db.get(table.rocks_keys(uncached))
+        loads = pickle.loads
+        for key, raw in zip(uncached, raws, strict=True):
+            if raw is None:
+                deleted.append(key)
+            else:
+                found.append(key)
+                values.append(loads(raw))
+    return found, values, deleted
 
 
 class RocksDBKeyedStateBackend(KeyedStateBackend):
@@ -88,6 +133,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         max_parallelism: number of key groups.
         options: the ``state.backend.rocksdb.*`` settings.
         clock_ms: processing time in ms, for state TTL (injectable for tests).
+        track_changes: record the keys written and removed between snapshots, for
+            :meth:`snapshot_changes` (incremental checkpoints); without it the tables
+            remember only the cached keys not yet written back.
 
     Raises:
         ConfigurationError: ``rocksdict`` is not installed, or the local
@@ -102,6 +150,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         max_parallelism: int,
         options: RocksDBOptions | None = None,
         clock_ms: Callable[[], int] | None = None,
+        track_changes: bool = True,
     ) -> None:
         try:
             import rocksdict
@@ -140,6 +189,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._chunk_bytes = max(1 << 20, int(budget * SNAPSHOT_CHUNK_BUDGET_SHARE))
         self._cached = 0  # entries in all tables' caches
         self._cached_bytes = 0  # their estimated heap bytes (see entry_size)
+        self._track_changes = track_changes
+        self._estimated_at = time.monotonic()  # when _cached_bytes was last re-estimated
+        #: most uncached keys one prefetch loads per state (a batch beyond the cache would evict itself)
+        self._prefetch_limit = max(256, self._cache_bytes // (8 * _PREFETCH_ENTRY_BYTES))
         self._closed = False
 
     def _db_options(self, rocks_bytes: int) -> Any:
@@ -189,8 +242,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             excess = self._cached_bytes - target
             if excess <= 0:
                 return
-            table = max(self._tables.values(), key=lambda t: len(t._cache))
-            if not table._cache:
+            table = max(self._tables.values(), key=lambda t: len(t.cache))
+            if not table.cache:
                 return
             evicted, freed = table.evict(excess)
             self._cached -= evicted
@@ -224,18 +277,43 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     @classmethod
     def from_context(cls, context: StateBackendContext) -> RocksDBKeyedStateBackend:
-        return cls(max_parallelism=context.max_parallelism, options=context.rocksdb, clock_ms=context.clock_ms)
+        return cls(
+            max_parallelism=context.max_parallelism,
+            options=context.rocksdb,
+            clock_ms=context.clock_ms,
+            track_changes=context.incremental,
+        )
 
     def _table(self, name: str) -> RocksTable:
         table = self._tables.get(name)
         if table is None:
             if len(self._tables) >= 1 << 16:
                 raise ConfigurationError(f"too many keyed states in one operator (at most 65536), adding {name!r}")
-            table = self._tables[name] = RocksTable(self, name, len(self._tables))
+            table = RocksTable(self, name, len(self._tables), track_changes=self._track_changes)
+            self._tables[name] = table
         return table
+
+    def _plain_handle(self, name: str, kind: StateKind, table: Any, args: tuple[Any, ...]) -> Any:
+        handle = ROCKS_HANDLE_OF_KIND.get(kind.value)
+        return super()._plain_handle(name, kind, table, args) if handle is None else handle(self, table, *args)
+
+    def prefetch(self, keys: list) -> None:
+        """Load the entries of ``keys`` (one input batch's) for every registered state with one
+        RocksDB multi-get per state, so that the accesses that follow find them cached; also
+        re-estimates the cache size about once a second (see the module docstring)."""
+        if self._closed or not self._handles or not keys:
+            return
+        self._restored()
+        distinct = list(dict.fromkeys(keys))[: self._prefetch_limit]
+        for name in self._handles:
+            self._tables[name].prefetch(distinct)
+        if time.monotonic() - self._estimated_at >= _ESTIMATE_INTERVAL_S:
+            self._reestimate()
 
     def _finish_restore(self) -> None:
         if self._restore_batch is not None:
+            for table in self._tables.values():
+                table.forget_absent()
             self._db.write(self._restore_batch)
             self._restore_batch = None
             self._restore_bytes = 0
@@ -269,18 +347,24 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._finish_restore()
 
     def flush(self) -> int:
-        """Write every dirty cached entry (and pending restored ones) to RocksDB; bytes written."""
+        """Write every changed cached entry (and pending restored ones) to RocksDB; bytes written."""
         self._check_open()
         self._finish_restore()
         batch = self._new_batch()
         written = sum(table.flush(batch) for table in self._tables.values())
         if written:
             self._db.write(batch)
-        # Values grown in place (list and map state) drift from their recorded size: recount.
-        self._cached_bytes = sum(table.cached_bytes() for table in self._tables.values())
+        self._reestimate()
+        return written
+
+    def _reestimate(self) -> None:
+        """Re-estimate the caches' size from a sample of each (cached writes and in-place changes of
+        list and map values are not counted as they happen), and evict if it is over the budget."""
+        self._estimated_at = time.monotonic()
+        self._cached = sum(len(table.cache) for table in self._tables.values())
+        self._cached_bytes = sum(table.estimated_bytes() for table in self._tables.values())
         if self._cached_bytes > self._cache_bytes:
             self._evict()
-        return written
 
     def snapshot_entries(self) -> list[KeyedStateSnapshot]:
         """Write the cache back, take a local RocksDB checkpoint, and return lazy chunked scans of it.
@@ -297,7 +381,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         now = self.clock_ms() if self._ttl else 0
         result = []
         for name, table in self._tables.items():
-            table.take_changes()
+            table.reset_changes()
             if next(self._scan(self._db, table.prefix), None) is None:
                 continue
             kind = self._kind_of(name)
@@ -340,32 +424,35 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def tracks_changes(self) -> bool:
         """Every RocksDB state table tracks its written and deleted keys; states with time-to-live
         take full snapshots (as on the heap backend), since expiry changes entries unseen."""
-        return not self._ttl
+        return self._track_changes and not self._ttl
 
     def snapshot_changes(self) -> list[KeyedStateChanges]:
         """Synchronous part of an incremental snapshot: upserted entries and deleted keys of every
         state changed since the previous snapshot (full or incremental).
 
-        Upserted values are read back from RocksDB after the cache is written
-        back, so they are copies the task thread cannot change.
+        Nothing is written back: the values of changed keys still cached are taken
+        from the cache (mutable ones deep-copied, so the task thread cannot change
+        them afterwards), the others (written back when evicted) are read from
+        RocksDB with one multi-get; a changed key with no entry is a delete.
         """
-        self.flush()
+        if not self.tracks_changes:
+            raise NotImplementedError(
+                "snapshot_changes() on a RocksDB state backend that does not track changes "
+                "(created without track_changes, or holding a state with time-to-live)"
+            )
+        self._check_open()
+        self._finish_restore()
         max_parallelism = self.max_parallelism
         result = []
         for name, table in self._tables.items():
             changed, removed = table.take_changes()
             if not changed and not removed:
                 continue
-            keys = list(changed)
-            rocks_keys = table.rocks_keys(keys)
-            raws = self._db.get(rocks_keys) if rocks_keys else []
-            values = detach_values([pickle.loads(raw) for raw in raws])
-            groups = [(rk[2] << 8) | rk[3] for rk in rocks_keys]
-            deleted = list(removed)
+            keys, values, deleted = _current_entries(table, changed | removed)
             result.append(KeyedStateChanges(
                 name=name,
                 kind=self._kind_of(name),
-                upserts=KeyedColumns(keys, values, groups),
+                upserts=KeyedColumns(keys, values, lambda k=keys: key_groups_of(k, max_parallelism)),
                 deletes=KeyedColumns(deleted, [None] * len(deleted), lambda d=deleted: key_groups_of(d, max_parallelism)),
             ))  # fmt: skip
         return result
@@ -389,7 +476,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return self._cached
 
     def cached_bytes(self) -> int:
-        """Estimated heap bytes of the cached entries (see the module docstring)."""
+        """Estimated heap bytes of the cached entries (see the module docstring; exact only right
+        after :meth:`flush` of a cache of at most ``SIZE_SAMPLE`` entries per state)."""
         return self._cached_bytes
 
     def cache_budget(self) -> int:

@@ -44,7 +44,10 @@ class TableOwner(Protocol):
 
     def _scan(self, reader: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
 
-__all__ = ["RocksTable", "dumps", "dumps_all", "entry_size"]
+__all__ = ["SIZE_SAMPLE", "RocksTable", "dumps", "dumps_all", "entry_size"]
+
+#: Entries sampled to re-estimate a cache's size (at snapshots and once a second while records flow).
+SIZE_SAMPLE = 512
 
 #: Estimated Python heap bytes of one cached entry besides its value (dict slot, key object,
 #: dirty- and changed-set slots).
@@ -93,26 +96,51 @@ class RocksTable:
 
     Supports the dict operations the handles in :mod:`flinklike_spark.state`
     and :mod:`~flinklike_spark._runtime.streaming.ttl_state` use: ``get``,
-    ``[]``, ``[]=``, ``del``, ``pop``, ``setdefault``, ``in``. Values a handle
-    may mutate in place (lists, dicts) are marked dirty whenever they are read.
+    ``[]``, ``[]=``, ``del``, ``pop``, ``setdefault``, ``in``; the handles of
+    :mod:`~flinklike_spark._runtime.streaming.rocksdb_handles` read and write
+    :attr:`cache` and :attr:`changed` directly when the key is cached, and come
+    here otherwise. Values a handle may mutate in place (lists, dicts) are
+    marked changed whenever they are read.
+
+    Bookkeeping (the invariant: a cached entry may differ from RocksDB's only if
+    its key is in ``changed`` or ``_dirty``):
+
+    * ``cache``: key -> current value of the entries held in memory;
+    * ``changed``: keys written (or read as a container) since the last
+      snapshot; the cached ones are not in RocksDB yet. One ``set.add`` per
+      write is all the bookkeeping a cached write costs; with change tracking
+      off, evicted keys leave it (it then holds cached keys only);
+    * ``_dirty``: cached keys written before the last incremental snapshot and
+      not written back since (an incremental snapshot reads the cache instead
+      of writing it back);
+    * ``_removed``: keys deleted since the last snapshot (with change tracking);
+    * ``_absent``: keys the last :meth:`prefetch` found in neither the cache nor
+      RocksDB, so a read of them costs no RocksDB lookup; cleared by every
+      eviction and prefetch (an evicted entry reaches RocksDB).
     """
 
-    __slots__ = ("_backend", "_cache", "_changed", "_db", "_dirty", "_removed", "name", "prefix")
+    __slots__ = (
+        "_absent", "_backend", "_db", "_dirty", "_group_prefixes", "_max_parallelism", "_removed", "_track",
+        "cache", "changed", "name", "prefix",
+    )  # fmt: skip
 
-    def __init__(self, backend: TableOwner, name: str, state_id: int) -> None:
+    def __init__(self, backend: TableOwner, name: str, state_id: int, *, track_changes: bool = True) -> None:
         self._backend = backend
         self._db = backend._db
         self.name = name
         self.prefix = struct.pack(">H", state_id)
-        self._cache: dict[Any, Any] = {}
-        self._dirty: set[Any] = set()  # cached keys whose value RocksDB does not have yet
-        self._changed: set[Any] = set()  # keys written since the last snapshot (incremental)
-        self._removed: set[Any] = set()  # keys deleted since the last snapshot (incremental)
+        self._max_parallelism = backend.max_parallelism
+        #: RocksDB key prefix (state id and key group) of each key group, built once
+        self._group_prefixes = [self.prefix + group.to_bytes(2, "big") for group in range(backend.max_parallelism)]
+        self._track = track_changes
+        self.cache: dict[Any, Any] = {}
+        self.changed: set[Any] = set()
+        self._dirty: set[Any] = set()
+        self._removed: set[Any] = set()
+        self._absent: set[Any] = set()
 
     def rocks_key(self, key: Any) -> bytes:
-        backend = self._backend
-        group = stable_hash_scalar(key) % backend.max_parallelism
-        return self.prefix + group.to_bytes(2, "big") + encode_key(key)
+        return self._group_prefixes[stable_hash_scalar(key) % self._max_parallelism] + encode_key(key)
 
     def rocks_keys(self, keys: list) -> list[bytes]:
         """``rocks_key`` of every key; all-int64 key lists are encoded vectorized."""
@@ -124,7 +152,7 @@ class RocksTable:
             else:
                 rows = np.empty(len(keys), dtype=_INT_KEY_ROW)
                 rows["state"] = int.from_bytes(self.prefix, "big")
-                rows["group"] = key_groups_of(keys, self._backend.max_parallelism)
+                rows["group"] = key_groups_of(keys, self._max_parallelism)
                 rows["tag"] = ord("I")
                 rows["key"] = ints.view(np.uint64) ^ np.uint64(INT_KEY_BIAS)
                 return rows.view(f"V{_INT_KEY_ROW.itemsize}").tolist()
@@ -133,17 +161,25 @@ class RocksTable:
     # dict protocol -------------------------------------------------------------------------------
 
     def get(self, key: Any, default: Any = None) -> Any:
-        value = self._cache.get(key, _MISSING)
+        value = self.cache.get(key, _MISSING)
         if value is _MISSING:
-            raw = self._db.get(self.rocks_key(key))
-            if raw is None:
+            value = self._load(key)
+            if value is _MISSING:
                 return default
-            value = pickle.loads(raw)
-            self._backend._reserve(entry_size(value))  # before the insert: eviction never drops this entry
-            self._cache[key] = value
         if type(value) in _CONTAINERS:
-            self._dirty.add(key)
-            self._changed.add(key)
+            self.changed.add(key)
+        return value
+
+    def _load(self, key: Any) -> Any:
+        """The stored value of an uncached key (now cached), or ``_MISSING``."""
+        if key in self._absent:
+            return _MISSING
+        raw = self._db.get(self.rocks_key(key))
+        if raw is None:
+            return _MISSING
+        value = pickle.loads(raw)
+        self._backend._reserve(entry_size(value))  # before the insert: eviction never drops this entry
+        self.cache[key] = value
         return value
 
     def __getitem__(self, key: Any) -> Any:
@@ -153,16 +189,11 @@ class RocksTable:
         return value
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        cache = self._cache
-        old = cache.get(key, _MISSING)
-        if old is _MISSING:
+        cache = self.cache
+        if key not in cache:
             self._backend._reserve(entry_size(value))
-        else:
-            self._backend._cached_bytes += entry_size(value) - entry_size(old)
         cache[key] = value
-        self._dirty.add(key)
-        self._changed.add(key)
-        self._removed.discard(key)
+        self.changed.add(key)
 
     def pop(self, key: Any, default: Any = _MISSING) -> Any:
         value = self.get(key, _MISSING)
@@ -170,12 +201,13 @@ class RocksTable:
             if default is _MISSING:
                 raise KeyError(key)
             return default
-        if self._cache.pop(key, _MISSING) is not _MISSING:
-            self._backend._cached -= 1
-            self._backend._cached_bytes -= entry_size(value)
+        del self.cache[key]
+        self._backend._cached -= 1
+        self._backend._cached_bytes -= entry_size(value)
+        self.changed.discard(key)
         self._dirty.discard(key)
-        self._changed.discard(key)
-        self._removed.add(key)
+        if self._track:
+            self._removed.add(key)
         self._db.delete(self.rocks_key(key))
         return value
 
@@ -193,7 +225,7 @@ class RocksTable:
         return self.get(key, _MISSING) is not _MISSING
 
     def __bool__(self) -> bool:
-        return bool(self._cache) or next(self._backend._scan(self._db, self.prefix), None) is not None
+        return bool(self.cache) or next(self._backend._scan(self._db, self.prefix), None) is not None
 
     def __len__(self) -> int:
         self.flush()
@@ -209,38 +241,64 @@ class RocksTable:
         return [value for _, value in self.items()]
 
     def items(self) -> list[tuple[Any, Any]]:
-        """Every entry (read from RocksDB after writing the dirty ones back)."""
+        """Every entry (read from RocksDB after writing the changed ones back)."""
         self.flush()
         return [(decode_key(k[4:]), pickle.loads(v)) for k, v in self._backend._scan(self._db, self.prefix)]
 
     # cache management ----------------------------------------------------------------------------
 
+    def prefetch(self, keys: list) -> None:
+        """Load the entries of the uncached ``keys`` (distinct) with one RocksDB multi-get, and
+        remember the keys RocksDB has no entry for (until the next eviction or prefetch)."""
+        cache = self.cache
+        absent = self._absent
+        absent.clear()
+        missing = [key for key in keys if key not in cache]
+        if not missing:
+            return
+        raws = self._db.get(self.rocks_keys(missing))
+        loads, reserve = pickle.loads, self._backend._reserve
+        none = []
+        for key, raw in zip(missing, raws, strict=True):
+            if raw is None:
+                none.append(key)
+            else:
+                value = loads(raw)
+                reserve(entry_size(value))
+                cache[key] = value
+        absent.update(none)  # after the inserts: an eviction among them clears the set
+
+    def _unwritten(self) -> list:
+        """Cached keys whose value RocksDB may not have."""
+        keys = self.changed.union(self._dirty) if self._dirty else self.changed
+        return list(self.cache.keys() & keys)
+
     def flush(self, batch: Any = None) -> int:
-        """Write the dirty cached entries to RocksDB (into ``batch`` when given); bytes written."""
-        dirty = self._dirty
-        if not dirty:
+        """Write the changed cached entries to RocksDB (into ``batch`` when given); bytes written.
+
+        ``changed`` keeps its keys (they are still changes since the last snapshot).
+        """
+        keys = self._unwritten()
+        self._dirty.clear()
+        if not keys:
             return 0
         own = batch is None
         if own:
             batch = self._backend._new_batch()
-        keys = list(dirty)
-        raws = dumps_all(list(map(self._cache.__getitem__, keys)))
+        raws = dumps_all(list(map(self.cache.__getitem__, keys)))
         put = batch.put
         for rocks_key, raw in zip(self.rocks_keys(keys), raws, strict=True):
             put(rocks_key, raw)
-        written = sum(map(len, raws))
-        dirty.clear()
         if own:
             self._db.write(batch)
-        return written
+        return sum(map(len, raws))
 
     def evict(self, nbytes: int) -> tuple[int, int]:
-        """Drop the oldest cached entries until about ``nbytes`` are freed, writing the dirty ones;
+        """Drop the oldest cached entries until about ``nbytes`` are freed, writing the changed ones;
         ``(entries evicted, bytes freed)``."""
-        cache, dirty = self._cache, self._dirty
-        batch = self._backend._new_batch()
-        evicted = freed = 0
+        cache, changed, dirty = self.cache, self.changed, self._dirty
         backend = self._backend
+        evicted = freed = 0
         average = max(1, backend._cached_bytes // max(1, backend._cached))
         count = min(max(1, len(cache) // 4), nbytes // average + 1)
         written_keys, written_values = [], []
@@ -250,26 +308,51 @@ class RocksTable:
             value = cache.pop(key)
             evicted += 1
             freed += entry_size(value)
-            if key in dirty:
-                dirty.discard(key)
+            if key in changed or key in dirty:
                 written_keys.append(key)
                 written_values.append(value)
+        self._absent.clear()
         if written_keys:
+            dirty.difference_update(written_keys)
+            if not self._track:
+                changed.difference_update(written_keys)  # only cached keys stay: the set stays bounded
+            batch = backend._new_batch()
             put = batch.put
             for rocks_key, raw in zip(self.rocks_keys(written_keys), dumps_all(written_values), strict=True):
                 put(rocks_key, raw)
             self._db.write(batch)
         return evicted, freed
 
-    def cached_bytes(self) -> int:
-        """Estimated bytes of the cached entries, recomputed (values may have grown in place)."""
-        return sum(map(entry_size, self._cache.values()))
+    def estimated_bytes(self) -> int:
+        """Estimated bytes of the cached entries, from a sample of at most :data:`SIZE_SAMPLE` of them
+        (spread over the cache; values may have been replaced or grown in place since they were counted)."""
+        cache = self.cache
+        size = len(cache)
+        if size <= SIZE_SAMPLE:
+            return sum(map(entry_size, cache.values()))
+        sample = list(itertools.islice(cache.values(), 0, None, size // SIZE_SAMPLE))
+        return sum(map(entry_size, sample)) * size // len(sample)
 
     def take_changes(self) -> tuple[set, set]:
-        changed, removed = self._changed, self._removed
-        self._changed, self._removed = set(), set()
+        """``(keys written, keys removed)`` since the last snapshot, for an incremental snapshot
+        that reads the cache without writing it back: the cached written keys stay unwritten."""
+        changed, removed = self.changed.copy(), self._removed
+        self._dirty.update(self.cache.keys() & changed)
+        self.changed.clear()  # in place: the handles hold this set
+        self._removed = set()
         return changed, removed
 
+    def reset_changes(self) -> None:
+        """Forget the changes (after a :meth:`flush`, at a full snapshot)."""
+        self.changed.clear()
+        self._removed = set()
+
+    def forget_absent(self) -> None:
+        """Entries were written to RocksDB around the cache (a restore): forget what prefetch found absent."""
+        self._absent.clear()
+
     def close(self) -> None:
-        self._cache.clear()
+        self.cache.clear()
+        self.changed.clear()
         self._dirty.clear()
+        self._absent.clear()

@@ -7,14 +7,16 @@ the stream, the field and the schema; nothing of that batch is emitted.
 
 Records are dicts, PyFlink ``Row`` objects, tuples, or (on a stream declared
 with a basic type such as ``Types.STRING()``) plain values. A stream without a
-declared type whose first records are neither dicts, Rows nor tuples is a
-stream of pickled objects, as in PyFlink. On the data plane
-every kind is Arrow columns: a dict's and a named Row's by name, a positional
-Row's and a tuple's ``f0``, ``f1``, ... (Flink's tuple field names), a plain
-value's ``f0``. A batch of non-dict records says its kind in its schema
-metadata (:data:`RECORD_KIND_KEY`), so every consumer, across the network and
-after a restore from channel state, gets records of the kind the producer
-emitted (:func:`records_of`).
+declared type whose first records are not dicts is a stream of pickled objects,
+as in PyFlink: the next function gets an equal object of the same kind (a
+positional Row stays positional, tuples of mixed lengths and field types stay
+as they were). On the data plane every other kind is Arrow columns: a dict's
+and a named Row's by name, a positional Row's and a tuple's (on a stream
+declared ``Types.ROW`` / ``TUPLE`` / ``ROW_NAMED``) ``f0``, ``f1``, ... (Flink's
+tuple field names), a plain value's ``f0``. A batch of non-dict records says
+its kind in its schema metadata (:data:`RECORD_KIND_KEY`), so every consumer,
+across the network and after a restore from channel state, gets records of the
+kind the producer emitted (:func:`records_of`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ import cloudpickle
 import pyarrow as pa
 
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import BIG_DEC_KEY, RECORD_KIND_KEY, RecordKind, Row, declared_kind, records_of
+from flinklike_spark.row import (
+    BIG_DEC_KEY,
+    PICKLED_FIELD_KEY,
+    RECORD_KIND_KEY,
+    RecordKind,
+    Row,
+    declared_kind,
+    records_of,
+)
 
 __all__ = ["RECORD_KIND_KEY", "RecordKind", "RowsConverter", "declared_kind", "records_of"]
 
@@ -71,6 +81,10 @@ def _pickled(record: Any) -> bytes:
         return cloudpickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _pickled_or_none(value: Any) -> bytes | None:
+    return None if value is None else _pickled(value)
+
+
 def _encode(record: Any, kind: str) -> dict:
     if kind == RecordKind.NAMED_ROW:
         return _arrowable(record)
@@ -83,11 +97,14 @@ class RowsConverter:
     """Turns lists of records (dicts, Rows, tuples, values) into RecordBatches of one fixed schema."""
 
     __slots__ = (
-        "_big_dec", "_declared", "_declared_kind", "_field_set", "_names", "_nested", "schema", "stream_name",
+        "_big_dec", "_declared", "_declared_kind", "_field_set", "_names", "_nested", "_pickle_undeclared", "schema",
+        "stream_name",
     )
 
-    def __init__(self, schema: pa.Schema | None, *, stream_name: str) -> None:
+    def __init__(self, schema: pa.Schema | None, *, stream_name: str, pickle_undeclared: bool = True) -> None:
+        """``pickle_undeclared=False``: undeclared Rows and tuples become columns (for a columnar sink)."""
         self.stream_name = stream_name
+        self._pickle_undeclared = pickle_undeclared
         self.schema: pa.Schema | None = None
         self._names: list[str] = []
         self._field_set: frozenset[str] = frozenset()
@@ -105,7 +122,8 @@ class RowsConverter:
         self._field_set = frozenset(self._names)
         # Rows nested in a declared ROW / TUPLE field go to Arrow as dicts or tuples.
         self._nested = any(pa.types.is_struct(field.type) for field in schema)
-        # BIG_DEC values (at any depth) go to Arrow as their exact text, as PyFlink's coder writes them.
+        # BIG_DEC values (at any depth) go to Arrow as their exact text, as PyFlink's coder writes them;
+        # values of a PICKLED_BYTE_ARRAY field pickled.
         encoders = ((field.name, _big_dec_encoder(field)) for field in schema)
         self._big_dec = [(name, encode) for name, encode in encoders if encode is not None]
 
@@ -123,9 +141,11 @@ class RowsConverter:
         if type(first) is dict:
             return self._dicts_to_batch(rows)
         kind = _kind_of(first)
-        if kind is None and self.schema is None:
-            # An undeclared stream of plain values or objects is pickled, as PyFlink does
-            # (Types.PICKLED_BYTE_ARRAY semantics); declared types keep the columnar fast path.
+        if kind != RecordKind.DICT and self.schema is None and (self._pickle_undeclared or kind is None):
+            # An undeclared stream of anything but dicts (plain values, objects, tuples, Rows) is
+            # pickled, as PyFlink does (Types.PICKLED_BYTE_ARRAY semantics): the next function gets
+            # an equal object of the same kind (a positional Row stays positional, tuples of any
+            # length and field types stay tuples). Declared types keep the columnar fast path.
             self._declared_kind = RecordKind.PICKLED
             return self.to_batch(rows)
         if kind is None and self._declared_kind == RecordKind.VALUE:
@@ -202,7 +222,8 @@ class RowsConverter:
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
     def _with_big_dec_text(self, rows: list[dict]) -> list[dict]:
-        """``rows`` (copied: records may be the user's objects) with their BIG_DEC values as text."""
+        """``rows`` (copied: records may be the user's objects) with their BIG_DEC values as text and their
+        PICKLED_BYTE_ARRAY values pickled."""
         encoded = []
         for row in rows:
             copy = dict(row)
@@ -340,9 +361,11 @@ def _big_dec_text(value: Any) -> str | None:
 
 def _big_dec_encoder(field: pa.Field) -> Callable[[Any], Any] | None:
     """What turns a Python value of ``field`` into one with its BIG_DEC values (at any depth) as text;
-    None when ``field`` holds no BIG_DEC value."""
+    None when ``field`` holds no BIG_DEC value. Values of a PICKLED_BYTE_ARRAY field are pickled likewise."""
     if field.metadata and BIG_DEC_KEY in field.metadata:
         return _big_dec_text
+    if field.metadata and PICKLED_FIELD_KEY in field.metadata:
+        return _pickled_or_none
     arrow = field.type
     if pa.types.is_struct(arrow):
         children = [(i, child.name, _big_dec_encoder(child)) for i, child in enumerate(arrow)]

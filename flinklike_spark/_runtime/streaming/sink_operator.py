@@ -17,6 +17,7 @@ from flinklike_spark._runtime.streaming.operators import (
     RestoredState,
     StreamOperator,
 )
+from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark.connector_api import (
     END_OF_INPUT,
     Committer,
@@ -25,6 +26,7 @@ from flinklike_spark.connector_api import (
     SinkWriterContext,
     TwoPhaseCommittingSink,
 )
+from flinklike_spark.row import RecordKind, declared_kind, records_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
@@ -72,6 +74,11 @@ class SinkOperator(StreamOperator):
         self.writer = None
         self._committer: Committer | None = None
         self._pending: dict[int, list[Any]] = {}  # checkpoint id -> committables, oldest first
+        # A columnar sink gets an undeclared stream's pickled Rows and tuples as columns.
+        self._columns = (
+            RowsConverter(None, stream_name=spec.input_name or spec.name, pickle_undeclared=False)
+            if self.sink.columnar_input else None
+        )  # fmt: skip
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         if restored is None or not self.two_phase:
@@ -99,12 +106,16 @@ class SinkOperator(StreamOperator):
                 operator_uid=self.uid,
                 transactional_id_prefix=transactional_id_prefix(ctx.lineage_id or ctx.job_id, self.uid),
                 result_channel=ctx.result_channel,
+                cancelled=ctx.cancelled,
             )
         )
         self.writer.open()
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
-        self.writer.write(strip_timestamps(batch))
+        batch = strip_timestamps(batch)
+        if self._columns is not None and declared_kind(batch.schema) == RecordKind.PICKLED and batch.num_rows:
+            batch = self._columns.to_batch(records_of(batch))
+        self.writer.write(batch)
 
     def process_watermark(self, timestamp: int) -> None:
         pass

@@ -247,6 +247,11 @@ class KeyedStateBackend(abc.ABC):
     def state_names(self) -> list[str]:
         """Names of the states that hold or held entries, sorted."""
 
+    def prefetch(self, keys: list) -> None:  # noqa: B027 - optional hook: a heap backend has everything at hand
+        """A hint before one input batch: its records' ``keys`` (in order, repeats allowed) are about
+        to be accessed. A backend whose single reads are expensive loads them together here (the
+        RocksDB backend: one multi-get per state); results never depend on it being called."""
+
     def close(self) -> None:  # noqa: B027 - optional hook: a heap backend holds nothing to release
         """Release what the backend holds outside the Python heap (idempotent; the operator's
         ``close`` calls it). Snapshots already returned stay readable."""

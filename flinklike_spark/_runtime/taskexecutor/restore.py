@@ -35,6 +35,8 @@ from flinklike_spark._runtime.network.partitioner import assign_key_groups, key_
 from flinklike_spark._runtime.record_timestamps import strip_timestamps
 from flinklike_spark._runtime.streaming.operators import RestoredEntry, RestoredState
 from flinklike_spark._runtime.streaming.rows import records_of
+from flinklike_spark.errors import SchemaMismatchError
+from flinklike_spark.row import pickled_field_values
 
 __all__ = ["load_restored_state"]
 
@@ -160,15 +162,18 @@ def _read(restore, uid: str, subtask: int, direction: str):
 
 def _keyed_filter(spec: PartitionerSpec, max_parallelism: int, key_groups: range):
     def keep(batch: pa.RecordBatch) -> pa.RecordBatch:
-        if spec.key_field is not None:
-            index = batch.schema.get_field_index(spec.key_field)
+        index = -1 if spec.key_field is None else batch.schema.get_field_index(spec.key_field)
+        if index >= 0:
             groups = assign_key_groups(batch.column(index), max_parallelism, batch.schema.field(index))
         else:
-            groups = np.array(
-                [key_group_for(spec.key_selector(record), max_parallelism)
-                 for record in records_of(strip_timestamps(batch))],  # as the partitioner sees them
-                dtype=np.int32,
-            )
+            records = strip_timestamps(batch)  # keys as the partitioner sees them (pickled named Rows by field)
+            if spec.key_field is None:
+                keys = map(spec.key_selector, records_of(records))
+            else:
+                keys = pickled_field_values(records, spec.key_field)
+                if keys is None:  # the partitioner refused such a batch: it cannot be in channel state
+                    raise SchemaMismatchError(f"channel state has records without the key field {spec.key_field!r}")
+            groups = np.array([key_group_for(key, max_parallelism) for key in keys], dtype=np.int32)
         mask = (groups >= key_groups.start) & (groups < key_groups.stop)
         return batch.filter(pa.array(mask)) if not mask.all() else batch
 

@@ -271,6 +271,7 @@ class Task:
             rocksdb=config.rocksdb,
             result_channel=self._result_channel,
             final_checkpoint=final_checkpoint,
+            cancelled=lambda: self._state.state in (ExecutionState.CANCELING, ExecutionState.CANCELED),
         )
         specs = list(tdd.operators)
         if tdd.splits:

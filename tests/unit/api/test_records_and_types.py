@@ -25,17 +25,19 @@ from flinklike_spark.typeinfo import to_arrow_schema
 
 def test_row_follows_pyflink_semantics():
     row = Row(name="Alice", age=11)
-    assert row.get_field_names() == ["age", "name"]  # PyFlink sorts keyword fields
-    assert (row.name, row["age"], row[1], len(row), "Alice" in row) == ("Alice", 11, "Alice", 2, True)
-    assert row.as_dict() == {"age": 11, "name": "Alice"}
-    assert repr(row) == "Row(age=11, name='Alice')"
+    assert row.get_field_names() == ["name", "age"]  # PyFlink 2.3 keeps keyword fields in their order
+    assert (row.name, row["age"], row[0], len(row), "Alice" in row) == ("Alice", 11, "Alice", 2, True)
+    assert row.as_dict() == {"name": "Alice", "age": 11}
+    assert repr(row) == str(row) == "Row(name='Alice', age=11)"
+    assert row == Row(age=11, name="Alice") and row != Row(name="Alice", age=12)  # equal field by field
+    assert repr(Row("a", 2)) == str(Row("a", 2)) == "<Row('a', 2)>"
     person = Row("name", "age")
     alice = person("Alice", 11)
     assert alice.get_field_names() == ["name", "age"] and alice.age == 11
     assert pickle.loads(pickle.dumps(alice)) == alice and hash(alice) == hash(("Alice", 11))
     assert Row("Alice", 11) != alice and Row("Alice", 11) == Row("Alice", 11)
     nested = Row(key=1, value=Row(name="a", age=2))
-    assert nested.as_dict(True) == {"key": 1, "value": {"age": 2, "name": "a"}}
+    assert nested.as_dict(True) == {"key": 1, "value": {"name": "a", "age": 2}}
     row["age"] = 12
     assert row.age == 12 and row.get_row_kind() is RowKind.INSERT
     with pytest.raises(AttributeError, match="no field 'missing'"):
@@ -50,10 +52,12 @@ def test_row_follows_pyflink_semantics():
     ("records", "schema", "kind"),
     [
         ([{"a": 1, "b": "x"}, {"a": 2, "b": "y"}], None, None),
-        ([Row(a=1, b="x"), Row(a=2, b="y")], None, b"row"),
+        ([Row(a=1, b="x"), Row(a=2, b="y")], to_arrow_schema(Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.STRING()])),
+         b"row"),
+        ([Row(a=1, b="x"), Row(a=2, b="y")], None, b"pickled"),  # undeclared: pickled, as in PyFlink
         ([Row(1, "x"), Row(2, "y")], to_arrow_schema(Types.ROW([Types.LONG(), Types.STRING()])), b"positional-row"),
         ([(1, "x"), (2, "y")], to_arrow_schema(Types.TUPLE([Types.INT(), Types.STRING()])), b"tuple"),
-        ([(1, "x"), (2, "y")], None, b"tuple"),
+        ([(1, "x"), (2, "y")], None, b"pickled"),
         (["x", "y"], to_arrow_schema(Types.STRING()), b"value"),
         ([{"a": {1, 2}}, "x", (3, [4])], to_arrow_schema(Types.PICKLED_BYTE_ARRAY()), b"pickled"),
     ],
@@ -85,7 +89,7 @@ def test_positional_records_take_the_declared_names_and_kind_as_in_pyflink():
 
 def test_mixed_records_are_refused_naming_the_record():
     with pytest.raises(SchemaMismatchError, match=r"record \{'a': 1\} is not a tuple"):
-        RowsConverter(None, stream_name="s").to_batch([(1,), {"a": 1}])
+        RowsConverter(to_arrow_schema(Types.TUPLE([Types.INT()])), stream_name="s").to_batch([(1,), {"a": 1}])
     rows = RowsConverter(None, stream_name="s")
     rows.to_batch([{"a": 1}])
     with pytest.raises(SchemaMismatchError, match="dicts, Rows or tuples"):

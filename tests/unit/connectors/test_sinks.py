@@ -56,10 +56,25 @@ def test_print_sink_prints_records_as_emitted(capsys):
     from flinklike_spark._runtime.streaming.rows import RowsConverter
     from flinklike_spark.typeinfo import to_arrow_schema
 
-    tuples = RowsConverter(to_arrow_schema(Types.TUPLE([Types.STRING(), Types.INT()])), stream_name="s")
-    rows = RowsConverter(None, stream_name="r")
-    run_writer(PrintSink(), [tuples.to_batch([("a", 1)]), rows.to_batch([Row(word="b", n=2)])])
-    assert capsys.readouterr().out == "('a', 1)\nRow(n=2, word='b')\n"
+    def converter(type_info=None):
+        return RowsConverter(None if type_info is None else to_arrow_schema(type_info), stream_name="s")
+
+    batches = [
+        converter(Types.TUPLE([Types.STRING(), Types.INT(), Types.DOUBLE()])).to_batch([("a", 1, 1e7)]),
+        converter().to_batch([Row(word="b", n=2), Row("c", 3), ("d", 4), 5, "six"]),
+        converter(Types.ROW([Types.STRING(), Types.DOUBLE()])).to_batch([Row("e", 0.5), ("f", None)]),
+        converter(Types.ROW_NAMED(["w", "n"], [Types.STRING(), Types.INT()])).to_batch([Row(w="g", n=7)]),
+        converter(Types.BOOLEAN()).to_batch([True, None]),
+        converter(Types.FLOAT()).to_batch([1.1, 2.5e-5]),
+        converter().to_batch([{"key": 1}]),
+    ]
+    run_writer(PrintSink(), batches)
+    # As real PyFlink 2.3 prints them: undeclared (pickled) records with str(), declared Rows as PyFlink's
+    # Python side formats them, tuples and basic values as Java's toString of the Flink value.
+    assert capsys.readouterr().out.splitlines() == [
+        "(a,1,1.0E7)", "Row(word='b', n=2)", "<Row('c', 3)>", "('d', 4)", "5", "six", "+I[e,0.5]", "+I[f,None]",
+        "+I[g,7]", "true", "null", "1.1", "2.5E-5", "{'key': 1}",
+    ]  # fmt: skip
 
 
 def test_print_sink_bad_arguments():

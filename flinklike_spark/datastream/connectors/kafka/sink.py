@@ -33,6 +33,7 @@ import dataclasses
 import logging
 import re
 import threading
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -46,7 +47,7 @@ from flinklike_spark.connector_api import (
 from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
 from flinklike_spark.datastream.connectors.kafka.serialization import KafkaRecordSerializationSchema
 from flinklike_spark.datastream.connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
-from flinklike_spark.errors import ConfigurationError, SinkCommitError, mark_non_recoverable
+from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError, mark_non_recoverable
 from flinklike_spark.row import records_of
 
 __all__ = [
@@ -69,6 +70,7 @@ _BROKER_MAX_TIMEOUT_KEY = "transaction.max.timeout.ms"
 _ADMIN_TIMEOUT_S = 15.0
 _SUBMISSION_TIMEOUT_S = 10.0
 _FLUSH_TIMEOUT_S = 120.0
+_FLUSH_SLICE_S = 0.5  # how often a flush looks for a cancel
 
 
 @mark_non_recoverable
@@ -404,7 +406,19 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
                 self._check_failure()
 
     def _flush(self) -> None:
-        remaining = self._producer.flush(_FLUSH_TIMEOUT_S)
+        """Deliver every buffered record (at a barrier, at the end): up to ``_FLUSH_TIMEOUT_S``.
+
+        Flushes in short slices so that a cancelled task (its broker down, say) stops waiting at once
+        (CancelTaskError: the task ends CANCELED, as Flink interrupts a flushing task).
+        """
+        deadline = time.monotonic() + _FLUSH_TIMEOUT_S
+        remaining = self._producer.flush(_FLUSH_SLICE_S)
+        while remaining and time.monotonic() < deadline:
+            if self._context.cancelled():
+                raise CancelTaskError(
+                    f"KafkaSink subtask {self._context.subtask_index}: cancelled with {remaining} records undelivered"
+                )
+            remaining = self._producer.flush(_FLUSH_SLICE_S)
         if remaining:
             raise SinkCommitError(
                 f"KafkaSink subtask {self._context.subtask_index}: {remaining} records not delivered "
