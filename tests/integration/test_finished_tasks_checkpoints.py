@@ -80,9 +80,9 @@ def keyed_job(env: StreamExecutionEnvironment, source, table: Path) -> None:
 def test_a_finished_source_subtask_does_not_stop_checkpoints_or_commits(tmp_path, mode):
     directory, table = str(tmp_path / "checkpoints"), tmp_path / "out"
     env = StreamExecutionEnvironment.get_execution_environment(checkpoint_config(directory, mode))
-    # One key over two source subtasks: subtask 1 has no rows and finishes at once, subtask 0 reads ~6 s
+    # One key over two source subtasks: subtask 1 has no rows and finishes at once, subtask 0 reads ~8 s
     # (each reader gets half the rate).
-    keyed_job(env, SequenceSource(num_keys=1, records_per_key=3_000, rows_per_second=1_000), table)
+    keyed_job(env, SequenceSource(num_keys=1, records_per_key=4_000, rows_per_second=1_000), table)
     client = env.execute_async("half finished")
     deadline = time.monotonic() + 120
     while len(set(transaction_versions(table))) < 3:
@@ -93,7 +93,7 @@ def test_a_finished_source_subtask_does_not_stop_checkpoints_or_commits(tmp_path
         assert time.monotonic() < deadline, "no 3 Delta commits within 120 s while a source subtask is finished"
         time.sleep(0.05)
     client.wait(120)
-    assert_per_key_exactly_once(table, {0: 3_000})
+    assert_per_key_exactly_once(table, {0: 4_000})
 
 
 @pytest.mark.parametrize("mode", MODES)
