@@ -11,6 +11,7 @@ a bare Arrow or object-store error.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import pickle
@@ -45,6 +46,7 @@ from .layout import (
 from .schemas import (
     CHANNEL_STATE_SCHEMA,
     CHECKPOINTS_SCHEMA,
+    FINISHED_VERTICES_PROPERTY,
     LINEAGE_PROPERTY,
     MAX_PARALLELISM_PROPERTY_PREFIX,
     NON_KEYED_KEY_GROUP,
@@ -107,6 +109,11 @@ class CompletedCheckpoint:
         """Vertex id -> max parallelism at checkpoint time; empty for checkpoints that did not record it."""
         prefix = MAX_PARALLELISM_PROPERTY_PREFIX
         return {k[len(prefix):]: int(v) for k, v in self.properties.items() if k.startswith(prefix)}
+
+    @property
+    def finished_vertices(self) -> frozenset[str]:
+        """Ids of the vertices that had fully finished when the checkpoint was taken (FLIP-147)."""
+        return frozenset(json.loads(self.properties.get(FINISHED_VERTICES_PROPERTY) or "[]"))
 
     @property
     def lineage_id(self) -> str:

@@ -20,6 +20,7 @@ __all__ = [
     "CHANNEL_STATE_FILE_SCHEMA",
     "CHANNEL_STATE_SCHEMA",
     "CHECKPOINTS_SCHEMA",
+    "FINISHED_VERTICES_PROPERTY",
     "FORMAT_VERSION",
     "LINEAGE_PROPERTY",
     "MAX_PARALLELISM_PROPERTY_PREFIX",
@@ -47,6 +48,11 @@ FORMAT_VERSION: Final = 1
 #: ``properties`` key of a ``checkpoints`` row: the id of the first job of the
 #: restore lineage (a job and every job restored from its checkpoints share it).
 LINEAGE_PROPERTY: Final = "lineage_id"
+
+#: ``properties`` key of a ``checkpoints`` row: a JSON list of the ids of the job vertices
+#: whose every subtask had finished when the checkpoint was taken (FLIP-147's fully
+#: finished operators); absent when none had. A restore deploys them FINISHED_ON_RESTORE.
+FINISHED_VERTICES_PROPERTY: Final = "finished_vertices"
 
 #: ``properties`` key prefix of a ``checkpoints`` row: ``<prefix><vertex id>`` ->
 #: the vertex's max parallelism (number of key groups) when the checkpoint was taken.

@@ -268,6 +268,8 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("execution.checkpointing.max-concurrent-checkpoints", 1, parse_int,
              "Checkpoints in progress at once.", 1),
         _opt("execution.checkpointing.min-pause", _ZERO, _duration, "Pause between checkpoints.", _ZERO),
+        _opt("execution.checkpointing.checkpoints-after-tasks-finish", True, parse_bool,
+             "Checkpoint the running part of a job whose tasks partly finished; a final checkpoint at the end."),
         _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, parse_int,
              "Consecutive checkpoint failures tolerated before the job fails.", 0),
         _opt("execution.checkpointing.num-retained", 1, parse_int, "Completed checkpoints kept.", 1),
@@ -434,6 +436,7 @@ class CheckpointingOptions:
     storage: CheckpointStorageType | None = None
     #: execution.state-recovery.from-local (or the deprecated state.backend.local-recovery)
     local_recovery: bool = False
+    checkpoints_after_tasks_finish: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -670,5 +673,6 @@ class Configuration(Mapping[str, Any]):
                 accept_duplicate_sink_output=g("execution.state-recovery.accept-duplicate-sink-output"),
                 storage=g("execution.checkpointing.storage"),
                 local_recovery=g("execution.state-recovery.from-local") or g("state.backend.local-recovery"),
+                checkpoints_after_tasks_finish=g("execution.checkpointing.checkpoints-after-tasks-finish"),
             ),
         )

@@ -25,7 +25,10 @@ returns *committables*; the runtime stores them in the checkpoint and, when
 the checkpoint completes, hands them to a :class:`Committer`, which makes
 them visible. After a restart the committables of the restored checkpoint are
 committed again, so ``Committer.commit`` must be idempotent. At the end of a
-bounded job the last committables (``prepare_commit(END_OF_INPUT)``) are
+bounded job with periodic checkpoints, the writer's ``finish()`` is followed by
+the final checkpoint's ``prepare_commit(checkpoint_id)``, committed in that
+checkpoint's notification before the task ends (FLIP-147); without periodic
+checkpoints the last committables (``prepare_commit(END_OF_INPUT)``) are
 committed by the JobMaster once every task has finished.
 """
 
@@ -263,7 +266,9 @@ class PrecommittingSinkWriter(SinkWriter):
 
     Call order: ``open()``, ``write`` ..., at each checkpoint barrier
     ``prepare_commit(checkpoint_id)``; at the end of a bounded input
-    ``finish()`` then ``prepare_commit(END_OF_INPUT)``; ``close()`` exactly once.
+    ``finish()``, then the final checkpoint's ``prepare_commit(checkpoint_id)``
+    (with periodic checkpoints) or ``prepare_commit(END_OF_INPUT)`` (without);
+    ``close()`` exactly once.
     """
 
     @abc.abstractmethod

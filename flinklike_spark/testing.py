@@ -8,9 +8,9 @@
     env.from_source(source).key_by("k")...
 
 ``TestingSource`` reads its items in order on one subtask (checkpointed
-position, like ``from_collection``): give it ``set_parallelism(1)`` (other
-subtasks would have nothing to read and finish at once, and checkpoints are
-only triggered while every source subtask runs). An :func:`ABORT` marker fails the source task
+position, like ``from_collection``); the other subtasks have nothing to read
+and finish at once, which does not stop checkpoints (checkpoints after tasks
+finished, FLIP-147). An :func:`ABORT` marker fails the source task
 with :class:`InjectedFailure` when the source reaches it -- **once**: the
 marker remembers that it fired in a file, so the restarted task (under
 checkpointing the default restart strategy restarts it from the latest

@@ -60,6 +60,10 @@ class CheckpointDeployment:
     mode: Any
     timeout: float
     at_least_once: bool = False
+    #: FLIP-147 (periodic checkpoints and ``checkpoints-after-tasks-finish``): at the end of its
+    #: input the task finishes its operators, sends EndOfData and ends only after a checkpoint
+    #: taken after that completed (its two-phase-commit sinks commit in that notification).
+    final_checkpoint: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -85,6 +89,8 @@ class RestoreDeployment:
         checkpoint_id: the checkpoint.
         parallelism: vertex id -> parallelism at checkpoint time (for rescaling).
         gates: per input gate of this task, where its in-flight data came from.
+        finished_vertices: vertices whose every subtask had finished when the checkpoint was
+            taken (Flink's fully finished operators): their tasks are deployed FINISHED_ON_RESTORE.
     """
 
     storage: CheckpointLayout
@@ -92,6 +98,7 @@ class RestoreDeployment:
     checkpoint_id: int
     parallelism: dict[str, int]
     gates: tuple[RestoreGate, ...]
+    finished_vertices: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

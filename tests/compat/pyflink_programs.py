@@ -97,6 +97,10 @@ PROGRAMS: dict[str, Program] = {
         covers="issue 30 item 3: env.enable_checkpointing(ms) without a checkpoint directory (jobmanager "
         "checkpoint storage), CheckpointConfig getters",
     ),
+    "checkpoints_after_tasks_finish": Program(
+        covers="issue 30 item 4: checkpoints after tasks finished (FLIP-147): a finished source does not stop "
+        "checkpoints, so checkpointed execute_and_collect results arrive while the job runs; the final checkpoint",
+    ),
     "keyed_aggregations": Program(
         covers="theme 3: keyed sum / min / max / min_by / max_by on tuples by position, on Rows by name and "
         "position, on plain numbers",

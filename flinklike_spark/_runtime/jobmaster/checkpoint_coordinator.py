@@ -4,7 +4,17 @@ Flink's ``CheckpointCoordinator`` on the JobMaster's main thread:
 
 * periodic triggering every ``execution.checkpointing.interval`` (no trigger
   while ``max-concurrent-checkpoints`` are pending, within ``min-pause`` of
-  the last completion, or while not every task is RUNNING);
+  the last completion, or while a task is neither RUNNING nor FINISHED);
+* checkpoints after tasks finished (FLIP-147,
+  ``execution.checkpointing.checkpoints-after-tasks-finish``, Flink's
+  ``DefaultCheckpointPlanCalculator``): a checkpoint is triggered at the
+  RUNNING tasks all of whose upstream tasks FINISHED (the sources, and tasks
+  whose inputs all ended), waits for every RUNNING task, and records the
+  vertices whose every subtask FINISHED (``finished_vertices`` in the
+  ``checkpoints`` row; a restore deploys them finished). A task that finishes
+  while a checkpoint waits for it counts as finished in that checkpoint: it
+  ends only after a checkpoint holding its final state completed. With the
+  option off, or for a savepoint, every task must be RUNNING;
 * a checkpoint is *pending* until every task acknowledged it; then the
   :class:`~checkpointing.CheckpointCommitter` commits its files and writes the
   ``checkpoints`` row last (on the I/O pool), the tasks are notified
@@ -34,6 +44,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -48,10 +59,10 @@ from checkpointing import (
     list_completed_checkpoints,
     retain,
 )
-from checkpointing.schemas import CheckpointKind, SnapshotAlignment
+from checkpointing.schemas import FINISHED_VERTICES_PROPERTY, CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
-from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph
+from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph, ExecutionVertexID
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
 from flinklike_spark._runtime.jobmaster.checkpoint_stats import CheckpointStatsTracker
 from flinklike_spark._runtime.network.events import (
@@ -83,6 +94,7 @@ class CompletedCheckpointInfo:
     storage: str
     job_id: str
     duration: timedelta
+    finished_vertices: frozenset[str] = frozenset()  # vertices fully finished when it was taken
 
     @property
     def path(self) -> str:
@@ -97,6 +109,8 @@ class _Pending:
     trigger_time: datetime
     started: float
     waiting: set[str]
+    finished: set[ExecutionVertexID] = dataclasses.field(default_factory=set)  # subtasks that had finished
+    finished_vertices: frozenset[str] = frozenset()  # the fully finished vertices, once all acknowledged
     acks: list[CheckpointAck] = dataclasses.field(default_factory=list)
     future: concurrent.futures.Future[CompletedCheckpointInfo] = dataclasses.field(
         default_factory=concurrent.futures.Future
@@ -322,14 +336,16 @@ class CheckpointCoordinator:
         """Trigger a checkpoint (or savepoint) now; the future completes or fails with it."""
         future: concurrent.futures.Future[CompletedCheckpointInfo] = concurrent.futures.Future()
         executions = [v.current_execution for v in self._graph.vertices()]
-        not_running = [str(e.attempt_id) for e in executions if e.state is not ExecutionState.RUNNING]
-        if self._stopped or not_running:
-            future.set_exception(
-                CheckpointFailedError(
-                    f"{kind} not triggered: "
-                    + ("checkpointing is stopped" if self._stopped else f"tasks not running: {not_running}")
-                )
-            )
+        after_finish = self._options.checkpoints_after_tasks_finish and kind is CheckpointKind.CHECKPOINT
+        ready = (ExecutionState.RUNNING, ExecutionState.FINISHED) if after_finish else (ExecutionState.RUNNING,)
+        not_running = [str(e.attempt_id) for e in executions if e.state not in ready]
+        running = [e for e in executions if e.state is ExecutionState.RUNNING]
+        if self._stopped or not_running or not running:
+            reason = (
+                "checkpointing is stopped" if self._stopped
+                else f"tasks not running: {not_running}" if not_running else "every task finished"
+            )  # fmt: skip
+            future.set_exception(CheckpointFailedError(f"{kind} not triggered: {reason}"))
             return future
         checkpoint_id = self._next_id
         self._next_id += 1
@@ -339,22 +355,46 @@ class CheckpointCoordinator:
             kind=kind,
             trigger_time=datetime.fromtimestamp(now, tz=UTC),
             started=time.monotonic(),
-            waiting={e.attempt_id.full_id for e in executions},
+            waiting={e.attempt_id.full_id for e in running},
+            finished={e.vertex_id for e in executions if e.state is ExecutionState.FINISHED},
             future=future,
         )
         self._pending[checkpoint_id] = pending
         alignment = self._barrier_options(kind).alignment
         unaligned = alignment is not AlignmentType.ALIGNED and kind is CheckpointKind.CHECKPOINT
-        self.stats.report_pending(checkpoint_id, kind, pending.trigger_time, len(executions), unaligned=unaligned)
+        self.stats.report_pending(checkpoint_id, kind, pending.trigger_time, len(running), unaligned=unaligned)
         pending.timeout = self._main.schedule(self._options.timeout, lambda: self._expire(checkpoint_id))
         barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self._barrier_options(kind))
         log.info("triggering %s %d of job %s (%s)", kind, checkpoint_id, self._graph.job_id, barrier.options)
-        for execution in executions:
-            if self._graph.get_job_vertex(execution.vertex_id.job_vertex_id).job_vertex.is_source:
-                execution_id = execution.attempt_id.full_id
-                sent = self._send(execution, lambda gateway, e=execution_id: gateway.trigger_checkpoint(e, barrier))
-                sent.add_done_callback(lambda f, cid=checkpoint_id: self._on_trigger_sent(cid, f))
+        for execution in self._tasks_to_trigger(running):
+            execution_id = execution.attempt_id.full_id
+            sent = self._send(execution, lambda gateway, e=execution_id: gateway.trigger_checkpoint(e, barrier))
+            sent.add_done_callback(lambda f, cid=checkpoint_id: self._on_trigger_sent(cid, f))
         return future
+
+    def _tasks_to_trigger(self, running: list) -> list:
+        """The running tasks no barrier reaches: sources, and tasks whose upstream tasks all FINISHED."""
+        graph = self._graph
+        return [
+            e for e in running
+            if all(graph.get_vertex(p).current_execution.state is ExecutionState.FINISHED
+                   for p in graph.get_producers(e.vertex_id))
+        ]  # fmt: skip
+
+    def task_finished(self, execution_id: str, vertex_id: ExecutionVertexID) -> None:
+        """A task FINISHED: the pending checkpoints waiting for it record it as finished.
+
+        A task ends only after a checkpoint that holds its final state
+        completed (or, without a final checkpoint, when nothing is checkpointed
+        any more), so leaving its state out of a later checkpoint loses nothing.
+        """
+        for pending in [p for p in self._pending.values() if not p.committing and execution_id in p.waiting]:
+            pending.waiting.discard(execution_id)
+            pending.finished.add(vertex_id)
+            if not pending.waiting and pending.acks:
+                self._complete(pending)
+            elif not pending.waiting:
+                self._abort(pending, "every task finished", counts=False, quiet=True)
 
     def _on_trigger_sent(self, checkpoint_id: int, sent: concurrent.futures.Future) -> None:
         error = sent.exception()
@@ -405,6 +445,7 @@ class CheckpointCoordinator:
         pending.committing = True
         handles: list[StateHandle] = [h for ack in pending.acks for h in ack.handles]
         mode = SnapshotAlignment.of_checkpoint(ack.mode for ack in pending.acks)
+        finished = pending.finished_vertices = self._fully_finished(pending.finished)
         record = CheckpointRecord(
             trigger_time=pending.trigger_time,
             completion_time=datetime.now(UTC),  # the last acknowledgement: Flink's end-to-end duration
@@ -415,6 +456,7 @@ class CheckpointCoordinator:
             max_parallelism={jv.id: jv.max_parallelism for jv in self._graph.job_graph},
             lineage_id=self._lineage_id,
             job_graph_fingerprint=self._graph.job_graph.fingerprint(),
+            properties={FINISHED_VERTICES_PROPERTY: json.dumps(sorted(finished))} if finished else {},
         )
         job_id = self._graph.job_id
 
@@ -438,7 +480,24 @@ class CheckpointCoordinator:
                     time.sleep(0.05 * (attempt + 1))
 
         duration = timedelta(seconds=time.monotonic() - pending.started)
-        pending.commit = self._run_storage(commit, then=lambda f: self._committed(pending, mode, duration, f))
+        pending.commit = self._run_storage(
+            commit, then=lambda f: self._committed(pending, mode, duration, f, finished)
+        )
+
+    def _fully_finished(self, finished: set[ExecutionVertexID]) -> frozenset[str]:
+        """Ids of the job vertices all of whose subtasks are in ``finished``."""
+        return frozenset(
+            jv.id for jv in self._graph.job_graph
+            if all(ExecutionVertexID(job_vertex_id=jv.id, subtask_index=i) in finished for i in range(jv.parallelism))
+        )  # fmt: skip
+
+    def finished_vertices(self, checkpoint_id: int) -> frozenset[str]:
+        """The vertices recorded as fully finished in completed checkpoint ``checkpoint_id`` of this job."""
+        committing = [p for p in self._pending.values() if p.committing]  # latest_restore_point may name one
+        return next(
+            (c.finished_vertices for c in [*self.completed, *committing] if c.checkpoint_id == checkpoint_id),
+            frozenset(),
+        )
 
     def _is_durable(self, job_id: str, checkpoint_id: int) -> bool:
         """True if the ``checkpoints`` table holds the completion row of ``checkpoint_id`` (storage thread)."""
@@ -449,7 +508,8 @@ class CheckpointCoordinator:
             return False
 
     def _committed(
-        self, pending: _Pending, mode: str, record_duration: timedelta, commit: concurrent.futures.Future
+        self, pending: _Pending, mode: str, record_duration: timedelta, commit: concurrent.futures.Future,
+        finished: frozenset[str] = frozenset(),
     ) -> None:
         error = commit.exception()
         if error is not None:
@@ -469,6 +529,7 @@ class CheckpointCoordinator:
             storage=self._layout.base_url,
             job_id=self._graph.job_id,
             duration=record_duration,
+            finished_vertices=finished,
         )
         self.completed.append(info)
         self.stats.report_completed(checkpoint_id, record_duration, info.path)

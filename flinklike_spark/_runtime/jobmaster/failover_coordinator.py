@@ -156,6 +156,7 @@ class FailoverCoordinator:
                     checkpoint_id=checkpoint_id,
                     parallelism={jv.id: jv.parallelism for jv in self._graph.job_graph},
                     gates=(),
+                    finished_vertices=self._checkpoints.finished_vertices(checkpoint_id),
                 )
         self._set_restore(vertex_ids, restore)
         log.info(

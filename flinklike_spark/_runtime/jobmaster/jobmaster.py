@@ -146,6 +146,7 @@ class JobMaster:
                 checkpoint_id=checkpoint.checkpoint_id,
                 parallelism=dict(checkpoint.parallelism),
                 gates=(),
+                finished_vertices=checkpoint.finished_vertices,
             )
             first_checkpoint_id = checkpoint.checkpoint_id + 1
         # jobmanager storage (the checkpoint dir unset): a directory that lives as long as the job
@@ -175,6 +176,7 @@ class JobMaster:
                 ),
                 timeout=options.timeout.total_seconds(),
                 at_least_once=options.mode is CheckpointingMode.AT_LEAST_ONCE,
+                final_checkpoint=options.interval is not None and options.checkpoints_after_tasks_finish,
             )
         self._deployer = RpcTaskDeployer(
             self.graph,
@@ -393,6 +395,8 @@ class JobMaster:
             return
         accepted = self.scheduler.update_task_execution_state(attempt, update.state, update.error)
         if accepted and update.state is ExecutionState.FINISHED:
+            if self.checkpoints is not None:
+                self.checkpoints.task_finished(update.execution_id, attempt.execution_vertex_id)
             for name, value in update.accumulators.items():
                 self._accumulators.setdefault(name, {})[attempt.subtask_index] = value
             for uid, committables in update.committables.items():

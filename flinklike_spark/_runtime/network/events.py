@@ -48,6 +48,7 @@ __all__ = [
     "CancelCheckpointMarker",
     "CheckpointBarrier",
     "CheckpointOptions",
+    "EndOfData",
     "EndOfPartition",
     "EventAnnouncement",
     "RuntimeEvent",
@@ -220,8 +221,18 @@ class EndOfPartition:
     """The producer finished: no buffer or event follows on this channel."""
 
 
+@dataclasses.dataclass(frozen=True)
+class EndOfData:
+    """Flink's ``EndOfData``: the producer's operators finished; no record or watermark follows.
+
+    The producer stays alive for its final checkpoint (FLIP-147), so barriers
+    and then :class:`EndOfPartition` still follow on the channel.
+    """
+
+
 RuntimeEvent = (
     CheckpointBarrier | EventAnnouncement | CancelCheckpointMarker | Watermark | WatermarkStatus | EndOfPartition
+    | EndOfData
 )
 """Any event that can travel in a channel."""
 
@@ -264,6 +275,7 @@ class _Tag(IntEnum):
     WATERMARK = 4
     END_OF_PARTITION = 5
     WATERMARK_STATUS = 6
+    END_OF_DATA = 7
 
 
 _HEADER = struct.Struct("<BB")
@@ -332,9 +344,11 @@ def encode_event(event: RuntimeEvent) -> bytes:
         return _HEADER.pack(ENCODING_VERSION, _Tag.END_OF_PARTITION)
     if isinstance(event, WatermarkStatus):
         return _HEADER.pack(ENCODING_VERSION, _Tag.WATERMARK_STATUS) + _BYTE.pack(1 if event.idle else 0)
+    if isinstance(event, EndOfData):
+        return _HEADER.pack(ENCODING_VERSION, _Tag.END_OF_DATA)
     raise TypeError(
         f"cannot encode {type(event).__name__}: expected one of CheckpointBarrier, EventAnnouncement, "
-        "CancelCheckpointMarker, Watermark, WatermarkStatus, EndOfPartition"
+        "CancelCheckpointMarker, Watermark, WatermarkStatus, EndOfPartition, EndOfData"
     )
 
 
@@ -409,6 +423,9 @@ def decode_event(data: bytes | bytearray | memoryview) -> RuntimeEvent:
         if code not in (0, 1):
             raise EventDecodingError(f"malformed watermark-status event: status code {code} (valid 0, 1)")
         return WatermarkStatus(code == 1)
+    if tag == _Tag.END_OF_DATA:
+        _expect_length(payload, 0, "end-of-data")
+        return EndOfData()
     raise EventDecodingError(
         f"unknown event tag {tag}; valid tags are "
         + ", ".join(f"{t.value} ({t.name})" for t in _Tag)

@@ -185,6 +185,8 @@ class OperatorContext:
     metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
     #: the job's client (a connector_api.ClientResultChannel), for execute_and_collect's sink
     result_channel: Any = None
+    #: FLIP-147: the task ends with a final checkpoint, whose completion commits the sinks' last output
+    final_checkpoint: bool = False
     #: True once the task is being cancelled (or failed from outside): long waits in connectors poll it
     cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False)
 

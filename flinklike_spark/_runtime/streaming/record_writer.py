@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.network.events import Watermark, WatermarkStatus
+from flinklike_spark._runtime.network.events import EndOfData, Watermark, WatermarkStatus
 from flinklike_spark._runtime.record_timestamps import Timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.operators import Output
 from flinklike_spark._runtime.streaming.rows import RowsConverter
@@ -129,6 +129,11 @@ class RecordWriterOutput(Output):
     def emit_watermark_status(self, idle: bool) -> None:
         self.flush()
         self.partition.broadcast_event(WatermarkStatus(idle))
+
+    def end_data(self) -> None:
+        """Flush and tell every consumer that no record or watermark follows (EndOfData)."""
+        self.flush()
+        self.partition.broadcast_event(EndOfData())
 
     def finish(self) -> None:
         """Flush and end every subpartition (EndOfPartition)."""

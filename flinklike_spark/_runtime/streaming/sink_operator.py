@@ -52,8 +52,14 @@ class SinkOperator(StreamOperator):
     pending checkpoint up to the completed one. On restore, pending
     committables of old subtask ``s`` go to new subtask ``s % parallelism``,
     which commits them before it opens its writer. At the end of a bounded
-    input the remaining committables are handed to the JobMaster
-    (:meth:`final_committables`), which commits them when the job finished.
+    input, with a final checkpoint (FLIP-147, ``context.final_checkpoint``),
+    ``finish`` only flushes the writer: the final checkpoint's snapshot
+    prepares the last rows under its id and its notification commits them
+    before the task ends (Flink 2's ``SinkWriterOperator``, which emits its
+    last committables in the final checkpoint). Without one (no periodic
+    checkpoints) ``finish`` prepares them under ``END_OF_INPUT`` and they are
+    handed to the JobMaster (:meth:`final_committables`), which commits them
+    when the job finished.
     The writer's ``transactional_id_prefix`` comes from the restore lineage,
     not the job id, so it is the same after a resume (see
     :func:`transactional_id_prefix`).
@@ -139,7 +145,7 @@ class SinkOperator(StreamOperator):
 
     def finish(self) -> None:
         self.writer.finish()
-        if self.two_phase:
+        if self.two_phase and not self.context.final_checkpoint:
             committables = self.writer.prepare_commit(END_OF_INPUT)
             if committables:
                 self._pending[END_OF_INPUT] = list(committables)

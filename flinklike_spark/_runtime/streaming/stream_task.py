@@ -9,8 +9,16 @@ timer/flush is due. A full output therefore suspends input processing, which
 backpressures upstream through credit-based flow control.
 
 The operator chain is opened tail-to-head and finished/closed head-to-tail.
-End of input (a bounded source exhausted, or EndOfPartition on every input
-channel) finishes the chain, ends the output partitions and ends the loop.
+End of input (a bounded source exhausted, or EndOfData or EndOfPartition on
+every input channel) finishes the operators. Without a final checkpoint the
+task then ends its output partitions and the loop. With one (FLIP-147, see
+:class:`~flinklike_spark._runtime.deployment.CheckpointDeployment`) it sends
+EndOfData downstream and keeps running: it takes part in checkpoints (barriers
+from its inputs, or a trigger from the JobMaster once every input ended)
+until one it took after finishing completed, and only then ends its
+partitions. A task deployed FINISHED_ON_RESTORE (its vertex had finished in
+the restored checkpoint) opens no operator: it waits for its inputs to end and
+ends its outputs, emitting nothing else.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from typing import Any
 from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
+    EndOfData,
     EndOfPartition,
     EventAnnouncement,
     Watermark,
@@ -87,9 +96,18 @@ class OperatorChain:
             operator.open()
             self._opened.append(operator)
 
-    def finish(self) -> None:
+    def finish_operators(self) -> None:
+        """End of input: finish every operator, head to tail (they flush what they hold)."""
         for operator in self.operators:
             operator.finish()
+
+    def end_data(self) -> None:
+        """Tell the consumers that no record or watermark follows (EndOfData)."""
+        for output in self.network_outputs:
+            output.end_data()
+
+    def end_outputs(self) -> None:
+        """End every output partition (EndOfPartition)."""
         for output in self.network_outputs:
             output.finish()
 
@@ -365,7 +383,8 @@ class StreamTask:
             self._channel_offsets.append(total)
             total += gate.num_channels
         self._valve = WatermarkValve(total)
-        self._open_channels = total
+        self._num_channels = total
+        self._ended_channels: set[int] = set()  # channels that delivered EndOfData or EndOfPartition
         self._is_source = isinstance(chain.head, SourceOperator)
         for output in chain.network_outputs:
             output.partition.set_availability_listener(self.mailbox.wake)
@@ -375,7 +394,10 @@ class StreamTask:
         self.restored_state: Mapping[str, Any] = {}
         self.replay_input: list[Any] = []  # restored input channel state, processed before new input
         self.replay_output: list[tuple[int, Any]] = []  # restored output channel state: (partition, batch)
-        self._finished = False
+        self._finished = False  # the output partitions ended
+        self._data_finished = False  # the operators finished (end of input)
+        self.finished_on_restore = False  # FLIP-147: the vertex had finished in the restored checkpoint
+        self._deferred_trigger: CheckpointBarrier | None = None  # a JobMaster trigger before the input ended
         self._remainder: tuple[int, int, Any, int] | None = None  # (gate, channel, batch, next row)
         self._seconds_per_row = 0.0  # moving average of the head's per-row cost
 
@@ -412,16 +434,22 @@ class StreamTask:
         """Open the chain, process until end of input or cancellation, finish. Raises on failure."""
         for gate in self.gates:
             gate.start()
-        self.chain.open(self.restored_state)
-        self._replay_channel_state()
+        if self.finished_on_restore:
+            self._end_of_input = self._end_of_input or not self.gates
+        else:
+            self.chain.open(self.restored_state)
+            self._replay_channel_state()
         mailbox = self.mailbox
         outputs = self.chain.network_outputs
         clock = self._clock
         while not self._cancelled.is_set():
             mailbox.run_pending()
             now = clock()
-            self._fire_timers_and_flushes(now)
-            if self._end_of_input and self._remainder is None:
+            if not self._data_finished:
+                self._fire_timers_and_flushes(now)
+                if self._end_of_input and self._remainder is None:
+                    self._end_data()
+            if self._data_finished and not self._awaits_final_checkpoint():
                 break
             mailbox.prepare_wait()
             if all(o.partition.is_available() for o in outputs):
@@ -434,9 +462,30 @@ class StreamTask:
                 wait_start = clock()
                 mailbox.wait(self._sleep_time(now))
                 self.metrics.backpressured_seconds += clock() - wait_start
-        if self._end_of_input and not self._cancelled.is_set():
-            self.chain.finish()
+        if self._data_finished and not self._cancelled.is_set():
+            self.chain.end_outputs()
             self._finished = True
+
+    def _end_data(self) -> None:
+        """The input ended: finish the operators; with a final checkpoint, send EndOfData and wait for it."""
+        if not self.finished_on_restore:
+            self.chain.finish_operators()
+        self._data_finished = True
+        checkpoints = self.checkpoints
+        if checkpoints is not None and checkpoints.final_checkpoint:
+            self.chain.end_data()
+            checkpoints.end_of_data()
+            deferred, self._deferred_trigger = self._deferred_trigger, None
+            if deferred is not None:
+                checkpoints.trigger_source_checkpoint(deferred)
+        elif self.finished_on_restore:
+            self.chain.end_data()
+
+    def _awaits_final_checkpoint(self) -> bool:
+        checkpoints = self.checkpoints
+        return (
+            checkpoints is not None and checkpoints.final_checkpoint and not checkpoints.final_checkpoint_completed
+        )
 
     def _replay_channel_state(self) -> None:
         """Restored in-flight data goes first: the producer's overtaken output, then unprocessed input."""
@@ -450,6 +499,8 @@ class StreamTask:
 
     def _sleep_time(self, now: float) -> float:
         deadlines = [now + 0.5]
+        if self._data_finished:  # finished operators fire no timers; nothing is left to flush
+            return 0.5
         for output in self.chain.network_outputs:
             deadline = output.flush_deadline(self._buffer_timeout)
             if deadline is not None:
@@ -480,7 +531,7 @@ class StreamTask:
     def _default_action(self, now: float) -> bool:
         """Process one unit of input; return False if none was available."""
         if self._is_source:
-            return self._poll_source(now)
+            return False if self._end_of_input else self._poll_source(now)
         return self._process_input()
 
     def _poll_source(self, now: float) -> bool:
@@ -568,17 +619,18 @@ class StreamTask:
                 self.chain.head.process_watermark(advanced)
             if status is not None:
                 self.chain.head.process_watermark_status(status)
+        elif isinstance(event, EndOfData):
+            self._channel_data_ended(channel)
         elif isinstance(event, EndOfPartition):
-            self._open_channels -= 1
             if checkpoints is not None:
                 checkpoints.on_end_of_partition(gate_index, channel_index)
             advanced, status = self._valve.channel_finished(channel)
-            if advanced is not None:
-                self.chain.head.process_watermark(advanced)
-            if status is not None:
-                self.chain.head.process_watermark_status(status)
-            if self._open_channels == 0:
-                self._end_of_input = True
+            if not self._data_finished:
+                if advanced is not None:
+                    self.chain.head.process_watermark(advanced)
+                if status is not None:
+                    self.chain.head.process_watermark_status(status)
+            self._channel_data_ended(channel)
         elif checkpoints is None:
             log.debug("task ignores event %r (checkpointing is disabled)", event)
         elif isinstance(event, CheckpointBarrier):
@@ -590,11 +642,32 @@ class StreamTask:
         else:
             log.warning("task ignores unknown event %r", event)
 
+    def _channel_data_ended(self, channel: int) -> None:
+        self._ended_channels.add(channel)
+        if len(self._ended_channels) == self._num_channels:
+            self._end_of_input = True
+
     # -- checkpoint mails (task thread) -----------------------------------------------------------
 
     def trigger_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        """Mail from the JobMaster to a source task: take checkpoint ``barrier``."""
-        if self.checkpoints is not None and not self._finished and not self._end_of_input:
-            self.checkpoints.trigger_source_checkpoint(barrier)
-        elif self.checkpoints is not None:
-            self.checkpoints.decline_finished(barrier.checkpoint_id)
+        """Mail from the JobMaster: take checkpoint ``barrier``.
+
+        Sent to source tasks, and (FLIP-147) to tasks whose upstream tasks all
+        finished: no barrier comes through their inputs, so the JobMaster
+        starts the checkpoint there. Such a task takes it once its operators
+        finished (all its input processed; in-flight data an unaligned barrier
+        of an earlier checkpoint overtook may still be queued), deferring the
+        trigger until then.
+        """
+        checkpoints = self.checkpoints
+        if checkpoints is None:
+            return
+        final = checkpoints.final_checkpoint
+        if self._finished or (self._end_of_input and not final):
+            checkpoints.decline_finished(barrier.checkpoint_id)
+        elif self._is_source or self._data_finished:
+            checkpoints.trigger_source_checkpoint(barrier)
+        elif final and (self._deferred_trigger is None or barrier.checkpoint_id > self._deferred_trigger.checkpoint_id):
+            self._deferred_trigger = barrier
+        else:
+            checkpoints.decline_finished(barrier.checkpoint_id)

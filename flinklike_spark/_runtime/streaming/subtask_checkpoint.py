@@ -194,6 +194,9 @@ class SubtaskCheckpointCoordinator:
         unprocessed_input: the task's buffer in progress, ``(gate, channel, rows left)``;
             its rows precede every later buffer of that channel, so a recording
             channel records them first.
+        final_checkpoint: FLIP-147: once the task's operators finished (:meth:`end_of_data`),
+            the first checkpoint it takes is its final one; :attr:`final_checkpoint_completed`
+            turns True when the coordinator reports that (or a newer) checkpoint completed.
     """
 
     def __init__(
@@ -215,10 +218,15 @@ class SubtaskCheckpointCoordinator:
         unprocessed_input: Callable[[], tuple[int, int, Any] | None] = lambda: None,
         at_least_once: bool = False,
         local_state: Any = None,
+        final_checkpoint: bool = False,
     ) -> None:
         self.at_least_once = at_least_once
         #: task-local recovery: a SubtaskLocalState keeping a copy of each written snapshot, or None
         self._local_state = local_state
+        self.final_checkpoint = final_checkpoint
+        self._data_ended = False
+        self._final_checkpoint_id: int | None = None  # Flink's finalCheckpointMinId
+        self.final_checkpoint_completed = False
         self._task_name = task_name
         self._job_id = job_id
         self._execution_id = execution_id
@@ -347,9 +355,14 @@ class SubtaskCheckpointCoordinator:
     # -- triggering ------------------------------------------------------------------------------
 
     def trigger_source_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        """The JobMaster triggered ``barrier`` at this source task (task thread)."""
+        """The JobMaster triggered ``barrier`` at this task (task thread): a source, or (FLIP-147)
+        a task whose inputs all ended and whose operators finished, so no barrier reaches it."""
         mode = SnapshotAlignment.UNALIGNED if barrier.is_unaligned else SnapshotAlignment.ALIGNED
         self.perform_checkpoint(barrier, mode=mode, alignment=timedelta(0))
+
+    def end_of_data(self) -> None:
+        """The task's operators finished (task thread): its next checkpoint is its final one."""
+        self._data_ended = True
 
     def decline_finished(self, checkpoint_id: int) -> None:
         """A source whose input already ended cannot start a checkpoint."""
@@ -376,6 +389,8 @@ class SubtaskCheckpointCoordinator:
         except CheckpointDeclinedError as exc:
             self._decline(checkpoint_id, exc.reason, str(exc))
             return
+        if self._data_ended and self._final_checkpoint_id is None:
+            self._final_checkpoint_id = checkpoint_id
         done = self._channel_done.get(checkpoint_id) if unaligned else None
 
         def write(discarded: Callable[[], bool]) -> tuple[StateHandle, ...]:
@@ -548,6 +563,10 @@ class SubtaskCheckpointCoordinator:
             self._local_state.confirm(checkpoint_id)
         for operator in self._chain.operators:
             operator.notify_checkpoint_complete(checkpoint_id)
+        # After the operators: the sinks committed the final checkpoint's output before the task may end.
+        final = self._final_checkpoint_id
+        if final is not None and checkpoint_id >= final:
+            self.final_checkpoint_completed = True
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         self._discard(checkpoint_id)

@@ -276,6 +276,9 @@ class Task:
         tdd = self.tdd
         config = tdd.config
         network = config.network
+        final_checkpoint = tdd.checkpointing is not None and tdd.checkpointing.final_checkpoint
+        # FLIP-147: a vertex that had finished in the restored checkpoint runs no operator again.
+        finished_on_restore = tdd.restore is not None and tdd.vertex_id in tdd.restore.finished_vertices
         context = OperatorContext(
             task_name=tdd.task_name,
             subtask_index=tdd.subtask_index,
@@ -289,6 +292,7 @@ class Task:
             incremental=IncrementalConfig.from_configuration(config),
             rocksdb=config.rocksdb,
             result_channel=self._result_channel,
+            final_checkpoint=final_checkpoint,
             cancelled=lambda: self._state.state in (ExecutionState.CANCELING, ExecutionState.CANCELED),
         )
         specs = list(tdd.operators)
@@ -354,6 +358,11 @@ class Task:
             buffer_timeout=config.pipeline.buffer_timeout.total_seconds(),
             source_batch_rows=max(1, network.segment_size // 8),
         )
+        stream_task.finished_on_restore = finished_on_restore
+        if finished_on_restore:
+            log.info("task %s is deployed finished: its vertex had finished in checkpoint %d", self.name,
+                     tdd.restore.checkpoint_id)  # fmt: skip
+            return stream_task, chain, gates  # no state, no checkpoints: it ends once its inputs ended
         if tdd.restore is not None:
             try:
                 local = self._local_copy(tdd)
@@ -383,5 +392,6 @@ class Task:
                 unprocessed_input=stream_task.unprocessed_input,
                 at_least_once=tdd.checkpointing.at_least_once,
                 local_state=self._local_state,
+                final_checkpoint=final_checkpoint,
             )
         return stream_task, chain, gates

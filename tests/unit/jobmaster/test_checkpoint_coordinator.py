@@ -59,7 +59,7 @@ class _RecordingGateway:
 
 
 class Harness:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, **config: object) -> None:
         self.graph = _graph()
         self.main = ManualMainThreadExecutor()
         self.sent: list[tuple[str, object]] = []
@@ -67,7 +67,7 @@ class Harness:
         self.hold_rpcs = False  # leave RPC futures pending, for the test to complete
         self.failures: list[BaseException] = []
         options = Configuration(
-            {"execution.checkpointing.dir": directory, "execution.checkpointing.timeout": "60 s"}
+            {"execution.checkpointing.dir": directory, "execution.checkpointing.timeout": "60 s", **config}
         ).checkpointing
         self.coordinator = CheckpointCoordinator(
             graph=self.graph,
@@ -85,8 +85,18 @@ class Harness:
             future.set_result(True)
         return future
 
-    def acknowledge_all(self, checkpoint_id: int) -> None:
+    def execution(self, vertex_id: str):
+        return next(v.current_execution for v in self.graph.vertices() if v.id.job_vertex_id == vertex_id)
+
+    def finish(self, vertex_id: str) -> None:
+        execution = self.execution(vertex_id)
+        execution.transition(S.FINISHED)
+        self.coordinator.task_finished(execution.attempt_id.full_id, execution.vertex_id)
+
+    def acknowledge_all(self, checkpoint_id: int, *, only: str | None = None) -> None:
         for vertex in self.graph.vertices():
+            if only is not None and vertex.id.job_vertex_id != only:
+                continue
             attempt = vertex.current_execution.attempt_id.full_id
             self.coordinator.receive_ack(
                 CheckpointAck(
@@ -167,3 +177,46 @@ def test_an_rpc_answer_after_the_main_thread_shut_down_raises_nowhere(tmp_path, 
             rpc.set_result(False)  # "the source task is not running"
     assert h.rpcs, "the trigger sent nothing"
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+# -- checkpoints after tasks finished (FLIP-147) ---------------------------------------------------
+
+
+def test_with_the_source_finished_the_checkpoint_starts_at_the_running_task_and_records_the_source(tmp_path):
+    h = Harness(str(tmp_path))
+    h.finish("src")
+    future = h.coordinator.trigger()
+    h.main.trigger_all()
+    sink = h.execution("sink").attempt_id.full_id
+    assert [args[0] for method, args in h.sent if method == "trigger_checkpoint"] == [sink], (
+        "the trigger goes to the running task whose upstream finished, not to the finished source"
+    )
+    h.acknowledge_all(1, only="sink")  # the finished source is not waited for
+    h.wait_for_posted_work()
+    h.main.trigger_all()
+    assert future.result(0).finished_vertices == frozenset({"src"})
+    assert [c.finished_vertices for c in list_completed_checkpoints(str(tmp_path))] == [frozenset({"src"})]
+    assert h.coordinator.finished_vertices(1) == frozenset({"src"})
+
+
+def test_a_task_that_finishes_while_the_checkpoint_waits_for_it_counts_as_finished(tmp_path):
+    h = Harness(str(tmp_path))
+    future = h.coordinator.trigger()
+    h.main.trigger_all()
+    h.acknowledge_all(1, only="sink")
+    h.finish("src")  # it ended after its final checkpoint; its state cannot change any more
+    h.wait_for_posted_work()
+    h.main.trigger_all()
+    assert future.result(0).finished_vertices == frozenset({"src"})
+
+
+def test_no_checkpoint_once_every_task_finished_or_with_the_option_off(tmp_path):
+    h = Harness(str(tmp_path))
+    h.finish("src")
+    h.finish("sink")
+    with pytest.raises(CheckpointFailedError, match="every task finished"):
+        h.coordinator.trigger().result(0)
+    off = Harness(str(tmp_path / "off"), **{"execution.checkpointing.checkpoints-after-tasks-finish": False})
+    off.execution("src").transition(S.FINISHED)
+    with pytest.raises(CheckpointFailedError, match="tasks not running"):
+        off.coordinator.trigger().result(0)

@@ -16,6 +16,7 @@ from flinklike_spark._runtime.network.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
     CheckpointOptions,
+    EndOfData,
     EndOfPartition,
     EventAnnouncement,
     Watermark,
@@ -43,6 +44,7 @@ EVENTS = [
     Watermark(-(2**63)),
     Watermark.MAX_WATERMARK,
     EndOfPartition(),
+    EndOfData(),
 ]
 
 
@@ -73,6 +75,7 @@ def test_encoding_is_compact_and_not_pickle():
         encode_event(Watermark(3))[:-1],
         encode_event(Watermark(3)) + b"\x00",
         encode_event(EndOfPartition()) + b"x",
+        encode_event(EndOfData()) + b"x",
         b"\x80\x04\x95garbage-pickle",
         # barrier with an unknown alignment code
         encode_event(CheckpointBarrier(1, 1))[:19] + b"\x09" + encode_event(CheckpointBarrier(1, 1))[20:],

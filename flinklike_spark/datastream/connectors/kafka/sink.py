@@ -330,6 +330,9 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         with _AWAITING_LOCK:
             _AWAITING_COMMIT[tid] = producer
         self._producer = self._transactional_id = None
+        # Past the id just prepared even when the checkpoint id is lower (a restored writer that
+        # skipped lingering ids): reusing it would fence the producer awaiting its commit.
+        self._next_transaction += 1
         self._advance(checkpoint_id)
         return [committable]
 
