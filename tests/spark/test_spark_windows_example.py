@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_spark_windows_example(tmp_path):
-    env = os.environ | {"PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    # PYTHONFAULTHANDLER: a native crash (once: -11 at exit, after the example printed its check) prints its stacks
+    env = os.environ | {"PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable, "PYTHONFAULTHANDLER": "1"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "spark_windows.py"), str(tmp_path)],
         capture_output=True, text=True, timeout=1100, env=env, cwd=ROOT,
