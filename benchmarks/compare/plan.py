@@ -19,9 +19,9 @@ RECORDS = {
     "W1": {"flinklike": (50_000_000, 2_000_000), "flinklike-parquet": (50_000_000, 2_000_000),
            "bytewax": (50_000_000, 2_000_000), "spark": (50_000_000, 200_000)},
     "W2": {"flinklike": (5_000_000, 500_000), "flinklike-parquet": (5_000_000, 500_000),
-           "bytewax": (5_000_000, 200_000), "pyflink": (500_000, 50_000), "spark": (5_000_000, 100_000)},
-    "W2v": {"flinklike": (20_000_000, 2_000_000), "flinklike-parquet": (20_000_000, 2_000_000),
-            "bytewax": (5_000_000, 200_000), "pyflink": (10_000_000, 1_000_000), "spark": (20_000_000, 200_000)},
+           "bytewax": (5_000_000, 200_000), "pyflink": (200_000, 50_000), "spark": (2_000_000, 100_000)},
+    "W2v": {"flinklike": (10_000_000, 2_000_000), "flinklike-parquet": (10_000_000, 2_000_000),
+            "bytewax": (2_000_000, 200_000), "pyflink": (5_000_000, 1_000_000), "spark": (10_000_000, 200_000)},
     # W3: the keyed count run with and without checkpoints (long enough for several 1 s checkpoints)
     "W3": {"flinklike": (8_000_000, 2_000_000)},
     # W4, W5: records at the fixed --rate, so the run lasts records / rate seconds

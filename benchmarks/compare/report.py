@@ -9,7 +9,7 @@ import os
 import statistics
 from pathlib import Path
 
-from plan import ENGINES, NOT_RUN, QUICK_SKIPS, SCENARIO_ENGINES, SCENARIO_PARALLELISM, Outcome, Variant
+from plan import ENGINES, FILE_ROWS, NOT_RUN, QUICK_SKIPS, SCENARIO_ENGINES, SCENARIO_PARALLELISM, Outcome, Variant
 from workloads import SCENARIOS, WORKLOADS
 
 #: a peer's published figure below this share of the best single run of its own sweep is flagged
@@ -148,7 +148,8 @@ def write_report(
         "checked before its time counted. *load* is the 1-minute load average when the runs started "
         "(median). Every engine reads the same records (row i: key i % 1000, seq i // 1000, event time seq "
         "ms): flinklike-spark, Bytewax and PyFlink from an in-process generator, Spark and flinklike (Parquet) "
-        "from the same Parquet files (1M rows each); a slower peer reads the first N of them (its record "
+        f"from the same Parquet files ({FILE_ROWS[1 if args.quick else 0]:,} rows each); a slower peer reads "
+        "the first N of them (its record "
         "count is in its cell).",
         "",
         "| workload | " + " | ".join(ENGINE_HEADERS.get(e, e) for e in engines) + " |",

@@ -1,18 +1,26 @@
 """Compare flinklike-spark with Bytewax, PyFlink and Spark on the same workloads, in one run.
 
-    python benchmarks/compare/run.py            # full: installs the peers' venvs, 3 rounds
+    python benchmarks/compare/run.py            # full: installs the peers' venvs, a sweep + 2 rounds
     python benchmarks/compare/run.py --quick    # small inputs, 1 round, only peers already installed
 
 Each peer is installed into its own virtual environment (pins in ``peers.py``),
 every workload runs on every engine that supports it (``workloads.py``), each
-run's result is checked against the expected one before its time counts, and
-the rounds are interleaved (round 1 of every engine, then round 2...) so that
-a shared machine's drift hits all engines alike; medians are reported. Each
-engine runs at parallelism 1 and 2 (PyFlink also in thread and process mode)
-and is reported with its best variant. The results go to
-``<out>/benchmarks-compare.md`` (a Markdown table with machine, date, the
-load on the machine, and the ratios of the issue's targets) and
-``<out>/benchmarks-compare.png`` (a matplotlib chart).
+run's result is checked against the expected one before its time counts.
+Every engine reads the same records (``inputs.py``): flinklike-spark, Bytewax
+and PyFlink from an in-process generator, Spark from Parquet files written once
+per run, and flinklike-spark a second time from those same files (the engine
+``flinklike-parquet``), so that each source is compared with its like.
+
+Each engine is measured in its best configuration (``plan.py``): round 1 sweeps
+its settings (parallelism 1 and 2; PyFlink's thread and process mode; Spark's
+micro-batch size: the whole input in one micro-batch, or a quarter of the files
+per micro-batch), the later rounds rerun the setting that was best, interleaved
+across engines so that a shared machine's drift hits all alike; the published
+figure is that setting's median, and the report's sanity column sets it
+against the best single run of the sweep (flagged when far below). The results
+go to ``<out>/benchmarks-compare.md`` (Markdown tables with machine, date, the
+load on the machine per figure, the ratios of the issue's targets, and every
+setting tried) and ``<out>/benchmarks-compare.png`` (a matplotlib chart).
 
 The scenario workloads W3 (checkpoints under backpressure, aligned vs
 unaligned, and the overhead of 1 s checkpoints), W4 (recovery from a killed
@@ -241,8 +249,8 @@ def run_throughput(args, pythons: dict[str, Path], timeout: float, clock: float)
                 o = run_one(variant, workload, records, pythons, min(timeout, remaining), input_dir=args.input_dir)
             outcomes.append(o)
             shown = f"{o.rate:,.0f} rec/s" if o.rate else f"FAILED: {o.error}"
-            print(f"  round {round_number} {workload} {variant.engine} ({variant.label}): {shown} "
-                  f"(load {o.load or 0:.1f})", flush=True)  # fmt: skip
+            load = f" (load {o.load:.1f})" if o.load is not None else ""
+            print(f"  round {round_number} {workload} {variant.engine} ({variant.label}): {shown}{load}", flush=True)
     return outcomes
 
 
