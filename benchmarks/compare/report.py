@@ -85,7 +85,7 @@ def _cell(engine: str, workload: str, best: dict, args) -> str:
     if entry is None:
         return args.skipped.get(engine, "—")
     if "rate" not in entry:
-        error = entry["errors"][0] if entry["errors"] else "?"
+        error = (entry["errors"][0] if entry["errors"] else "?").replace("|", "/")  # no column breaks
         return error if error.startswith("not run:") else f"failed: {error}"
     return (f"{entry['rate']:,.0f} ({entry['variant']}; {entry['records']:,} rec, {entry['ok']}/{entry['rounds']} ok, "
             f"load {_load(entry['load'])})")  # fmt: skip
@@ -111,7 +111,7 @@ def sanity_table(best: dict, engines: list[str], workloads: list[str]) -> list[s
                 continue
             swept = "; ".join(
                 (f"{e['variant']}: {e['rate']:,.0f} ({e['ok']}, {_load(e['load'])})" if "rate" in e
-                 else f"{e['variant']}: {(e['errors'] or ['?'])[0][:60]}")
+                 else f"{e['variant']}: {(e['errors'] or ['?'])[0][:60].replace('|', '/')}")
                 + (f" [{e['extra']['micro_batches']} micro-batch(es), maxFilesPerTrigger "
                    f"{e['extra']['max_files_per_trigger']}]" if "micro_batches" in e["extra"] else "")
                 for e in entry["sweep"]
