@@ -2,6 +2,8 @@
 
 Runs on a local MiniCluster with P TaskExecutor processes (parallelism P);
 the time is from job submission to the job's end (cluster start-up excluded).
+The input is the in-process generator (``SequenceSource``), or with ``--input DIR``
+the shared Parquet files of ``inputs.py`` (the files Spark reads), one split per file.
 W3, W4 and W5 are in ``scenarios_flinklike.py`` (``--seconds`` for W3's
 backpressured runs, ``--rate`` for W4's and W5's input rate; ``--mode
 readStream`` runs W5 under ``spark.readStream.format("flinklike")``).
@@ -74,10 +76,20 @@ class CountUntil(KeyedProcessFunction):
             yield {"key": value["key"], "count": current}
 
 
-def build(env: StreamExecutionEnvironment, workload: str, records: int, keys: int) -> str:
+def _source(records: int, keys: int, batch_size: int, input_dir: str | None):
+    """The generator, or (``input_dir``) the shared Parquet files holding the same records."""
+    if input_dir is None:
+        return SequenceSource(num_keys=keys, records_per_key=per_key(records, keys), batch_size=batch_size)
+    from inputs import input_files
+    from parquet_source import ParquetFiles
+
+    return ParquetFiles(input_files(input_dir, records, keys), batch_size=batch_size)
+
+
+def build(env: StreamExecutionEnvironment, workload: str, records: int, keys: int, input_dir: str | None = None) -> str:
     m = per_key(records, keys)
     if workload == "W1":
-        source = SequenceSource(num_keys=keys, records_per_key=m, batch_size=65536)
+        source = _source(records, keys, 65536, input_dir)
         env.from_source(source, name="seq").map_batches(
             lambda b: pa.RecordBatch.from_arrays(
                 [b.column(0), pc.add(pc.multiply(b.column(1), 3), 1)], names=["key", "value"]
@@ -85,12 +97,12 @@ def build(env: StreamExecutionEnvironment, workload: str, records: int, keys: in
         ).sink_to(SummarySink("value"))
         return "rows"
     if workload == "W2":
-        source = SequenceSource(num_keys=keys, records_per_key=m)
+        source = _source(records, keys, 4096, input_dir)
         env.from_source(source, name="seq").key_by("key").process(CountUntil(m)).sink_to(SummarySink("count"))
         return "rows"
     if workload == "W2v":
         strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner("seq")
-        source = SequenceSource(num_keys=keys, records_per_key=m, batch_size=65536)
+        source = _source(records, keys, 65536, input_dir)
         (
             env.from_source(source, strategy, name="seq")
             .key_by("key")
@@ -113,6 +125,7 @@ def main() -> None:
     parser.add_argument("--min-checkpoints", type=int, default=3, help="W3: checkpoints each backpressured run needs")
     parser.add_argument("--rate", type=float, default=1000.0, help="W4, W5: input rows per second")
     parser.add_argument("--mode", choices=["readStream"], default=None, help="W5 through Spark's readStream")
+    parser.add_argument("--input", default=None, help="W1, W2, W2v: read the shared Parquet files in this directory")
     args = parser.parse_args()
     if args.workload in ("W3", "W4", "W5"):
         import scenarios_flinklike as scenarios
@@ -132,7 +145,7 @@ def main() -> None:
         return
     config = Configuration({"parallelism.default": args.parallelism, "local.number-taskmanager": args.parallelism})
     env = StreamExecutionEnvironment.get_execution_environment(config)
-    build(env, args.workload, args.records, args.keys)
+    build(env, args.workload, args.records, args.keys, args.input)
     with MiniCluster(config) as cluster:
         client = cluster.submit_job(env.get_job_graph(args.workload))
         started = time.perf_counter()

@@ -1,15 +1,20 @@
 """Spark Structured Streaming's runner (its own venv):
-``python engine_spark.py W2 --records N --keys K --parallelism P``.
+``python engine_spark.py W2 --records N --keys K --parallelism P --input DIR --batches B``.
 
-The input is written once as Parquet files (key, seq, ts), read as a stream
-(``maxFilesPerTrigger`` 1, ``availableNow``) on ``local[P]`` with P shuffle
-partitions. W1: ``mapInArrow``; W2: ``groupBy(key).applyInPandasWithState``
-(per-key count in state, emitted when it reaches the key's last record); W2v:
-native ``groupBy(window(ts, 1 s), key).count()`` (update mode). The time
-reported is Spark's *busy time*: the sum of the micro-batches'
-``triggerExecution`` durations from the query's progress reports (session
-start, file listing between batches and idle time excluded); the wall time
-is reported beside it. W4 and W5 are in ``scenarios_spark.py`` (``--rate``).
+The input is the shared Parquet files of ``inputs.py`` in ``--input`` (the first
+``N / rows_per_file`` files, hard-linked into a directory of their own), read as a
+stream with ``maxFilesPerTrigger`` = files / B (B micro-batches; B = 1: the whole
+input in one micro-batch) and ``Trigger.AvailableNow``, on ``local[P]`` with P
+shuffle partitions and Arrow batches of 65,536 rows to the Python workers
+(``spark.sql.execution.arrow.maxRecordsPerBatch``; Spark's default is 10,000).
+Without ``--input`` the files are written to a temporary directory first. W1:
+``mapInArrow``; W2: ``groupBy(key).applyInPandasWithState`` (per-key count in
+state, emitted when it reaches the key's last record); W2v: native
+``groupBy(window(ts, 1 s), key).count()`` (update mode). The time reported is
+Spark's *busy time*: the sum of the micro-batches' ``triggerExecution``
+durations from the query's progress reports (session start, file listing
+between batches and idle time excluded); the wall time and the micro-batch
+count are reported beside it. W4 and W5 are in ``scenarios_spark.py`` (``--rate``).
 """
 
 from __future__ import annotations
@@ -20,23 +25,19 @@ import os
 import tempfile
 import time
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from workloads import WINDOW_MS, per_key, print_result
 
 
-def write_input(directory: str, records: int, keys: int) -> None:
-    """Up to 20 files of at least 100,000 rows: one micro-batch each."""
-    files = max(1, min(20, records // 100_000))
-    per_file = -(-records // files)
-    for f in range(files):
-        i = np.arange(f * per_file, min(records, (f + 1) * per_file), dtype=np.int64)
-        if len(i) == 0:
-            break
-        seq = i // keys
-        table = pa.table({"key": i % keys, "seq": seq, "ts": pa.array(seq, pa.timestamp("ms"))})
-        pq.write_table(table, os.path.join(directory, f"part-{f:04d}.parquet"))
+def linked_input(input_dir: str, target: str, records: int, keys: int) -> int:
+    """Hard links to the files of the first ``records`` rows in ``target`` (Spark reads a directory); their count."""
+    from inputs import input_files
+
+    files = input_files(input_dir, records, keys)
+    os.makedirs(target)
+    for path in files:
+        os.link(path, os.path.join(target, os.path.basename(path)))
+    return len(files)
 
 
 def main() -> None:
@@ -47,6 +48,8 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--rate", type=float, default=1000.0, help="W4, W5: the rate source's rows per second")
+    parser.add_argument("--input", default=None, help="W1, W2, W2v: the shared Parquet files' directory (inputs.py)")
+    parser.add_argument("--batches", type=int, default=1, help="W1, W2, W2v: micro-batches the input is read in")
     args = parser.parse_args()
     if args.workload in ("W4", "W5"):
         import scenarios_spark
@@ -68,15 +71,20 @@ def main() -> None:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=args.input) as tmp:
+        if args.input is None:
+            from inputs import ensure_input
+
+            ensure_input(os.path.join(tmp, "all"), args.records, args.keys, min(args.records, 1_000_000))
         data = os.path.join(tmp, "in")
-        os.makedirs(data)
-        write_input(data, args.records, args.keys)
+        files = linked_input(args.input or os.path.join(tmp, "all"), data, args.records, args.keys)
+        per_trigger = -(-files // max(1, args.batches))
         schema = "key long, seq long, ts timestamp"
-        stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(data)
+        stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", per_trigger).parquet(data)
         totals = {"rows": 0, "sum": 0}
         latest: dict = {}
 
@@ -138,12 +146,13 @@ def main() -> None:
         query = out.writeStream.outputMode(mode).foreachBatch(sink).trigger(availableNow=True).start()
         query.awaitTermination()
         wall = time.perf_counter() - started
-        busy_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress if p["numInputRows"])
+        progress = [p for p in query.recentProgress if p["numInputRows"]]
+        busy_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in progress)
         if args.workload == "W2v":
             totals = {"rows": len(latest), "sum": sum(latest.values())}
         summary = {"rows": totals["rows"], "total": totals["sum"]} if args.workload == "W1" else totals
     spark.stop()
-    print_result(busy_ms / 1000, summary, wall_seconds=wall)
+    print_result(busy_ms / 1000, summary, wall_seconds=wall, micro_batches=len(progress), max_files_per_trigger=per_trigger)
 
 
 if __name__ == "__main__":

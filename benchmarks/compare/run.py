@@ -1,18 +1,26 @@
 """Compare flinklike-spark with Bytewax, PyFlink and Spark on the same workloads, in one run.
 
-    python benchmarks/compare/run.py            # full: installs the peers' venvs, 3 rounds
+    python benchmarks/compare/run.py            # full: installs the peers' venvs, a sweep + 2 rounds
     python benchmarks/compare/run.py --quick    # small inputs, 1 round, only peers already installed
 
 Each peer is installed into its own virtual environment (pins in ``peers.py``),
 every workload runs on every engine that supports it (``workloads.py``), each
-run's result is checked against the expected one before its time counts, and
-the rounds are interleaved (round 1 of every engine, then round 2...) so that
-a shared machine's drift hits all engines alike; medians are reported. Each
-engine runs at parallelism 1 and 2 (PyFlink also in thread and process mode)
-and is reported with its best variant. The results go to
-``<out>/benchmarks-compare.md`` (a Markdown table with machine, date, the
-load on the machine, and the ratios of the issue's targets) and
-``<out>/benchmarks-compare.png`` (a matplotlib chart).
+run's result is checked against the expected one before its time counts.
+Every engine reads the same records (``inputs.py``): flinklike-spark, Bytewax
+and PyFlink from an in-process generator, Spark from Parquet files written once
+per run, and flinklike-spark a second time from those same files (the engine
+``flinklike-parquet``), so that each source is compared with its like.
+
+Each engine is measured in its best configuration (``plan.py``): round 1 sweeps
+its settings (parallelism 1 and 2; PyFlink's thread and process mode; Spark's
+micro-batch size: the whole input in one micro-batch, or a quarter of the files
+per micro-batch), the later rounds rerun the setting that was best, interleaved
+across engines so that a shared machine's drift hits all alike; the published
+figure is that setting's median, and the report's sanity column sets it
+against the best single run of the sweep (flagged when far below). The results
+go to ``<out>/benchmarks-compare.md`` (Markdown tables with machine, date, the
+load on the machine per figure, the ratios of the issue's targets, and every
+setting tried) and ``<out>/benchmarks-compare.png`` (a matplotlib chart).
 
 The scenario workloads W3 (checkpoints under backpressure, aligned vs
 unaligned, and the overhead of 1 s checkpoints), W4 (recovery from a killed
@@ -27,16 +35,15 @@ second table and ``<out>/benchmarks-compare-scenarios.png``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,95 +51,46 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
+from inputs import ensure_input  # noqa: E402
 from peers import PEERS, default_venv_dir, ensure_venv  # noqa: E402
+from plan import (  # noqa: E402
+    ENGINE_SCRIPT,
+    ENGINES,
+    FILE_ENGINES,
+    FILE_ROWS,
+    KEYS,
+    NOT_RUN,
+    QUICK_SKIPS,
+    RECORDS,
+    SCENARIO_ARGS,
+    SCENARIO_MODES,
+    SCENARIO_PARALLELISM,
+    Outcome,
+    Variant,
+    variants,
+)
+from report import best_variants, summarize, write_report  # noqa: E402
 from workloads import SCENARIOS, WORKLOADS, expected  # noqa: E402
-
-ENGINES = ("flinklike", "bytewax", "pyflink", "spark")
-KEYS = 1000
-
-#: records per run: (full, quick) per workload and engine; sized so one run takes seconds, not minutes
-RECORDS = {
-    "W1": {"flinklike": (50_000_000, 2_000_000), "bytewax": (50_000_000, 2_000_000), "spark": (3_000_000, 200_000)},
-    "W2": {"flinklike": (3_000_000, 500_000), "bytewax": (2_000_000, 200_000), "pyflink": (200_000, 50_000),
-           "spark": (300_000, 100_000)},
-    "W2v": {"flinklike": (40_000_000, 2_000_000), "bytewax": (1_000_000, 200_000), "pyflink": (10_000_000, 1_000_000),
-            "spark": (5_000_000, 200_000)},
-    # W3: the keyed count run with and without checkpoints (long enough for several 1 s checkpoints)
-    "W3": {"flinklike": (8_000_000, 2_000_000)},
-    # W4, W5: records at the fixed --rate, so the run lasts records / rate seconds
-    "W4": {"flinklike": (40_000, 8_000), "pyflink": (40_000, 8_000), "spark": (40_000, 8_000)},
-    "W5": {"flinklike": (30_000, 6_000), "spark": (30_000, 6_000)},
-}  # fmt: skip
-
-#: the scenario workloads' own arguments: (full, quick)
-SCENARIO_ARGS = {
-    "W3": (["--seconds", "10", "--min-checkpoints", "3"], ["--seconds", "2", "--min-checkpoints", "2"]),
-    "W4": (["--rate", "2000"], ["--rate", "2000"]),
-    "W5": (["--rate", "1000"], ["--rate", "1000"]),
-}
-#: parallelism of every scenario run: a keyed exchange between two TaskExecutor processes
-SCENARIO_PARALLELISM = 2
-#: extra variants of a scenario: (engine, workload) -> modes; ``full`` ones are skipped by --quick
-SCENARIO_MODES = {("flinklike", "W5"): (None, "readStream")}
-QUICK_SKIPS = {
-    ("flinklike", "W5", "readStream"): "skipped in --quick: starts Spark",
-    ("spark", "W4", None): "skipped in --quick: two Spark start-ups",
-    ("pyflink", "W4", None): "skipped in --quick: starts PyFlink's JVM",
-    ("spark", "W5", None): "skipped in --quick: starts Spark",
-}
-
-#: why an engine does not run a workload
-NOT_RUN = {
-    ("pyflink", "W1"): "PyFlink's DataStream API has no vectorized (Arrow batch) operator",
-    ("pyflink", "W3"): "optional in the issue and not built: this project's W3 alone",
-    ("spark", "W3"): "Spark has no checkpoint barriers to align (a micro-batch commits its offsets and state)",
-    ("pyflink", "W5"): "not a W5 peer in the issue",
-}
-#: engines that are no peer for the scenario workloads at all (left out of their tables)
-SCENARIO_ENGINES = ("flinklike", "pyflink", "spark")
-
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-    engine: str
-    parallelism: int
-    mode: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"p={self.parallelism}" + (f", {self.mode}" if self.mode else "")
-
-
-@dataclasses.dataclass
-class Outcome:
-    variant: Variant
-    workload: str
-    records: int
-    rate: float | None = None  # records per second, None if the run failed
-    seconds: float | None = None
-    error: str | None = None
-    metrics: dict | None = None  # scenario workloads: what the runner measured (once its result checked out)
-
-
-def variants(engine: str, parallelisms: list[int], modes: list[str]) -> list[Variant]:
-    if engine == "pyflink":
-        return [Variant(engine, p, m) for p in parallelisms for m in modes]
-    return [Variant(engine, p) for p in parallelisms]
 
 
 def command(
-    variant: Variant, workload: str, records: int, pythons: dict[str, Path], quick: bool = False
+    variant: Variant, workload: str, records: int, pythons: dict[str, Path], quick: bool = False,
+    input_dir: Path | None = None,
 ) -> tuple[list[str], dict]:
-    script = HERE / f"engine_{variant.engine}.py"
+    script = HERE / f"engine_{ENGINE_SCRIPT.get(variant.engine, variant.engine)}.py"
     args = [workload, "--records", str(records), "--keys", str(KEYS), "--parallelism", str(variant.parallelism)]
     if variant.mode:
         args += ["--mode", variant.mode]
+    if variant.batches is not None:
+        args += ["--batches", str(variant.batches)]
+    if variant.engine in FILE_ENGINES and workload not in SCENARIOS:
+        args += ["--input", str(input_dir)]
     if workload in SCENARIO_ARGS:
         args += SCENARIO_ARGS[workload][1 if quick else 0]
     env = dict(os.environ)
     env["PYTHONFAULTHANDLER"] = "1"  # every Python process of the run (engine, workers) dumps its stack on a crash
     python = pythons[variant.engine]
-    if variant.engine == "flinklike":
+    if variant.engine.startswith("flinklike"):
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE)])
         env["PYSPARK_PYTHON"] = str(python)  # W5 through Spark's readStream: its workers import the project
     else:
@@ -144,10 +102,11 @@ def command(
 
 
 def run_one(
-    variant: Variant, workload: str, records: int, pythons: dict[str, Path], timeout: float, quick: bool = False
+    variant: Variant, workload: str, records: int, pythons: dict[str, Path], timeout: float, quick: bool = False,
+    input_dir: Path | None = None,
 ) -> Outcome:
-    outcome = Outcome(variant, workload, records)
-    argv, env = command(variant, workload, records, pythons, quick)
+    outcome = Outcome(variant, workload, records, load=os.getloadavg()[0])
+    argv, env = command(variant, workload, records, pythons, quick, input_dir)
     # Its own session: on a timeout the whole group goes, with the JVMs a peer started.
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(HERE),
@@ -178,6 +137,7 @@ def run_one(
         outcome.error = f"wrong result {result['summary']} (expected {want}): its time does not count"
         return outcome
     outcome.seconds = result["seconds"]
+    outcome.extra = {k: v for k, v in result.items() if k not in ("seconds", "summary", "metrics")}
     if workload in SCENARIOS:
         outcome.metrics = result.get("metrics") or {}
         return outcome
@@ -215,289 +175,6 @@ def machine_description() -> dict:
         "others": [f"{cpu:.0f}% {cmd}" for cpu, cmd in others[:6]],
     }
 
-
-def summarize(outcomes: list[Outcome]) -> dict[tuple[str, str], dict]:
-    """Per (workload, engine): the best variant by median rate over the rounds, and its medians."""
-    by_variant: dict[tuple[str, Variant], list[Outcome]] = {}
-    for o in outcomes:
-        by_variant.setdefault((o.workload, o.variant), []).append(o)
-    best: dict[tuple[str, str], dict] = {}
-    for (workload, variant), runs in by_variant.items():
-        rates = [o.rate for o in runs if o.rate is not None]
-        key = (workload, variant.engine)
-        ran = [o for o in runs if not (o.error or "").startswith("not run:")]
-        entry = {"variant": variant.label, "rounds": len(ran), "ok": len(rates), "records": runs[0].records,
-                 "errors": [o.error for o in runs if o.error]}  # fmt: skip
-        if rates:
-            entry["rate"] = statistics.median(rates)
-        current = best.get(key)
-        if current is None or entry.get("rate", -1) > current.get("rate", -1):
-            best[key] = entry
-    return best
-
-
-TARGETS = (
-    ("W2", "bytewax", 5.0, "W2 >= 5x Bytewax"),
-    ("W2", "pyflink", 20.0, "W2 >= 20x PyFlink"),
-    ("W2v", "spark", 1.0, "W2v >= Spark's native JVM count"),
-)
-
-
-def write_report(
-    best, scenarios: list[Outcome], machine: dict, args, started: datetime.datetime, minutes: float
-) -> Path:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    engines = [e for e in ENGINES if e in args.engines]
-    lines = [
-        "# flinklike-spark against Bytewax, PyFlink and Spark" + (" (quick mode)" if args.quick else ""),
-        "",
-        f"Measured {started:%Y-%m-%d %H:%M} UTC by `python benchmarks/compare/run.py"
-        f"{' --quick' if args.quick else ''}` in {minutes:.1f} min; {args.rounds} interleaved round(s), medians.",
-        f"Machine: {machine['platform']}, {machine['cpus']} CPUs, Python {machine['python']}; "
-        f"load average (1/5/15 min) at the start {machine['load']}.",
-        "",
-        "Other processes using CPU at the start (not part of the benchmark):",
-        "",
-        *([f"- `{p}`" for p in machine["others"]] or ["- none above 5%"]),
-        "",
-        "Records per second (best variant: parallelism p, PyFlink's execution mode); flinklike-spark counts from "
-        "job submission to the end, Spark its busy time (sum of micro-batch durations), Bytewax and PyFlink "
-        "the run of the dataflow. Every result was checked before its time counted.",
-        "",
-        "| workload | " + " | ".join(engines) + " |",
-        "|---|" + "---|" * len(engines),
-    ]
-    throughput = [w for w in args.workloads if w not in SCENARIOS]
-    for workload in throughput:
-        cells = []
-        for engine in engines:
-            if (engine, workload) in NOT_RUN:
-                cells.append(f"not run: {NOT_RUN[(engine, workload)]}")
-                continue
-            entry = best.get((workload, engine))
-            if entry is None:
-                cells.append(args.skipped.get(engine, "—"))
-            elif "rate" not in entry:
-                error = entry["errors"][0] if entry["errors"] else "?"
-                cells.append(error if error.startswith("not run:") else f"failed: {error}")
-            else:
-                cells.append(f"{entry['rate']:,.0f} ({entry['variant']}; {entry['records']:,} rec, "
-                             f"{entry['ok']}/{entry['rounds']} ok)")  # fmt: skip
-        lines.append(f"| {workload}: {WORKLOADS[workload]} | " + " | ".join(cells) + " |")
-    lines += ["", "Targets (ratios of the medians above):", ""]
-    for workload, peer, target, text in TARGETS:
-        ours, theirs = best.get((workload, "flinklike"), {}), best.get((workload, peer), {})
-        if "rate" in ours and "rate" in theirs:
-            ratio = ours["rate"] / theirs["rate"]
-            verdict = "met" if ratio >= target else f"missed by {target / ratio:.1f}x"
-            lines.append(f"- {text}: {ratio:.2f}x — {verdict}")
-        else:
-            lines.append(f"- {text}: not measured in this run ({peer} or flinklike-spark has no result)")
-    report = out / "benchmarks-compare.md"
-    chart = out / "benchmarks-compare.png"
-    lines += ["", f"![throughput chart]({chart.name})", ""]
-    scenario_workloads = [w for w in args.workloads if w in SCENARIOS]
-    if scenario_workloads:
-        scenario_chart = out / "benchmarks-compare-scenarios.png"
-        lines += scenario_report(scenarios, scenario_workloads, args)
-        lines += ["", f"![scenario chart]({scenario_chart.name})", ""]
-        draw_scenario_chart(scenarios, scenario_chart, started)
-    report.write_text("\n".join(lines))
-    draw_chart(best, engines, throughput, chart, started)
-    return report
-
-
-def _ms(value) -> str:
-    return "—" if value is None else f"{value:,.0f}"
-
-
-#: per scenario workload: its table's columns, as (header, function of the metrics)
-SCENARIO_COLUMNS = {
-    "W3": (
-        ("aligned: median checkpoint (ms)", lambda m: f"{_ms(m['aligned_median_ms'])} ({m['aligned_checkpoints']} cp, "
-                                                      f"max {_ms(m['aligned_max_ms'])})"),
-        ("unaligned: median checkpoint (ms)", lambda m: f"{_ms(m['unaligned_median_ms'])} ({m['unaligned_checkpoints']}"
-                                                        f" cp, max {_ms(m['unaligned_max_ms'])})"),
-        ("aligned / unaligned", lambda m: f"{m['aligned_over_unaligned']:.1f}x"),
-        ("W2 rec/s without checkpoints", lambda m: f"{m['rate_without']:,.0f}"),
-        ("with 1 s checkpoints", lambda m: f"{m['rate_with_1s_checkpoints']:,.0f} ({m['checkpoints_during_run']:g} cp "
-                                           "per run)"),
-        ("overhead", lambda m: f"{m['overhead']:.1%}"),
-    ),
-    "W4": (
-        ("kill -> output again (s)", lambda m: "—" if m["recovery_s"] is None else f"{m['recovery_s']:.2f}"),
-        ("failure detected (s)", lambda m: "—" if m.get("detected_s") is None else f"{m['detected_s']:.2f}"),
-        ("restarts", lambda m: "—" if m["restarts"] is None else str(m["restarts"])),
-        ("rows written", lambda m: f"{m['rows']:,}"),
-        ("what is measured", lambda m: m["measures"]),
-    ),
-    "W5": (
-        ("input rate (rec/s)", lambda m: f"{m['rate']:,.0f}"),
-        ("p50 (ms)", lambda m: _ms(m["p50_ms"])),
-        ("p99 (ms)", lambda m: _ms(m["p99_ms"])),
-        ("max (ms)", lambda m: _ms(m["max_ms"])),
-        ("records measured", lambda m: f"{m['measured']:,}"),
-    ),
-}  # fmt: skip
-
-SCENARIO_CHECKS = {
-    "W3": "checked: the keyed count's result, with and without checkpoints",
-    "W4": "checked: lost = duplicated = 0 per key in the output (exactly once)",
-    "W5": "checked: every (key, seq) reached the sink once",
-}
-
-
-def _engine_label(variant: Variant) -> str:
-    if variant.mode == "readStream":
-        return 'flinklike via spark.readStream.format("flinklike")'
-    return variant.engine + (f" ({variant.mode})" if variant.mode else "")
-
-
-def scenario_report(scenarios: list[Outcome], workloads: list[str], args) -> list[str]:
-    """The scenario tables (one per workload: a row per engine), and their targets."""
-    lines = [
-        "",
-        f"## Scenarios (one run each, parallelism {SCENARIO_PARALLELISM}; sizes in `benchmarks/compare/run.py`)",
-    ]
-    for workload in workloads:
-        columns = SCENARIO_COLUMNS[workload]
-        lines += ["", f"### {workload}: {WORKLOADS[workload]}", "", f"Results {SCENARIO_CHECKS[workload]}.", "",
-                  "| engine | " + " | ".join(h for h, _ in columns) + " |", "|---|" + "---|" * len(columns)]  # fmt: skip
-        for o in (o for o in scenarios if o.workload == workload):
-            if o.metrics is None:
-                cell = o.error if (o.error or "").startswith("not run:") else f"failed: {o.error}"
-                lines.append(f"| {_engine_label(o.variant)} | {cell} |" + " |" * (len(columns) - 1))
-            else:
-                lines.append(f"| {_engine_label(o.variant)} | " + " | ".join(f(o.metrics) for _, f in columns) + " |")
-        for engine in SCENARIO_ENGINES:
-            if engine not in args.engines or any(o.variant.engine == engine and o.workload == workload for o in scenarios):
-                continue
-            reason = (f"not run: {NOT_RUN[(engine, workload)]}" if (engine, workload) in NOT_RUN
-                      else args.skipped.get(engine) or next((r for (e, w, _), r in QUICK_SKIPS.items()
-                                                            if args.quick and e == engine and w == workload), "—"))  # fmt: skip
-            lines.append(f"| {engine} | {reason} |" + " |" * (len(columns) - 1))
-        skipped_modes = [r for (e, w, _m), r in QUICK_SKIPS.items() if args.quick and e == "flinklike" and w == workload]
-        lines += [f"| {_engine_label(Variant('flinklike', SCENARIO_PARALLELISM, 'readStream'))} | {r} |"
-                  + " |" * (len(columns) - 1) for r in skipped_modes]  # fmt: skip
-    lines += ["", "Scenario targets (from the runs above):", ""]
-    lines += scenario_targets(scenarios)
-    return lines
-
-
-def _metrics(scenarios: list[Outcome], workload: str, engine: str, mode: str | None = None) -> dict | None:
-    for o in scenarios:
-        if o.workload == workload and o.variant.engine == engine and o.variant.mode == mode and o.metrics is not None:
-            return o.metrics
-    return None
-
-
-def scenario_targets(scenarios: list[Outcome]) -> list[str]:
-    lines = []
-    w3 = _metrics(scenarios, "W3", "flinklike")
-    if w3:
-        ratio = w3["aligned_over_unaligned"]
-        verdict = "met" if ratio >= 20 else f"missed by {20 / ratio:.1f}x"
-        lines.append(f"- W3 unaligned >= 20x faster than aligned under backpressure: {ratio:.1f}x — {verdict}")
-        overhead = w3["overhead"]
-        if not w3["checkpoints_during_run"]:
-            verdict = "not measured: no checkpoint completed during the runs with checkpoints (too few records)"
-        else:
-            verdict = "met" if overhead <= 0.10 else f"missed by {overhead - 0.10:.1%} points"
-        lines.append(f"- W3 overhead of 1 s checkpoints <= 10%: {overhead:.1%} — {verdict}")
-    else:
-        lines.append("- W3: not measured in this run")
-    ours, spark = _metrics(scenarios, "W4", "flinklike"), _metrics(scenarios, "W4", "spark")
-    if ours and spark and ours["recovery_s"] and spark["recovery_s"]:
-        ratio = spark["recovery_s"] / ours["recovery_s"]
-        lines.append(f"- W4 time to output again, Spark / flinklike-spark: {ratio:.1f}x ({spark['recovery_s']:.2f} s / "
-                     f"{ours['recovery_s']:.2f} s; not the same event: see the table)")  # fmt: skip
-    else:
-        lines.append("- W4 against Spark: not measured in this run")
-    spark = _metrics(scenarios, "W5", "spark")
-    for mode in (None, "readStream"):
-        ours = _metrics(scenarios, "W5", "flinklike", mode)
-        label = _engine_label(Variant("flinklike", SCENARIO_PARALLELISM, mode))
-        if ours and spark and ours["p99_ms"] and spark["p99_ms"]:
-            verdict = "met" if ours["p99_ms"] < spark["p99_ms"] else f"missed by {ours['p99_ms'] / spark['p99_ms']:.1f}x"
-            lines.append(f"- W5 p99 below Spark's, {label}: {_ms(ours['p99_ms'])} ms vs {_ms(spark['p99_ms'])} ms — "
-                         f"{verdict}")  # fmt: skip
-        else:
-            lines.append(f"- W5 p99 below Spark's, {label}: not measured in this run")
-    return lines
-
-
-def draw_scenario_chart(scenarios: list[Outcome], path: Path, started: datetime.datetime) -> None:
-    """Three panels: W3 checkpoint durations, W4 time to output again, W5 p50/p99."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4.2))
-    w3 = _metrics(scenarios, "W3", "flinklike")
-    ax = axes[0]
-    if w3:
-        bars = ax.bar(["aligned", "unaligned"], [w3["aligned_median_ms"], w3["unaligned_median_ms"]],
-                      color=["tab:red", "tab:green"])  # fmt: skip
-        ax.bar_label(bars, fmt="%.0f ms", fontsize=8)
-        ax.set_yscale("log")
-    ax.set_title("W3 median checkpoint under backpressure\n(flinklike-spark)", fontsize=9)
-    ax.set_ylabel("ms (log scale)")
-    ax = axes[1]
-    w4 = [(o.variant.engine, o.metrics["recovery_s"]) for o in scenarios
-          if o.workload == "W4" and o.metrics and o.metrics.get("recovery_s") is not None]  # fmt: skip
-    if w4:
-        bars = ax.bar([e for e, _ in w4], [v for _, v in w4], color="tab:blue")
-        ax.bar_label(bars, fmt="%.1f s", fontsize=8)
-    ax.set_title("W4 kill -> output again", fontsize=9)
-    ax.set_ylabel("seconds")
-    ax = axes[2]
-    w5 = [(("flinklike\nreadStream" if o.variant.mode else o.variant.engine), o.metrics) for o in scenarios
-          if o.workload == "W5" and o.metrics and o.metrics.get("p99_ms") is not None]  # fmt: skip
-    if w5:
-        xs = range(len(w5))
-        p50 = ax.bar([x - 0.2 for x in xs], [m["p50_ms"] for _, m in w5], 0.4, label="p50")
-        p99 = ax.bar([x + 0.2 for x in xs], [m["p99_ms"] for _, m in w5], 0.4, label="p99")
-        ax.bar_label(p50, fmt="%.0f", fontsize=7)
-        ax.bar_label(p99, fmt="%.0f", fontsize=7)
-        ax.set_xticks(list(xs), [label for label, _ in w5], fontsize=8)
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-    ax.set_title("W5 end-to-end latency at a fixed rate", fontsize=9)
-    ax.set_ylabel("ms (log scale)")
-    fig.suptitle(f"Scenarios ({started:%Y-%m-%d}, {os.cpu_count()} CPUs)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def draw_chart(best, engines, workloads, path: Path, started: datetime.datetime) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    width = 0.8 / len(engines)
-    for i, engine in enumerate(engines):
-        values = [best.get((w, engine), {}).get("rate", 0) for w in workloads]
-        xs = [j + i * width for j in range(len(workloads))]
-        bars = ax.bar(xs, values, width, label=engine)
-        for bar, value in zip(bars, values):
-            if value:
-                ax.annotate(f"{value / 1e6:.2g}M", (bar.get_x() + bar.get_width() / 2, value), ha="center",
-                            va="bottom", fontsize=7)  # fmt: skip
-    ax.set_yscale("log")
-    ax.set_xticks([j + width * (len(engines) - 1) / 2 for j in range(len(workloads))], workloads)
-    ax.set_ylabel("records / s (log scale)")
-    ax.set_title(f"Throughput, best variant per engine ({started:%Y-%m-%d}, {os.cpu_count()} CPUs)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def scenario_plan(args, pythons: dict[str, Path]) -> list[tuple[Variant, str]]:
     """The scenario runs: one per (engine, workload, mode) that runs here; this project's first."""
     plan = []
@@ -533,10 +210,56 @@ def run_scenarios(args, pythons: dict[str, Path], timeout: float) -> list[Outcom
     return outcomes
 
 
+def run_throughput(args, pythons: dict[str, Path], timeout: float, clock: float) -> list[Outcome]:
+    """The throughput workloads: round 1 sweeps every setting of every engine, rounds 2.. rerun the
+    setting that was best in round 1 (per workload and engine); rounds are interleaved across engines.
+    Runs once the budget is spent are reported as not run."""
+    quick = 1 if args.quick else 0
+    throughput = [w for w in args.workloads if w not in SCENARIOS]
+    sweep = [
+        (variant, workload)
+        for workload in throughput
+        for engine in args.engines
+        if engine in pythons and (engine, workload) not in NOT_RUN and engine in RECORDS[workload]
+        for variant in variants(engine, workload, args.parallelism, args.modes, args.quick)
+    ]
+    file_records = [RECORDS[w][v.engine][quick] for v, w in sweep if v.engine in ("flinklike-parquet", "spark")]
+    if file_records:
+        seconds = ensure_input(str(args.input_dir), max(file_records), KEYS, FILE_ROWS[quick])
+        print(f"  shared Parquet input: {max(file_records):,} records in {args.input_dir} ({seconds:.1f} s)", flush=True)
+    # Every workload on every engine once (its first setting) before the other settings: a budget
+    # cut on a loaded machine then costs settings, not whole workloads.
+    order = {(v, w): i for i, (v, w) in enumerate(sweep)}
+    first = {}
+    for v, w in sweep:
+        first.setdefault((v.engine, w), order[(v, w)])
+    sweep.sort(key=lambda item: (order[item] - first[(item[0].engine, item[1])], order[item]))
+    if args.quick:  # one round: this project's runs first, so the budget never cuts them
+        sweep.sort(key=lambda item: not item[0].engine.startswith("flinklike"))
+    budget = args.budget if args.budget is not None else (100.0 if args.quick else 1200.0)
+    outcomes: list[Outcome] = []
+    for round_number in range(1, args.rounds + 1):
+        plan = sweep if round_number == 1 else [(v, w) for (w, _e), v in best_variants(outcomes).items()]
+        for variant, workload in plan:
+            records = RECORDS[workload][variant.engine][quick]
+            remaining = budget - (time.monotonic() - clock)
+            if remaining < 10:
+                o = Outcome(variant, workload, records, error=f"not run: the time budget of {budget:.0f} s was spent")
+            else:
+                o = run_one(variant, workload, records, pythons, min(timeout, remaining), input_dir=args.input_dir)
+            outcomes.append(o)
+            shown = f"{o.rate:,.0f} rec/s" if o.rate else f"FAILED: {o.error}"
+            load = f" (load {o.load:.1f})" if o.load is not None else ""
+            print(f"  round {round_number} {workload} {variant.engine} ({variant.label}): {shown}{load}", flush=True)
+    return outcomes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small inputs, 1 round, parallelism 1, no installs")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3; quick: 1)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds: the first sweeps every setting, the others rerun each engine's best "
+                             "(default 3; quick: 1)")  # fmt: skip
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--install", action=argparse.BooleanOptionalAction, default=None,
@@ -548,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600; quick: 120)")
     parser.add_argument(
         "--budget", type=float, default=None,
-        help="seconds for the throughput workloads' runs, installs included (default 690; quick: 100); runs "
+        help="seconds for the throughput workloads' runs, installs included (default 1200; quick: 100); runs "
              "beyond it are reported as not run, and medians use the rounds completed",
     )  # fmt: skip
     parser.add_argument(
@@ -577,10 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"compare: {'quick' if args.quick else 'full'} run, engines {args.engines}, workloads {args.workloads}",
           flush=True)  # fmt: skip
     machine = machine_description()
-    pythons: dict[str, Path] = {"flinklike": Path(sys.executable)}
+    args.input_dir = Path(tempfile.mkdtemp(prefix="compare-input-"))
+    pythons: dict[str, Path] = {"flinklike": Path(sys.executable), "flinklike-parquet": Path(sys.executable)}
     args.skipped = {}
     for engine in args.engines:
-        if engine == "flinklike":
+        if engine.startswith("flinklike"):
             continue
         if engine in ("pyflink", "spark") and shutil.which("java") is None:
             args.skipped[engine] = "skipped: no java on PATH"
@@ -591,42 +315,18 @@ def main(argv: list[str] | None = None) -> int:
             args.skipped[engine] = "skipped: not installed" + (" (--quick installs nothing)" if not install else "")
             continue
         pythons[engine] = python
-    throughput = [w for w in args.workloads if w not in SCENARIOS]
-    plan = [
-        (variant, workload)
-        for workload in throughput
-        for engine in args.engines
-        if engine in pythons and (engine, workload) not in NOT_RUN and engine in RECORDS[workload]
-        for variant in variants(engine, args.parallelism, args.modes)
-    ]
-    # Every workload on every engine once (first parallelism and mode) before the other variants: a
-    # budget cut on a loaded machine then costs variants, not whole workloads.
-    plan.sort(key=lambda item: (args.parallelism.index(item[0].parallelism),
-                                args.modes.index(item[0].mode) if item[0].mode else 0))  # fmt: skip
-    if args.quick:  # one round: this project's runs first, so the budget never cuts them
-        plan.sort(key=lambda item: item[0].engine != "flinklike")
-    budget = args.budget if args.budget is not None else (100.0 if args.quick else 690.0)
-    outcomes: list[Outcome] = []
-    for round_number in range(1, args.rounds + 1):
-        for variant, workload in plan:
-            records = RECORDS[workload][variant.engine][1 if args.quick else 0]
-            remaining = budget - (time.monotonic() - clock)
-            if remaining < 10:
-                o = Outcome(variant, workload, records, error=f"not run: the time budget of {budget:.0f} s was spent")
-                outcomes.append(o)
-                print(f"  round {round_number} {workload} {variant.engine} ({variant.label}): {o.error}", flush=True)
-                continue
-            o = run_one(variant, workload, records, pythons, min(timeout, remaining))
-            outcomes.append(o)
-            shown = f"{o.rate:,.0f} rec/s" if o.rate else f"FAILED: {o.error}"
-            print(f"  round {round_number} {workload} {variant.engine} ({variant.label}): {shown}", flush=True)
+    try:
+        outcomes = run_throughput(args, pythons, timeout, clock)
+    finally:
+        shutil.rmtree(args.input_dir, ignore_errors=True)
     scenario_outcomes = run_scenarios(args, pythons, timeout)
     outcomes += scenario_outcomes
     best = summarize([o for o in outcomes if o.workload not in SCENARIOS])
     report = write_report(best, scenario_outcomes, machine, args, started, (time.monotonic() - clock) / 60)
     print(report.read_text(), flush=True)
     # A run the budget cut is reported as not run; a run that failed or whose result was wrong fails the harness.
-    failed_ours = [o for o in outcomes if o.variant.engine == "flinklike" and o.error and not o.error.startswith("not run:")]
+    failed_ours = [o for o in outcomes
+                   if o.variant.engine.startswith("flinklike") and o.error and not o.error.startswith("not run:")]
     return 1 if failed_ours else 0
 
 

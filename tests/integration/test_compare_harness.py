@@ -2,7 +2,8 @@
 
 Peers whose venvs are not installed are skipped by the harness with the reason
 (``--quick`` installs nothing); those installed run too. The test checks that
-the harness checked and timed this project's runs, wrote the Markdown table and
+the harness checked and timed this project's runs (from its generator and from
+the shared Parquet files), wrote the Markdown table with the sanity section and
 the PNG chart, and gave every cell a number or a reason; it does not judge
 the speeds (benchmarks are not timed tests). The scenario workloads W3-W5 must
 have run on this project too: their tables hold its measurements (a run whose
@@ -36,15 +37,23 @@ def test_quick_mode_writes_a_checked_report(tmp_path):
     assert (tmp_path / "benchmarks-compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "2 CPUs" in report or "CPUs" in report
     assert re.search(r"Measured \d{4}-\d\d-\d\d \d\d:\d\d UTC", report)
-    rows = {line.split(":", 1)[0].strip("| "): line for line in report.splitlines() if re.match(r"\| W\d", line)}
+    rows = {line.split(":", 1)[0].strip("| "): line for line in report.splitlines() if re.match(r"\| W\d\w*: ", line)}
     assert sorted(rows) == ["W1", "W2", "W2v"]
     for workload, line in rows.items():
         cells = [c.strip() for c in line.strip("|").split("|")][1:]
-        assert len(cells) == 4, line
-        assert re.match(r"[\d,]+ \(p=1; [\d,]+ rec, 1/1 ok\)", cells[0]), f"{workload}: flinklike-spark {cells[0]!r}"
-        for cell in cells[1:]:
+        assert len(cells) == 5, line
+        for cell in cells[:2]:  # flinklike-spark from its generator and from the shared Parquet files
+            assert re.match(r"[\d,]+ \(p=1; [\d,]+ rec, 1/1 ok, load [\d.]+\)", cell), f"{workload}: {cell!r}"
+        for cell in cells[2:]:
             assert re.match(r"[\d,]+ \(|not run: \w|skipped: \w|failed: \w", cell), f"{workload}: {cell!r}"
     assert "W2 >= 5x Bytewax" in report and "W2v >= Spark's native JVM count" in report
+    assert "both reading the same Parquet files" in report
+    # The sanity column: every run of this project has its sweep, published figure and share of its best
+    sanity = report.split("## Every setting tried", 1)[1].split("## Scenarios", 1)[0]
+    for workload in ("W1", "W2", "W2v"):
+        for engine in ("flinklike", "flinklike \\(Parquet\\)"):
+            assert re.search(rf"\| {workload} \| {engine} \| p=1: [\d,]+ \(1, [\d.]+\) \| [\d,]+ \| [\d,]+ \| 100% \|",
+                             sanity), (workload, engine, sanity)  # fmt: skip
     assert (tmp_path / "benchmarks-compare-scenarios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ours = {
         workload: re.search(rf"### {workload}:.*?\n\| flinklike \| ([^\n]*)", report, re.S) for workload in ("W3", "W4", "W5")

@@ -74,6 +74,7 @@ __all__ = [
     "UserFunctionOperator",
     "call_close",
     "call_open",
+    "check_iterable",
     "check_rows",
     "describe_operator",
     "extend_results",
@@ -321,7 +322,7 @@ def extend_stamped(
     if produced is None:
         return
     if type(produced) is not GeneratorType:
-        _check_iterable(produced, operator, method)
+        check_iterable(produced, operator, method)
     before = len(out)
     out.extend(produced)
     if len(out) > before:
@@ -335,11 +336,12 @@ def extend_results(out: list, produced: Any, operator: StreamOperator, method: s
     if produced is None:
         return
     if type(produced) is not GeneratorType:
-        _check_iterable(produced, operator, method)
+        check_iterable(produced, operator, method)
     out.extend(produced)
 
 
-def _check_iterable(produced: Any, operator: StreamOperator, method: str) -> None:
+def check_iterable(produced: Any, operator: StreamOperator, method: str) -> None:
+    """FunctionResultError unless ``produced`` (not None) is an iterable of rows rather than one row or a string."""
     if isinstance(produced, dict | str | bytes) or not isinstance(produced, Iterable):
         hint = " (use `yield row` instead of `return row`)" if isinstance(produced, dict) else ""
         raise FunctionResultError(
