@@ -134,6 +134,25 @@ class CheckpointLayout:
                 f"cannot resolve checkpoint storage {self.base_url!r}: {exc}", url=self.base_url
             ) from exc
 
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        """Open the file ``path`` (a path in :meth:`filesystem`) for Arrow to read, safely before exit.
+
+        Arrow reading a Python file object calls back into Python from its I/O
+        threads, and one still doing so when the interpreter finalizes aborts the
+        process (see :func:`scan_table`). The file is therefore opened through
+        Arrow's native filesystem for this location; where the storage options
+        are not translatable (:mod:`checkpointing.native_fs`), its bytes are read
+        through fsspec on the calling thread and handed to Arrow in memory.
+
+        Raises:
+            OSError: the file cannot be opened or read (FileNotFoundError when it is missing).
+        """
+        fs, root = self.filesystem()
+        native = arrow_filesystem(delta_uri(fs, root), self.options().delta)
+        if native is None or not path.startswith(f"{root}/"):
+            return pa.BufferReader(fs.cat_file(path))
+        return native.open_input_file(path.removeprefix(f"{root}/"))
+
     def table_path(self, table: TableName) -> str:
         """Path of ``table``'s directory inside :meth:`filesystem`'s filesystem."""
         return f"{self.filesystem()[1]}/{table}"

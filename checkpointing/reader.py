@@ -274,9 +274,8 @@ def _corrupt(
 
 def _read_parquet(layout: CheckpointLayout, job_id: str, checkpoint_id: int, path: str, read: Callable[[Any], T]) -> T:
     """``read`` (e.g. ``pq.read_table``) of the committed file ``path``; CorruptCheckpointError if it is unreadable."""
-    fs, _ = layout.filesystem()
     try:
-        with fs.open(path, "rb") as f:
+        with layout.open_input_file(path) as f:
             return read(f)
     except (OSError, pa.ArrowException) as exc:
         raise _corrupt(layout, job_id, checkpoint_id, path, f"is damaged ({type(exc).__name__}: {exc})") from exc

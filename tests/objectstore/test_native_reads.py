@@ -75,6 +75,27 @@ def test_virtual_hosted_options_read_through_arrow_with_the_bucket_in_the_host(s
     assert parquet and all(f"http://{S3_BUCKET}.localhost:{port}/" in m for m in parquet), parquet
 
 
+def test_checkpoint_state_files_are_opened_through_arrows_native_filesystem(store, tmp_path):
+    """State files (read_operator_state, restores) reach Arrow as native files, not Python file objects."""
+    from checkpointing import CheckpointLayout
+
+    for layout in (CheckpointLayout(base_url=store.url("files"), storage=store.storage),
+                   CheckpointLayout(base_url=str(tmp_path / "local"))):  # fmt: skip
+        fs, root = layout.filesystem()
+        fs.makedirs(f"{root}/operator_state", exist_ok=True)
+        fs.pipe_file(f"{root}/operator_state/part-0.bin", b"state bytes")
+        with layout.open_input_file(f"{root}/operator_state/part-0.bin") as f:
+            assert not isinstance(f, pa.PythonFile) and not isinstance(f, pa.BufferReader), type(f)
+            assert f.read() == b"state bytes"
+        with pytest.raises(FileNotFoundError):
+            layout.open_input_file(f"{root}/operator_state/missing.bin")
+    # a location Arrow cannot open natively: read through fsspec on the calling thread
+    memory = CheckpointLayout(base_url="memory://native-reads")
+    fs, root = memory.filesystem()
+    fs.pipe_file(f"{root}/x.bin", b"in memory")
+    assert isinstance(memory.open_input_file(f"{root}/x.bin"), pa.BufferReader)
+
+
 def test_options_arrow_cannot_stand_in_for_keep_delta_rs_handler():
     assert arrow_filesystem("s3://b/t", {"AWS_PROFILE": "dev"}) is None  # a profile: how to sign is unknown here
     assert arrow_filesystem("gs://b/t", {}) is None

@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks" / "compare"))
 
+import report  # noqa: E402
 import run  # noqa: E402
 import workloads  # noqa: E402
 
@@ -101,7 +102,7 @@ def test_scenarios_report_every_engine_with_numbers_or_a_reason(tmp_path):
         run.Outcome(run.Variant("spark", 2), "W4", 100, error="wrong result {'lost': 3}: its time does not count"),
     ]  # fmt: skip
     args = type("Args", (), {"engines": list(run.ENGINES), "skipped": {}, "quick": False})()
-    lines = "\n".join(run.scenario_report(scenarios, ["W4"], args))
+    lines = "\n".join(report.scenario_report(scenarios, ["W4"], args))
     assert "| flinklike | 1.50 | 0.03 | 1 | 100 | SIGKILL |" in lines
     assert "| spark | failed: wrong result {'lost': 3}" in lines
     assert "| pyflink | — |" in lines  # neither run nor refused: the harness had no result for it
