@@ -98,6 +98,10 @@ class _SubpartitionStream:
         self._credit_thread: threading.Thread | None = None
         self._name = "?"
         self._send_lock = threading.Lock()  # taking an element and writing it are one step
+        # Every write to the Flight writer, data or control (ERROR, CLOSING): two threads writing at
+        # once abort the process inside Arrow (seen: CLOSING from the call's thread while the credit
+        # reader sent data).
+        self._write_lock = threading.Lock()
         self._subpartition_reader: SubpartitionReader | None = None  # set once attached
         self._finished = False  # EndOfPartition was sent (guarded by _send_lock)
 
@@ -342,7 +346,8 @@ class _SubpartitionStream:
                 deadline = time.monotonic() + _DRAIN_TIMEOUT
 
     def _send(self, message: pa.Buffer) -> None:
-        self._writer.write_metadata(message)
+        with self._write_lock:
+            self._writer.write_metadata(message)
 
     def _send_error(self, error: BaseException) -> None:
         text = f"{type(error).__name__}\n{error}"
