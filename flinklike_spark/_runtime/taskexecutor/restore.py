@@ -44,24 +44,26 @@ __all__ = ["load_restored_state"]
 def _entries(table: pa.Table) -> tuple[RestoredEntry, ...]:
     # Column by column: converting whole columns and unpickling them under one lock
     # acquisition is several times faster than going through to_pylist() rows.
+    # The collector is paused: the cells' objects and the entries form no cycles (serialization.paused_gc).
     column = table.column
-    keys = serialization.loads_many(column("key").to_pylist())
-    values = serialization.loads_many(column("value").to_pylist())
-    # tuple.__new__ over zipped columns builds the NamedTuples without a Python call per entry.
-    return tuple(
-        map(
-            functools.partial(tuple.__new__, RestoredEntry),
-            zip(
-                column("state_name").to_pylist(),
-                column("state_kind").to_pylist(),
-                column("key_group").to_pylist(),
-                keys,
-                values,
-                column("subtask").to_pylist(),
-                strict=True,
-            ),
+    with serialization.paused_gc():
+        keys = serialization.loads_many(column("key").to_pylist())
+        values = serialization.loads_many(column("value").to_pylist())
+        # tuple.__new__ over zipped columns builds the NamedTuples without a Python call per entry.
+        return tuple(
+            map(
+                functools.partial(tuple.__new__, RestoredEntry),
+                zip(
+                    column("state_name").to_pylist(),
+                    column("state_kind").to_pylist(),
+                    column("key_group").to_pylist(),
+                    keys,
+                    values,
+                    column("subtask").to_pylist(),
+                    strict=True,
+                ),
+            )
         )
-    )
 
 
 class _StreamedEntries:
