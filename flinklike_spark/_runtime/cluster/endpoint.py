@@ -41,6 +41,7 @@ from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, Checkpoi
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap, TaskExecutorLauncher
 from flinklike_spark._runtime.deployment import TaskExecutionState
 from flinklike_spark._runtime.gateways import serve_cluster_endpoint
+from flinklike_spark._runtime.graph.execution_state import ExecutionState
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
 from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor
@@ -282,7 +283,8 @@ class ClusterEndpoint:
             slot = execution.assigned_slot
             resource_id = getattr(slot, "resource_id", None)
             placement[str(vertex.id)] = {"state": execution.state.name, "attempt": execution.attempt_number,
-                                         "resource_id": resource_id, "pid": pids.get(resource_id)}  # fmt: skip
+                                         "resource_id": resource_id, "pid": pids.get(resource_id),
+                                         "deployed_at": execution.state_timestamps.get(ExecutionState.DEPLOYING)}  # fmt: skip
         return placement
 
     def close(self) -> None:
