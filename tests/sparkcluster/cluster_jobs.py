@@ -305,7 +305,8 @@ def regions(spark, args: dict, kill=None) -> dict:
         survivor_rate_before=_rate(samples, survivor, killed_at - 5, killed_at),
         survivor_rate_during=None if recovered_at is None else _rate(samples, survivor, killed_at, recovered_at),
         task_executors_before=before,
-        redeployed_on=sorted({final[f"{v}-{victim}"]["resource_id"] for v in ("seq", "map", "delta")}),
+        redeployed_on=sorted({p[f"{v}-{victim}"]["resource_id"] for _, _, p in samples for v in ("seq", "map", "delta")
+                              if p[f"{v}-{victim}"]["attempt"] >= 1 and p[f"{v}-{victim}"]["resource_id"]}),
         redeployed_at=round(max(final[f"{v}-{victim}"]["deployed_at"] for v in ("seq", "map", "delta")) - killed_at, 2),
         replacements_registered={r: round(t - killed_at, 2) for r, t in registrations.items()},
     )
