@@ -11,7 +11,11 @@ raises once). Prints, per setting of ``execution.state-recovery.from-local``:
 * kill -> the completion of the next checkpoint (its own duration too);
 * the peak RSS of the TaskExecutor processes before the kill.
 
-    python benchmarks/local_recovery_e2e.py [--keys N] [--rate R]
+With ``--redundant N`` the cluster keeps N spare TaskExecutors
+(``slotmanager.redundant-taskmanager-num``); the kill then hits the TaskExecutor
+of subtask 0 (never the spare), and the restarted tasks take the spare's slot.
+
+    python benchmarks/local_recovery_e2e.py [--keys N] [--rate R] [--redundant N]
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 from checkpointing import list_completed_checkpoints
 from connectors import SequenceSource
 from flinklike_spark import KeyedProcessFunction, Sink, SinkWriter, StreamExecutionEnvironment, ValueStateDescriptor
-from tests.support.failover_jobs import task_executor_processes
+from tests.support.failover_jobs import task_executor_processes, wait_for
 
 
 class Count(KeyedProcessFunction):
@@ -78,7 +82,7 @@ class _FirstRow(SinkWriter):
         pass
 
 
-def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
+def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         checkpoints = str(directory / "checkpoints")
@@ -91,6 +95,7 @@ def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
             "restart-strategy.fixed-delay.attempts": 10,
             "restart-strategy.fixed-delay.delay": "0 ms",
             "execution.state-recovery.from-local": local,
+            "slotmanager.redundant-taskmanager-num": redundant,
         }
         env = StreamExecutionEnvironment.get_execution_environment(config)
         (
@@ -107,12 +112,14 @@ def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
                 done = list_completed_checkpoints(checkpoints, client.job_id) if client.job_id else []
                 if done and done[-1].trigger_time.timestamp() > all_seen:
                     break
+            wait_for(lambda: len(task_executor_processes()) == 2 + redundant, "the spare TaskExecutors", 60)
             processes = task_executor_processes()
             rss = sum(p.memory_info().rss for p in processes)
             last = done[-1].checkpoint_id
+            [victim] = {p["pid"] for task, p in client.get_task_placement().items() if task.endswith("-0")}
             killed = time.time()
             if failure == "sigkill":
-                processes[0].send_signal(signal.SIGKILL)
+                os.kill(victim, signal.SIGKILL)
             else:
                 (directory / "fail").write_text("x")
             deadline = time.monotonic() + 120
@@ -128,10 +135,12 @@ def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
                 history = [str(e.root_cause).partition("\n")[0] for e in client.get_exception_history()]
                 raise SystemExit(f"after the kill: first output {first}, next checkpoint {next_checkpoint}; "
                                  f"status {client.get_job_status()}, restarts {client.num_restarts}: {history}")
+            restarted_on = {p["resource_id"] for p in client.get_task_placement().values()}
         finally:
             if not client.done():
                 client.cancel()
         return {
+            "restarted_on": sorted(restarted_on),
             "first_output": first - killed,
             "next_checkpoint": next_checkpoint.completion_time.timestamp() - killed,
             "checkpoint_duration": (next_checkpoint.completion_time - next_checkpoint.trigger_time).total_seconds(),
@@ -146,17 +155,19 @@ def main() -> None:
     parser.add_argument("--failure", choices=["sigkill", "exception"], default="sigkill",
                         help="SIGKILL a TaskExecutor, or raise once in a counting subtask")
     parser.add_argument("--local", choices=["both", "true", "false"], default="both")
+    parser.add_argument("--redundant", type=int, default=0, help="spare TaskExecutors (slotmanager.redundant-taskmanager-num)")
     args = parser.parse_args()
     settings = {"both": (False, True), "true": (True,), "false": (False,)}[args.local]
     load = os.getloadavg()[0]
-    results = {local: run(args.keys, args.rate, local, args.failure) for local in settings}
+    results = {local: run(args.keys, args.rate, local, args.failure, args.redundant) for local in settings}
     print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
           f"load {load:.1f} -> {os.getloadavg()[0]:.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
-    print(f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}")
+    print(f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}, "
+          f"{args.redundant} spare TaskExecutors")
     for local, r in results.items():
         print(f"  from-local={str(local).lower():5}  kill->first output {r['first_output']:6.2f} s  "
               f"kill->next checkpoint {r['next_checkpoint']:6.2f} s (it took {r['checkpoint_duration']:5.2f} s)  "
-              f"TE RSS before kill {r['rss_mib']:6.0f} MiB")  # fmt: skip
+              f"TE RSS before kill {r['rss_mib']:6.0f} MiB  restarted on {r['restarted_on']}")  # fmt: skip
 
 
 if __name__ == "__main__":
