@@ -21,6 +21,7 @@ of subtask 0 (never the spare), and the restarted tasks take the spare's slot.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import signal
@@ -83,6 +84,7 @@ class _FirstRow(SinkWriter):
 
 
 def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> dict[str, float]:
+    wait_for(lambda: not task_executor_processes(), "the previous run's TaskExecutors to exit", 60)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         checkpoints = str(directory / "checkpoints")
@@ -112,7 +114,8 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> 
                 done = list_completed_checkpoints(checkpoints, client.job_id) if client.job_id else []
                 if done and done[-1].trigger_time.timestamp() > all_seen:
                     break
-            wait_for(lambda: len(task_executor_processes()) == 2 + redundant, "the spare TaskExecutors", 60)
+            wait_for(lambda: len(task_executor_processes()) == 2 + redundant,
+                     f"{2 + redundant} TaskExecutors (now {[p.pid for p in task_executor_processes()]})", 60)
             processes = task_executor_processes()
             rss = sum(p.memory_info().rss for p in processes)
             last = done[-1].checkpoint_id
@@ -139,6 +142,8 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> 
         finally:
             if not client.done():
                 client.cancel()
+            with contextlib.suppress(Exception):  # JobCancelledError: the wait closes the job's cluster
+                client.wait(60)
         return {
             "restarted_on": sorted(restarted_on),
             "first_output": first - killed,
