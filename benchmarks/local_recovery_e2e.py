@@ -126,9 +126,12 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> 
             else:
                 (directory / "fail").write_text("x")
             deadline = time.monotonic() + 120
-            first = next_checkpoint = None
+            first = next_checkpoint = running = None
             while (first is None or next_checkpoint is None) and time.monotonic() < deadline:
                 time.sleep(0.05)
+                placement = client.get_task_placement()
+                if running is None and all(p["attempt"] >= 1 and p["state"] == "RUNNING" for p in placement.values()):
+                    running = time.time()  # every restarted task restored its state (INITIALIZING -> RUNNING)
                 stamps = [float(p.name.rsplit("-", 1)[1]) for p in directory.glob("first-*")]
                 after = [s for s in stamps if s > killed]
                 first = min(after) if first is None and after else first
@@ -138,7 +141,9 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> 
                 history = [str(e.root_cause).partition("\n")[0] for e in client.get_exception_history()]
                 raise SystemExit(f"after the kill: first output {first}, next checkpoint {next_checkpoint}; "
                                  f"status {client.get_job_status()}, restarts {client.num_restarts}: {history}")
-            restarted_on = {p["resource_id"] for p in client.get_task_placement().values()}
+            placement = client.get_task_placement()
+            restarted_on = {p["resource_id"] for p in placement.values()}
+            deployed = max(p["deployed_at"] for p in placement.values())
         finally:
             if not client.done():
                 client.cancel()
@@ -146,6 +151,9 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> 
                 client.wait(60)
         return {
             "restarted_on": sorted(restarted_on),
+            "deployed": deployed - killed,
+            "running": None if running is None else running - killed,
+            "checkpoint_triggered": next_checkpoint.trigger_time.timestamp() - killed,
             "first_output": first - killed,
             "next_checkpoint": next_checkpoint.completion_time.timestamp() - killed,
             "checkpoint_duration": (next_checkpoint.completion_time - next_checkpoint.trigger_time).total_seconds(),
@@ -173,6 +181,9 @@ def main() -> None:
         print(f"  from-local={str(local).lower():5}  kill->first output {r['first_output']:6.2f} s  "
               f"kill->next checkpoint {r['next_checkpoint']:6.2f} s (it took {r['checkpoint_duration']:5.2f} s)  "
               f"TE RSS before kill {r['rss_mib']:6.0f} MiB  restarted on {r['restarted_on']}")  # fmt: skip
+        running = "not seen" if r["running"] is None else f"{r['running']:.2f} s"
+        print(f"      timeline after the kill: restarted tasks deployed {r['deployed']:.2f} s, all RUNNING "
+              f"(state restored) {running}, next checkpoint triggered {r['checkpoint_triggered']:.2f} s")  # fmt: skip
 
 
 if __name__ == "__main__":
