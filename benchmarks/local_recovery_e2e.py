@@ -11,12 +11,17 @@ raises once). Prints, per setting of ``execution.state-recovery.from-local``:
 * kill -> the completion of the next checkpoint (its own duration too);
 * the peak RSS of the TaskExecutor processes before the kill.
 
-    python benchmarks/local_recovery_e2e.py [--keys N] [--rate R]
+With ``--redundant N`` the cluster keeps N spare TaskExecutors
+(``slotmanager.redundant-taskmanager-num``); the kill then hits the TaskExecutor
+of subtask 0 (never the spare), and the restarted tasks take the spare's slot.
+
+    python benchmarks/local_recovery_e2e.py [--keys N] [--rate R] [--redundant N]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import signal
@@ -28,7 +33,7 @@ from pathlib import Path
 from checkpointing import list_completed_checkpoints
 from connectors import SequenceSource
 from flinklike_spark import KeyedProcessFunction, Sink, SinkWriter, StreamExecutionEnvironment, ValueStateDescriptor
-from tests.support.failover_jobs import task_executor_processes
+from tests.support.failover_jobs import task_executor_processes, wait_for
 
 
 class Count(KeyedProcessFunction):
@@ -78,7 +83,8 @@ class _FirstRow(SinkWriter):
         pass
 
 
-def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
+def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> dict[str, float]:
+    wait_for(lambda: not task_executor_processes(), "the previous run's TaskExecutors to exit", 60)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         checkpoints = str(directory / "checkpoints")
@@ -91,6 +97,7 @@ def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
             "restart-strategy.fixed-delay.attempts": 10,
             "restart-strategy.fixed-delay.delay": "0 ms",
             "execution.state-recovery.from-local": local,
+            "slotmanager.redundant-taskmanager-num": redundant,
         }
         env = StreamExecutionEnvironment.get_execution_environment(config)
         (
@@ -107,18 +114,24 @@ def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
                 done = list_completed_checkpoints(checkpoints, client.job_id) if client.job_id else []
                 if done and done[-1].trigger_time.timestamp() > all_seen:
                     break
+            wait_for(lambda: len(task_executor_processes()) == 2 + redundant,
+                     f"{2 + redundant} TaskExecutors (now {[p.pid for p in task_executor_processes()]})", 60)
             processes = task_executor_processes()
             rss = sum(p.memory_info().rss for p in processes)
             last = done[-1].checkpoint_id
+            [victim] = {p["pid"] for task, p in client.get_task_placement().items() if task.endswith("-0")}
             killed = time.time()
             if failure == "sigkill":
-                processes[0].send_signal(signal.SIGKILL)
+                os.kill(victim, signal.SIGKILL)
             else:
                 (directory / "fail").write_text("x")
             deadline = time.monotonic() + 120
-            first = next_checkpoint = None
+            first = next_checkpoint = running = None
             while (first is None or next_checkpoint is None) and time.monotonic() < deadline:
                 time.sleep(0.05)
+                placement = client.get_task_placement()
+                if running is None and all(p["attempt"] >= 1 and p["state"] == "RUNNING" for p in placement.values()):
+                    running = time.time()  # every restarted task restored its state (INITIALIZING -> RUNNING)
                 stamps = [float(p.name.rsplit("-", 1)[1]) for p in directory.glob("first-*")]
                 after = [s for s in stamps if s > killed]
                 first = min(after) if first is None and after else first
@@ -128,10 +141,19 @@ def run(keys: int, rate: int, local: bool, failure: str) -> dict[str, float]:
                 history = [str(e.root_cause).partition("\n")[0] for e in client.get_exception_history()]
                 raise SystemExit(f"after the kill: first output {first}, next checkpoint {next_checkpoint}; "
                                  f"status {client.get_job_status()}, restarts {client.num_restarts}: {history}")
+            placement = client.get_task_placement()
+            restarted_on = {p["resource_id"] for p in placement.values()}
+            deployed = max(p["deployed_at"] for p in placement.values())
         finally:
             if not client.done():
                 client.cancel()
+            with contextlib.suppress(Exception):  # JobCancelledError: the wait closes the job's cluster
+                client.wait(60)
         return {
+            "restarted_on": sorted(restarted_on),
+            "deployed": deployed - killed,
+            "running": None if running is None else running - killed,
+            "checkpoint_triggered": next_checkpoint.trigger_time.timestamp() - killed,
             "first_output": first - killed,
             "next_checkpoint": next_checkpoint.completion_time.timestamp() - killed,
             "checkpoint_duration": (next_checkpoint.completion_time - next_checkpoint.trigger_time).total_seconds(),
@@ -146,17 +168,22 @@ def main() -> None:
     parser.add_argument("--failure", choices=["sigkill", "exception"], default="sigkill",
                         help="SIGKILL a TaskExecutor, or raise once in a counting subtask")
     parser.add_argument("--local", choices=["both", "true", "false"], default="both")
+    parser.add_argument("--redundant", type=int, default=0, help="spare TaskExecutors (slotmanager.redundant-taskmanager-num)")
     args = parser.parse_args()
     settings = {"both": (False, True), "true": (True,), "false": (False,)}[args.local]
     load = os.getloadavg()[0]
-    results = {local: run(args.keys, args.rate, local, args.failure) for local in settings}
+    results = {local: run(args.keys, args.rate, local, args.failure, args.redundant) for local in settings}
     print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
           f"load {load:.1f} -> {os.getloadavg()[0]:.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
-    print(f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}")
+    print(f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}, "
+          f"{args.redundant} spare TaskExecutors")
     for local, r in results.items():
         print(f"  from-local={str(local).lower():5}  kill->first output {r['first_output']:6.2f} s  "
               f"kill->next checkpoint {r['next_checkpoint']:6.2f} s (it took {r['checkpoint_duration']:5.2f} s)  "
-              f"TE RSS before kill {r['rss_mib']:6.0f} MiB")  # fmt: skip
+              f"TE RSS before kill {r['rss_mib']:6.0f} MiB  restarted on {r['restarted_on']}")  # fmt: skip
+        running = "not seen" if r["running"] is None else f"{r['running']:.2f} s"
+        print(f"      timeline after the kill: restarted tasks deployed {r['deployed']:.2f} s, all RUNNING "
+              f"(state restored) {running}, next checkpoint triggered {r['checkpoint_triggered']:.2f} s")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -14,6 +14,16 @@ or the barrier stage and registrations) is excluded in both. The summary gives t
 median throughputs and the median of the rounds' spark/local ratios.
 
     python benchmarks/spark_executors.py [--records N] [--rounds N]
+
+``--failover`` measures executor loss instead (issue 31 item 4): the ``regions`` scenario
+of ``tests/sparkcluster/cluster_jobs.py`` (two pipelined regions, one per TaskExecutor,
+800 rows/s into a DeltaSink, ``fixed-delay`` restarts after ``--restart-delay``) with
+``--redundant`` spare TaskExecutors (``slotmanager.redundant-taskmanager-num``) on 2 +
+``--redundant`` one-core executors; each round SIGKILLs the executor JVM of subtask 0's
+TaskExecutor and reports kill -> restarted sink's first record, kill -> the lost region's
+redeployment (and onto which TaskExecutor) and kill -> the replacement's registration.
+
+    python benchmarks/spark_executors.py --failover [--redundant N] [--restart-delay "0 ms"] [--rounds N]
 """
 
 from __future__ import annotations
@@ -22,10 +32,12 @@ import argparse
 import os
 import platform
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -52,11 +64,78 @@ def timed(cluster, env: StreamExecutionEnvironment, records: int) -> float:
     return records / elapsed
 
 
+def _killer(cluster: StandaloneCluster):
+    """``kill(placement)`` for the regions scenario: SIGKILL the executor JVM hosting subtask 0's TaskExecutor."""
+
+    def kill(placement: dict) -> tuple[float, int]:
+        import psutil
+
+        kill.hosts = sorted({p["resource_id"] for p in placement.values()})
+
+        executors = {e.pid: e for e in cluster.executor_processes()}
+        pid = placement["delta-0"]["pid"]
+        [executor] = [executors[p.pid] for p in psutil.Process(pid).parents() if p.pid in executors]
+        executor.send_signal(signal.SIGKILL)
+        return time.time(), 0
+
+    return kill
+
+
+def failover(args: argparse.Namespace) -> None:
+    from flinklike_spark.spark import session
+
+    sys.path.insert(0, str(HERE.parent / "tests" / "sparkcluster"))
+    import cluster_jobs
+
+    work = Path(tempfile.mkdtemp(prefix="bench-spark-failover-"))
+    executors = 2 + args.redundant
+    cluster = StandaloneCluster(work, cores=executors).start()
+    try:
+        conf = cluster.spark_conf() | {"spark.cores.max": str(executors),
+                                       "spark.submit.pyFiles": str(write_project_zip(work / "flinklike.zip"))}
+        os.chdir(work)  # spark-warehouse
+        spark = session("bench-spark-failover", master=None, config=conf)
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.sparkContext.addPyFile(cluster_jobs.__file__)  # the job's functions live there
+        print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
+              f"load={os.getloadavg()[0]:.1f} (shared with other work); {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
+              f"spark master {cluster.master_url}, {executors} executors x 1 core; redundant={args.redundant}, "
+              f"restart delay {args.restart_delay}", flush=True)  # fmt: skip
+        recoveries = []
+        for round_ in range(args.rounds):
+            directory = work / f"round-{round_}"
+            job = {"checkpoints": str(directory / "checkpoints"), "table": str(directory / "out"),
+                   "records_per_key": 4_000, "rate": 800, "redundant": args.redundant,
+                   "restart_delay": args.restart_delay}  # fmt: skip
+            load = os.getloadavg()[0]
+            kill = _killer(cluster)
+            result = cluster_jobs.regions(spark, job, kill=kill)
+            recoveries.append(result["recovery_seconds"])
+            spares = sorted(set(result["task_executors_before"]) - set(kill.hosts))
+            print(f"round {round_ + 1} (load {load:.1f}): kill -> restarted sink's first record "
+                  f"{result['recovery_seconds']} s; redeployed after {result['redeployed_at']} s onto "
+                  f"{result['redeployed_on']} (spares before the kill: {spares}); "
+                  f"replacement registered after {result['replacements_registered']} s; restarts "
+                  f"{result['restarts']}", flush=True)  # fmt: skip
+        print(f"median kill -> output again: {statistics.median(r for r in recoveries if r is not None)} s "
+              f"(redundant={args.redundant})")  # fmt: skip
+        spark.stop()
+    finally:
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=4_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--failover", action="store_true", help="measure executor loss instead of throughput")
+    parser.add_argument("--redundant", type=int, default=1, help="--failover: spare TaskExecutors")
+    parser.add_argument("--restart-delay", default="0 ms", help="--failover: fixed-delay restart delay")
     args = parser.parse_args()
+    if args.failover:
+        failover(args)
+        return
     from flinklike_spark.spark import session
     from flinklike_spark.spark.task_executor_launcher import spark_cluster
 

@@ -209,6 +209,9 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              1, UPPER_BOUND_MAX_PARALLELISM),
         _opt("local.number-taskmanager", 1, parse_int,
              "TaskExecutors of the local MiniCluster; each is a Python process (or thread) of its own.", 1, 128),
+        _opt("slotmanager.redundant-taskmanager-num", 0, parse_int,
+             "Spare TaskExecutors kept beyond the jobs' needs: a lost one's tasks redeploy at once onto their "
+             "free slots while a replacement starts (Flink's FLINK-18625).", 0, 128),
         _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, enum_parser(TaskManagerMode),
              "Run local TaskExecutors as child processes or as threads of the client."),
         _opt("process.taskmanager.working-dir", None, parse_optional_location,
@@ -382,6 +385,8 @@ class ClusterOptions:
     jobmanager_address: str | None
     task_manager_host: str | None
     number_of_task_managers: int
+    #: slotmanager.redundant-taskmanager-num: spare TaskExecutors started beyond number_of_task_managers
+    redundant_task_managers: int
     slots_per_task_manager: int
     task_manager_mode: TaskManagerMode
     #: process.taskmanager.working-dir: parent of each local TaskExecutor's private working directory
@@ -576,6 +581,7 @@ class Configuration(Mapping[str, Any]):
                 jobmanager_address=g("jobmanager.rpc.address"),
                 task_manager_host=g("taskmanager.host"),
                 number_of_task_managers=g("local.number-taskmanager"),
+                redundant_task_managers=g("slotmanager.redundant-taskmanager-num"),
                 slots_per_task_manager=g("taskmanager.numberOfTaskSlots"),
                 task_manager_mode=g("flinklike.local.taskmanager-mode"),
                 task_manager_working_dir=g("process.taskmanager.working-dir"),

@@ -249,9 +249,10 @@ class JobClient:
         return self._attempts()
 
     def get_task_placement(self) -> dict[str, dict]:
-        """``"<vertex>-<subtask>" -> {"state", "attempt", "resource_id", "pid"}`` of each subtask's current
-        attempt: its ExecutionState name, attempt number, and the TaskExecutor (and its process id) it was
-        deployed to (None before deployment)."""
+        """``"<vertex>-<subtask>" -> {"state", "attempt", "resource_id", "pid", "deployed_at"}`` of each
+        subtask's current attempt: its ExecutionState name, attempt number, the TaskExecutor (and its
+        process id) it was deployed to, and when it got that slot and entered DEPLOYING (epoch seconds;
+        these three are None before deployment)."""
         return self._placement()
 
     def done(self) -> bool:

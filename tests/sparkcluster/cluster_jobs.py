@@ -30,7 +30,12 @@ Scenarios:
         ``finished`` reports the restarts, the final attempts, the recovery time
         (kill to the restarted sink's first record), when the lost region's
         sink was deployed again (a slot on the replacement TaskExecutor) and
-        the other region's rates before and during the recovery.
+        the other region's rates before and during the recovery. With
+        ``redundant`` (``slotmanager.redundant-taskmanager-num``) it first waits
+        for the spares to register and reports the registered TaskExecutors
+        with ``placement``; ``finished`` then also tells where the lost region
+        was redeployed and when the replacement registered. ``restart_delay``
+        overrides the fixed-delay restart's 1 s.
 """
 
 from __future__ import annotations
@@ -210,9 +215,35 @@ def _rate(samples: list, subtask: int, start: float, end: float) -> float | None
     return (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
 
 
-def regions(spark, args: dict) -> None:
+def task_executor_ids(client) -> list[str]:
+    """The TaskExecutors registered now, by the driver's REST API."""
+    with urllib.request.urlopen(f"{client.web_interface_url}/taskmanagers", timeout=10) as response:
+        return sorted(m["id"] for m in json.loads(response.read())["taskmanagers"])
+
+
+def wait_for_task_executors(client, count: int, timeout: float = 180.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while len(registered := task_executor_ids(client)) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {registered} of {count} TaskExecutors registered within {timeout:.0f} s")
+        time.sleep(0.2)
+    return registered
+
+
+def _read_kill() -> tuple[float, int]:
+    """The test's ``killed <epoch> <subtask>`` line."""
+    _, killed_at, victim = sys.stdin.readline().split()
+    return float(killed_at), int(victim)
+
+
+def regions(spark, args: dict, kill=None) -> dict:
+    """The ``regions`` scenario; ``kill(placement) -> (epoch, subtask)`` kills in-process (a benchmark),
+    else the test's ``killed`` line is read from stdin. Returns what ``finished`` reports."""
+    redundant = args.get("redundant", 0)
     config = spark_config(args) | {"jobmanager.execution.failover-strategy": "region",
-                                   "execution.checkpointing.unaligned.enabled": False}  # fmt: skip
+                                   "execution.checkpointing.unaligned.enabled": False,
+                                   "slotmanager.redundant-taskmanager-num": redundant,
+                                   "restart-strategy.fixed-delay.delay": args.get("restart_delay", "1 s")}  # fmt: skip
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.disable_operator_chaining()
     (
@@ -226,7 +257,9 @@ def regions(spark, args: dict) -> None:
     )
     client = env.execute_async("two regions on spark")
     wait_for_checkpoints(client, args["checkpoints"], 2)
+    before = wait_for_task_executors(client, 2 + redundant)
     samples: list = []  # (epoch seconds, task metrics, placement)
+    registrations: dict[str, float] = {}  # TaskExecutors that registered after the start: when first seen
     stop = threading.Event()
 
     def sample() -> None:
@@ -234,6 +267,8 @@ def regions(spark, args: dict) -> None:
             placement = client.get_task_placement()
             try:
                 metrics = client.task_metrics()
+                for resource_id in set(task_executor_ids(client)) - set(before):
+                    registrations.setdefault(resource_id, time.time())
             except Exception:  # noqa: BLE001 - a TaskExecutor going away; the next sample asks again
                 metrics = {}
             samples.append((time.time(), metrics, placement))
@@ -241,9 +276,9 @@ def regions(spark, args: dict) -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     time.sleep(5)  # a baseline of both regions' rates before the test kills one
-    report("placement", placement=client.get_task_placement())
-    _, killed_at, victim = sys.stdin.readline().split()
-    killed_at, victim = float(killed_at), int(victim)
+    placement = client.get_task_placement()
+    report("placement", placement=placement, task_executors=before)
+    killed_at, victim = _read_kill() if kill is None else kill(placement)
     survivor = 1 - victim
     try:
         result = client.wait(600)
@@ -257,8 +292,8 @@ def regions(spark, args: dict) -> None:
     during = [p for t, _, p in samples if killed_at <= t <= (recovered_at or killed_at)]
     survivor_tasks = {f"{v}-{survivor}" for v in ("seq", "map", "delta")}
     survivor_states = sorted({(p[task]["state"], p[task]["attempt"]) for p in during for task in survivor_tasks})
-    report(
-        "finished",
+    final = client.get_task_placement()
+    finished = dict(
         job_id=result.job_id,
         restarts=client.num_restarts,
         attempts=client.get_attempt_numbers(),
@@ -269,7 +304,14 @@ def regions(spark, args: dict) -> None:
         redeployed_seconds=None if redeployed_at is None else round(redeployed_at - killed_at, 2),
         survivor_rate_before=_rate(samples, survivor, killed_at - 5, killed_at),
         survivor_rate_during=None if recovered_at is None else _rate(samples, survivor, killed_at, recovered_at),
+        task_executors_before=before,
+        redeployed_on=sorted({p[f"{v}-{victim}"]["resource_id"] for _, _, p in samples for v in ("seq", "map", "delta")
+                              if p[f"{v}-{victim}"]["attempt"] >= 1 and p[f"{v}-{victim}"]["resource_id"]}),
+        redeployed_at=round(max(final[f"{v}-{victim}"]["deployed_at"] for v in ("seq", "map", "delta")) - killed_at, 2),
+        replacements_registered={r: round(t - killed_at, 2) for r, t in registrations.items()},
     )
+    report("finished", **finished)
+    return finished
 
 
 SCENARIOS = {"keyed-delta": keyed_delta, "missing-package": missing_package, "cancel-then-orphan": cancel_then_orphan,

@@ -1,6 +1,6 @@
 """A real Spark standalone cluster on 127.0.0.1 for the ``spark``-marked cluster tests.
 
-One master and one worker (2 cores) started from pyspark's package, shared by
+One master and one worker (3 cores) started from pyspark's package, shared by
 every test of this directory (session scope: Spark takes 20-30 s to start) and
 killed at the end, after checking that nothing of it is left running.
 
@@ -40,7 +40,8 @@ def project_zip(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone")).start()
+    # 3 cores: applications take 2 one-core executors (spark_conf); the spare TaskExecutor test asks for a third
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), cores=3).start()
     try:
         yield cluster
     finally:

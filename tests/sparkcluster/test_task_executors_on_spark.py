@@ -2,7 +2,8 @@
 
 The tests share one Spark driver subprocess (``session_driver``, see
 conftest.py) on the session's two-executor cluster, in this file's order: the
-last one kills that driver. The spark-submit test runs a driver of its own.
+last one kills that driver. The spark-submit test and the spare TaskExecutor
+test (three executors) run drivers of their own, after it.
 """
 
 from __future__ import annotations
@@ -184,4 +185,44 @@ def test_the_same_job_submitted_with_spark_submit(spark_cluster, project_zip, st
     assert session["master"] == spark_cluster.master_url
     driver.expect("finished", timeout=240)
     assert driver.wait(60) == 0
+    assert_exactly_once_in_order(Path(args["table"]), records_per_key)
+
+
+@pytest.mark.timeout(600)
+def test_a_killed_executors_region_redeploys_at_once_onto_the_spare_task_executor(
+    spark_cluster, project_zip, start_driver, tmp_path
+):
+    """Issue 31 item 4: ``slotmanager.redundant-taskmanager-num: 1`` on 3 one-core executors (a driver of its
+    own, after the shared one is gone). The killed executor's region redeploys onto the spare TaskExecutor,
+    registered before the kill, without waiting for Spark to start a new executor; the replacement
+    TaskExecutor registers later, in the background. Exactly once per key in the Delta table."""
+    conf = spark_cluster.spark_conf() | {"spark.cores.max": "3", "spark.submit.pyFiles": str(project_zip)}
+    driver = start_driver([sys.executable, JOBS, "serve", json.dumps({"spark_conf": conf})])
+    driver.expect("session", timeout=240)
+    records_per_key = 6_000  # 60 s at 800 rows/s: the replacement registers while the job still runs
+    args = job_args(tmp_path, records_per_key=records_per_key, rate=800, redundant=1, restart_delay="0 ms")
+    driver.run("regions", args)
+    reported = driver.expect("placement", timeout=240)
+    placement, before = reported["placement"], reported["task_executors"]
+    hosts = {subtask: {placement[f"{v}-{subtask}"]["resource_id"] for v in ("seq", "map", "delta")}
+             for subtask in (0, 1)}  # fmt: skip
+    assert all(len(h) == 1 for h in hosts.values()) and hosts[0] != hosts[1], placement  # a region each
+    assert len(before) == 3 and hosts[0] | hosts[1] < set(before), (placement, before)
+    [spare] = set(before) - hosts[0] - hosts[1]
+    workers = task_executor_workers(spark_cluster)
+    assert len(workers) == 3, f"expected a TaskExecutor in each of the 3 executors, found {workers}"
+    [victim_pid] = {placement[f"{v}-0"]["pid"] for v in ("seq", "map", "delta")}
+    executor_of(spark_cluster, victim_pid).send_signal(signal.SIGKILL)
+    driver.send(f"killed {time.time()} 0")
+
+    finished = driver.expect("finished", timeout=420)
+    print(f"region failover onto a spare on Spark: {finished}")
+    assert finished["restarts"] == 1, finished
+    assert finished["restarted"] == sorted(f"{v}-0" for v in ("seq", "map", "delta")), finished
+    assert finished["redeployed_on"] == [spare], finished
+    [(replacement, registered)] = finished["replacements_registered"].items()
+    assert replacement not in before
+    assert finished["redeployed_at"] < registered, f"the region waited for the replacement: {finished}"
+    assert finished["recovery_seconds"] is not None, finished
+    driver.expect("done", timeout=30)
     assert_exactly_once_in_order(Path(args["table"]), records_per_key)

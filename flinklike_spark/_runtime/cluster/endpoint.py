@@ -16,6 +16,17 @@ stage each). A TaskExecutor the ResourceManager declares lost by heartbeat timeo
 is killed through the launcher: like a worker that Flink's ResourceManager
 released, a frozen TaskExecutor must not come back and write for a job that
 moved on; once gone it is replaced the same way.
+
+Spare TaskExecutors (``slotmanager.redundant-taskmanager-num``, Flink's
+FLINK-18625): the cluster starts that many TaskExecutors beyond
+``local.number-taskmanager``. They are ordinary TaskExecutors whose slots are
+free: the ResourceManager hands out any free slot, so a job's tasks may land on
+any of them, and after a loss the restarted tasks take the free slots at once
+instead of waiting for the replacement to start and register. The replacement
+is still launched; once registered, its free slots are the new spare capacity.
+``start`` waits for the ``local.number-taskmanager`` TaskExecutors jobs need,
+not for the spares (as Flink's redundant workers, they come when the resource
+provider can start them).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, Checkpoi
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap, TaskExecutorLauncher
 from flinklike_spark._runtime.deployment import TaskExecutionState
 from flinklike_spark._runtime.gateways import serve_cluster_endpoint
+from flinklike_spark._runtime.graph.execution_state import ExecutionState
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
 from flinklike_spark._runtime.jobmaster.main_thread import MainThreadExecutor
@@ -54,8 +66,9 @@ class ClusterEndpoint:
     """A cluster's JobMaster side. Use as a context manager or call ``start``/``close``.
 
     Args:
-        config: the cluster's configuration; ``local.number-taskmanager``
-            TaskExecutors of ``taskmanager.numberOfTaskSlots`` slots are started.
+        config: the cluster's configuration; ``local.number-taskmanager`` plus
+            ``slotmanager.redundant-taskmanager-num`` TaskExecutors of
+            ``taskmanager.numberOfTaskSlots`` slots are started.
         launcher: starts the TaskExecutors.
         rpc_host: the interface the endpoint's Flight node binds and advertises
             (``jobmanager.rpc.address``); TaskExecutors must reach it.
@@ -102,20 +115,21 @@ class ClusterEndpoint:
         return self._node.address
 
     def start(self) -> None:
-        """Start RPC, launch the TaskExecutors and wait until they registered.
+        """Start RPC, launch the TaskExecutors (and the spares) and wait until those jobs need registered.
 
         Raises:
             FlinklikeError: the launcher reported that TaskExecutors cannot start, or
-                they did not all register within :data:`REGISTRATION_TIMEOUT` (the
-                cluster is closed then).
+                ``local.number-taskmanager`` of them did not register within
+                :data:`REGISTRATION_TIMEOUT` (the cluster is closed then).
         """
         node = self._node
         serve_cluster_endpoint(node, self)
         node.start()
         count = self.config.cluster.number_of_task_managers
+        spares = self.config.cluster.redundant_task_managers
         try:
             self.web_monitor.start()
-            self._launch([f"{self._prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(count)])
+            self._launch([f"{self._prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(count + spares)])
             self._monitor.start()
             self.resource_manager.add_job_listener(self)  # kills what it declares lost
             self.resource_manager.start_heartbeat_checks()
@@ -123,8 +137,8 @@ class ClusterEndpoint:
         except BaseException:
             self.close()
             raise
-        log.info("cluster up: %d TaskExecutors on %s, JobMaster RPC at %s, dashboard at %s", count,
-                 self.launcher.description, node.address, self.web_monitor.url)  # fmt: skip
+        log.info("cluster up: %d TaskExecutors (+%d spare) on %s, JobMaster RPC at %s, dashboard at %s", count,
+                 spares, self.launcher.description, node.address, self.web_monitor.url)  # fmt: skip
 
     def _wait_for_registrations(self, count: int) -> None:
         deadline = time.monotonic() + REGISTRATION_TIMEOUT
@@ -269,7 +283,8 @@ class ClusterEndpoint:
             slot = execution.assigned_slot
             resource_id = getattr(slot, "resource_id", None)
             placement[str(vertex.id)] = {"state": execution.state.name, "attempt": execution.attempt_number,
-                                         "resource_id": resource_id, "pid": pids.get(resource_id)}  # fmt: skip
+                                         "resource_id": resource_id, "pid": pids.get(resource_id),
+                                         "deployed_at": execution.state_timestamps.get(ExecutionState.DEPLOYING)}  # fmt: skip
         return placement
 
     def close(self) -> None:

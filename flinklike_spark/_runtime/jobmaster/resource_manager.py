@@ -9,7 +9,11 @@ Slot requests that find no free slot wait (in arrival order) until a slot is
 released or a (replacement) TaskExecutor registers, at most
 ``slot.request.timeout``; then they fail with
 :class:`~flinklike_spark.errors.NoResourceAvailableError`. A request the
-cluster could never serve (more slots than its configured size) fails at once.
+cluster could never serve (more slots than its configured size, spare
+TaskExecutors of ``slotmanager.redundant-taskmanager-num`` included) fails at once.
+Any free slot serves any request, so after a TaskExecutor is lost the restarted
+tasks take the spares' free slots at once; only without a free slot does a
+request wait for the replacement to register.
 A slot's ``request_slot`` RPC waits for an earlier ``free_slot`` of the same
 slot, so a restarted task never races its predecessor's release.
 """
@@ -255,7 +259,8 @@ class ResourceManager:
         """
         future: concurrent.futures.Future[SlotInfo] = concurrent.futures.Future()
         cluster = self._config.cluster
-        capacity = cluster.number_of_task_managers * cluster.slots_per_task_manager
+        # Spares' slots count: like Flink's redundant workers, they are ordinary free slots.
+        capacity = (cluster.number_of_task_managers + cluster.redundant_task_managers) * cluster.slots_per_task_manager
         with self._lock:
             self._waiting = [r for r in self._waiting if not r.future.done()]  # drop withdrawn requests
             slots = self.physical_slots_locked()

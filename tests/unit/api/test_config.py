@@ -11,6 +11,7 @@ def test_defaults_follow_flink():
     assert config.pipeline.max_parallelism == 128
     assert config.pipeline.buffer_timeout == timedelta(milliseconds=100)
     assert config.cluster.slots_per_task_manager == 1
+    assert config.cluster.redundant_task_managers == 0  # slotmanager.redundant-taskmanager-num: no spares
     assert config.network.segment_size == 32 * 1024
     assert config.network.buffers_per_channel == 2
     assert config.network.floating_buffers_per_gate == 8
@@ -96,6 +97,8 @@ def test_configuration_is_immutable_and_with_values_copies():
         ("taskmanager.memory.segment-size", "0.3kb", "not a whole number of bytes"),
         ("taskmanager.memory.segment-size", 1, "1 is out of range; valid: between 64 bytes and 64 mb"),
         ("local.number-taskmanager", 10000, "10000 is out of range; valid: between 1 and 128"),
+        ("slotmanager.redundant-taskmanager-num", -1, "-1 is out of range; valid: between 0 and 128"),
+        ("slotmanager.redundant-taskmanager-num", "one", "expected an integer, got 'one'"),
         ("heartbeat.interval", "0 s", "'0 s' is out of range; valid: between 1 ms and 365 days"),
         ("taskmanager.slot.timeout", 0, "0 is out of range"),
         ("execution.checkpointing.tolerable-failed-checkpoints", -1, "-1 is out of range; valid: between 0 and"),
@@ -168,3 +171,7 @@ def test_task_manager_working_dir_is_a_local_directory_for_task_executor_process
     directory = private_working_dir(str(tmp_path), "taskmanager-0-abc")
     assert directory == str(tmp_path / "tm_taskmanager-0-abc") and (tmp_path / "tm_taskmanager-0-abc" / "tmp").is_dir()
     assert private_working_dir(None, "taskmanager-0-abc") is None
+
+
+def test_spare_task_executors_parse_from_spark_option_strings():
+    assert Configuration({"slotmanager.redundant-taskmanager-num": "2"}).cluster.redundant_task_managers == 2

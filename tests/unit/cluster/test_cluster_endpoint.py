@@ -68,6 +68,15 @@ def test_a_launch_failure_fails_start_at_once_instead_of_waiting_for_registratio
     assert len(endpoint.launcher.launched) == 2
 
 
+@pytest.mark.timeout(30)
+def test_the_cluster_launches_the_spare_task_executors_with_the_others():
+    config = Configuration({"local.number-taskmanager": 2, "slotmanager.redundant-taskmanager-num": 1})
+    endpoint = ClusterEndpoint(config, _NoPythonLauncher())
+    with pytest.raises(FlinklikeError, match="cannot start"):
+        endpoint.start()
+    assert len(endpoint.launcher.launched) == 3
+
+
 class _RefusingJobMaster:
     """A real Flight node that accepts the registration and then refuses or answers heartbeats."""
 

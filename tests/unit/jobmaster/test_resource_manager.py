@@ -49,3 +49,19 @@ def test_a_withdrawn_request_frees_its_place(rm_and_clock):
     assert not again.done()
     main.advance(timedelta(seconds=31))
     assert isinstance(again.exception(0), NoResourceAvailableError)
+
+
+def test_spare_task_executors_count_towards_the_cluster_size():
+    """slotmanager.redundant-taskmanager-num: the spares' slots are ordinary slots of the cluster, so a request
+    for them waits for their registration instead of failing as beyond the cluster's size."""
+    main = ManualMainThreadExecutor()
+    config = Configuration({"local.number-taskmanager": 1, "slotmanager.redundant-taskmanager-num": 1})
+    rm = ResourceManager(config, b"secret", main)
+    try:
+        first, second = rm.allocate("job", 0, "job/slot-0"), rm.allocate("job", 1, "job/slot-1")
+        assert not first.done() and not second.done()
+        beyond = rm.allocate("job", 2, "job/slot-2")
+        assert "no free slot left; the cluster has 2 slots" in str(beyond.exception(0))
+    finally:
+        rm.close()
+        main.shutdown()
