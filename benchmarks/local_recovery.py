@@ -3,7 +3,8 @@
 A heap-backend keyed count of ``--keys`` keys (int key, int count) is
 snapshotted once: written to a Delta checkpoint (``operator_state``) and kept
 as the TaskExecutor's local copy (:mod:`flinklike_spark._runtime.taskexecutor.local_state`).
-Then the restore of that subtask is timed both ways, in phases:
+Then the restore of that subtask is timed both ways, in phases (plus the Delta decode
+with the cyclic GC left on, "decode, GC on", against which ``serialization.paused_gc`` is measured):
 
 * Delta: the Delta log and Parquet read (``iter_keyed_state``), decoding the
   pickled key/value cells into entries, putting them into a new backend;
@@ -18,21 +19,37 @@ the default. Median of ``--repeats``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, iter_keyed_state, write_state_snapshots
 from flinklike_spark import ValueStateDescriptor
+from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.streaming.operators import OperatorSnapshot
 from flinklike_spark._runtime.taskexecutor.local_state import TaskLocalStateStore
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 
 MAX_PARALLELISM = 128
+
+
+@contextlib.contextmanager
+def gc_pause_off() -> Iterator[None]:
+    """The decode as it was before ``serialization.paused_gc``: the pause made a no-op (the A/B line)."""
+    original = serialization.paused_gc
+    serialization.paused_gc = contextlib.nullcontext
+    try:
+        yield
+    finally:
+        serialization.paused_gc = original
+
+
 DESCRIPTOR = ValueStateDescriptor("count")
 
 
@@ -78,14 +95,21 @@ def main() -> None:
             t4 = time.perf_counter()
             put_back(local)
             t5 = time.perf_counter()
-            assert len(local) == len(entries) == args.keys
+            with gc_pause_off():
+                unpaused = [e for table in tables for e in _entries(table)]
+            t6 = time.perf_counter()
+            assert len(local) == len(entries) == len(unpaused) == args.keys
+            del unpaused
             for name, value in (("delta read", t1 - t0), ("delta decode", t2 - t1), ("delta put back", t3 - t2),
-                                ("local load", t4 - t3), ("local put back", t5 - t4)):  # fmt: skip
+                                ("local load", t4 - t3), ("local put back", t5 - t4),
+                                ("decode, GC on", t6 - t5)):  # fmt: skip
                 times.setdefault(name, []).append(value)
     median = {name: statistics.median(values) for name, values in times.items()}
     print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
           f"load {load:.1f} -> {os.getloadavg()[0]:.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
-    print(f"{args.keys:,} keys of one subtask; snapshot write: Delta {delta_write:.3f} s, local copy {local_write:.3f} s")
+    print(
+        f"{args.keys:,} keys of one subtask; snapshot write: Delta {delta_write:.3f} s, local copy {local_write:.3f} s"
+    )
     for name, value in median.items():
         print(f"  {name:16} {value:7.3f} s")
     delta = median["delta read"] + median["delta decode"] + median["delta put back"]
