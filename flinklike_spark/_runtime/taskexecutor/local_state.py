@@ -192,7 +192,7 @@ def _copyable(snapshots: Iterable[tuple[str, OperatorSnapshot | None]]) -> dict[
 
 
 def _restored(states: list[tuple[str, str, list, list, list]], subtask: int) -> tuple[RestoredEntry, ...]:
-    with serialization.paused_gc():  # 500k tuples of plain values: no cycles for the collector
+    with serialization.paused_gc():  # 500k live tuples: collections would find nothing to free
         entries: list[RestoredEntry] = []
         make = functools.partial(tuple.__new__, RestoredEntry)
         for name, kind, groups, keys, values in states:

@@ -44,7 +44,7 @@ __all__ = ["load_restored_state"]
 def _entries(table: pa.Table) -> tuple[RestoredEntry, ...]:
     # Column by column: converting whole columns and unpickling them under one lock
     # acquisition is several times faster than going through to_pylist() rows.
-    # The collector is paused: the cells' objects and the entries form no cycles (serialization.paused_gc).
+    # The collector is paused while the restored (live) objects are built: serialization.paused_gc.
     column = table.column
     with serialization.paused_gc():
         keys = serialization.loads_many(column("key").to_pylist())
