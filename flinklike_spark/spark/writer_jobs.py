@@ -64,6 +64,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.2
+#: How long :meth:`WriterJobOwner.close` waits for each of the owner's threads (s).
+_CLOSE_WAIT_SECONDS = 60.0
 
 
 class RunState(Enum):
@@ -176,7 +178,8 @@ class WriterJobOwner(StreamingQueryListener):
     """Runs the engine jobs of this driver's writeStream queries with a pipeline (see the module docstring).
 
     One per SparkSession (:func:`install_owner`). Its thread starts when the first
-    such query starts; :meth:`close` stops every job it runs.
+    such query starts; :meth:`close` stops every job it runs and returns once
+    the owner's threads are done.
 
     Args:
         resolve: the write options of a started query (called with its
@@ -190,6 +193,7 @@ class WriterJobOwner(StreamingQueryListener):
         self._runs: dict[str, _Run] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._stoppers: list[threading.Thread] = []  # threads stopping the jobs of terminated runs
         self._closed = threading.Event()
 
     # -- listener callbacks (Spark's threads: only record, the owner's thread acts) ----------------
@@ -227,6 +231,8 @@ class WriterJobOwner(StreamingQueryListener):
             with self._lock:
                 runs = list(self._runs.items())
             for run_id, run in runs:
+                if self._closed.is_set():
+                    return
                 try:
                     self._step(run_id, run)
                 except Exception:  # noqa: BLE001 - one run's trouble must not stop the others
@@ -284,16 +290,39 @@ class WriterJobOwner(StreamingQueryListener):
         if job is not None and wait:
             job.stop()
         elif job is not None:  # stopping waits for the job's cancellation: not on the loop
-            threading.Thread(target=job.stop, name=f"stop-{run_id}", daemon=True).start()
+            stopper = threading.Thread(target=job.stop, name=f"stop-{run_id}", daemon=True)
+            with self._lock:
+                self._stoppers.append(stopper)
+            stopper.start()
 
     def close(self) -> None:
-        """Stop every job this owner runs (idempotent)."""
+        """Stop every job this owner runs; returns once none of the owner's threads runs any more (idempotent).
+
+        Interpreter exit calls this (:func:`uninstall_owner`), so it must not
+        leave a thread behind: a daemon thread still inside deltalake's native
+        code when the interpreter finalizes is ended by Python 3.11 as it takes
+        the GIL back (``pthread_exit``), which unwinds through deltalake's Rust
+        frames and crashes the process (SIGSEGV at exit).
+        """
         self._closed.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._join(self._thread)  # finishes the step it is in: then no run is touched by two threads
         with self._lock:
             runs = list(self._runs.items())
         for run_id, run in runs:
             if run.job is not None:
                 self._finish(run_id, run, wait=True)
+        with self._lock:
+            stoppers, self._stoppers = self._stoppers, []
+        for stopper in stoppers:
+            self._join(stopper)
+
+    @staticmethod
+    def _join(thread: threading.Thread) -> None:
+        thread.join(_CLOSE_WAIT_SECONDS)
+        if thread.is_alive():
+            _log.warning("flinklike writer thread %s still runs after %.0f s; not waiting for it any longer",
+                         thread.name, _CLOSE_WAIT_SECONDS)
 
 
 def query_write_options(spark, event) -> WriteOptions | None:

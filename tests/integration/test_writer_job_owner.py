@@ -9,6 +9,8 @@ in a real runner process.
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 import types
 import uuid
 
@@ -22,8 +24,8 @@ from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 
 from connectors import read_delta_table  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
-from flinklike_spark.spark import writer  # noqa: E402
-from flinklike_spark.spark.job_record import RunnerState, read_record  # noqa: E402
+from flinklike_spark.spark import writer, writer_jobs  # noqa: E402
+from flinklike_spark.spark.job_record import JobRecordTable, RunnerState, read_record  # noqa: E402
 from flinklike_spark.spark.job_runner import BridgeJobError  # noqa: E402
 from flinklike_spark.spark.options import WriteOptions  # noqa: E402
 from flinklike_spark.spark.writer import FlinklikeStreamWriter  # noqa: E402
@@ -141,3 +143,24 @@ def test_a_pipeline_returning_a_stream_commits_its_rows_for_a_reader(tmp_path):
         assert wait_for(lambda: doubled() == [2, 4, 6] and doubled(), timeout=120, what="the output table")
     finally:
         owner.close()
+
+
+def test_close_returns_only_once_the_owners_thread_is_out_of_delta(tmp_path, monkeypatch):
+    """Interpreter exit closes the owner: a thread of it left inside deltalake crashed the process (SIGSEGV)."""
+    inside = threading.Event()
+
+    class SlowRecordTable(JobRecordTable):
+        def update(self, change):
+            inside.set()
+            time.sleep(1.0)  # the owner's thread is in the record's update when close() is called
+            return super().update(change)
+
+    monkeypatch.setattr(writer_jobs, "JobRecordTable", SlowRecordTable)
+    owner = owner_of(tmp_path / "job", "tests.spark.pipelines:fed_count")
+    run_id = str(uuid.uuid4())
+    owner.onQueryStarted(event(run_id))
+    owner.onQueryTerminated(event(run_id))  # the owner's thread now marks the run's request ended
+    assert inside.wait(30), "the owner's thread did not update the record"
+    owner.close()
+    alive = [t.name for t in threading.enumerate() if t.name.startswith(("flinklike-writer-jobs", "stop-"))]
+    assert alive == [], f"close() returned while {alive} still ran"
