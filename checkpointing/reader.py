@@ -77,6 +77,9 @@ T = TypeVar("T")
 
 _log = logging.getLogger(__name__)
 
+#: Loads of the checkpoints table tried when the version loaded names a file retention vacuumed meanwhile.
+_STALE_SNAPSHOT_ATTEMPTS = 5
+
 Base = str | os.PathLike[str] | CheckpointLayout
 
 
@@ -178,13 +181,21 @@ def read_checkpoints_table(base: Base, job_id: str | None = None) -> pa.Table:
     layout = as_layout(base)
     if job_id is not None:
         check_job_id(job_id)
-    dt = layout.open_table(CHECKPOINTS)
-    if dt is None:
-        return CHECKPOINTS_SCHEMA.empty_table()
-    try:
-        table = scan_table(dt, filter=None if job_id is None else pds.field("job_id") == job_id)
-    except (DeltaError, OSError, pa.ArrowException) as exc:
-        raise _storage_error(layout, "read the checkpoints table", exc) from exc
+    for attempt in range(1, _STALE_SNAPSHOT_ATTEMPTS + 1):
+        dt = layout.open_table(CHECKPOINTS)
+        if dt is None:
+            return CHECKPOINTS_SCHEMA.empty_table()
+        try:
+            table = scan_table(dt, filter=None if job_id is None else pds.field("job_id") == job_id)
+            break
+        except FileNotFoundError as exc:
+            # Retention (another process) rewrote the table and vacuumed a file of the version loaded here:
+            # it keeps no removed file for readers, so a newer version is read instead.
+            if attempt == _STALE_SNAPSHOT_ATTEMPTS:
+                raise _storage_error(layout, "read the checkpoints table", exc) from exc
+            _log.debug("checkpoints table version %s lost a file to retention; reading the latest", dt.version())
+        except (DeltaError, OSError, pa.ArrowException) as exc:
+            raise _storage_error(layout, "read the checkpoints table", exc) from exc
     table = table.select(CHECKPOINTS_SCHEMA.names).cast(CHECKPOINTS_SCHEMA)
     return table.sort_by([("job_id", "ascending"), ("checkpoint_id", "ascending")])
 

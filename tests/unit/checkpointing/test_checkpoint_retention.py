@@ -64,3 +64,25 @@ def test_retain_removes_abandoned_checkpoint_files(base):
     assert not any(os.path.exists(os.path.join(base, f.table, f.path)) for f in abandoned.files)
     again = retain(base, JOB, 1)
     assert again.dropped == () and again.orphan_files == () and again.vacuumed_files == ()
+
+
+def test_a_listing_that_races_retention_reads_the_newer_version(base, monkeypatch):
+    """Retention in another process deletes checkpoint rows and vacuums their files at once (no retention
+    window): a reader that loaded the older table version must not fail on the vanished file (seen: a
+    restoring task failed with FileNotFoundError and cost the job a second restart)."""
+    from checkpointing import reader
+
+    for cid in range(1, 5):
+        complete(base, cid)
+    real_scan, raced = reader.scan_table, []
+
+    def scan_after_retention(dt, **kwargs):
+        if not raced:  # the version this reader loaded still names checkpoints 1-3's rows
+            raced.append(None)  # retention's own listing scans as usual
+            raced[0] = retain(base, JOB, 1)
+        return real_scan(dt, **kwargs)
+
+    monkeypatch.setattr(reader, "scan_table", scan_after_retention)
+    listed = [c.checkpoint_id for c in list_completed_checkpoints(base, JOB)]
+    assert raced and raced[0].dropped == (1, 2, 3)
+    assert listed == [4]
