@@ -156,11 +156,12 @@ def test_close_returns_only_once_the_owners_thread_is_out_of_delta(tmp_path, mon
             return super().update(change)
 
     monkeypatch.setattr(writer_jobs, "JobRecordTable", SlowRecordTable)
+    others = set(threading.enumerate())  # e.g. the owner of a SparkSession of an earlier test in this process
     owner = owner_of(tmp_path / "job", "tests.spark.pipelines:fed_count")
     run_id = str(uuid.uuid4())
     owner.onQueryStarted(event(run_id))
     owner.onQueryTerminated(event(run_id))  # the owner's thread now marks the run's request ended
     assert inside.wait(30), "the owner's thread did not update the record"
     owner.close()
-    alive = [t.name for t in threading.enumerate() if t.name.startswith(("flinklike-writer-jobs", "stop-"))]
+    alive = [t.name for t in set(threading.enumerate()) - others if t.name.startswith(("flinklike-writer-jobs", "stop-"))]
     assert alive == [], f"close() returned while {alive} still ran"
