@@ -8,11 +8,19 @@ output is compared, and (``differs``) why our output is known to differ from PyF
 
 PyFlink runs from the benchmarks' peer venv (``benchmarks/compare/peers.py``: apache-flink 2.3.0 and
 find_libpython), with its python first on PATH, as PyFlink's local cluster needs; Java must be installed.
+
+``programs/expected/verified.json`` records, per program, the digest of what decides its recorded output
+(:func:`recording_digest`: the program, its Java twin, the recording and the pinned PyFlink packages) as
+it was when ``record_pyflink_outputs`` last saw real PyFlink print exactly that recording. Like a build
+system's test cache keyed on its inputs, the suite re-runs real PyFlink only for a program whose digest
+differs (``FLINKLIKE_PYFLINK_RECHECK=all`` re-runs every one).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -25,6 +33,7 @@ from tests.compat.pyflink_sources import with_imports_changed
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS_DIR = Path(__file__).with_name("programs")
 EXPECTED_DIR = PROGRAMS_DIR / "expected"
+VERIFIED_PATH = EXPECTED_DIR / "verified.json"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -130,6 +139,34 @@ def program_path(name: str) -> Path:
 
 def expected_path(name: str) -> Path:
     return EXPECTED_DIR / f"{name}.out"
+
+
+def recording_digest(name: str) -> str:
+    """sha256 of what decides program ``name``'s recorded output: its source, its Java twin (if any), the
+    recording itself, and the PyFlink venv's pinned packages."""
+    parts = [
+        "\n".join(_peers().PEERS["pyflink"].packages).encode(),
+        program_path(name).read_bytes(),
+        expected_path(name).read_bytes(),
+    ]
+    if PROGRAMS[name].java_twin:
+        parts.append((PROGRAMS_DIR / "java" / PROGRAMS[name].java_twin).read_bytes())
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
+
+
+def verified_digests() -> dict[str, str]:
+    """``verified.json``: program -> the digest its recording had when real PyFlink last printed it."""
+    return json.loads(VERIFIED_PATH.read_text()) if VERIFIED_PATH.exists() else {}
+
+
+def record_verified(names: list[str]) -> None:
+    """Record that real PyFlink just printed ``names``' recordings (``record_pyflink_outputs`` calls this)."""
+    verified = {name: digest for name, digest in verified_digests().items() if name in PROGRAMS}
+    verified.update({name: recording_digest(name) for name in names})
+    VERIFIED_PATH.write_text(json.dumps(dict(sorted(verified.items())), indent=1) + "\n")
 
 
 def comparable(name: str, output: str) -> list[str]:

@@ -2,12 +2,15 @@
 
     python3 -m tests.compat.record_pyflink_outputs            # re-record every expected output
     python3 -m tests.compat.record_pyflink_outputs metrics    # only some programs
-    python3 -m tests.compat.record_pyflink_outputs --check    # compare with the recorded outputs, write nothing
+    python3 -m tests.compat.record_pyflink_outputs --check    # compare with the recorded outputs (writes
+                                                              # only verified.json, for those that match)
     python3 -m tests.compat.record_pyflink_outputs --install  # create the PyFlink venv first if it is missing
 
 Each program runs unchanged (``from pyflink...``) with the PyFlink venv's python, as
 ``tests/compat/pyflink_programs.py`` describes; its standard output is written to
-``programs/expected/<name>.out``. Exit status 1 if a program fails or (``--check``) differs.
+``programs/expected/<name>.out``. Every program whose recording real PyFlink printed (recorded, or
+``--check`` found it the same) gets its digest in ``programs/expected/verified.json``. Exit status 1 if a
+program fails or (``--check``) differs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tests.compat.pyflink_programs import (  # noqa: E402
     comparable,
     expected_path,
     pyflink_python,
+    record_verified,
     run_on_pyflink,
     why_pyflink_cannot_run,
 )
@@ -34,7 +38,7 @@ from tests.compat.pyflink_programs import (  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help=f"programs (default: all of {', '.join(PROGRAMS)})")
-    parser.add_argument("--check", action="store_true", help="compare with the recorded outputs, write nothing")
+    parser.add_argument("--check", action="store_true", help="compare with the recorded outputs; write only verified.json")
     parser.add_argument("--install", action="store_true", help="create the PyFlink venv if it is missing")
     args = parser.parse_args(argv)
     unknown = [name for name in args.names if name not in PROGRAMS]
@@ -46,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason is not None:
         print(f"cannot run PyFlink: {reason}", file=sys.stderr)
         return 1
-    failed = []
+    failed, verified = [], []
     for name in args.names or list(PROGRAMS):
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"pyflink-{name}-") as workdir:
@@ -63,10 +67,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {'matches' if same else 'DIFFERS from'} {path.name} ({took})")
             if not same:
                 failed.append(name)
+                continue
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(output)
             print(f"{name}: recorded {len(output.splitlines())} lines in {path.name} ({took})")
+        verified.append(name)
+    record_verified(verified)
     return 1 if failed else 0
 
 
