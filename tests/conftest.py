@@ -2,13 +2,15 @@
 
 The suite runs in parallel (``-n``); a test's ``xdist_group`` decides which
 tests must run one after the other on one worker. It is given here, from the
-test's directory and markers, so that a new test falls into its group without
+test's directory, fixtures and markers, so that a new test falls into its group without
 marking it (docs/architecture.md, "Test suite in parallel"):
 
-* ``spark``: everything under ``tests/spark/`` and ``tests/sparkcluster/`` and
-  every ``spark``-marked test. They share one session-scoped SparkSession (one
-  JVM per worker otherwise) and the standalone cluster, and two Spark JVMs at
-  once starve each other on 2 cores.
+* ``spark``: every test that uses the ``spark`` fixture, the suite's one
+  session-scoped SparkSession (a JVM per worker otherwise: 20 s or more to start).
+* ``sparkcluster`` (``tests/sparkcluster/``): the session-scoped standalone
+  Spark cluster. A Spark test that starts its own JVM in a subprocess (an
+  example, a documentation block, ``spark-submit``) is in no Spark group: it
+  runs beside the others like any slow test.
 * ``objectstore`` (``tests/objectstore/``): session-scoped servers (moto and
   Azurite) started once. The Kafka tests (``tests/kafka/``) are not one group:
   their modules spread over the workers like other slow modules, and each
@@ -34,6 +36,7 @@ its scope taken from that file) keeps each group on one worker.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -42,8 +45,14 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 
+# Every JVM the suite starts (Spark drivers and executors, the standalone cluster, PyFlink, the Kafka broker)
+# lives seconds to minutes, and a run on 2 cores is bound by CPU: compiling with C1 only (no C2) costs a
+# third less CPU for the same Spark test (docs/benchmarks.md, "Test suite time"). A JAVA_TOOL_OPTIONS of
+# the caller's own is kept.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+
 #: Directory under tests/ -> the xdist group of every test in it.
-DIRECTORY_GROUPS = {"spark": "spark", "sparkcluster": "spark", "objectstore": "objectstore"}
+DIRECTORY_GROUPS = {"sparkcluster": "sparkcluster", "objectstore": "objectstore"}
 #: Slow modules whose tests are independent of each other (each runs its own subprocess or job in its own
 #: directory, with no module-scoped fixture): spread one test at a time like unit tests, not kept on one
 #: worker (the PyFlink programs alone are minutes of real PyFlink JVMs, one after another otherwise).
@@ -52,8 +61,8 @@ INDEPENDENT_MODULES = frozenset({
     "compat/test_pyflink_examples.py",
     "integration/test_docs_blocks.py",
 })
-#: Marker -> group, for tests outside those directories.
-MARKER_GROUPS = {"spark": "spark"}
+#: Session-scoped fixture -> the group of every test that uses it, outside those directories.
+FIXTURE_GROUPS = {"spark": "spark"}
 
 
 @pytest.fixture(scope="session")
@@ -93,8 +102,8 @@ def xdist_group_of(item: pytest.Item) -> str | None:
         return None
     if top in DIRECTORY_GROUPS:
         return DIRECTORY_GROUPS[top]
-    for marker, group in MARKER_GROUPS.items():
-        if item.get_closest_marker(marker) is not None:
+    for fixture, group in FIXTURE_GROUPS.items():
+        if fixture in getattr(item, "fixturenames", ()):
             return group
     module = path.relative_to(TESTS).as_posix()
     if item.get_closest_marker("slow") is not None and module not in INDEPENDENT_MODULES:
