@@ -186,6 +186,11 @@ def test_each_reading_path_exits_cleanly_in_many_short_processes(s3_server):
             time.sleep(0.3)
     finally:
         client.cancel()
+    # cancel() only asks (as Flink's does): a checkpoint being committed then, and its retention, still land
+    deadline = time.monotonic() + 60
+    while not client.done():
+        assert time.monotonic() < deadline, "the cancelled job did not end"
+        time.sleep(0.2)
     checkpoint_id = list_completed_checkpoints(layout, client.job_id)[-1].checkpoint_id
     arguments = json.dumps([s3_server.config, table, checkpoints, client.job_id, checkpoint_id, RUNS_PER_PATH])
     started = time.monotonic()
