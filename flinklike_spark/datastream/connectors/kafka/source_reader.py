@@ -41,6 +41,8 @@ __all__ = ["KafkaSourceError", "KafkaSourceReader"]
 _log = logging.getLogger(__name__)
 _EMPTY_POLL_WAIT_S = 0.005
 _MAX_MESSAGES_PER_FETCH = 10_000
+#: How long closing waits for the consumer (the Java client's default close timeout is 30 s).
+_CLOSE_TIMEOUT_SECONDS = 10.0
 
 
 class KafkaSourceError(FlinklikeError, RuntimeError):
@@ -118,7 +120,15 @@ class KafkaSourceReader(SourceReader):
             self._discovery_thread.join(timeout=5)
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
-            consumer.close()
+            # librdkafka's close waits for the offset commits still queued, and a group coordinator that
+            # stays unreachable (a stopped or restarted broker) would hold a cancel for ever. Bounded like
+            # the Java client's close(), which Flink's reader calls: then the consumer is left to itself.
+            closing = threading.Thread(target=consumer.close, name="kafka-consumer-close", daemon=True)
+            closing.start()
+            closing.join(_CLOSE_TIMEOUT_SECONDS)
+            if closing.is_alive():
+                _log.warning("KafkaSource: the consumer did not close within %.0f s (offset commits to an "
+                             "unreachable group coordinator?); left behind", _CLOSE_TIMEOUT_SECONDS)
 
     # -- reading ---------------------------------------------------------------------------------------
 
