@@ -291,8 +291,8 @@ class WriterJobOwner(StreamingQueryListener):
             job.stop()
         elif job is not None:  # stopping waits for the job's cancellation: not on the loop
             stopper = threading.Thread(target=job.stop, name=f"stop-{run_id}", daemon=True)
-            with self._lock:
-                self._stoppers.append(stopper)
+            with self._lock:  # the finished ones are dropped: one owner serves a session's every query
+                self._stoppers = [t for t in self._stoppers if t.is_alive()] + [stopper]
             stopper.start()
 
     def close(self) -> None:
