@@ -31,6 +31,7 @@ from flinklike_spark.config_enums import (
     RocksDBOptions,
     StateBackendType,
     TaskManagerMode,
+    TaskManagerStartMethod,
     parse_failover_strategy,
     parse_reporter_factory,
     parse_restart_strategy,
@@ -76,6 +77,7 @@ __all__ = [
     "RocksDBOptions",
     "StateBackendType",
     "TaskManagerMode",
+    "TaskManagerStartMethod",
     "fold_key_case",
     "parse_duration",
     "parse_memory_size",
@@ -214,6 +216,9 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
              "free slots while a replacement starts (Flink's FLINK-18625).", 0, 128),
         _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, enum_parser(TaskManagerMode),
              "Run local TaskExecutors as child processes or as threads of the client."),
+        _opt("flinklike.local.taskmanager-start-method", TaskManagerStartMethod.FORKSERVER,
+             enum_parser(TaskManagerStartMethod), "Start local TaskExecutor processes by forking them from a "
+             "helper that imported their modules once (forkserver), or as fresh interpreters (spawn)."),
         _opt("process.taskmanager.working-dir", None, parse_optional_location,
              "Local directory under which every local TaskExecutor process gets a private working directory "
              "tm_<resource id> (its cwd, with its TMPDIR in tmp/); unset: TaskExecutors share the client's. "
@@ -389,6 +394,7 @@ class ClusterOptions:
     redundant_task_managers: int
     slots_per_task_manager: int
     task_manager_mode: TaskManagerMode
+    task_manager_start_method: TaskManagerStartMethod
     #: process.taskmanager.working-dir: parent of each local TaskExecutor's private working directory
     task_manager_working_dir: str | None
     heartbeat_interval: timedelta
@@ -584,6 +590,7 @@ class Configuration(Mapping[str, Any]):
                 redundant_task_managers=g("slotmanager.redundant-taskmanager-num"),
                 slots_per_task_manager=g("taskmanager.numberOfTaskSlots"),
                 task_manager_mode=g("flinklike.local.taskmanager-mode"),
+                task_manager_start_method=g("flinklike.local.taskmanager-start-method"),
                 task_manager_working_dir=g("process.taskmanager.working-dir"),
                 heartbeat_interval=g("heartbeat.interval"),
                 heartbeat_timeout=g("heartbeat.timeout"),

@@ -26,6 +26,7 @@ __all__ = [
     "RocksDBOptions",
     "StateBackendType",
     "TaskManagerMode",
+    "TaskManagerStartMethod",
     "parse_failover_strategy",
     "parse_reporter_factory",
     "parse_restart_strategy",
@@ -130,6 +131,13 @@ class TaskManagerMode(Enum):
 
     PROCESS = "process"  # spawned child processes (the default: real parallelism)
     THREAD = "thread"  # inside the client process (debugging, memory:// file systems)
+
+
+class TaskManagerStartMethod(Enum):
+    """How the local MiniCluster starts TaskExecutor processes (Python's multiprocessing start methods)."""
+
+    FORKSERVER = "forkserver"  # forked from a helper that imported the TaskExecutor's modules once
+    SPAWN = "spawn"  # a fresh interpreter per TaskExecutor
 
 
 parse_failover_strategy = enum_parser(FailoverStrategyType)

@@ -29,8 +29,11 @@ class MiniCluster(ClusterEndpoint):
 
     def __init__(self, config: Configuration | None = None) -> None:
         config = config or Configuration()
-        mode = config.cluster.task_manager_mode
-        launcher = ProcessLauncher() if mode is TaskManagerMode.PROCESS else ThreadLauncher()
+        cluster = config.cluster
+        if cluster.task_manager_mode is TaskManagerMode.PROCESS:
+            launcher = ProcessLauncher(cluster.task_manager_start_method)
+        else:
+            launcher = ThreadLauncher()
         super().__init__(config, launcher, rpc_host=config.cluster.jobmanager_address or LOCAL_HOST)
 
     @property

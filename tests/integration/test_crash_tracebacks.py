@@ -24,6 +24,7 @@ import pytest
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import MapFunction, StreamExecutionEnvironment
 from flinklike_spark.errors import JobExecutionError
+from tests.support.processes import task_executors_under
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -98,7 +99,7 @@ def test_a_benchmark_engine_prints_its_stack_on_a_crash():
         while not task_executors:  # the engine is in main(), running its job
             assert engine.poll() is None and time.monotonic() < deadline, "the engine started no TaskExecutor"
             time.sleep(0.2)
-            task_executors = [c for c in _children(process) if "process_main" in " ".join(_cmdline(c))]
+            task_executors = task_executors_under(process.pid)
         engine.send_signal(signal.SIGSEGV)
         _, err = engine.communicate(timeout=60)
     finally:
@@ -111,16 +112,3 @@ def test_a_benchmark_engine_prints_its_stack_on_a_crash():
     err = err.decode(errors="replace")
     assert FATAL in err and "engine_flinklike.py" in err, err[-3000:]
 
-
-def _cmdline(process: psutil.Process) -> list[str]:
-    try:
-        return process.cmdline()
-    except psutil.Error:
-        return []
-
-
-def _children(process: psutil.Process) -> list[psutil.Process]:
-    try:
-        return process.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []

@@ -9,12 +9,14 @@ import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import FlinklikeError, JobCancelledError, JobClientTimeoutError, JobNotRunningError
+from tests.support.processes import task_executors_under
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -146,20 +148,6 @@ CTRL_C_JOB = textwrap.dedent(
 )
 
 
-def _children(pid: int) -> set[int]:
-    children = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                children.add(int(entry))
-    return children
-
-
 @pytest.mark.parametrize("where", ["in-wait", "outside-wait"])
 def test_ctrl_c_cancels_the_job_and_raises_keyboard_interrupt(tmp_path, where):
     script = tmp_path / "ctrl_c.py"
@@ -173,8 +161,8 @@ def test_ctrl_c_cancels_the_job_and_raises_keyboard_interrupt(tmp_path, where):
     )
     try:
         assert client.stdout.readline().strip() == "running"
-        task_executors = _children(client.pid)
-        assert len(task_executors) == 2
+        task_executors = [p.pid for p in psutil.Process(client.pid).children(recursive=True)]  # and the fork server
+        assert len(task_executors_under(client.pid)) == 2
         time.sleep(0.5)  # the script is inside client.wait() (or time.sleep()) by now
         os.killpg(client.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
         _, stderr = client.communicate(timeout=60)

@@ -191,19 +191,17 @@ class _KillBeforeFirstCommit:
     def commit(self, committables):
         import os
 
-        if committables and "process_main" in " ".join(_cmdline()) and not self.marker.exists():
+        import psutil
+
+        from tests.support.processes import is_task_executor
+
+        if committables and is_task_executor(psutil.Process()) and not self.marker.exists():
             self.marker.write_text(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
         self.inner.commit(committables)
 
     def close(self):
         self.inner.close()
-
-
-def _cmdline() -> list[str]:
-    import psutil
-
-    return psutil.Process().cmdline()
 
 
 class KillingKafkaSink(KafkaSink):

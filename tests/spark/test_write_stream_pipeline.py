@@ -23,6 +23,7 @@ from connectors import read_delta_table
 from flinklike_spark.spark.job_record import RunnerState, read_record
 from tests.spark.bridge_helpers import assert_exactly_once_in_order, rows_in_commit_order, wait_for
 from tests.spark.pipelines import FED_KEYS, fed_count_output
+from tests.support.processes import task_executors_under
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -70,9 +71,7 @@ def input_rows_ever(job_dir: Path) -> int:
 
 
 def task_executors(runner_pid: int) -> list[int]:
-    children = Path(f"/proc/{runner_pid}/task/{runner_pid}/children").read_text().split()
-    return [int(pid) for pid in children
-            if b"process_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [process.pid for process in task_executors_under(runner_pid)]
 
 
 def test_a_query_runs_its_job_exactly_once_across_restarts_and_a_task_executor_kill(spark, tmp_path):

@@ -10,6 +10,7 @@ import psutil
 
 from flinklike_spark import MapFunction
 from flinklike_spark.connector_api import Sink, SinkWriter
+from tests.support.processes import task_executors_under
 
 __all__ = [
     "FailOnDemand",
@@ -84,14 +85,7 @@ _PREEXISTING: set[int] = set()
 
 
 def _live_task_executors() -> list[psutil.Process]:
-    found = []
-    for process in psutil.Process().children(recursive=True):
-        try:
-            if process.status() != psutil.STATUS_ZOMBIE and any("process_main" in part for part in process.cmdline()):
-                found.append(process)
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):  # exited meanwhile: not alive
-            continue
-    return found
+    return task_executors_under(os.getpid())
 
 
 def note_preexisting_task_executors() -> None:

@@ -1,11 +1,14 @@
 """TaskExecutors on this machine: child processes (the default) or threads of the client.
 
-:class:`ProcessLauncher` starts ``python -m
-flinklike_spark._runtime.cluster.process_main`` with ``subprocess``
-(spawn semantics: nothing is forked and the user's ``__main__`` is never
-re-imported) and writes the bootstrap to the child's stdin, so the secret
-never appears on a command line; the pipe stays open and its EOF tells the
-child that the client died. With ``process.taskmanager.working-dir`` each
+:class:`ProcessLauncher` forks each TaskExecutor from the client's
+:mod:`~flinklike_spark._runtime.cluster.fork_server` (a helper that imported
+the TaskExecutor's modules once; the client itself is never forked and the
+user's ``__main__`` is never re-imported), or with
+``flinklike.local.taskmanager-start-method: spawn`` starts ``python -m
+flinklike_spark._runtime.cluster.process_main`` with ``subprocess``. Either
+way it writes the bootstrap to the child's stdin, so the secret never appears
+on a command line; the pipe stays open and its EOF tells the child that the
+client died. With ``process.taskmanager.working-dir`` each
 child runs in a private working directory of its own (cwd and ``TMPDIR``), so
 that tests can show that TaskExecutors share nothing local with the client or
 each other (only the object store). :class:`ThreadLauncher` runs TaskExecutors as
@@ -23,8 +26,10 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
+from flinklike_spark._runtime.cluster.fork_server import ForkedProcess, fork_server
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 from flinklike_spark._runtime.taskexecutor.task_executor import TaskExecutor
+from flinklike_spark.config import TaskManagerStartMethod
 
 __all__ = ["LOCAL_HOST", "ProcessLauncher", "ThreadLauncher", "private_working_dir"]
 
@@ -49,9 +54,10 @@ class ProcessLauncher:
 
     description = "local processes"
 
-    def __init__(self) -> None:
+    def __init__(self, start_method: TaskManagerStartMethod = TaskManagerStartMethod.FORKSERVER) -> None:
         self._lock = threading.Lock()
-        self._processes: dict[str, subprocess.Popen] = {}
+        self._processes: dict[str, subprocess.Popen | ForkedProcess] = {}
+        self._start_method = start_method
 
     @property
     def pids(self) -> dict[str, int]:
@@ -69,14 +75,22 @@ class ProcessLauncher:
         cwd = private_working_dir(bootstrap.config.cluster.task_manager_working_dir, bootstrap.resource_id)
         if cwd is not None:
             env["TMPDIR"] = os.path.join(cwd, "tmp")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "flinklike_spark._runtime.cluster.process_main"], stdin=subprocess.PIPE, env=env,
-            cwd=cwd,
-        )  # fmt: skip
+        process = self._start(env, cwd)
         process.stdin.write(len(data).to_bytes(8, "big") + data)
         process.stdin.flush()  # keep stdin open: its EOF tells the child that we died
         with self._lock:
             self._processes[bootstrap.resource_id] = process
+
+    def _start(self, env: dict[str, str], cwd: str | None) -> subprocess.Popen | ForkedProcess:
+        if self._start_method is TaskManagerStartMethod.FORKSERVER:
+            try:
+                return fork_server().spawn(env, cwd)
+            except OSError as exc:
+                log.warning("cannot fork a TaskExecutor from the fork server (%s); spawning a fresh interpreter", exc)
+        return subprocess.Popen(
+            [sys.executable, "-m", "flinklike_spark._runtime.cluster.process_main"], stdin=subprocess.PIPE, env=env,
+            cwd=cwd,
+        )  # fmt: skip
 
     def exit_reason(self, resource_id: str) -> str | None:
         with self._lock:

@@ -12,6 +12,10 @@ is the client's job to cancel the job and shut its TaskExecutors down (a
 TaskExecutor dying on its own would fail the job with a lost-TaskExecutor error
 while the client is still cancelling it).
 
+The process is named ``taskexecutor`` (``ps -e``, ``top``, psutil's
+``name()``), whether it was spawned or forked from the fork server (whose
+command line its children share).
+
 ``faulthandler`` is enabled first thing: a native crash (SIGSEGV, SIGABRT, ...)
 in the TaskExecutor then leaves every thread's Python stack on its stderr.
 """
@@ -25,6 +29,9 @@ import signal
 import sys
 import threading
 
+TASK_EXECUTOR_PROCESS_NAME = b"taskexecutor"
+"""The name of every local TaskExecutor process (spawned or forked) in ``ps -e`` and ``psutil``."""
+
 
 def _exit_when_parent_dies(stream) -> None:
     stream.read()  # returns at EOF: the parent closed the pipe or died
@@ -32,8 +39,17 @@ def _exit_when_parent_dies(stream) -> None:
     os._exit(3)
 
 
+def name_process(name: bytes) -> None:
+    """Set this process's name as ``ps -e``, ``top`` and psutil's ``name()`` show it (Linux; at most 15 bytes)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, name, 0, 0, 0)  # PR_SET_NAME
+
+
 def main() -> None:
     faulthandler.enable(all_threads=True)
+    name_process(TASK_EXECUTOR_PROCESS_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 
