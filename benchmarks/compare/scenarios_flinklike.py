@@ -51,6 +51,7 @@ from flinklike_spark import (
     StreamExecutionEnvironment,
     ValueStateDescriptor,
 )
+from flinklike_spark._runtime.cluster.process_main import TASK_EXECUTOR_PROCESS_NAME
 from flinklike_spark._runtime.minicluster import MiniCluster
 
 __all__ = ["run_w3", "run_w4", "run_w5"]
@@ -214,9 +215,12 @@ class StampedPassThrough(KeyedProcessFunction):
 
 
 def task_executor_processes():
+    """This process's local TaskExecutors: each names itself ``taskexecutor`` (forked ones share the fork
+    server's command line)."""
     import psutil
 
-    return [p for p in psutil.Process().children(recursive=True) if any("process_main" in a for a in p.cmdline())]
+    name = TASK_EXECUTOR_PROCESS_NAME.decode()
+    return [p for p in psutil.Process().children(recursive=True) if p.name() == name]
 
 
 class CommitWatcher(threading.Thread):

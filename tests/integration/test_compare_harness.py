@@ -1,7 +1,11 @@
-"""benchmarks/compare/run.py --quick end to end: every workload on this project, peers where installed.
+"""benchmarks/compare/run.py --quick end to end: every workload on this project; peers skipped.
 
-Peers whose venvs are not installed are skipped by the harness with the reason
-(``--quick`` installs nothing); those installed run too. The test checks that
+The peers' venvs are looked up in an empty directory, so the harness skips
+every peer with its reason (``--quick`` installs nothing), as on a fresh
+machine, whatever this machine has cached (with this machine's peer venvs it
+started five Spark and PyFlink JVMs and took 109 s of a CI run; 60 s without).
+The peers' engine scripts run in the full comparison (docs/benchmarks.md), not
+in the test suite. The test checks that
 the harness checked and timed this project's runs (from its generator and from
 the shared Parquet files), wrote the Markdown table with the sanity section and
 the PNG chart, and gave every cell a number or a reason; it does not judge
@@ -29,7 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_quick_mode_writes_a_checked_report(tmp_path):
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "compare" / "run.py"), "--quick", "--out", str(tmp_path)],
+        [sys.executable, str(REPO / "benchmarks" / "compare" / "run.py"), "--quick", "--out", str(tmp_path),
+         "--venv-dir", str(tmp_path / "no-peer-venvs")],
         capture_output=True, text=True, timeout=400, cwd=str(REPO),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -44,8 +49,8 @@ def test_quick_mode_writes_a_checked_report(tmp_path):
         assert len(cells) == 5, line
         for cell in cells[:2]:  # flinklike-spark from its generator and from the shared Parquet files
             assert re.match(r"[\d,]+ \(p=1; [\d,]+ rec, 1/1 ok, load [\d.]+\)", cell), f"{workload}: {cell!r}"
-        for cell in cells[2:]:
-            assert re.match(r"[\d,]+ \(|not run: \w|skipped: \w|failed: \w", cell), f"{workload}: {cell!r}"
+        for cell in cells[2:]:  # the peers: a reason
+            assert re.match(r"not run: \w|skipped: not installed", cell), f"{workload}: {cell!r}"
     assert "W2 >= 5x Bytewax" in report and "W2v >= Spark's native JVM count" in report
     assert "both reading the same Parquet files" in report
     # The sanity column: every run of this project has its sweep, published figure and share of its best
