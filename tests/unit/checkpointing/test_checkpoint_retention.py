@@ -86,3 +86,16 @@ def test_a_listing_that_races_retention_reads_the_newer_version(base, monkeypatc
     listed = [c.checkpoint_id for c in list_completed_checkpoints(base, JOB)]
     assert raced and raced[0].dropped == (1, 2, 3)
     assert listed == [4]
+
+
+def test_every_table_checkpoints_its_log_every_ten_commits(base):
+    """Retention's deletes and vacuums, and every open, stay cheap: the Delta log is checkpointed every 10
+    commits (at delta-rs's default of 100, opening a table replayed up to 100 JSON commits)."""
+    for cid in range(1, 9):
+        complete(base, cid)
+        retain(base, JOB, 2)
+    for table in ("checkpoints", "operator_state", "channel_state"):
+        dt = DeltaTable(os.path.join(base, table))
+        assert dt.metadata().configuration.get("delta.checkpointInterval") == "10", table
+        log = os.listdir(os.path.join(base, table, "_delta_log"))
+        assert dt.version() >= 10 and any(name.endswith(".checkpoint.parquet") for name in log), (table, sorted(log))
