@@ -47,9 +47,15 @@ TESTS = Path(__file__).resolve().parent
 
 # Every JVM the suite starts (Spark drivers and executors, the standalone cluster, PyFlink, the Kafka broker)
 # lives seconds to minutes, and a run on 2 cores is bound by CPU: compiling with C1 only (no C2) costs a
-# third less CPU for the same Spark test (docs/benchmarks.md, "Test suite time"). A JAVA_TOOL_OPTIONS of
-# the caller's own is kept.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+# third less CPU for the same Spark test, and Spark's JVMs map their classes from a class-data-sharing
+# archive (tests/support/jvm_class_archive.py: half the CPU of a session's start) once a first run wrote
+# it (docs/benchmarks.md, "Test suite time"). A JAVA_TOOL_OPTIONS of the caller's own is kept (the xdist
+# workers inherit the controller's).
+if "JAVA_TOOL_OPTIONS" not in os.environ:
+    from tests.support.jvm_class_archive import java_tool_options
+
+    archive_options = java_tool_options(Path.home() / ".cache" / "flinklike")
+    os.environ["JAVA_TOOL_OPTIONS"] = f"-XX:TieredStopAtLevel=1 {archive_options}".strip()
 
 #: Directory under tests/ -> the xdist group of every test in it.
 DIRECTORY_GROUPS = {"sparkcluster": "sparkcluster", "objectstore": "objectstore"}
