@@ -171,6 +171,8 @@ def session(
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.ui.showConsoleProgress": "false",
+        # Python workers fork from a daemon that imported this project once (python_daemon.py)
+        "spark.python.daemon.module": "flinklike_spark.spark.python_daemon",
     }
     if master is not None and master.startswith("local"):
         # Spark's defaults (200 shuffle partitions, 50 for Delta log replay) are for clusters;
