@@ -42,6 +42,9 @@ def test_a_killed_task_executors_tasks_redeploy_onto_the_spare_before_the_replac
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": 1,
         "restart-strategy.fixed-delay.delay": "0 ms",
+        # A replacement that starts as slowly as a fresh interpreter (or a Spark executor) does: a forked
+        # one registers within milliseconds, as soon as the redeploy, and the order would prove nothing.
+        "flinklike.local.taskmanager-start-method": "spawn",
     }
     env = build(config, seconds_per_record=0.0005)
     with MiniCluster(Configuration(config)) as cluster:

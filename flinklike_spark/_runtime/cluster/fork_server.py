@@ -32,6 +32,7 @@ whose stdin pipes the client held, exit on their own.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -42,6 +43,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 __all__ = ["ForkServer", "ForkedProcess", "fork_server"]
 
@@ -58,7 +60,12 @@ _PRELOAD = (
 """What every TaskExecutor imports anyway; importing it in the helper is the point of the helper."""
 
 _START_TIMEOUT_SECONDS = 60.0
+_POLL_SECONDS = 0.5
 _INT = 8
+
+
+class _HelperGone(OSError):
+    """The helper died before it forked the requested child (a new one may be started)."""
 
 
 class ForkedProcess:
@@ -113,32 +120,61 @@ class ForkServer:
     def spawn(self, env: dict[str, str], cwd: str | None) -> ForkedProcess:
         """Fork a TaskExecutor child with ``env`` and ``cwd``; its ``stdin`` is ours to write the bootstrap to.
 
-        Raises OSError when the helper cannot be started or reached (the caller then spawns instead).
+        A helper that died (killed, say) is replaced once. Raises OSError when no helper can be started
+        or reached (the caller then spawns instead).
         """
+        try:
+            return self._spawn_once(env, cwd)
+        except _HelperGone:
+            return self._spawn_once(env, cwd)
+
+    def _spawn_once(self, env: dict[str, str], cwd: str | None) -> ForkedProcess:
         stdin_read, stdin_write = os.pipe()
         status_ours, status_theirs = socket.socketpair()
         try:
             message = pickle.dumps((env, cwd))
             with self._lock:
-                control = self._ensure_started(env)
+                process, control = self._ensure_started(env)
                 try:
                     fds = [stdin_read, 1, 2, status_theirs.fileno()]  # stdin, stdout, stderr, status
                     socket.send_fds(control, [len(message).to_bytes(_INT, "big") + message], fds)
-                except OSError:
+                except OSError as exc:
                     self._discard()
-                    raise
-            status_ours.settimeout(_START_TIMEOUT_SECONDS)
-            data = _recv_exactly(status_ours, _INT)
-            if not data:
-                raise OSError("the TaskExecutor fork server closed the request without forking")
-        except BaseException:
-            os.close(stdin_write)
-            status_ours.close()
-            raise
-        finally:
+                    raise _HelperGone(f"cannot reach the TaskExecutor fork server: {exc}") from exc
             os.close(stdin_read)
             status_theirs.close()
+            data = self._await_pid(process, status_ours)
+        except BaseException:
+            for fd in (stdin_read, stdin_write):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            status_ours.close()
+            status_theirs.close()
+            raise
         return ForkedProcess(int.from_bytes(data, "big"), os.fdopen(stdin_write, "wb"), status_ours)
+
+    def _await_pid(self, process: subprocess.Popen, status: socket.socket) -> bytes:
+        """The forked child's pid, as the helper sends it; _HelperGone if the helper died meanwhile.
+
+        Polled: a helper killed just before the request can still look alive (its threads are still
+        exiting, so ``waitpid`` does not report it yet) and accept the request it will never answer.
+        """
+        deadline = time.monotonic() + _START_TIMEOUT_SECONDS
+        status.settimeout(_POLL_SECONDS)
+        while True:
+            try:
+                data = _recv_exactly(status, _INT)
+            except TimeoutError:
+                data = None
+            if data:
+                return data
+            if data == b"" or process.poll() is not None:
+                with self._lock:
+                    if self._process is process:
+                        self._discard()
+                raise _HelperGone("the TaskExecutor fork server exited before it forked")
+            if time.monotonic() > deadline:
+                raise OSError(f"the TaskExecutor fork server did not fork within {_START_TIMEOUT_SECONDS:.0f} s")
 
     @property
     def pid(self) -> int | None:
@@ -151,9 +187,9 @@ class ForkServer:
         with self._lock:
             self._discard()
 
-    def _ensure_started(self, env: dict[str, str]) -> socket.socket:
+    def _ensure_started(self, env: dict[str, str]) -> tuple[subprocess.Popen, socket.socket]:
         if self._process is not None and self._process.poll() is None and self._control is not None:
-            return self._control
+            return self._process, self._control
         self._discard()
         ours, theirs = socket.socketpair()
         helper_env = dict(env)
@@ -167,7 +203,7 @@ class ForkServer:
             theirs.close()
         self._control = ours
         log.debug("started the TaskExecutor fork server (pid %d)", self._process.pid)
-        return ours
+        return self._process, ours
 
     def _discard(self) -> None:
         if self._control is not None:
