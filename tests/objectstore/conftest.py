@@ -61,13 +61,36 @@ def _wait_listening(port: int, what: str, process: subprocess.Popen | None = Non
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout} s")
 
 
+def _s3_only_moto_server(port: int):
+    """moto's ThreadedMotoServer serving S3 alone. Its dispatcher otherwise finds the service of every
+    request by matching the host and headers against every AWS service's URL patterns, under a lock:
+    70 of the 165 CPU-s moto spent in a test run (py-spy of both xdist workers)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from moto.server import ThreadedMotoServer
+    from werkzeug.serving import make_server
+
+    class S3Dispatcher(DomainDispatcherApplication):
+        def get_application(self, environ):
+            with self.lock:
+                app = self.app_instances.get("s3")
+                if app is None:
+                    app = self.app_instances["s3"] = self.create_app("s3")
+                return app
+
+    class S3MotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            self._server = make_server(self._ip_address, self._port, S3Dispatcher(create_backend_app), True)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return S3MotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+
+
 @pytest.fixture(scope="session")
 def s3_server():
-    from moto.server import ThreadedMotoServer
-
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = _s3_only_moto_server(port)
     server.start()
     try:
         _wait_listening(port, "moto's S3 server")
