@@ -27,6 +27,7 @@ import dataclasses
 import logging
 import os
 
+from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from flinklike_spark.errors import CheckpointStorageError
@@ -108,8 +109,12 @@ def retain(
     # Partitions that retained checkpoints (and savepoints) read: their own and their chains'.
     shared = live_checkpoint_ids((c.checkpoint_id, c.properties) for c in kept)
 
+    # Each table is opened once: its delete leaves the DeltaTable at the new version, which vacuum reads.
+    opened: dict[str, DeltaTable | None] = {}
     if dropped:
-        _delete(layout, CHECKPOINTS, f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})")
+        opened[CHECKPOINTS] = _delete(
+            layout, CHECKPOINTS, f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})"
+        )
     protected = sorted(c for c in shared | savepoints if c < oldest)
     if drop_abandoned:
         state_predicate = f"job_id = '{job_id}' AND checkpoint_id < {oldest}"
@@ -122,13 +127,17 @@ def retain(
     vacuumed: list[str] = []
     for table in STATE_TABLES:
         if state_predicate is not None:
-            _delete(layout, table, state_predicate)
+            opened[table] = _delete(layout, table, state_predicate)
     for table in (CHECKPOINTS, *STATE_TABLES):
-        vacuumed.extend(f"{table}/{p}" for p in _vacuum(layout, table))
+        vacuumed.extend(f"{table}/{p}" for p in _vacuum(layout, table, opened.get(table)))
     orphans = _delete_orphans(layout, job_id, oldest, savepoints | shared) if drop_abandoned else []
     _log.info(
         "retention of job %s: kept %s, dropped %s, vacuumed %d files, %d orphans",
-        job_id, retained, dropped, len(vacuumed), len(orphans),
+        job_id,
+        retained,
+        dropped,
+        len(vacuumed),
+        len(orphans),
     )
     return RetentionResult(
         job_id=job_id,
@@ -144,22 +153,23 @@ def _ids(ids) -> str:
     return ", ".join(str(int(i)) for i in ids)
 
 
-def _delete(layout: CheckpointLayout, table: str, predicate: str) -> None:
+def _delete(layout: CheckpointLayout, table: str, predicate: str) -> DeltaTable | None:
+    """Delete the rows matching ``predicate``; the table at its new version (None: it does not exist)."""
     dt = layout.open_table(table)
     if dt is None:
-        return
+        return None
     try:
         dt.delete(predicate)
     except (DeltaError, OSError) as exc:
         raise CheckpointStorageError(
-            f"retention cannot delete from {layout.table_uri(table)!r} ({predicate}): "
-            f"{type(exc).__name__}: {exc}",
+            f"retention cannot delete from {layout.table_uri(table)!r} ({predicate}): {type(exc).__name__}: {exc}",
             url=layout.table_uri(table),
         ) from exc
+    return dt
 
 
-def _vacuum(layout: CheckpointLayout, table: str) -> list[str]:
-    dt = layout.open_table(table)
+def _vacuum(layout: CheckpointLayout, table: str, dt: DeltaTable | None = None) -> list[str]:
+    dt = dt if dt is not None else layout.open_table(table)
     if dt is None:
         return []
     fs, _ = layout.filesystem()
@@ -168,7 +178,7 @@ def _vacuum(layout: CheckpointLayout, table: str) -> list[str]:
     def relative(path: str) -> str:
         # deltalake 1.6.6 reports table-relative paths, but absolute ones for
         # tombstones it already vacuumed earlier (they stay listed); normalize.
-        return path[len(root):] if path.startswith(root) else path.lstrip("/")
+        return path[len(root) :] if path.startswith(root) else path.lstrip("/")
 
     try:
         candidates = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True)
@@ -182,9 +192,7 @@ def _vacuum(layout: CheckpointLayout, table: str) -> list[str]:
         ) from exc
 
 
-def _delete_orphans(
-    layout: CheckpointLayout, job_id: str, oldest: int, savepoints: set[int]
-) -> list[str]:
+def _delete_orphans(layout: CheckpointLayout, job_id: str, oldest: int, savepoints: set[int]) -> list[str]:
     """Delete never-committed files in partitions of checkpoints older than ``oldest``."""
     fs, _ = layout.filesystem()
     removed: list[str] = []
