@@ -171,13 +171,16 @@ def session(
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.ui.showConsoleProgress": "false",
-        # Python workers fork from a daemon that imported this project once (python_daemon.py)
-        "spark.python.daemon.module": "flinklike_spark.spark.python_daemon",
     }
     if master is not None and master.startswith("local"):
         # Spark's defaults (200 shuffle partitions, 50 for Delta log replay) are for clusters;
         # on a laptop each partition is a task of its own and dominates a micro-batch.
         settings |= {"spark.sql.shuffle.partitions": "2", "spark.databricks.delta.snapshotPartitions": "2"}
+        # Python workers fork from a daemon that imported this project once (python_daemon.py). Local only:
+        # PYSPARK_PYTHON was checked above to import the project; an executor's Python that cannot would
+        # fail its daemon before the project's own message naming the fix ("cannot be imported on the
+        # Spark executor").
+        settings["spark.python.daemon.module"] = "flinklike_spark.spark.python_daemon"
     settings |= dict(config or {})
     for key, value in settings.items():
         builder = builder.config(key, str(value))
