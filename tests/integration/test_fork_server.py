@@ -24,7 +24,7 @@ from flinklike_spark import MapFunction, StreamExecutionEnvironment
 from flinklike_spark._runtime.cluster.fork_server import ForkServer
 from tests.support.processes import is_task_executor
 
-pytestmark = [pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 @pytest.fixture

@@ -32,7 +32,6 @@ whose stdin pipes the client held, exit on their own.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import os
@@ -142,11 +141,12 @@ class ForkServer:
                     self._discard()
                     raise _HelperGone(f"cannot reach the TaskExecutor fork server: {exc}") from exc
             os.close(stdin_read)
+            stdin_read = -1  # closed: its number may belong to another thread's file by now
             status_theirs.close()
             data = self._await_pid(process, status_ours)
         except BaseException:
             for fd in (stdin_read, stdin_write):
-                with contextlib.suppress(OSError):
+                if fd >= 0:
                     os.close(fd)
             status_ours.close()
             status_theirs.close()
