@@ -53,8 +53,9 @@ def _archive(cache: Path) -> Path | None:
     if java is None:
         return None
     jars = Path(pyspark.__file__).parent / "jars"
+    java = os.path.realpath(java)  # an upgraded JDK (a new mtime) rejects an old archive: name a new one
     key = hashlib.sha256(
-        "\n".join([os.path.realpath(java), str(jars), *sorted(os.listdir(jars))]).encode()
+        "\n".join([java, str(os.stat(java).st_mtime_ns), str(jars), *sorted(os.listdir(jars))]).encode()
     ).hexdigest()[:12]
     return cache / f"spark-classes-{key}.jsa"
 
