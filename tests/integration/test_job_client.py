@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -148,17 +149,31 @@ CTRL_C_JOB = textwrap.dedent(
 )
 
 
+@contextlib.contextmanager
+def _sigint_as_in_a_terminal():
+    """SIGINT at its default while a child starts, as a shell leaves it. xdist's workers ignore SIGINT
+    (execnet), an ignored signal stays ignored across exec, and a Python started so ignores Ctrl-C: the
+    test then hung, on a worker that had not yet started a SparkSession (whose SparkContext installs a
+    SIGINT handler of its own, which exec resets to the default)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("where", ["in-wait", "outside-wait"])
 def test_ctrl_c_cancels_the_job_and_raises_keyboard_interrupt(tmp_path, where):
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C_JOB)
-    client = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path / "ck"), where],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a job in a terminal
-    )
+    with _sigint_as_in_a_terminal():
+        client = subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path / "ck"), where],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, as a job in a terminal
+        )
     try:
         assert client.stdout.readline().strip() == "running"
         task_executors = [p.pid for p in psutil.Process(client.pid).children(recursive=True)]  # and the fork server
