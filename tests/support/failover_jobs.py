@@ -84,14 +84,10 @@ def wait_for(condition, what: str, timeout: float = 90.0) -> None:
 _PREEXISTING: set[int] = set()
 
 
-def _live_task_executors() -> list[psutil.Process]:
-    return task_executors_under(os.getpid())
-
-
 def note_preexisting_task_executors() -> None:
     """Remember the TaskExecutor processes alive now: :func:`task_executor_processes` leaves them out."""
     _PREEXISTING.clear()
-    _PREEXISTING.update(process.pid for process in _live_task_executors())
+    _PREEXISTING.update(process.pid for process in task_executors_under(os.getpid()))
 
 
 def task_executor_processes() -> list[psutil.Process]:
@@ -100,7 +96,7 @@ def task_executor_processes() -> list[psutil.Process]:
     A zombie (exited, not yet reaped) is not alive; TaskExecutors that were running before the test
     started are not the test's (a test that SIGKILLs "a TaskExecutor" must kill one of its own job).
     """
-    return [process for process in _live_task_executors() if process.pid not in _PREEXISTING]
+    return [process for process in task_executors_under(os.getpid()) if process.pid not in _PREEXISTING]
 
 
 def assert_no_task_executor_left(timeout: float = 30.0) -> None:
