@@ -95,15 +95,20 @@ class SourceOperator(StreamOperator):
         """Read once; emit what was read (and a watermark if it advanced)."""
         result = self.reader.poll_next(max_rows)
         batch = result.batch
-        if self._idleness is not None:
-            if batch is not None and batch.num_rows:
-                self._idleness.on_records(self.context.clock_ms())
-            else:
-                self._idleness.check(self.context.clock_ms())
+        has_records = batch is not None and batch.num_rows > 0
+        if self._idleness is not None and has_records:
+            self._idleness.on_records(self.context.clock_ms())  # active before the records
+        self._emit(result, has_records)
+        if self._idleness is not None and not has_records:
+            self._idleness.check(self.context.clock_ms())  # idle after the watermark (ignored downstream if later)
+        return result
+
+    def _emit(self, result: ReadResult, has_records: bool) -> None:
+        batch = result.batch
         if self._split_watermarks is not None:
             self._emit_per_split(result)
-            return result
-        if batch is not None and batch.num_rows:
+            return
+        if has_records:
             self.records_out += batch.num_rows
             if not self._watermarks.enabled:
                 self.output.emit_batch(batch)
@@ -113,7 +118,6 @@ class SourceOperator(StreamOperator):
                 if watermark > self._last_watermark and not self.context.batch_execution:
                     self._last_watermark = watermark
                     self.output.emit_watermark(watermark)
-        return result
 
     def _emit_per_split(self, result: ReadResult) -> None:
         """Emit a batch of one split with its timestamps; then the minimum over the active splits' watermarks."""

@@ -6,7 +6,9 @@ subtask's watermark is the minimum over the splits that are neither idle nor
 finished: a split that has produced nothing yet holds it at its minimum, so a
 Kafka partition that lags behind never makes the other partitions' records
 late. With ``with_idleness(t)`` a split without records for ``t`` is left out
-until it has records again; a split that finished is left out for good.
+until it has records again (when every split is idle, the watermark is theirs that
+went idle last, as a continuous check would have left it); a split that
+finished is left out for good.
 """
 
 from __future__ import annotations
@@ -21,11 +23,16 @@ __all__ = ["SplitWatermarks"]
 
 
 class _Split:
-    __slots__ = ("generator", "last_records_ms")
+    __slots__ = ("generator", "had_records", "last_records_ms")
 
     def __init__(self, generator: WatermarkGenerator, now_ms: int) -> None:
         self.generator = generator
-        self.last_records_ms = now_ms
+        self.last_records_ms = now_ms  # its idle time counts from its start until it has records
+        self.had_records = False
+
+    def went_idle_order(self) -> tuple[int, bool]:
+        """Later is larger; of two splits idle since the same moment, the one with records went idle last."""
+        return self.last_records_ms, self.had_records
 
 
 class SplitWatermarks:
@@ -56,6 +63,7 @@ class SplitWatermarks:
         if split is None:  # rows of a split the reader did not report: track it from now on
             split = self._splits[split_id] = _Split(self._strategy.create_generator(), now_ms)
         split.last_records_ms = now_ms
+        split.had_records = True
         generator = split.generator
         if generator.enabled:
             previous = None if source_timestamps is None else source_timestamps.to_pylist()
@@ -65,12 +73,21 @@ class SplitWatermarks:
         return source_timestamps
 
     def combined(self, now_ms: int) -> int | None:
-        """The minimum watermark over active splits; None when every split is idle or there is none."""
-        active = [
-            split.generator.current_watermark()
-            for split in self._splits.values()
-            if self._idle_ms is None or now_ms - split.last_records_ms < self._idle_ms
-        ]
-        if not active:
+        """The minimum watermark over the active splits; None when there is no split.
+
+        When every split is idle it is the minimum over the splits that went idle
+        last: the watermark a continuous evaluation would have reached at the
+        moment only they were active. A poll that comes late (a busy machine)
+        must not skip that moment, or the event time would stall for as long as
+        the splits stay idle, where Flink's periodic check advances it.
+        """
+        splits = list(self._splits.values())
+        if not splits:
             return None
-        return max(min(active), MIN_WATERMARK)
+        if self._idle_ms is not None:
+            active = [split for split in splits if now_ms - split.last_records_ms < self._idle_ms]
+            if not active:  # every split is idle: the ones that went idle last
+                last = max(split.went_idle_order() for split in splits)
+                active = [split for split in splits if split.went_idle_order() == last]
+            splits = active
+        return max(min(split.generator.current_watermark() for split in splits), MIN_WATERMARK)

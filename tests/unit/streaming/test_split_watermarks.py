@@ -45,7 +45,18 @@ def test_idle_splits_are_left_out_until_they_have_records_again():
     assert splits.combined(now_ms=1_000) == 599  # now it is
     splits.assign("quiet", BATCH, ts(10, 20), now_ms=1_100)
     assert splits.combined(now_ms=1_100) == 19
-    assert splits.combined(now_ms=10_000) is None  # every split idle
+    assert splits.combined(now_ms=10_000) == 19  # every split idle: it stays where it got to
+
+
+def test_a_late_look_sees_the_moment_when_only_the_split_that_went_idle_last_was_active():
+    # "empty" is idle from 1000 on, "busy" from 1010 on. A look at 1005 gives busy's watermark; a look
+    # that comes only at 5000 (a busy machine) must give it too, not stall the event time until records.
+    splits = SplitWatermarks(WatermarkStrategy.for_monotonous_timestamps().with_idleness(timedelta(seconds=1)))
+    splits.update_splits({"busy", "empty"}, now_ms=0)
+    splits.assign("busy", BATCH, ts(500, 600), now_ms=10)
+    assert splits.combined(now_ms=5_000) == 599
+    splits.update_splits({"busy", "empty", "late"}, now_ms=6_000)  # a new split starts at the minimum
+    assert splits.combined(now_ms=6_000) == -(2**63)
 
 
 def test_finished_splits_no_longer_count():

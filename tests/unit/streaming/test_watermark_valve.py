@@ -110,3 +110,57 @@ def test_assign_timestamps_and_watermarks_with_idleness_marks_its_output_idle_on
     op.on_processing_time(now[0])
     op.process_watermark(2**63 - 1)  # the end: active again first, so the final watermark counts
     assert out.events[-3:] == [("idle",), ("active",), ("watermark", 2**63 - 1)]
+
+
+def test_a_source_polled_late_emits_its_splits_watermark_before_it_goes_idle():
+    # One split with records and one without, both idle by the next poll: the watermark the records
+    # reached goes out before the IDLE status (downstream ignores an idle channel's watermarks).
+    import pyarrow as pa
+
+    from flinklike_spark import Duration, WatermarkStrategy
+    from flinklike_spark._runtime.streaming.operator_registry import create_operator
+    from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+    from flinklike_spark._runtime.streaming.operators import OperatorContext
+    from flinklike_spark.connector_api import ReadResult, Source, SourceReader
+
+    class TwoSplitReader(SourceReader):
+        def __init__(self):
+            self.results = [ReadResult(batch=pa.record_batch([pa.array([1, 2])], names=["v"]), split_id="p0",
+                                       timestamps=pa.array([100, 200], type=pa.int64()))]  # fmt: skip
+
+        def add_splits(self, splits):
+            pass
+
+        def poll_next(self, max_rows):
+            return self.results.pop(0) if self.results else ReadResult()
+
+        def snapshot_state(self, checkpoint_id):
+            return []
+
+        def current_split_ids(self):
+            return frozenset({"p0", "p1"})
+
+    class TwoSplitSource(Source):
+        def create_splits(self, parallelism):
+            return []
+
+        def output_schema(self):
+            return pa.schema([("v", pa.int64())])
+
+        def create_reader(self, context):
+            return TwoSplitReader()
+
+    now = [1_000]
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_idleness(Duration.of_millis(500))
+    spec = OperatorSpec(uid="src", name="src", kind="source", function=TwoSplitSource(), timestamp_strategy=strategy)
+    op = create_operator(spec)
+    out = StatusOutput()
+    op.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0,
+                             clock_ms=lambda: now[0]), out)  # fmt: skip
+    op.open()
+    now[0] = 1_010
+    op.poll(100)
+    assert out.events == [("rows", 2)]  # p1 has no records yet: it holds the watermark
+    now[0] = 9_000
+    op.poll(100)
+    assert out.events == [("rows", 2), ("watermark", 199), ("idle",)]
