@@ -7,10 +7,16 @@ Order of operations, chosen so that a crash at any point never leaves a
    restorable first);
 2. delete their ``operator_state`` / ``channel_state`` partitions (a
    partition-only predicate, so deltalake removes whole files, no rewrite);
-3. vacuum each table with ``retention_hours=0`` and
+3. delete from storage the files those deletes removed from the tables'
+   logs (Flink's discarding of a subsumed checkpoint's files); with
+   ``full_vacuum`` also vacuum each table with ``retention_hours=0`` and
    ``enforce_retention_duration=False`` (deltalake's default, non-full vacuum:
    it deletes only files removed from the log, never the uncommitted files of
-   checkpoints still being written).
+   checkpoints still being written), which sweeps what an interrupted earlier
+   retention left. The vacuum lists every table directory and retries every
+   tombstone the log still holds, so its cost grows with the job's history;
+   the coordinator runs it on its first retention and then every
+   ``FULL_VACUUM_EVERY``-th.
 
 Incremental checkpoints share files: a checkpoint's partition stays while a
 retained checkpoint or savepoint is that checkpoint or names it in a chain
@@ -29,6 +35,7 @@ import os
 
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
+from fsspec.core import strip_protocol
 
 from flinklike_spark.errors import CheckpointStorageError
 
@@ -38,9 +45,13 @@ from .reader import _committed_files, list_completed_checkpoints
 from .schemas import CheckpointKind
 
 __all__ = [
+    "FULL_VACUUM_EVERY",
     "RetentionResult",
     "retain",
 ]
+
+#: A checkpoint coordinator's retentions between two full vacuums (the first one is full).
+FULL_VACUUM_EVERY = 20
 
 _log = logging.getLogger(__name__)
 
@@ -72,6 +83,7 @@ def retain(
     num_retained: int,
     *,
     drop_abandoned: bool = True,
+    full_vacuum: bool = True,
 ) -> RetentionResult:
     """Keep the newest ``num_retained`` completed checkpoints of ``job_id``; delete older ones.
 
@@ -84,6 +96,9 @@ def retain(
             complete, which holds in Flink's model: completing checkpoint n
             subsumes pending checkpoints < n. Pending *savepoints* older than
             the oldest retained checkpoint must not exist when this is True.
+        full_vacuum: also vacuum every table (sweeps files that an interrupted
+            earlier retention removed from a log but not from storage); the
+            files this call's own deletes remove are deleted either way.
 
     Returns:
         What was kept and removed.
@@ -109,10 +124,10 @@ def retain(
     # Partitions that retained checkpoints (and savepoints) read: their own and their chains'.
     shared = live_checkpoint_ids((c.checkpoint_id, c.properties) for c in kept)
 
-    # Each table is opened once: its delete leaves the DeltaTable at the new version, which vacuum reads.
-    opened: dict[str, DeltaTable | None] = {}
+    removed: dict[str, list[str]] = {}  # table -> files its delete removed from the log
+    opened: dict[str, DeltaTable | None] = {}  # a delete leaves the DeltaTable at the new version
     if dropped:
-        opened[CHECKPOINTS] = _delete(
+        opened[CHECKPOINTS], removed[CHECKPOINTS] = _delete(
             layout, CHECKPOINTS, f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})"
         )
     protected = sorted(c for c in shared | savepoints if c < oldest)
@@ -124,12 +139,15 @@ def retain(
         state_predicate = f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(c for c in dropped if c not in shared)})"
     else:
         state_predicate = None
-    vacuumed: list[str] = []
     for table in STATE_TABLES:
         if state_predicate is not None:
-            opened[table] = _delete(layout, table, state_predicate)
-    for table in (CHECKPOINTS, *STATE_TABLES):
-        vacuumed.extend(f"{table}/{p}" for p in _vacuum(layout, table, opened.get(table)))
+            opened[table], removed[table] = _delete(layout, table, state_predicate)
+    vacuumed: list[str] = []
+    for table, files in removed.items():
+        vacuumed.extend(f"{table}/{p}" for p in _delete_files(layout, table, files))
+    if full_vacuum:
+        for table in (CHECKPOINTS, *STATE_TABLES):
+            vacuumed.extend(f"{table}/{p}" for p in _vacuum(layout, table, opened.get(table)))
     orphans = _delete_orphans(layout, job_id, oldest, savepoints | shared) if drop_abandoned else []
     _log.info(
         "retention of job %s: kept %s, dropped %s, vacuumed %d files, %d orphans",
@@ -153,19 +171,45 @@ def _ids(ids) -> str:
     return ", ".join(str(int(i)) for i in ids)
 
 
-def _delete(layout: CheckpointLayout, table: str, predicate: str) -> DeltaTable | None:
-    """Delete the rows matching ``predicate``; the table at its new version (None: it does not exist)."""
+def _delete(layout: CheckpointLayout, table: str, predicate: str) -> tuple[DeltaTable | None, list[str]]:
+    """Delete the rows matching ``predicate``.
+
+    Returns:
+        The table at its new version (None: it does not exist), and the files
+        (paths in the layout's filesystem) the delete removed from the log.
+    """
     dt = layout.open_table(table)
     if dt is None:
-        return None
+        return None, []
     try:
+        before = set(dt.file_uris())
         dt.delete(predicate)
+        after = set(dt.file_uris())
     except (DeltaError, OSError) as exc:
         raise CheckpointStorageError(
             f"retention cannot delete from {layout.table_uri(table)!r} ({predicate}): {type(exc).__name__}: {exc}",
             url=layout.table_uri(table),
         ) from exc
-    return dt
+    return dt, sorted(strip_protocol(uri) for uri in before - after)
+
+
+def _delete_files(layout: CheckpointLayout, table: str, paths: list[str]) -> list[str]:
+    """Delete ``paths`` (no longer in ``table``'s log) from storage; those deleted, relative to the table."""
+    fs, _ = layout.filesystem()
+    root = layout.table_path(table).rstrip("/") + "/"
+    deleted = []
+    for path in paths:
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            continue  # deleted by a retention that ran concurrently, or by a vacuum
+        except OSError as exc:
+            raise CheckpointStorageError(
+                f"retention cannot delete {path!r} of {layout.table_uri(table)!r}: {type(exc).__name__}: {exc}",
+                url=layout.table_uri(table),
+            ) from exc
+        deleted.append(path[len(root) :] if path.startswith(root) else path)
+    return deleted
 
 
 def _vacuum(layout: CheckpointLayout, table: str, dt: DeltaTable | None = None) -> list[str]:

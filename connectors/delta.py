@@ -346,6 +346,15 @@ class DeltaCommitter(Committer):
     def __init__(self, table: _Table, *, fence_epoch: int = 0) -> None:
         self._table = table
         self._fence_epoch = fence_epoch
+        self._loaded: DeltaTable | None = None  # kept between commits, brought up to date incrementally
+
+    def _latest(self, schema: pa.Schema) -> DeltaTable:
+        """The table at its latest version: loaded once, then only the commits since are read."""
+        if self._loaded is None:
+            self._loaded = self._table.open_or_create(schema)
+        else:
+            self._loaded.update_incremental()
+        return self._loaded
 
     def commit(self, committables: list[DeltaCommittable]) -> None:
         if not committables:
@@ -362,7 +371,13 @@ class DeltaCommitter(Committer):
 
     def _commit(self, committables: Sequence[DeltaCommittable]) -> None:
         """One attempt: load the latest version, skip what it already has, add the rest."""
-        table = self._table.open_or_create(committables[0].schema)
+        try:
+            self._commit_on(self._latest(committables[0].schema), committables)
+        except BaseException:
+            self._loaded = None  # the next attempt loads the table afresh
+            raise
+
+    def _commit_on(self, table: DeltaTable, committables: Sequence[DeltaCommittable]) -> None:
         due, versions = [], {}
         for committable in committables:
             if is_committed(table, committable.app_id, committable.version):

@@ -54,6 +54,34 @@ def test_retain_keeps_newest_and_savepoints_and_vacuums(base):
     assert sorted(set(live["checkpoint_id"].to_pylist())) == [2, 4, 5]
 
 
+def test_without_the_full_vacuum_only_the_files_its_own_deletes_removed_are_deleted(base, monkeypatch):
+    import checkpointing.retention as retention
+
+    files = {cid: [f for h in complete(base, cid) for f in h.files] for cid in range(1, 5)}
+    in_flight = write_subtask(base, 5, 0).files
+
+    def exists(f):
+        return os.path.exists(os.path.join(base, f.table, f.path))
+
+    # An earlier retention died after its deletes: checkpoint 1 left the logs, its files stayed.
+    monkeypatch.setattr(retention, "_delete_files", lambda layout, table, paths: [])
+    retain(base, JOB, 3, full_vacuum=False, drop_abandoned=False)  # (orphan cleanup would sweep them)
+    monkeypatch.undo()
+    assert all(map(exists, files[1]))
+
+    result = retain(base, JOB, 2, full_vacuum=False, drop_abandoned=False)
+    assert result.dropped == (2,)
+    assert not any(map(exists, files[2]))
+    state_files = {f"{f.table}/{f.path}" for f in files[2]}
+    assert state_files <= set(result.vacuumed_files)
+    assert all(p in state_files or p.startswith("checkpoints/") for p in result.vacuumed_files), result
+    assert all(map(exists, [*files[1], *files[3], *files[4], *in_flight]))
+
+    swept = retain(base, JOB, 2)  # a full vacuum sweeps what the interrupted retention left
+    assert {f"{f.table}/{f.path}" for f in files[1]} <= set(swept.vacuumed_files)
+    assert not any(map(exists, files[1]))
+
+
 def test_retain_removes_abandoned_checkpoint_files(base):
     abandoned = write_subtask(base, 1, 0)  # never committed: the coordinator died
     complete(base, 2)
