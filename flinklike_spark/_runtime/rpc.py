@@ -371,8 +371,12 @@ class RpcClient:
             fails after this long).
 
     Thread rules: one client may be shared by any number of threads; calls
-    run concurrently over one connection. :meth:`close` is idempotent; calls
-    after it raise :class:`ClosedChannelError`.
+    run concurrently over one connection. :meth:`close` is idempotent and
+    does not wait; calls after it raise :class:`ClosedChannelError`, and
+    calls in flight finish (or time out) first: the Flight client is closed
+    when the last of them returns, since closing it under a call in flight
+    crashes the process (a TaskExecutor's ``release_job`` on an I/O thread
+    and its ``shutdown`` then ``close`` on the caller's did, in CI).
     """
 
     def __init__(self, address: str, secret: bytes, *, connect_timeout: float = 10.0) -> None:
@@ -382,6 +386,7 @@ class RpcClient:
         self._token = auth_token(secret)
         self._lock = threading.Lock()
         self._closed = False
+        self._in_flight = 0  # calls inside the Flight client; the last one out after close() closes it
         try:
             self._client = flight.FlightClient(address, generic_options=connect_options(connect_timeout))
         except (flight.FlightError, pa.ArrowException, OSError) as e:
@@ -407,16 +412,22 @@ class RpcClient:
             BrokenChannelError: the node is unreachable or died during the call.
             ClosedChannelError: this client was closed.
         """
-        if self._closed:
-            raise ClosedChannelError(f"{self!r} is closed")
         name = rpc_name(type(message))
         body = cloudpickle.dumps(message)
+        with self._lock:
+            if self._closed:
+                raise ClosedChannelError(f"{self!r} is closed")
+            self._in_flight += 1
         try:
             results = list(self._client.do_action(flight.Action(name, body), call_options(self._token, timeout)))
         except (flight.FlightError, pa.ArrowException, OSError) as e:
-            if self._closed:
-                raise ClosedChannelError(f"{self!r} was closed during RPC {name!r}") from e
             raise translate_flight_error(e, self.address, f"RPC {name!r}") from e
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                last_out = self._closed and self._in_flight == 0
+            if last_out:
+                self._close_flight_client()
         if len(results) != 1:
             raise BrokenChannelError(f"RPC {name!r} to {self.address}: expected one result, got {len(results)}")
         answer = results[0].body
@@ -428,11 +439,16 @@ class RpcClient:
         raise BrokenChannelError(f"RPC {name!r} to {self.address}: malformed answer (status byte {status!r})")
 
     def close(self) -> None:
-        """Close the connection; idempotent. Concurrent calls fail with :class:`ClosedChannelError`."""
+        """Close the connection (once the calls in flight returned); idempotent, does not wait."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            if self._in_flight:
+                return  # the last call in flight closes the Flight client
+        self._close_flight_client()
+
+    def _close_flight_client(self) -> None:
         try:
             self._client.close()
         except (flight.FlightError, pa.ArrowException, OSError):  # already broken: nothing to release
