@@ -141,7 +141,7 @@ def test_a_killed_task_executor_restores_from_s3(s3_server, private_dirs):
     directory = s3_server.url("checkpoints")
     e = env(config | checkpointed(s3_server, "aligned") | {"execution.checkpointing.dir": directory})
     (
-        e.from_source(SequenceSource(num_keys=6, records_per_key=RECORDS_PER_KEY, rows_per_second=250), name="seq")
+        e.from_source(SequenceSource(num_keys=6, records_per_key=RECORDS_PER_KEY, rows_per_second=500), name="seq")
         .uid("seq")
         .key_by("key").process(ExactCount()).uid("count")
         .sink_to(CollectSink("counts"))

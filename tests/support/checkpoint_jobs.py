@@ -20,13 +20,13 @@ MODES = ("aligned", "unaligned", "aligned-with-timeout")
 
 
 def checkpoint_config(directory: str, mode: str, parallelism: int = 2) -> dict:
-    """Two TaskExecutors, checkpoints every 150 ms into ``directory`` in ``mode`` (one of MODES)."""
+    """Two TaskExecutors, checkpoints every 500 ms into ``directory`` in ``mode`` (one of MODES)."""
     if mode not in MODES:
         raise ValueError(f"unknown checkpointing mode {mode!r}; valid: {MODES}")
     config = {
         "parallelism.default": parallelism,
         "local.number-taskmanager": 2,
-        "execution.checkpointing.interval": "150ms",
+        "execution.checkpointing.interval": "500ms",
         "execution.checkpointing.dir": directory,
         "execution.checkpointing.num-retained": 3,
         # small buffers: more of them in flight, so unaligned checkpoints have channel state

@@ -46,11 +46,11 @@ class SlowPassThrough(KeyedProcessFunction):
 
 
 def job_config(store, directory: str, mode: str) -> dict:
-    """Two TaskExecutors, checkpoints every 300 ms into ``directory`` on ``store`` in ``mode``."""
+    """Two TaskExecutors, checkpoints every 600 ms into ``directory`` on ``store`` in ``mode``."""
     config = {
         "parallelism.default": 2,
         "local.number-taskmanager": 2,
-        "execution.checkpointing.interval": "300ms",
+        "execution.checkpointing.interval": "600ms",
         "execution.checkpointing.dir": directory,
         "execution.checkpointing.num-retained": 3,
         "taskmanager.memory.segment-size": "2kb",
