@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -105,18 +106,30 @@ class CheckpointLayout:
 
     Instances are picklable (they travel to TaskExecutors) and cheap: the
     filesystem is resolved on each call to :meth:`filesystem`. Their ``repr``
-    shows no secret.
+    shows no secret. An instance keeps, per thread, the tables
+    :meth:`open_table` loaded (see there); a copy or an unpickled instance
+    starts without them.
     """
 
     base_url: str
     delta_storage_options: Mapping[str, str] | None = None
     fsspec_options: Mapping[str, Any] | None = None
     storage: StorageConfig | None = None
+    _tables: threading.local = dataclasses.field(
+        default_factory=threading.local, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, (str, os.PathLike)) or not str(self.base_url):
             raise ValueError(f"base_url must be a non-empty URL or path, got {self.base_url!r}")
         object.__setattr__(self, "base_url", os.fspath(self.base_url))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_tables"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        object.__setattr__(self, "_tables", threading.local())
 
     def __repr__(self) -> str:
         return (
@@ -189,6 +202,14 @@ class CheckpointLayout:
     def open_table(self, table: TableName, *, create: bool = False) -> DeltaTable | None:
         """Load ``table`` at its latest version.
 
+        The layout keeps, per thread, the table it returned last and brings that
+        same object up to date (``update_incremental``: reads only the commits
+        since) instead of loading the table again: a load replays the log from its
+        last Delta checkpoint (3-5 ms of CPU, measured), and a JobMaster opens its
+        tables about ten times per completed checkpoint. So a caller must not keep
+        a returned table across another ``open_table`` of the same table on the
+        same thread and expect its version to stay put.
+
         Args:
             create: create the (empty) table first if it does not exist.
 
@@ -199,6 +220,18 @@ class CheckpointLayout:
             CheckpointStorageError: the table cannot be created or loaded.
             IncompatibleCheckpointError: an existing table lacks columns of this format.
         """
+        cached: DeltaTable | None = getattr(self._tables, table, None)
+        if cached is not None:
+            try:
+                cached.update_incremental()
+                return cached
+            except (DeltaError, OSError):  # e.g. the table was removed: load it as new
+                setattr(self._tables, table, None)
+        dt = self._load_table(table, create=create)
+        setattr(self._tables, table, dt)
+        return dt
+
+    def _load_table(self, table: TableName, *, create: bool) -> DeltaTable | None:
         uri = self.table_uri(table)
         options = dict(self.options().delta) or None
         schema, partition_by = _SCHEMAS[table]

@@ -39,8 +39,11 @@ __all__ = ["SequenceReader", "SequenceSource", "SequenceSplit"]
 
 _KEY_TYPES = ("int", "str")
 # The throttle hands out rows in granules of about this much time, so that a
-# low rate does not turn into one tiny batch per poll.
-_THROTTLE_GRANULE_SECONDS = 0.01
+# low rate does not turn into one tiny batch per poll. 50 ms (half the default
+# execution.buffer-timeout.interval, which holds rows back longer anyway): at
+# 100 rows/s per reader 10 ms granules cost its task 26 ms of CPU per second,
+# 50 ms about a fifth of that (measured).
+_THROTTLE_GRANULE_SECONDS = 0.05
 # At most this many seconds of unused rate are banked (e.g. while the task was
 # backpressured), bounding the burst that follows.
 _THROTTLE_BURST_SECONDS = 1.0

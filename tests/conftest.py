@@ -13,9 +13,10 @@ marking it (docs/architecture.md, "Test suite in parallel"):
   runs beside the others like any slow test.
 * ``objectstore`` (``tests/objectstore/``): session-scoped servers (moto and
   Azurite) started once. The Kafka tests (``tests/kafka/``) are not one group:
-  their modules spread over the workers like other slow modules, and each
-  worker that runs one starts its own session broker (about 5 s), which is
-  cheaper than running a quarter of the suite's slow tests on one worker.
+  their modules spread over the workers like other slow modules, and a worker
+  starts a broker (about 4 s, 2 CPU-s) when it enters them and stops it when it
+  leaves (tests/kafka/conftest.py), which is cheaper than running a quarter of
+  the suite's slow tests on one worker.
 * every other ``slow`` test (multi-process: a MiniCluster with TaskExecutor
   processes) is grouped with its module, so a module's module-scoped job or
   cluster fixture is built once and a module's tests do not run against each

@@ -1,8 +1,8 @@
 """A real Kafka broker for the Kafka tests: :class:`LocalKafkaBroker` (KRaft, 127.0.0.1).
 
-``kafka_broker`` is one broker for the whole session (its jars are fetched
-with Maven into ``default_cache_dir()`` on first use, shared with the example
-and the docs' blocks); tests that
+``kafka_broker`` is one broker that a worker's consecutive Kafka tests share (its
+jars are fetched with Maven into ``default_cache_dir()`` on first use, shared with
+the example and the docs' blocks); tests that
 stop or restart a broker start their own with ``LocalKafkaBroker`` so they do
 not disturb the others. ``kafka_topic(partitions=...)`` creates a topic with a
 unique name per call. Skipped, with the reason, only where Java is missing, or
@@ -40,16 +40,37 @@ def kafka_cache_dir() -> Path:
     return CACHE_DIR
 
 
-@pytest.fixture(scope="session")
+class _WorkerBroker:
+    """The broker this worker's Kafka tests share: started by the first test that needs it, stopped once
+    the worker's next test is not a Kafka test (an idle KRaft broker costs 1-2% of a core: kept to the
+    worker's end, the workers' brokers idled for most of the suite's run)."""
+
+    broker = None
+
+    @classmethod
+    def stop(cls) -> None:
+        broker, cls.broker = cls.broker, None
+        if broker is not None:
+            broker.stop(delete_data=True)
+
+
+@pytest.fixture
 def kafka_broker(kafka_cache_dir, tmp_path_factory):
     from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
 
-    broker = LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path_factory.mktemp("kafka-broker"))
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop(delete_data=True)
+    if _WorkerBroker.broker is None or not _WorkerBroker.broker.running:
+        _WorkerBroker.stop()
+        broker = LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path_factory.mktemp("kafka-broker"))
+        broker.start()
+        _WorkerBroker.broker = broker
+    return _WorkerBroker.broker
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield  # the test's own fixtures (jobs, clients) are torn down first
+    if nextitem is None or Path(str(nextitem.path)).parent != Path(str(item.path)).parent:
+        _WorkerBroker.stop()
 
 
 @pytest.fixture
