@@ -69,12 +69,14 @@ def test_cancelling_a_cancelled_job_again_is_a_no_op(tmp_path):
 
 
 class BlockUntilFlag:
-    """A map that holds its task thread after the first record until ``flag`` exists."""
+    """A map that holds its task thread at the first record until ``flag`` exists (``<flag>.blocked`` says it does)."""
 
     def __init__(self, flag):
         self.flag = str(flag)
 
     def __call__(self, row):
+        if not os.path.exists(self.flag):
+            open(f"{self.flag}.blocked", "w").close()
         while not os.path.exists(self.flag):
             time.sleep(0.01)
         return row
@@ -90,6 +92,10 @@ def test_stop_with_savepoint_timeout_says_what_timed_out_and_what_it_waits_for(t
     client = env.execute_async("blocked")
     try:
         wait_for_status(client, "RUNNING")
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "release.blocked").exists():  # the barrier must come after a record
+            assert time.monotonic() < deadline, "the map never received a record"
+            time.sleep(0.01)
         with pytest.raises(JobClientTimeoutError) as info:
             client.stop_with_savepoint(timeout=1)
         message = str(info.value)
