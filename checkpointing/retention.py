@@ -132,9 +132,7 @@ def retain(
     removed: dict[str, list[str]] = {}  # table -> files its delete removed from the log
     opened: dict[str, DeltaTable | None] = {}  # a delete leaves the DeltaTable at the new version
     if dropped:
-        opened[CHECKPOINTS], removed[CHECKPOINTS] = _delete(
-            layout, CHECKPOINTS, f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})"
-        )
+        opened[CHECKPOINTS], removed[CHECKPOINTS] = _delete_rows(layout, job_id, dropped)
     protected = {c for c in shared | savepoints if c < oldest}
     unshared = {c for c in dropped if c not in shared}
     if drop_abandoned or unshared:
@@ -196,6 +194,46 @@ def _delete(layout: CheckpointLayout, table: str, predicate: str) -> tuple[Delta
     return dt, sorted(strip_protocol(uri) for uri in before - after)
 
 
+def _delete_rows(layout: CheckpointLayout, job_id: str, dropped: tuple[int, ...]) -> tuple[DeltaTable | None, list[str]]:
+    """Delete the ``checkpoints`` rows of the ``dropped`` checkpoints of ``job_id``.
+
+    The committer writes each completion row as a file of its own, so the rows
+    usually go as whole files: those whose statistics show only rows of one
+    dropped checkpoint of this job, removed in one commit. If any other file may
+    hold such a row (several rows, no statistics), a Delta delete rewrites them.
+
+    Returns:
+        As :func:`_delete`.
+    """
+    dt = layout.open_table(CHECKPOINTS)
+    if dt is None:
+        return None, []
+    wanted = sorted(dropped)
+    whole: list[tuple[str, int]] = []
+    try:
+        actions = pa.table(dt.get_add_actions(flatten=True))
+    except (DeltaError, OSError) as exc:
+        raise CheckpointStorageError(
+            f"retention cannot read the log of {layout.table_uri(CHECKPOINTS)!r}: {type(exc).__name__}: {exc}",
+            url=layout.table_uri(CHECKPOINTS),
+        ) from exc
+    columns = ("min.job_id", "max.job_id", "min.checkpoint_id", "max.checkpoint_id")
+    stats = [actions[c].to_pylist() if c in actions.column_names else [None] * actions.num_rows for c in columns]
+    for path, size, job_min, job_max, low, high in zip(
+        actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), *stats
+    ):
+        if low is not None and high is not None and not any(low <= c <= high for c in wanted):
+            continue  # holds no row of a dropped checkpoint (of any job)
+        if job_min is not None and job_min == job_max and job_min != job_id and not job_id.startswith(job_min):
+            continue  # another job's rows (a prefix could be a truncated statistic of this job's id)
+        if job_min == job_max == job_id and low == high:
+            whole.append((path, size))
+            continue
+        return _delete(layout, CHECKPOINTS, f"job_id = '{job_id}' AND checkpoint_id IN ({_ids(dropped)})")
+    removes = [(path, size, None) for path, size in whole]
+    return dt, _commit_removes(layout, CHECKPOINTS, dt, removes, f"the rows of checkpoints {wanted} of job {job_id!r}")
+
+
 def _remove_partitions(
     layout: CheckpointLayout, table: str, job_id: str, selected: Callable[[int], bool]
 ) -> tuple[DeltaTable | None, list[str]]:
@@ -214,37 +252,52 @@ def _remove_partitions(
         return None, []
     try:
         actions = pa.table(dt.get_add_actions(flatten=True))
-        if actions.num_rows == 0:
-            return dt, []
-        ours = actions.filter(pc.equal(actions["partition.job_id"], job_id))
-        ids = ours["partition.checkpoint_id"].to_pylist()
-        now_ms = int(time.time() * 1000)
-        removes = [
-            RemoveAction(
-                path=path,
-                data_change=True,
-                deletion_timestamp=now_ms,
-                size=size,
-                partition_values={"job_id": job_id, "checkpoint_id": str(cid)},
-            )
-            for path, size, cid in zip(ours["path"].to_pylist(), ours["size_bytes"].to_pylist(), ids)
-            if selected(cid)
-        ]
-        if not removes:
-            return dt, []
-        before = set(dt.file_uris())
-        dt.create_write_transaction(
-            removes, mode="append", schema=dt.schema(), partition_by=list(STATE_PARTITION_COLUMNS)
+    except (DeltaError, OSError) as exc:
+        raise CheckpointStorageError(
+            f"retention cannot read the log of {layout.table_uri(table)!r}: {type(exc).__name__}: {exc}",
+            url=layout.table_uri(table),
+        ) from exc
+    if actions.num_rows == 0:
+        return dt, []
+    ours = actions.filter(pc.equal(actions["partition.job_id"], job_id))
+    removes = [
+        (path, size, {"job_id": job_id, "checkpoint_id": str(cid)})
+        for path, size, cid in zip(
+            ours["path"].to_pylist(), ours["size_bytes"].to_pylist(), ours["partition.checkpoint_id"].to_pylist()
         )
+        if selected(cid)
+    ]
+    return dt, _commit_removes(layout, table, dt, removes, f"checkpoints of job {job_id!r}")
+
+
+def _commit_removes(
+    layout: CheckpointLayout,
+    table: str,
+    dt: DeltaTable,
+    removes: list[tuple[str, int, dict[str, str] | None]],
+    what: str,
+) -> list[str]:
+    """Remove files ``(path, size, partition values)`` from ``table``'s log in one commit; the files it
+    removed (paths in the layout's filesystem), which stay in storage."""
+    if not removes:
+        return []
+    now_ms = int(time.time() * 1000)
+    actions = [
+        RemoveAction(path=path, data_change=True, deletion_timestamp=now_ms, size=size, partition_values=values)
+        for path, size, values in removes
+    ]
+    partition_by = list(STATE_PARTITION_COLUMNS) if table in STATE_TABLES else None
+    try:
+        before = set(dt.file_uris())
+        dt.create_write_transaction(actions, mode="append", schema=dt.schema(), partition_by=partition_by)
         dt.update_incremental()
         after = set(dt.file_uris())
     except (DeltaError, OSError) as exc:
         raise CheckpointStorageError(
-            f"retention cannot remove checkpoints of job {job_id!r} from {layout.table_uri(table)!r}: "
-            f"{type(exc).__name__}: {exc}",
+            f"retention cannot remove {what} from {layout.table_uri(table)!r}: {type(exc).__name__}: {exc}",
             url=layout.table_uri(table),
         ) from exc
-    return dt, sorted(strip_protocol(uri) for uri in before - after)
+    return sorted(strip_protocol(uri) for uri in before - after)
 
 
 def _delete_files(layout: CheckpointLayout, table: str, paths: list[str]) -> list[str]:

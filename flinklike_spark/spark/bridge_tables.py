@@ -469,25 +469,51 @@ class SparkInputSource(Source):
 
 
 class _VersionFiles:
-    """Files each table version added (set difference with the previous version), cached per reader."""
+    """Files each table version added (set difference with the previous version), cached per reader.
+
+    An idle reader asks for the next version every poll interval: the latest
+    version is read through one handle brought up to date (``update_incremental``
+    reads only new commits; loading the table replays its log), and each version's
+    file set is kept for the next version's difference.
+    """
 
     def __init__(self, table: BridgeTable) -> None:
         self._table = table
         self._cache: dict[int, list[str]] = {}
+        self._file_sets: dict[int, set[str]] = {}
+        self._latest: DeltaTable | None = None
+
+    def _latest_table(self) -> DeltaTable | None:
+        if self._latest is not None:
+            try:
+                self._latest.update_incremental()
+                return self._latest
+            except (DeltaError, OSError):  # e.g. the table was removed: load it as new
+                self._latest = None
+        self._latest = self._table.open()
+        return self._latest
+
+    def _files_of(self, version: int, latest: DeltaTable) -> set[str]:
+        if version not in self._file_sets:
+            table = latest if latest.version() == version else self._table.open(version)
+            self._file_sets[version] = set(table.file_uris())
+        return self._file_sets[version]
 
     def added(self, version: int) -> list[str] | None:
         """Files ``version`` added, sorted; None if the table has no such version yet."""
         if version in self._cache:
             return self._cache[version]
-        latest = self._table.open()
+        latest = self._latest_table()
         if latest is None or latest.version() < version:
             return None
-        now = set(latest.file_uris()) if latest.version() == version else set(self._table.open(version).file_uris())
-        before = set() if version == 0 else set(self._table.open(version - 1).file_uris())
+        now = self._files_of(version, latest)
+        before = set() if version == 0 else self._files_of(version - 1, latest)
         files = sorted(now - before)
         self._cache[version] = files
         for old in [v for v in self._cache if v < version - 64]:
             del self._cache[old]
+        for old in [v for v in self._file_sets if v < version]:
+            del self._file_sets[old]
         return files
 
 

@@ -400,6 +400,7 @@ class EngineJob:
         self._table = spec.record_table()
         self._process: subprocess.Popen | None = None
         self._stopped = False
+        self._finished = False  # the bounded job ended: nothing is left to start (no record read per request)
 
     @property
     def record(self) -> JobRecord | None:
@@ -418,6 +419,8 @@ class EngineJob:
         """
         if self._stopped:
             raise BridgeJobError("the Spark source was stopped; its engine job is not restarted")
+        if self._finished:
+            return
         process = self._process
         if process is not None and process.poll() is None:
             return
@@ -433,6 +436,7 @@ class EngineJob:
             if process is not None:
                 _log.info("engine job of pipeline %r finished", self._spec.pipeline)
             self._process = None  # a bounded job ended: its output is all committed
+            self._finished = True
             return
         if process is not None:
             _log.warning("engine job runner exited with %s; resuming it from its latest checkpoint",

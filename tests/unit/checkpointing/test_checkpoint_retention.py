@@ -127,3 +127,28 @@ def test_every_table_checkpoints_its_log_every_ten_commits(base):
         assert dt.metadata().configuration.get("delta.checkpointInterval") == "10", table
         log = os.listdir(os.path.join(base, table, "_delta_log"))
         assert dt.version() >= 10 and any(name.endswith(".checkpoint.parquet") for name in log), (table, sorted(log))
+
+
+def test_completion_rows_go_as_whole_files_and_a_file_with_several_rows_is_rewritten(base):
+    """The committer writes one file per completion row: retention removes those files without a
+    rewrite. A file holding several rows (another writer's, e.g. a compaction) is rewritten by a
+    Delta delete that keeps the rows of retained checkpoints."""
+    from deltalake import write_deltalake
+
+    for cid in range(1, 5):
+        complete(base, cid)
+    checkpoints = os.path.join(base, "checkpoints")
+    version = DeltaTable(checkpoints).version()
+    retain(base, JOB, 3)
+    operations = [h["operation"] for h in DeltaTable(checkpoints).history() if h["version"] > version]
+    assert "DELETE" not in operations and [c.checkpoint_id for c in list_completed_checkpoints(base, JOB)] == [2, 3, 4]
+
+    # Compact the rows of checkpoints 2-4 into one file, as an OPTIMIZE by another writer would.
+    rows = scan_table(DeltaTable(checkpoints))
+    write_deltalake(checkpoints, rows, mode="overwrite")
+    complete(base, 5)
+    version = DeltaTable(checkpoints).version()
+    result = retain(base, JOB, 2)
+    assert result.dropped == (2, 3)
+    assert [c.checkpoint_id for c in list_completed_checkpoints(base, JOB)] == [4, 5]
+    assert "DELETE" in [h["operation"] for h in DeltaTable(checkpoints).history() if h["version"] > version]
