@@ -39,7 +39,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["KafkaSourceError", "KafkaSourceReader"]
 
 _log = logging.getLogger(__name__)
+#: After an empty fetch the task polls again in 5 ms, doubling while fetches stay empty, up to 20 ms: an
+#: idle reader made 200 fetches a second at a fixed 5 ms, a record arriving after a pause waits 20 ms at most.
 _EMPTY_POLL_WAIT_S = 0.005
+_EMPTY_POLL_MAX_WAIT_S = 0.02
 _MAX_MESSAGES_PER_FETCH = 10_000
 #: How long closing waits for the consumer (the Java client's default close timeout is 30 s).
 _CLOSE_TIMEOUT_SECONDS = 10.0
@@ -86,6 +89,7 @@ class KafkaSourceReader(SourceReader):
         self._stop = threading.Event()
         self._discovery_thread: threading.Thread | None = None
         self._active_ids: frozenset[str] = frozenset()
+        self._empty_wait = _EMPTY_POLL_WAIT_S
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -140,6 +144,7 @@ class KafkaSourceReader(SourceReader):
         if not self._pending:
             self._fetch(max_rows)
         if self._pending:
+            self._empty_wait = _EMPTY_POLL_WAIT_S
             split_id, batch, timestamps, next_offset = self._pending.popleft()
             self._pending_per_split[split_id] -= 1
             split = self._splits[split_id]
@@ -150,7 +155,8 @@ class KafkaSourceReader(SourceReader):
         if self._source.options.stopping_offsets is not None and self._discovery_thread is None:
             if all(split.finished for split in self._splits.values()):
                 return ReadResult(end_of_input=True)
-        return ReadResult(wait_seconds=_EMPTY_POLL_WAIT_S)
+        wait, self._empty_wait = self._empty_wait, min(self._empty_wait * 2, _EMPTY_POLL_MAX_WAIT_S)
+        return ReadResult(wait_seconds=wait)
 
     def _fetch(self, max_rows: int) -> None:
         messages = self._consumer.consume(num_messages=min(max_rows, _MAX_MESSAGES_PER_FETCH), timeout=0)
