@@ -24,10 +24,6 @@ marking it (docs/architecture.md, "Test suite in parallel"):
 * the rest (unit tests, and the slow modules in ``INDEPENDENT_MODULES``) is
   spread one test at a time.
 
-Units of work (a group, or a test of no group) are handed out longest first,
-by the seconds ``tests/durations.json`` records for their tests
-(:func:`order_longest_first`).
-
 A test that sets ``@pytest.mark.xdist_group`` itself keeps its own group.
 
 pytest-xdist 3.8 groups by appending ``@group`` to ``item._nodeid``, which
@@ -122,39 +118,6 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
-#: Seconds each test took in a clean-clone run (setup, call and teardown; tests under a second are left out),
-#: for the order in which the scheduler hands work out. Only the order depends on it: a stale or missing
-#: entry makes a run slower, never different.
-DURATIONS = TESTS / "durations.json"
-_DEFAULT_SECONDS = {"slow": 5.0, "fast": 0.2}
-
-
-def order_longest_first(items: list[pytest.Item], groups: dict[str, str]) -> None:
-    """Sort ``items`` in place so that the units of work (a group, or a test of no group) with the most
-    seconds come first, each unit's tests in collection order.
-
-    xdist hands the units out in collection order as workers free up (its own reordering, by number of
-    tests, is turned off in :func:`pytest_xdist_make_scheduler`): a long unit handed out last (the Spark
-    group, a Spark documentation block) ran alone while the other workers idled. Longest first is the
-    classic list-scheduling bound.
-    """
-    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
-    seconds: dict[str, float] = {}
-    first: dict[str, int] = {}
-    for index, item in enumerate(items):
-        unit = groups.get(item.nodeid, item.nodeid)
-        kind = "slow" if item.get_closest_marker("slow") is not None else "fast"
-        seconds[unit] = seconds.get(unit, 0.0) + known.get(item.nodeid, _DEFAULT_SECONDS[kind])
-        first.setdefault(unit, index)
-    position = {item.nodeid: index for index, item in enumerate(items)}
-
-    def key(item: pytest.Item) -> tuple[float, int, int]:
-        unit = groups.get(item.nodeid, item.nodeid)
-        return -seconds[unit], first[unit], position[item.nodeid]
-
-    items.sort(key=key)
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     groups = {}
@@ -168,8 +131,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
         if group is not None:
             groups[item.nodeid] = group
-    if getattr(config, "workerinput", None) is not None:  # an xdist worker: its order is the scheduler's
-        order_longest_first(items, groups)
     directory = getattr(config, "workerinput", {}).get(_GROUPS_DIR)
     if directory is not None:  # an xdist worker: tell the controller's scheduler
         path = Path(directory) / f"{config.workerinput['workerid']}.json"
@@ -201,8 +162,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
-
-    config.option.loadscopereorder = False  # the workers' collection is already longest first
 
     class FileGroupScheduling(LoadGroupScheduling):
         _groups: dict[str, str] | None = None
