@@ -25,6 +25,7 @@ import logging
 import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -61,6 +62,33 @@ def _wait_listening(port: int, what: str, process: subprocess.Popen | None = Non
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout} s")
 
 
+def _atomic_conditional_puts() -> None:
+    """Make moto's conditional PUT atomic, as S3's is.
+
+    moto checks ``If-None-Match: *`` (and ``If-Match``) and then stores the object,
+    with nothing between the two: two writers creating the same Delta log entry on
+    two server threads can both pass the check, and the second put replaces the
+    first writer's commit, which then is lost although both got 200 (seen once in
+    a CI run of test_concurrent_commits.py). S3 decides a conditional write
+    atomically; a lock around moto's handler does the same here.
+    """
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response.put_object, "_flinklike_atomic", False):
+        return
+    put_object = S3Response.put_object
+    lock = threading.Lock()
+
+    def atomic_put_object(self):
+        if "If-None-Match" in self.headers or "If-Match" in self.headers:
+            with lock:
+                return put_object(self)
+        return put_object(self)
+
+    atomic_put_object._flinklike_atomic = True
+    S3Response.put_object = atomic_put_object
+
+
 def _s3_only_moto_server(port: int):
     """moto's ThreadedMotoServer serving S3 alone. Its dispatcher otherwise finds the service of every
     request by matching the host and headers against every AWS service's URL patterns, under a lock:
@@ -68,6 +96,8 @@ def _s3_only_moto_server(port: int):
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from moto.server import ThreadedMotoServer
     from werkzeug.serving import make_server
+
+    _atomic_conditional_puts()
 
     class S3Dispatcher(DomainDispatcherApplication):
         def get_application(self, environ):
