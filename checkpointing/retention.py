@@ -241,8 +241,7 @@ def _remove_partitions(
 
     One commit of remove actions for the partitions' files, taken from the log:
     what a Delta delete with a partition-only predicate commits, without its
-    query plan (a third of a JobMaster's CPU per completed checkpoint went to
-    the three deletes of retention, measured).
+    query plan.
 
     Returns:
         As :func:`_delete`.

@@ -42,7 +42,7 @@ _KEY_TYPES = ("int", "str")
 # low rate does not turn into one tiny batch per poll. 50 ms (half the default
 # execution.buffer-timeout.interval, which holds rows back longer anyway): at
 # 100 rows/s per reader 10 ms granules cost its task 26 ms of CPU per second,
-# 50 ms about a fifth of that (measured).
+# 50 ms about 12 (measured).
 _THROTTLE_GRANULE_SECONDS = 0.05
 # At most this many seconds of unused rate are banked (e.g. while the task was
 # backpressured), bounding the burst that follows.
