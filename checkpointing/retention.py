@@ -210,13 +210,7 @@ def _delete_rows(layout: CheckpointLayout, job_id: str, dropped: tuple[int, ...]
         return None, []
     wanted = sorted(dropped)
     whole: list[tuple[str, int]] = []
-    try:
-        actions = pa.table(dt.get_add_actions(flatten=True))
-    except (DeltaError, OSError) as exc:
-        raise CheckpointStorageError(
-            f"retention cannot read the log of {layout.table_uri(CHECKPOINTS)!r}: {type(exc).__name__}: {exc}",
-            url=layout.table_uri(CHECKPOINTS),
-        ) from exc
+    actions = _add_actions(layout, CHECKPOINTS, dt)
     columns = ("min.job_id", "max.job_id", "min.checkpoint_id", "max.checkpoint_id")
     stats = [actions[c].to_pylist() if c in actions.column_names else [None] * actions.num_rows for c in columns]
     for path, size, job_min, job_max, low, high in zip(
@@ -249,13 +243,7 @@ def _remove_partitions(
     dt = layout.open_table(table)
     if dt is None:
         return None, []
-    try:
-        actions = pa.table(dt.get_add_actions(flatten=True))
-    except (DeltaError, OSError) as exc:
-        raise CheckpointStorageError(
-            f"retention cannot read the log of {layout.table_uri(table)!r}: {type(exc).__name__}: {exc}",
-            url=layout.table_uri(table),
-        ) from exc
+    actions = _add_actions(layout, table, dt)
     if actions.num_rows == 0:
         return dt, []
     ours = actions.filter(pc.equal(actions["partition.job_id"], job_id))
@@ -267,6 +255,17 @@ def _remove_partitions(
         if selected(cid)
     ]
     return dt, _commit_removes(layout, table, dt, removes, f"checkpoints of job {job_id!r}")
+
+
+def _add_actions(layout: CheckpointLayout, table: str, dt: DeltaTable) -> pa.Table:
+    """The add actions of ``dt``'s current version, flattened (partition values and statistics as columns)."""
+    try:
+        return pa.table(dt.get_add_actions(flatten=True))
+    except (DeltaError, OSError) as exc:
+        raise CheckpointStorageError(
+            f"retention cannot read the log of {layout.table_uri(table)!r}: {type(exc).__name__}: {exc}",
+            url=layout.table_uri(table),
+        ) from exc
 
 
 def _commit_removes(
