@@ -275,7 +275,9 @@ def run_w4(records: int, keys: int, parallelism: int, *, rate: float) -> tuple[f
                                  default=0)) < 2:  # fmt: skip
                 if client.done() or time.monotonic() > deadline:
                     ended = f"ended ({client.get_job_status()})" if client.done() else "ran 120 s"
-                    raise SystemExit(f"W4: the job {ended} before its second checkpoint (latest: {latest}); the kill needs it")
+                    raise SystemExit(
+                        f"W4: the job {ended} before its second checkpoint (latest: {latest}); the kill needs it"
+                    )
                 time.sleep(0.05)
             victims = task_executor_processes()
             if not victims:
