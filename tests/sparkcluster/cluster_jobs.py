@@ -107,8 +107,10 @@ def keyed_delta_job(args: dict, *, records_per_key: int | None, rate: float | No
 
 
 def wait_for_checkpoints(client, directory: str, count: int, timeout: float = 180.0) -> None:
+    """Waits until checkpoint ``count`` (or a later one) completed: by id, not by the completed checkpoints
+    listed, of which one is retained (the default ``num-retained``)."""
     deadline = time.monotonic() + timeout
-    while len(list_completed_checkpoints(directory, client.job_id)) < count:
+    while max((c.checkpoint_id for c in list_completed_checkpoints(directory, client.job_id)), default=0) < count:
         if client.done():
             client.wait(0)  # raises the job's failure
             raise AssertionError("the job finished before it was checkpointed")
