@@ -28,9 +28,9 @@ from tests.support.processes import task_executors_under
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 TOTAL = 6000  # values 0 .. TOTAL-1: 1500 per key
-# rate-micro-batch: fixed rows per micro-batch, whatever the wall time (a loaded machine); 100 (was 50)
-# halves the micro-batches, so the time the data takes, with the same rows for each of the three runs.
-ROWS_PER_BATCH = 100
+# rate-micro-batch: fixed rows per micro-batch, whatever the wall time (a loaded machine). 200 (was 50, then
+# 100): 30 micro-batches, each a Spark job of about a CPU-second; every step below still spans two or more.
+ROWS_PER_BATCH = 200
 
 
 def start_query(spark, job_dir: Path, checkpoint: Path):
