@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from engine_flinklike import CountUntil, SummarySink
 from workloads import exactly_once, latency_metrics, per_key
 
-from checkpointing import list_completed_checkpoints
+from checkpointing import latest_completed, list_completed_checkpoints
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import (
     Configuration,
@@ -271,12 +271,12 @@ def run_w4(records: int, keys: int, parallelism: int, *, rate: float) -> tuple[f
             client = cluster.submit_job(env.get_job_graph("w4-recovery"))
             deadline = time.monotonic() + 120
             # the latest id, not a count: one checkpoint is retained (Flink's default), older ones are removed
-            while (latest := max((c.checkpoint_id for c in list_completed_checkpoints(directory, client.job_id)),
-                                 default=0)) < 2:  # fmt: skip
+            while (latest := latest_completed(directory, client.job_id)) is None or latest.checkpoint_id < 2:
                 if client.done() or time.monotonic() > deadline:
                     ended = f"ended ({client.get_job_status()})" if client.done() else "ran 120 s"
+                    latest_id = latest.checkpoint_id if latest else None
                     raise SystemExit(
-                        f"W4: the job {ended} before its second checkpoint (latest: {latest}); the kill needs it"
+                        f"W4: the job {ended} before its second checkpoint (latest: {latest_id}); the kill needs it"
                     )
                 time.sleep(0.05)
             victims = task_executor_processes()

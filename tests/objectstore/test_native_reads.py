@@ -159,7 +159,7 @@ FORKER = textwrap.dedent("""
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_each_reading_path_exits_cleanly_in_many_short_processes(s3_server):
-    from checkpointing import CheckpointLayout, list_completed_checkpoints
+    from checkpointing import CheckpointLayout, latest_completed, list_completed_checkpoints
     from connectors import DeltaSink, SequenceSource
     from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 
@@ -182,7 +182,7 @@ def test_each_reading_path_exits_cleanly_in_many_short_processes(s3_server):
     try:
         deadline = time.monotonic() + 120
         # by id: one checkpoint is retained, so two are never listed but for a moment
-        while max((c.checkpoint_id for c in list_completed_checkpoints(layout, client.job_id)), default=0) < 2:
+        while (latest := latest_completed(layout, client.job_id)) is None or latest.checkpoint_id < 2:
             assert time.monotonic() < deadline and not client.done(), "no checkpoints completed"
             time.sleep(0.3)
     finally:

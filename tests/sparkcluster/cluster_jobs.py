@@ -47,7 +47,7 @@ import threading
 import time
 import urllib.request
 
-from checkpointing import list_completed_checkpoints
+from checkpointing import latest_completed
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, MapFunction, StreamExecutionEnvironment
 
@@ -110,7 +110,7 @@ def wait_for_checkpoints(client, directory: str, count: int, timeout: float = 18
     """Waits until checkpoint ``count`` (or a later one) completed: by id, not by the completed checkpoints
     listed, of which one is retained (the default ``num-retained``)."""
     deadline = time.monotonic() + timeout
-    while max((c.checkpoint_id for c in list_completed_checkpoints(directory, client.job_id)), default=0) < count:
+    while (latest := latest_completed(directory, client.job_id)) is None or latest.checkpoint_id < count:
         if client.done():
             client.wait(0)  # raises the job's failure
             raise AssertionError("the job finished before it was checkpointed")
