@@ -207,6 +207,10 @@ def list_completed_checkpoints(
 
     Sorted by ``(job_id, checkpoint_id)``. Listing does not validate files; use
     :func:`verify_checkpoint` or :func:`find_restorable_checkpoint` for that.
+    Only retained checkpoints have a row: retention removes those beyond
+    ``execution.checkpointing.num-retained`` (default 1). To wait until a job's
+    N-th checkpoint completed, compare :func:`latest_completed`'s id, not the
+    length of this list.
     """
     rows = read_checkpoints_table(base, job_id).to_pylist()
     found = [CompletedCheckpoint.from_row(r) for r in rows]
