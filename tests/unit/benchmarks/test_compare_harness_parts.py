@@ -107,3 +107,27 @@ def test_scenarios_report_every_engine_with_numbers_or_a_reason(tmp_path):
     assert "| spark | failed: wrong result {'lost': 3}" in lines
     assert "| pyflink | — |" in lines  # neither run nor refused: the harness had no result for it
     assert "W4 against Spark: not measured in this run" in lines
+
+
+def test_w4_takes_the_commit_time_of_the_first_output_processed_after_the_kill_also_the_jobs_last(tmp_path):
+    """W4's "output flowing again": read from the Delta log after the job, so a last commit counts too
+    (a poller stopped when the job ended missed it: ci28)."""
+    import time
+
+    import pyarrow as pa
+    import scenarios_flinklike
+    from deltalake import DeltaTable, write_deltalake
+
+    path = str(tmp_path / "out")
+
+    def commit(processed: float) -> None:
+        write_deltalake(path, pa.table({"key": [1], "seq": [0], "processed": [processed]}), mode="append")
+
+    commit(100.0)  # version 0: before the kill
+    killed_at = time.time()
+    commit(killed_at - 5)  # version 1: committed after the kill, processed before it (a checkpoint's tail)
+    assert scenarios_flinklike.first_commit_after(path, 0, killed_at) is None
+    commit(killed_at + 1)  # version 2: the job's last commit, processed after the kill
+    committed = {entry["version"]: entry["timestamp"] / 1000 for entry in DeltaTable(path).history()}
+    assert scenarios_flinklike.first_commit_after(path, 0, killed_at) == committed[2]
+    assert scenarios_flinklike.first_commit_after(path, 2, killed_at) is None
