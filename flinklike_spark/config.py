@@ -13,12 +13,9 @@ typed views (:attr:`Configuration.pipeline`, :attr:`Configuration.cluster`,
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import math
-import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from flinklike_spark.config_enums import (
     DEFAULT_ROCKSDB_MEMORY_PER_SLOT,
@@ -32,35 +29,30 @@ from flinklike_spark.config_enums import (
     StateBackendType,
     TaskManagerMode,
     TaskManagerStartMethod,
-    parse_failover_strategy,
-    parse_reporter_factory,
-    parse_restart_strategy,
-    parse_runtime_mode,
-    parse_state_backend,
 )
-from flinklike_spark.config_parsers import (
-    INT_MAX,
-    MAX_DURATION,
-    MIN_CHECKPOINT_TIME,
-    UPPER_BOUND_MAX_PARALLELISM,
-    enum_parser,
-    format_bound,
-    format_bytes,
-    parse_bool,
-    parse_duration,
-    parse_float,
-    parse_int,
-    parse_memory_size,
-    parse_optional_location,
-    parse_optional_str,
-    parse_pattern_value,
-    parse_port_range,
+from flinklike_spark.config_options import (
+    DEPRECATED_KEYS,
+    OPTIONS,
+    PATTERN_OPTIONS,
+    ConfigOption,
+    fold_key_case,
+    format_value,
 )
+from flinklike_spark.config_options import current_key as _current_key
+from flinklike_spark.config_options import is_pattern_key as _is_pattern_key
+from flinklike_spark.config_options import parse_value as _parse
+from flinklike_spark.config_options import unknown_key_error as _unknown_key
+from flinklike_spark.config_parsers import parse_duration, parse_memory_size
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.storage import StorageConfig, redact
 
+_MISSING = object()
+
 __all__ = [
+    "DEPRECATED_KEYS",
+    "OPTIONS",
     "PATTERN_OPTIONS",
+    "PROMETHEUS_REPORTER_FACTORY",
     "CheckpointStorageType",
     "CheckpointingMode",
     "CheckpointingOptions",
@@ -82,291 +74,6 @@ __all__ = [
     "parse_duration",
     "parse_memory_size",
 ]
-
-T = TypeVar("T")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ConfigOption(Generic[T]):
-    """One configuration key: its parser, default, valid range and description.
-
-    Attributes:
-        key: Flink's configuration key.
-        default: the value when the key is not set (None: unset means "off").
-        parse: ``parse(value, key=key)`` -> the typed value; raises ConfigurationError.
-        description: one line for users.
-        minimum / maximum: inclusive bounds of the parsed value (ints, byte
-            counts, timedeltas), or None for no bound. Every number-like option
-            has both, so no value can silently be absurd.
-        optional: None (or ``""``) is a valid value meaning "unset" (the default).
-        format_bound: renders a bound in messages (default: durations as
-            ``"10 ms"``, numbers with thousands separators).
-    """
-
-    key: str
-    default: T
-    parse: Callable[..., T]
-    description: str
-    minimum: Any = None
-    maximum: Any = None
-    optional: bool = False
-    format_bound: Callable[[Any], str] = format_bound
-
-    def valid_range(self) -> str:
-        """The valid range in words, e.g. ``"between 10 ms and 365 days"``."""
-        low, high = self.minimum, self.maximum
-        if low is not None and high is not None:
-            text = f"between {self.format_bound(low)} and {self.format_bound(high)}"
-        elif low is not None:
-            text = f"at least {self.format_bound(low)}"
-        elif high is not None:
-            text = f"at most {self.format_bound(high)}"
-        else:
-            text = "any value"
-        return f"{text}, or unset (None)" if self.optional else text
-
-    def convert(self, value: object) -> T:
-        """Parse and range-check ``value``.
-
-        Raises:
-            ConfigurationError: naming the key, the value and the valid range.
-        """
-        if self.optional and (value is None or value == ""):
-            return None  # type: ignore[return-value]
-        parsed = self.parse(value, key=self.key)
-        if parsed is None:
-            return parsed
-        if isinstance(parsed, float) and not math.isfinite(parsed):
-            raise ConfigurationError(f"{self.key}: {value!r} is not a finite number; valid: {self.valid_range()}")
-        if (self.minimum is not None and parsed < self.minimum) or (
-            self.maximum is not None and parsed > self.maximum
-        ):
-            raise ConfigurationError(
-                f"{self.key}: {value!r} is out of range; valid: {self.valid_range()}. {self.description}"
-            )
-        return parsed
-
-
-_duration = parse_duration
-_memory = parse_memory_size
-
-# The bound an option gets when its row names none, by parser: every duration and
-# integer option is bounded even if its row forgets to say so.
-_DEFAULT_MAXIMUM: dict[Callable[..., Any], Any] = {parse_duration: MAX_DURATION, parse_int: INT_MAX}
-
-
-def _opt(
-    key: str,
-    default: Any,
-    parse: Callable[..., Any],
-    description: str,
-    minimum: Any = None,
-    maximum: Any = None,
-    *,
-    optional: bool = False,
-) -> ConfigOption[Any]:
-    """One row of the option table.
-
-    ``minimum``/``maximum`` are in the parsed type (a ``timedelta`` for
-    durations; a plain number there means seconds). Without a ``maximum``,
-    durations are bounded by :data:`MAX_DURATION` and integers by 2^31 - 1.
-    """
-    if parse is parse_duration and isinstance(minimum, int | float):
-        minimum = timedelta(seconds=minimum)
-    if maximum is None:
-        maximum = _DEFAULT_MAXIMUM.get(parse)
-    formatter = format_bytes if parse is parse_memory_size else format_bound
-    return ConfigOption(key=key, default=default, parse=parse, description=description, minimum=minimum,
-                        maximum=maximum, optional=optional, format_bound=formatter)  # fmt: skip
-
-
-_MS = timedelta(milliseconds=1)
-_ZERO = timedelta(0)
-
-OPTIONS: dict[str, ConfigOption[Any]] = {
-    o.key: o
-    for o in (
-        _opt("parallelism.default", 1, parse_int, "Default parallelism of operators.",
-             1, UPPER_BOUND_MAX_PARALLELISM),
-        _opt("pipeline.max-parallelism", 128, parse_int, "Number of key groups of keyed state.",
-             1, UPPER_BOUND_MAX_PARALLELISM),
-        _opt("pipeline.name", None, parse_optional_str, "The job's name."),
-        _opt("python.files", None, parse_optional_str,
-             "Python files or directories added with add_python_file (comma-separated)."),
-        _opt("pipeline.auto-watermark-interval", timedelta(milliseconds=200), _duration,
-             "How often sources emit watermarks.", _ZERO),
-        _opt("execution.buffer-timeout.interval", timedelta(milliseconds=100), _duration,
-             "Longest time a partially filled output buffer waits before it is sent (0: at once).", _ZERO),
-        _opt("execution.runtime-mode", "streaming", parse_runtime_mode,
-             "STREAMING (AUTOMATIC means STREAMING); bounded sources finish the job."),
-        _opt("execution.target", ExecutionTarget.LOCAL, enum_parser(ExecutionTarget),
-             "local: an embedded cluster on this machine; spark: TaskExecutors on the Spark executors of the "
-             "active SparkSession, the JobMaster in its driver."),
-        _opt("jobmanager.rpc.address", None, parse_optional_str,
-             "Interface the JobMaster's RPC binds and advertises; unset: 127.0.0.1 (local), "
-             "spark.driver.host (spark)."),
-        _opt("taskmanager.host", None, parse_optional_str,
-             "Interface TaskExecutors bind and advertise; unset: 127.0.0.1 (local), the executor's host (spark)."),
-        _opt("taskmanager.numberOfTaskSlots", 1, parse_int, "Slots per TaskExecutor.",
-             1, UPPER_BOUND_MAX_PARALLELISM),
-        _opt("local.number-taskmanager", 1, parse_int,
-             "TaskExecutors of the local MiniCluster; each is a Python process (or thread) of its own.", 1, 128),
-        _opt("slotmanager.redundant-taskmanager-num", 0, parse_int,
-             "Spare TaskExecutors kept beyond the jobs' needs: a lost one's tasks redeploy at once onto their "
-             "free slots while a replacement starts (Flink's FLINK-18625).", 0, 128),
-        _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, enum_parser(TaskManagerMode),
-             "Run local TaskExecutors as child processes or as threads of the client."),
-        _opt("flinklike.local.taskmanager-start-method", TaskManagerStartMethod.FORKSERVER,
-             enum_parser(TaskManagerStartMethod), "Start local TaskExecutor processes by forking them from a "
-             "helper that imported their modules once (forkserver), or as fresh interpreters (spawn)."),
-        _opt("process.taskmanager.working-dir", None, parse_optional_location,
-             "Local directory under which every local TaskExecutor process gets a private working directory "
-             "tm_<resource id> (its cwd, with its TMPDIR in tmp/); unset: TaskExecutors share the client's. "
-             "Only the object store is then shared (no shared local disk)."),
-        _opt("taskmanager.memory.segment-size", 32 * 1024, _memory, "Target bytes of one network buffer.",
-             64, 64 << 20),
-        _opt("taskmanager.network.memory.buffers-per-channel", 2, parse_int,
-             "Exclusive buffers (credit) per input channel.", 1, 10_000),
-        _opt("taskmanager.network.memory.floating-buffers-per-gate", 8, parse_int,
-             "Buffers an input gate adds to each remote channel's credit, beyond its exclusive buffers.", 1, 10_000),
-        _opt("taskmanager.network.memory.max-buffers-per-channel", 10, parse_int,
-             "Buffers a result subpartition may hold before the producing task is backpressured.", 1, 10_000),
-        _opt("taskmanager.network.request-backoff.max", timedelta(seconds=30), _duration,
-             "How long a consumer waits for its producer's partition to appear.", _MS),
-        _opt("heartbeat.interval", timedelta(seconds=10), _duration, "TaskExecutor heartbeat interval.", _MS),
-        _opt("heartbeat.timeout", timedelta(seconds=50), _duration, "Heartbeat timeout of a TaskExecutor.", _MS),
-        _opt("slot.request.timeout", timedelta(minutes=5), _duration, "How long a slot request may wait.", _MS),
-        _opt("taskmanager.slot.timeout", timedelta(seconds=10), _duration,
-             "Timeout of an allocated but inactive slot.", _MS),
-        # -- failover (restart_strategy.py / failover.py parse these into typed configs) --
-        _opt("restart-strategy.type", None, parse_restart_strategy,
-             "none/off/disable, fixed-delay, failure-rate or exponential-delay; unset: exponential-delay "
-             "with checkpointing, else none.", optional=True),
-        _opt("restart-strategy.fixed-delay.attempts", 1, parse_int, "Restarts before the job fails.", 0),
-        _opt("restart-strategy.fixed-delay.delay", timedelta(seconds=1), _duration, "Delay between restarts.", _ZERO),
-        _opt("restart-strategy.failure-rate.max-failures-per-interval", 1, parse_int,
-             "Failures tolerated within one interval.", 1),
-        _opt("restart-strategy.failure-rate.failure-rate-interval", timedelta(minutes=1), _duration,
-             "The failure-rate window.", _MS),
-        _opt("restart-strategy.failure-rate.delay", timedelta(seconds=1), _duration, "Delay between restarts.", _ZERO),
-        _opt("restart-strategy.exponential-delay.initial-backoff", timedelta(seconds=1), _duration,
-             "First restart delay.", _MS),
-        _opt("restart-strategy.exponential-delay.max-backoff", timedelta(minutes=1), _duration,
-             "Largest restart delay.", _MS),
-        _opt("restart-strategy.exponential-delay.backoff-multiplier", 1.5, parse_float,
-             "Delay growth per restart.", 1.0, 1_000.0),
-        _opt("restart-strategy.exponential-delay.reset-backoff-threshold", timedelta(hours=1), _duration,
-             "Failure-free time after which the delay resets.", _MS),
-        _opt("restart-strategy.exponential-delay.jitter-factor", 0.1, parse_float,
-             "Random +-share of the delay.", 0.0, 1.0),
-        _opt("restart-strategy.exponential-delay.attempts-before-reset-backoff", 2**31 - 1, parse_int,
-             "Restarts before the job fails, counted since the last backoff reset.", 1),
-        _opt("jobmanager.execution.failover-strategy", FailoverStrategyType.REGION, parse_failover_strategy,
-             "region: restart the failed task's pipelined region and its consumers; full: every task."),
-        _opt("execution.checkpointing.interval", None, _duration,
-             "Checkpoint interval; unset disables periodic checkpoints (Flink's minimum is 10 ms).",
-             MIN_CHECKPOINT_TIME, optional=True),
-        _opt("execution.checkpointing.mode", CheckpointingMode.EXACTLY_ONCE, enum_parser(CheckpointingMode),
-             "exactly-once or at-least-once."),
-        _opt("execution.checkpointing.unaligned.enabled", False, parse_bool, "Take unaligned checkpoints."),
-        _opt("execution.checkpointing.aligned-checkpoint-timeout", _ZERO, _duration,
-             "With unaligned enabled: start aligned and switch after this timeout (0 = unaligned at once).", _ZERO),
-        _opt("execution.checkpointing.timeout", timedelta(minutes=10), _duration, "Checkpoint timeout.",
-             MIN_CHECKPOINT_TIME),
-        _opt("execution.checkpointing.max-concurrent-checkpoints", 1, parse_int,
-             "Checkpoints in progress at once.", 1),
-        _opt("execution.checkpointing.min-pause", _ZERO, _duration, "Pause between checkpoints.", _ZERO),
-        _opt("execution.checkpointing.checkpoints-after-tasks-finish", True, parse_bool,
-             "Checkpoint the running part of a job whose tasks partly finished; a final checkpoint at the end."),
-        _opt("execution.checkpointing.tolerable-failed-checkpoints", 0, parse_int,
-             "Consecutive checkpoint failures tolerated before the job fails.", 0),
-        _opt("execution.checkpointing.num-retained", 1, parse_int, "Completed checkpoints kept.", 1),
-        _opt("execution.state-recovery.from-local", False, parse_bool,
-             "Task-local recovery: each TaskExecutor keeps a local copy of its subtasks' last snapshot "
-             "(keyed state held in memory) in its working directory; a subtask restarted on the same "
-             "TaskExecutor restores it from there when it is of the checkpoint being restored."),
-        _opt("state.backend.local-recovery", False, parse_bool,
-             "Deprecated: use execution.state-recovery.from-local (either one set to true enables it)."),
-        _opt("execution.checkpointing.incremental", False, parse_bool,
-             "Keyed state checkpoints write only the keys changed since the previous checkpoint, on top of a "
-             "periodically materialized full base (savepoints stay self-contained)."),
-        _opt("state.backend.changelog.periodic-materialize.interval", timedelta(minutes=10), _duration,
-             "With incremental checkpoints: write a full base at the first checkpoint after this much time "
-             "since the last one.", _MS),
-        _opt("execution.checkpointing.incremental.max-chain-length", 20, parse_int,
-             "With incremental checkpoints: write a full base when a subtask's chain (base plus changes) "
-             "would get longer than this, which bounds what a restore reads.", 1, 10_000),
-        _opt("state.backend.type", StateBackendType.HASHMAP, parse_state_backend,
-             "Where keyed state lives: hashmap (the Python heap) or rocksdb (an embedded RocksDB per slot)."),
-        _opt("state.backend.rocksdb.localdir", None, parse_optional_str,
-             "Directory of the RocksDB instances of the rocksdb backend; unset: the system temp directory."),
-        _opt("state.backend.rocksdb.memory.managed", True, parse_bool,
-             "Cap RocksDB's block cache and write buffers to the slot's memory budget."),
-        _opt("state.backend.rocksdb.memory.fixed-per-slot", None, _memory,
-             "Memory budget of one slot's rocksdb backend (hot-key cache + RocksDB); unset: 128 mb.",
-             1 << 20, optional=True),
-        _opt("state.backend.rocksdb.memory.write-buffer-ratio", 0.5, parse_float,
-             "Share of RocksDB's memory for write buffers (memtables).", 0.01, 0.99),
-        _opt("execution.checkpointing.dir", None, parse_optional_location, "Checkpoint storage URL (fsspec)."),
-        _opt("execution.checkpointing.storage", None, enum_parser(CheckpointStorageType),
-             "jobmanager (checkpoints live as long as the job) or filesystem (in execution.checkpointing.dir); "
-             "unset: filesystem if the dir is set, else jobmanager.", optional=True),
-        _opt("execution.state-recovery.path", None, parse_optional_location, "Checkpoint or savepoint to start from."),
-        _opt("execution.state-recovery.accept-duplicate-sink-output", False, parse_bool,
-             "Restore even when an exactly-once sink already committed output of a newer checkpoint "
-             "(that output is written again: at-least-once)."),
-        # -- observability (flinklike_spark/_runtime/rest/ reads the typed view Configuration.rest) --
-        _opt("rest.port", 8081, parse_int, "Port of the REST API and web dashboard (0: any free port; if "
-             "unset and 8081 is taken, a free one).", 0, 65535),
-        _opt("rest.address", None, parse_optional_str,
-             "Address clients use for the REST API; unset: the bind address."),
-        _opt("rest.bind-address", None, parse_optional_str,
-             "Interface the REST server binds; unset: 127.0.0.1 (loopback only)."),
-        _opt("web.cancel.enable", True, parse_bool, "Allow cancelling jobs from the REST API and dashboard."),
-        _opt("web.refresh-interval", timedelta(seconds=3), _duration, "How often the dashboard refreshes.",
-             timedelta(milliseconds=100)),
-        _opt("metrics.fetcher.update-interval", timedelta(seconds=10), _duration,
-             "Oldest task metrics the REST API serves before it asks the TaskExecutors again "
-             "(they also send metrics with every heartbeat).", _ZERO),
-        _opt("metrics.reporter.prom.factory.class", None, parse_reporter_factory,
-             f"Set to {PROMETHEUS_REPORTER_FACTORY} to serve every metric to Prometheus.", optional=True),
-        _opt("metrics.reporter.prom.port", (9249, 9249), parse_port_range,
-             "Port (or range, e.g. 9250-9260) of the Prometheus endpoint; 0: any free port."),
-        # -- object storage (flinklike_spark/storage.py derives each client's options from these) --
-        _opt("s3.endpoint", None, parse_optional_str, "S3 endpoint URL (MinIO, a local server); unset: AWS."),
-        _opt("s3.access-key", None, parse_optional_str, "S3 access key; unset: the standard AWS credential chain."),
-        _opt("s3.secret-key", None, parse_optional_str, "S3 secret key (never logged)."),
-        _opt("s3.session-token", None, parse_optional_str, "S3 session token of temporary credentials."),
-        _opt("s3.region", None, parse_optional_str, "S3 region, e.g. eu-west-1."),
-        _opt("s3.path.style.access", None, parse_bool,
-             "Path-style requests (http://host/bucket/key), as MinIO and local servers need; "
-             "unset: the client's default.", optional=True),
-        _opt("s3.proxy.host", None, parse_optional_str, "Host of an HTTP proxy for S3 requests (with s3.proxy.port)."),
-        _opt("s3.proxy.port", None, parse_int, "Port of the S3 HTTP proxy.", 1, 65535, optional=True),
-    )
-}  # fmt: skip
-
-#: Keys with the account name inside them (Flink's and Hadoop's spelling), parsed by flinklike_spark.storage.
-PATTERN_OPTIONS: dict[str, re.Pattern[str]] = {
-    "fs.azure.account.key.<account>.blob.core.windows.net": re.compile(
-        r"^fs\.azure\.account\.key\.[a-z0-9]{3,24}\.(?:blob|dfs)\.core\.windows\.net$"
-    ),
-    "fs.azure.account.endpoint.<account>": re.compile(r"^fs\.azure\.account\.endpoint\.[a-z0-9]{3,24}$"),
-}
-
-
-_KEYS_BY_LOWER_CASE = {key.lower(): key for key in OPTIONS}
-
-
-def fold_key_case(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with every key that matches a configuration key case-insensitively spelled as that key.
-
-    Spark lower-cases data source option keys (``taskmanager.numberOfTaskSlots``
-    arrives as ``taskmanager.numberoftaskslots``); this restores Flink's
-    spelling. Other keys are returned unchanged, so :class:`Configuration`
-    still rejects them by name.
-    """
-    return {_KEYS_BY_LOWER_CASE.get(key.lower(), key): value for key, value in values.items()}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -478,10 +185,22 @@ class RestOptions:
 
 
 class Configuration(Mapping[str, Any]):
-    """An immutable, validated set of configuration values keyed by Flink's keys.
+    """A validated set of configuration values keyed by Flink's keys.
+
+    Built from a mapping (or another ``Configuration``, as PyFlink's
+    ``Configuration(other)``); every key and value is checked then. It is
+    read-only as a mapping; PyFlink's setters (:meth:`set_string`,
+    :meth:`set_integer`, :meth:`set_boolean`, :meth:`set_float`,
+    :meth:`add_all`, :meth:`remove_config`) change it in place, checking the key
+    and value at the call. Checks that span keys (for example
+    ``heartbeat.timeout`` above ``heartbeat.interval``) run when a view is read
+    and when an environment takes the configuration (it takes a copy: later
+    changes do not reach it).
 
     Args:
-        values: key -> value (Python objects or strings). Every key is checked.
+        values: key -> value (Python objects or strings). A key of
+            :data:`~flinklike_spark.config_options.DEPRECATED_KEYS` is read as
+            its new key, with a warning; the new key wins if both are given.
 
     Raises:
         ConfigurationError: an unknown key (the message suggests the closest
@@ -493,26 +212,16 @@ class Configuration(Mapping[str, Any]):
         merged.update(kwargs)
         parsed: dict[str, Any] = {}
         for key, value in merged.items():
-            if not isinstance(key, str):
-                raise ConfigurationError(
-                    f"configuration keys must be strings (Flink's keys, e.g. 'parallelism.default'), "
-                    f"got {type(key).__name__} {key!r} (value {value!r})"
-                )
-            option = OPTIONS.get(key)
-            if option is None and any(p.match(key) for p in PATTERN_OPTIONS.values()):
-                parsed[key] = parse_pattern_value(key, value)
-                continue
-            if option is None:
-                close = difflib.get_close_matches(key, OPTIONS, n=3, cutoff=0.5)
-                hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-                raise ConfigurationError(
-                    f"unknown configuration key {key!r}{hint} Valid keys: {', '.join(sorted(OPTIONS))}, "
-                    f"{', '.join(sorted(PATTERN_OPTIONS))}"
-                )
-            parsed[key] = option.convert(value)
+            new_key = _current_key(key)
+            if new_key != key and new_key in merged:
+                continue  # the new key is set too: it wins, as in Flink
+            parsed[new_key] = _parse(new_key, value)
         self._values = parsed
         self._views: dict[str, Any] = {}
         # Build the views now so that cross-key validation fails at construction.
+        self._build_views()
+
+    def _build_views(self) -> None:
         _ = (self.pipeline, self.cluster, self.network, self.checkpointing, self.storage, self.rest, self.failover)
 
     @staticmethod
@@ -527,12 +236,14 @@ class Configuration(Mapping[str, Any]):
             ConfigurationError: an unknown key.
         """
         if not isinstance(key, str) or key not in OPTIONS:
-            raise ConfigurationError(f"unknown configuration key {key!r}")
+            raise _unknown_key(key)
         return OPTIONS[key]
 
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The value of ``key``: the one set, else the option's default (``default`` is not used for known keys)."""
+        key = _current_key(key)
         if key not in OPTIONS:
-            raise ConfigurationError(f"unknown configuration key {key!r}")
+            raise _unknown_key(key)
         return self._values.get(key, OPTIONS[key].default)
 
     def __getitem__(self, key: str) -> Any:
@@ -550,6 +261,75 @@ class Configuration(Mapping[str, Any]):
         merged.update(values or {})
         merged.update(kwargs)
         return Configuration(merged)
+
+    # PyFlink's Configuration API (pyflink.common.Configuration): setters change this object in place.
+
+    def _set(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise _unknown_key(key)
+        key = _current_key(key)
+        self._values[key] = _parse(key, value)
+        self._views.clear()
+
+    def set_string(self, key: str, value: str) -> None:
+        """Set ``key`` from its string form (``"500 ms"``, ``"true"``, ``"rocksdb"``), as Flink's config file writes it."""
+        self._set(key, value)
+
+    def set_integer(self, key: str, value: int) -> None:
+        self._set(key, value)
+
+    def set_boolean(self, key: str, value: bool) -> None:
+        self._set(key, value)
+
+    def set_float(self, key: str, value: float) -> None:
+        self._set(key, float(value))
+
+    def get_string(self, key: str, default_value: str | None = None) -> str | None:
+        """The value set for ``key`` in its string form (durations as ``"500 ms"``), else ``default_value``."""
+        value = self._get_set(key)
+        return default_value if value is None else format_value(value)
+
+    def get_integer(self, key: str, default_value: int | None = None) -> int | None:
+        value = self._get_set(key)
+        return default_value if value is None else int(value)
+
+    def get_boolean(self, key: str, default_value: bool | None = None) -> bool | None:
+        value = self._get_set(key)
+        return default_value if value is None else bool(value)
+
+    def get_float(self, key: str, default_value: float | None = None) -> float | None:
+        value = self._get_set(key)
+        return default_value if value is None else float(value)
+
+    def _get_set(self, key: str) -> Any:
+        key = _current_key(key)
+        if key not in OPTIONS and not _is_pattern_key(key):
+            raise _unknown_key(key)
+        return self._values.get(key)
+
+    def key_set(self) -> set[str]:
+        """The keys that are set (defaults not included)."""
+        return set(self._values)
+
+    def contains_key(self, key: str) -> bool:
+        return _current_key(key) in self._values
+
+    def to_dict(self) -> dict[str, str]:
+        """The keys that are set, with their values in string form (they parse back to the same configuration)."""
+        return {key: format_value(value) for key, value in self._values.items()}
+
+    def add_all_to_dict(self, target_dict: dict[str, Any]) -> None:
+        target_dict.update(self.to_dict())
+
+    def add_all(self, other: Mapping[str, Any], prefix: str | None = None) -> None:
+        """Set every key of ``other`` here (its name prefixed with ``prefix``, if given)."""
+        for key, value in other.items():
+            self._set(f"{prefix or ''}{key}", value)
+
+    def remove_config(self, key: str) -> bool:
+        """Unset ``key``; True if it was set."""
+        self._views.clear()
+        return self._values.pop(_current_key(key), _MISSING) is not _MISSING
 
     def __repr__(self) -> str:
         # Secrets (s3.secret-key, account keys...) never reach logs or error messages through a repr.
@@ -647,7 +427,9 @@ class Configuration(Mapping[str, Any]):
             if restart is None:  # Flink's default: exponential delay with checkpointing, else none
                 checkpointing = g("execution.checkpointing.interval") is not None
                 restart = RestartStrategyType.EXPONENTIAL_DELAY if checkpointing else RestartStrategyType.NONE
-            return FailoverOptions(restart_strategy=restart, failover_strategy=g("jobmanager.execution.failover-strategy"))
+            return FailoverOptions(
+                restart_strategy=restart, failover_strategy=g("jobmanager.execution.failover-strategy")
+            )
 
         return self._view("failover", build)
 

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flinklike_spark.config import OPTIONS, PATTERN_OPTIONS, Configuration
+from flinklike_spark.config import DEPRECATED_KEYS, OPTIONS, Configuration
+from flinklike_spark.config_options import is_pattern_key
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = ["CONFIG_FILE", "CONF_DIR_ENV", "load_configuration"]
@@ -74,7 +75,7 @@ def load_configuration(conf_dir: str | os.PathLike[str] | None = None) -> dict[s
             f"{path} must be a mapping of configuration keys to values, got a {type(document).__name__}"
         )
     flat = _flatten(document, path)
-    known = {k: v for k, v in flat.items() if k in OPTIONS or any(p.match(k) for p in PATTERN_OPTIONS.values())}
+    known = {k: v for k, v in flat.items() if k in OPTIONS or k in DEPRECATED_KEYS or is_pattern_key(k)}
     skipped = sorted(set(flat) - set(known))
     if skipped:
         _log.info("%s: skipping %d key(s) that are not options of flinklike-spark: %s", path, len(skipped),
