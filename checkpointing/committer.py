@@ -48,6 +48,7 @@ from .layout import (
     check_job_id,
     scan_table,
 )
+from .savepoint_marker import write_savepoint_marker
 from .schemas import (
     CHECKPOINTS_SCHEMA,
     FORMAT_VERSION,
@@ -236,6 +237,8 @@ class CheckpointCommitter:
         row = self._row(job_id, checkpoint_id, handles, record, files, versions)
         versions[CHECKPOINTS] = self._append_completion_row(job_id, checkpoint_id, row)
         _log.info("committed checkpoint %s of job %s (versions %s)", checkpoint_id, job_id, versions)
+        if record.kind is CheckpointKind.SAVEPOINT:
+            write_savepoint_marker(self._layout, job_id, checkpoint_id)
         return CommitResult(
             job_id=job_id,
             checkpoint_id=checkpoint_id,

@@ -5,17 +5,23 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from flinklike_spark._runtime.graph.execution_state import JobStatus
-from flinklike_spark.errors import JobClientTimeoutError, JobExecutionError, JobNotRunningError
+from flinklike_spark.errors import ConfigurationError, JobClientTimeoutError, JobExecutionError, JobNotRunningError
+from flinklike_spark.storage import StorageConfig
 
 __all__ = ["JobClient", "JobExecutionResult", "JobResultFuture"]
 
 log = logging.getLogger(__name__)
+
+_UNSET: Any = object()
+_DEFAULT_TIMEOUT = 600.0
+"""Seconds the waiting savepoint forms wait by default."""
 
 _INTERRUPT_CANCEL_TIMEOUT = 10.0
 """Seconds ``wait`` gives a job to reach CANCELED after Ctrl-C before it closes the cluster anyway."""
@@ -109,7 +115,9 @@ class JobClient:
         web_interface_url: str | None = None,
         collect_results: Any = None,
         placement: Callable[[], dict[str, dict]] = dict,
+        storage: StorageConfig | None = None,
     ) -> None:
+        self._storage = storage
         self.web_interface_url = web_interface_url
         self._placement = placement
         #: engine-internal: the job's ``execute_and_collect`` results
@@ -156,8 +164,16 @@ class JobClient:
                 )
             self._cancel()
 
-    def trigger_savepoint(self, timeout: float | None = 600.0):
-        """Take a savepoint (always aligned) and return its info (``.path`` restores it).
+    def trigger_savepoint(self, savepoint_directory: str | os.PathLike[str] | None = None, *, timeout=_UNSET):
+        """Take a savepoint (always aligned); the job keeps running.
+
+        Two forms:
+
+        * ``trigger_savepoint()`` or ``trigger_savepoint(timeout=s)``: waits and returns the
+          savepoint's :class:`CompletedCheckpointInfo` (``.path`` restores it). This engine's form.
+        * ``trigger_savepoint(savepoint_directory)``: PyFlink's form. Returns at once a
+          ``concurrent.futures.Future`` whose ``result()`` is the savepoint's path; see
+          :meth:`stop_with_savepoint` for where the savepoint is written.
 
         Raises:
             CheckpointFailedError: the savepoint did not complete.
@@ -168,38 +184,99 @@ class JobClient:
                 keeps running; the savepoint may still complete, or be aborted
                 after ``execution.checkpointing.timeout``).
         """
+        if isinstance(savepoint_directory, (int, float)) and not isinstance(savepoint_directory, bool):
+            savepoint_directory, timeout = None, savepoint_directory  # the earlier positional timeout
+        if savepoint_directory is not None:
+            return self._savepoint_future(self._trigger_savepoint, "a savepoint", savepoint_directory)
         return self._savepoint(
             self._trigger_savepoint,
             "a savepoint",
-            timeout,
+            _DEFAULT_TIMEOUT if timeout is _UNSET else timeout,
             "the job keeps running (the savepoint may still complete, or is aborted after "
             "execution.checkpointing.timeout)",
         )
 
-    def stop_with_savepoint(self, timeout: float | None = 600.0):
+    def stop_with_savepoint(
+        self,
+        advance_to_end_of_time: bool | float | None = None,
+        savepoint_directory: str | os.PathLike[str] | None = None,
+        *,
+        timeout=_UNSET,
+    ):
         """Take a savepoint and stop the job right after it (Flink's stop-with-savepoint).
 
         No checkpoint is taken after the savepoint, so no sink commits output
-        beyond it and resuming from the savepoint is exactly once. Returns the
-        savepoint's info; ``wait`` then raises JobCancelledError. If the
-        savepoint fails, the job keeps running.
+        beyond it and resuming from the savepoint is exactly once. ``wait``
+        then raises JobCancelledError. If the savepoint fails, the job keeps running.
+
+        Two forms:
+
+        * ``stop_with_savepoint()``, ``stop_with_savepoint(timeout=s)`` (or ``stop_with_savepoint(s)``):
+          waits and returns the savepoint's :class:`CompletedCheckpointInfo`. This engine's form.
+        * ``stop_with_savepoint(advance_to_end_of_time, savepoint_directory=None)``: PyFlink's
+          form. Returns at once a ``concurrent.futures.Future`` whose ``result()`` is the
+          savepoint's path. The savepoint is taken in the job's checkpoint directory
+          (``execution.checkpointing.dir``); a ``savepoint_directory`` elsewhere then gets a
+          self-contained copy (written as :class:`~flinklike_spark.state_processor.SavepointWriter`
+          writes one) and the path is the copy's. ``advance_to_end_of_time=True`` (Flink's
+          ``--drain``) is refused: this engine does not drain a job.
 
         Raises:
+            ConfigurationError: ``advance_to_end_of_time`` is True.
             JobClientTimeoutError: the savepoint did not complete within
                 ``timeout`` seconds; the job stops when it completes (or keeps
                 running if it fails).
             and what :meth:`trigger_savepoint` raises.
         """
+        what = "stop-with-savepoint"
+        if isinstance(advance_to_end_of_time, bool):  # PyFlink's form
+            if advance_to_end_of_time:
+                raise ConfigurationError(
+                    f"stop_with_savepoint(advance_to_end_of_time=True) of job {self.job_id}: draining (Flink's "
+                    f"--drain: the final watermark before the savepoint) is not supported; stop with "
+                    f"advance_to_end_of_time=False, or let a bounded input end"
+                )
+            return self._savepoint_future(self._stop_with_savepoint, what, savepoint_directory)
+        if advance_to_end_of_time is not None:  # the earlier positional timeout
+            timeout = advance_to_end_of_time
         return self._savepoint(
             self._stop_with_savepoint,
-            "stop-with-savepoint",
-            timeout,
+            what,
+            _DEFAULT_TIMEOUT if timeout is _UNSET else timeout,
             "the job stops when its savepoint completes, or keeps running if the savepoint fails",
         )
 
-    def _savepoint(
-        self, trigger: Callable[[], concurrent.futures.Future], what: str, timeout: float | None, after_timeout: str
-    ):
+    def _savepoint_future(
+        self, trigger: Callable[[], concurrent.futures.Future], what: str, directory: str | os.PathLike[str] | None
+    ) -> concurrent.futures.Future[str]:
+        """PyFlink's form: a future of the savepoint's path (of its copy in ``directory``, if that is elsewhere)."""
+        target = None if directory is None else os.fspath(directory)
+        taken = self._start_savepoint(trigger, what)
+        result: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+        def finish(done: concurrent.futures.Future) -> None:
+            try:
+                info = done.result()
+                if target is None or _same_directory(target, info.storage):
+                    result.set_result(info.path)
+                    return
+                from flinklike_spark.state_processor import SavepointWriter
+
+                try:
+                    copy = SavepointWriter.from_existing_savepoint(info.path, storage=self._storage).write(
+                        target, storage=self._storage
+                    )
+                except Exception as exc:
+                    raise type(exc)(f"{what} of job {self.job_id} completed at {info.path}, but its copy into "
+                                    f"{target!r} failed: {exc}") from exc  # fmt: skip
+                result.set_result(copy)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                result.set_exception(exc)
+
+        taken.add_done_callback(lambda done: threading.Thread(target=finish, args=(done,), daemon=True).start())
+        return result
+
+    def _start_savepoint(self, trigger: Callable[[], concurrent.futures.Future], what: str) -> concurrent.futures.Future:
         with self._lock:
             status = self._status()
             if status.is_globally_terminal:
@@ -208,7 +285,12 @@ class JobClient:
                     job_id=self.job_id,
                     status=status.name,
                 )
-            future = trigger()
+            return trigger()
+
+    def _savepoint(
+        self, trigger: Callable[[], concurrent.futures.Future], what: str, timeout: float | None, after_timeout: str
+    ):
+        future = self._start_savepoint(trigger, what)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -303,3 +385,10 @@ class JobClient:
             if self._on_done is not None:
                 on_done, self._on_done = self._on_done, None
                 on_done()
+
+
+def _same_directory(target: str, storage: str) -> bool:
+    """True when ``target`` names the checkpoint directory ``storage`` (a local path in any spelling, or a URL)."""
+    if "://" in target or "://" in storage:
+        return target.rstrip("/") == storage.rstrip("/")
+    return os.path.realpath(target) == os.path.realpath(storage)

@@ -44,6 +44,7 @@ from checkpointing import (
     read_operator_state,
     write_state_snapshots,
 )
+from checkpointing.savepoint_marker import savepoint_path
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment, StateKind
 from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.network.partitioner import key_group_for, operator_index_for_key_group
@@ -223,7 +224,7 @@ class SavepointWriter:
         except BaseException:
             committer.abort(handles)
             raise
-        return f"{layout.base_url.rstrip('/')}/{job_id}/chk-{checkpoint_id}"
+        return savepoint_path(layout.base_url, job_id, checkpoint_id)
 
     # -- internals -----------------------------------------------------------------------------
 

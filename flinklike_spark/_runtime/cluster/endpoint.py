@@ -273,6 +273,7 @@ class ClusterEndpoint:
             placement=lambda: self._placement(job),
             on_done=self.close if owns_cluster else None,
             web_interface_url=self.web_monitor.url,
+            storage=self.config.storage,
         )
 
     def _placement(self, job: JobMaster) -> dict[str, dict]:

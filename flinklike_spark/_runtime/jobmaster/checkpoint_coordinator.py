@@ -60,6 +60,7 @@ from checkpointing import (
     retain,
 )
 from checkpointing.retention import FULL_VACUUM_EVERY
+from checkpointing.savepoint_marker import savepoint_path
 from checkpointing.schemas import FINISHED_VERTICES_PROPERTY, CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
@@ -99,8 +100,18 @@ class CompletedCheckpointInfo:
 
     @property
     def path(self) -> str:
-        """A restore path for ``execution.state-recovery.path``."""
-        return f"{self.storage.rstrip('/')}/{self.job_id}/chk-{self.checkpoint_id}"
+        """A restore path for ``execution.state-recovery.path``; a savepoint's is a directory (its ``_metadata``)."""
+        return savepoint_path(self.storage, self.job_id, self.checkpoint_id)
+
+    def result(self, timeout: float | None = None) -> str:
+        """:attr:`path`: so that PyFlink's ``client.trigger_savepoint().result()`` also reads the waiting form."""
+        return self.path
+
+    def __repr__(self) -> str:
+        return (
+            f"CompletedCheckpointInfo(checkpoint_id={self.checkpoint_id}, kind={self.kind.name}, "
+            f"path={self.path!r}, duration={self.duration})"
+        )
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)

@@ -5,6 +5,8 @@ Accepted forms (the checkpoint directory is any fsspec URL or local path)::
     <dir>                        newest restorable checkpoint or savepoint of the newest job in <dir>
     <dir>/<job-id>               newest restorable checkpoint of that job
     <dir>/<job-id>/chk-<N>       exactly checkpoint N of that job
+    <any directory>              with a savepoint's ``_metadata`` file (a copy of a ``chk-<N>``
+                                 directory): exactly the savepoint that file names
 
 With the first two forms, a checkpoint that is not completed (no
 ``checkpoints`` row) or whose files are damaged is never used: the newest
@@ -30,6 +32,7 @@ from checkpointing import (
     list_completed_checkpoints,
     verify_checkpoint,
 )
+from checkpointing.savepoint_marker import read_savepoint_marker
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex
 from flinklike_spark._runtime.streaming.sink_operator import transactional_id_prefix
 from flinklike_spark.connector_api import END_OF_INPUT, TwoPhaseCommittingSink
@@ -79,6 +82,11 @@ def resolve_recovery_path(
         CorruptCheckpointError: the named checkpoint (``chk-<N>``) is damaged.
     """
     match = _CHECKPOINT.match(path)
+    if match is None:
+        pointed = read_savepoint_marker(path, storage)
+        if pointed is not None:
+            log.info("execution.state-recovery.path %s holds a savepoint marker naming %s", path, pointed)
+            path, match = pointed, _CHECKPOINT.match(pointed)
     base_url = recovery_directory(path)
     base = CheckpointLayout(base_url=base_url, storage=storage)
     if not base.exists():
