@@ -133,3 +133,22 @@ def test_spawn_still_starts_fresh_interpreters():
     assert sorted(row["key"] for row in rows) == [0, 1]
     with pytest.raises(ValueError, match="taskmanager-start-method.*forkserver.*spawn|forkserver.*spawn"):
         StreamExecutionEnvironment.get_execution_environment({"flinklike.local.taskmanager-start-method": "vfork"})
+
+
+def test_the_helper_forks_only_while_single_threaded(server, tmp_path):
+    """A fork from a multi-threaded process can deadlock the child (and Python 3.12+ warns): numpy's OpenBLAS
+    pool and the jemalloc background threads of pyarrow and deltalake must not run in the helper."""
+    child = server.spawn(dict(os.environ), str(tmp_path))
+    try:
+        helper = psutil.Process(server.pid)
+        threads = [open(f"/proc/{helper.pid}/task/{t.id}/comm").read().strip() for t in helper.threads()]
+        assert len(threads) == 1, threads
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        _wait_gone(child.pid)
+
+
+def test_a_helper_with_threads_refuses_to_fork_and_says_why(server, tmp_path):
+    env = dict(os.environ) | {"OPENBLAS_NUM_THREADS": "2"}  # the caller's setting wins: numpy starts a thread
+    with pytest.raises(OSError, match=r"does not fork while it has threads \(2 threads: "):
+        server.spawn(env, str(tmp_path))

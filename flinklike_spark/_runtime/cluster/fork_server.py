@@ -18,6 +18,15 @@ runtime started), and ``gc.freeze()`` keeps the imported objects out of the
 children's copy-on-write faults. The client's process is never forked (it runs
 threads, a JVM gateway, ...).
 
+The helper forks only while it is single-threaded: a child forked from a
+process with other threads inherits any lock those threads held, and Python
+3.12+ warns about it. Importing numpy starts an OpenBLAS worker thread and
+pyarrow and deltalake each start a jemalloc background thread, so the helper
+starts with ``OPENBLAS_NUM_THREADS=1`` and jemalloc's background threads off
+(:data:`_SINGLE_THREADED_ENV`; the children run with the request's environment
+all the same). Before each fork it counts its threads; if anything started one,
+it refuses the request and the client spawns a fresh interpreter instead.
+
 Protocol, over a Unix socket pair whose one end is the helper's fd ``argv[1]``:
 the client sends one pickled request per TaskExecutor, ``(env, cwd)``, with four
 file descriptors (``SCM_RIGHTS``): the read end of the child's stdin pipe, the
@@ -57,6 +66,16 @@ _PRELOAD = (
     "pyarrow.parquet",
 )
 """What every TaskExecutor imports anyway; importing it in the helper is the point of the helper."""
+
+_SINGLE_THREADED_ENV = {
+    "OPENBLAS_NUM_THREADS": "1",  # numpy's BLAS pool: one thread is the caller's
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",  # pyarrow's jemalloc
+    "_RJEM_MALLOC_CONF": "background_thread:false",  # deltalake's (Rust) jemalloc
+}
+"""The helper's environment additions that keep its preloading imports from starting threads."""
+
+_REFUSED = 0
+"""The pid the helper answers when it will not fork (it has threads); the client then spawns."""
 
 _START_TIMEOUT_SECONDS = 60.0
 _POLL_SECONDS = 0.5
@@ -167,6 +186,9 @@ class ForkServer:
             except TimeoutError:
                 data = None
             if data:
+                if int.from_bytes(data, "big") == _REFUSED:
+                    detail = b"".join(iter(lambda: status.recv(4096), b"")).decode(errors="replace")
+                    raise OSError(f"the TaskExecutor fork server does not fork while it has threads ({detail})")
                 return data
             if data == b"" or process.poll() is not None:
                 with self._lock:
@@ -192,7 +214,7 @@ class ForkServer:
             return self._process, self._control
         self._discard()
         ours, theirs = socket.socketpair()
-        helper_env = dict(env)
+        helper_env = {**_SINGLE_THREADED_ENV, **env}  # the caller's own settings of these win
         helper_env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
         try:
             self._process = subprocess.Popen(
@@ -269,6 +291,14 @@ def _serve(control: socket.socket) -> tuple[dict[str, str], str | None] | None:
                 return None
             message, stdio, status_fd = request
             status = socket.socket(fileno=status_fd)
+            threads = _thread_names()
+            if len(threads) > 1:
+                for fd in stdio:
+                    os.close(fd)
+                with status:
+                    detail = f"{len(threads)} threads: {', '.join(threads)}".encode()[:4096]
+                    status.sendall(_REFUSED.to_bytes(_INT, "big") + detail)
+                continue
             pid = os.fork()
             if pid == 0:
                 signal.set_wakeup_fd(-1)
@@ -289,6 +319,22 @@ def _serve(control: socket.socket) -> tuple[dict[str, str], str | None] | None:
             status.sendall(pid.to_bytes(_INT, "big"))
             children[pid] = status
             _reap(children)
+
+
+def _thread_names() -> list[str]:
+    """The names of this process's threads, native ones included (Linux's /proc; elsewhere Python's threads)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return [t.name for t in threading.enumerate()]
+    names = []
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(comm.read().strip())
+        except OSError:
+            pass  # the thread ended meanwhile
+    return names
 
 
 def _receive_request(control: socket.socket):
