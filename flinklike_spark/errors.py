@@ -50,6 +50,7 @@ __all__ = [
     "SlotAllocationError",
     "SlotNotFoundError",
     "StaleDeploymentError",
+    "StateLossError",
     "StateNotFoundError",
     "StateProcessorError",
     "StorageUnavailableError",
@@ -326,6 +327,38 @@ class StateProcessorError(FlinklikeError, ValueError):
 
 class StateNotFoundError(StateProcessorError, LookupError):
     """A savepoint holds no such operator uid or state name (names the ones it holds)."""
+
+
+class StateLossError(StateProcessorError):
+    """A savepoint derived with :meth:`~flinklike_spark.state_processor.SavepointWriter.with_operator`
+    would lose a keyed state the source holds for the operator: the transformation does
+    not write it, or writes it as another kind (value, list, map, reducing, aggregating).
+
+    Raised by ``write()`` before anything is written. The message names the operator,
+    the states held and written with their kinds, and the ``drop_state`` call that drops
+    them explicitly. ``operator_uid`` is the operator; ``held`` and ``written`` map state
+    names to kind names.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operator_uid: str = "",
+        held: dict[str, str] | None = None,
+        written: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operator_uid = operator_uid
+        self.held = dict(held or {})
+        self.written = dict(written or {})
+
+    def __reduce__(self):
+        return (_rebuild_state_loss_error, (str(self), self.operator_uid, self.held, self.written))
+
+
+def _rebuild_state_loss_error(message, operator_uid, held, written):
+    return StateLossError(message, operator_uid=operator_uid, held=held, written=written)
 
 
 class CommittedSinkOutputError(IncompatibleCheckpointError):

@@ -9,7 +9,9 @@ docs/state-processor.md for the recipes.
 * :class:`SavepointReader` - ``read_keyed_state``, ``read_timers``,
   ``read_broadcast_state``, ``read_operator_state``.
 * :class:`SavepointWriter` - ``new_savepoint`` / ``from_existing_savepoint``,
-  ``with_operator``, ``remove_operator``, ``with_max_parallelism``, ``write``.
+  ``with_operator``, ``remove_operator``, ``drop_state``, ``with_max_parallelism``,
+  ``write``. Replacing an operator's state never loses a keyed state silently: each
+  one the source holds is written or dropped with ``drop_state``.
 * :class:`OperatorTransformation` - ``bootstrap_with(data).key_by(...)`` then
   ``.states(*descriptors)`` (one column per state) or
   ``.transform(KeyedStateBootstrapFunction)``.

@@ -19,7 +19,8 @@ goes through :func:`~flinklike_spark.state_processor.state_values.encode_values`
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ from .frames import to_arrow_table
 from .state_values import encode_values, ttl_column
 
 __all__ = [
+    "BootstrappedState",
     "KeyedOperatorTransformation",
     "KeyedStateBootstrapFunction",
     "OneInputOperatorTransformation",
@@ -122,6 +124,13 @@ class _RuntimeContext(RuntimeContext):
     def __init__(self, backend: HeapKeyedStateBackend, uid: str) -> None:
         self._backend = backend
         self._uid = uid
+        #: state name -> kind of every state the function registered (with entries or not)
+        self.registered: dict[str, StateKind] = {}
+
+    def _register(self, descriptor: StateDescriptor, expected: type[StateDescriptor]) -> Any:
+        handle = self._backend.get_state(descriptor, expected)
+        self.registered[descriptor.name] = StateKind(descriptor.kind)
+        return handle
 
     task_name = property(lambda self: f"bootstrap {self._uid}")
     index_of_this_subtask = property(lambda self: 0)
@@ -130,19 +139,19 @@ class _RuntimeContext(RuntimeContext):
     attempt_number = property(lambda self: 0)
 
     def get_state(self, descriptor):
-        return self._backend.get_state(descriptor, ValueStateDescriptor)
+        return self._register(descriptor, ValueStateDescriptor)
 
     def get_list_state(self, descriptor):
-        return self._backend.get_state(descriptor, ListStateDescriptor)
+        return self._register(descriptor, ListStateDescriptor)
 
     def get_map_state(self, descriptor):
-        return self._backend.get_state(descriptor, MapStateDescriptor)
+        return self._register(descriptor, MapStateDescriptor)
 
     def get_reducing_state(self, descriptor):
-        return self._backend.get_state(descriptor, ReducingStateDescriptor)
+        return self._register(descriptor, ReducingStateDescriptor)
 
     def get_aggregating_state(self, descriptor):
-        return self._backend.get_state(descriptor, AggregatingStateDescriptor)
+        return self._register(descriptor, AggregatingStateDescriptor)
 
     def get_metrics_group(self) -> MetricGroup:
         """A group of a registry of its own: bootstrap metrics are not reported anywhere."""
@@ -152,6 +161,22 @@ class _RuntimeContext(RuntimeContext):
 def _hashable(key: Any) -> Any:
     """A key as state holds it: lists (an Arrow list column) become tuples."""
     return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BootstrappedState:
+    """The keyed state one transformation computed for one operator.
+
+    Attributes:
+        states: name -> kind of every keyed state the transformation writes, timers
+            excluded: the descriptors given to ``states()``, or those the function
+            registered through its runtime context. A state is in it even when no key
+            holds an entry (a column of nulls, a state registered but never updated).
+        parts: the snapshot parts to write: one per state holding entries, and the timers.
+    """
+
+    states: Mapping[str, StateKind]
+    parts: list[KeyedStateSnapshot]
 
 
 class StateBootstrapTransformation:
@@ -176,8 +201,20 @@ class StateBootstrapTransformation:
         self._function = function
         self._clock_ms = clock_ms
 
-    def snapshots(self, uid: str, max_parallelism: int) -> list[KeyedStateSnapshot]:
-        """The operator's keyed state as the runtime's snapshot parts (key groups of ``max_parallelism``).
+    @property
+    def declared_states(self) -> Mapping[str, StateKind] | None:
+        """Name -> kind of the states written, when known without reading the data: those
+        given to ``states()``; None for ``transform()``, whose function registers its states
+        when it runs (see :meth:`compute`)."""
+        if self._function is not None:
+            return None
+        return {d.name: StateKind(d.kind) for d in self._descriptors}
+
+    def compute(self, uid: str, max_parallelism: int) -> BootstrappedState:
+        """Read the data and compute the operator's keyed state (key groups of ``max_parallelism``):
+        the runtime's snapshot parts, and which states they are (see :class:`BootstrappedState`).
+
+        Runs the function of ``transform()`` over every row; nothing is written.
 
         Raises:
             StateProcessorError: a missing key or state column, a duplicate key (column
@@ -186,7 +223,11 @@ class StateBootstrapTransformation:
         table = to_arrow_table(self._data, f"operator {uid!r}")
         if self._function is not None:
             return self._run_function(table, uid, max_parallelism)
-        return self._from_columns(table, uid, max_parallelism)
+        return BootstrappedState(states=self.declared_states, parts=self._from_columns(table, uid, max_parallelism))
+
+    def snapshots(self, uid: str, max_parallelism: int) -> list[KeyedStateSnapshot]:
+        """The parts of :meth:`compute`: the operator's keyed state as the runtime's snapshot parts."""
+        return self.compute(uid, max_parallelism).parts
 
     def _keys(self, table: pa.Table, uid: str) -> list[Any]:
         if callable(self._key):
@@ -236,7 +277,7 @@ class StateBootstrapTransformation:
                 parts.append(KeyedStateSnapshot(name=name, kind=kind, entries=KeyedColumns(list(keys), stored, groups)))
         return parts
 
-    def _run_function(self, table: pa.Table, uid: str, max_parallelism: int) -> list[KeyedStateSnapshot]:
+    def _run_function(self, table: pa.Table, uid: str, max_parallelism: int) -> BootstrappedState:
         keys = self._keys(table, uid)
         rows = table.to_pylist()
         groups = key_groups_of(keys, max_parallelism)
@@ -244,8 +285,9 @@ class StateBootstrapTransformation:
         timers = _Timers(backend, self._clock_ms)
         function = self._function
         ctx = _Context(backend, timers)
+        runtime_context = _RuntimeContext(backend, uid)
         if hasattr(function, "open"):
-            function.open(_RuntimeContext(backend, uid))
+            function.open(runtime_context)
         try:
             for i in np.argsort(groups, kind="stable").tolist():  # per key group, as Flink's bootstrap tasks go
                 backend.current_key = keys[i]
@@ -265,7 +307,7 @@ class StateBootstrapTransformation:
                 parts.append(KeyedStateSnapshot(name=name, kind=StateKind.TIMER, entries=KeyedColumns(
                     timer_keys, [t for t, _ in entries], key_groups_of(timer_keys, max_parallelism)
                 )))  # fmt: skip
-        return parts
+        return BootstrappedState(states=dict(runtime_context.registered), parts=parts)
 
 
 class KeyedOperatorTransformation:

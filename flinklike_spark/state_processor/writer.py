@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from checkpointing import (
@@ -49,11 +50,12 @@ from checkpointing.schemas import CheckpointKind, SnapshotAlignment, StateKind
 from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.network.partitioner import key_group_for, operator_index_for_key_group
 from flinklike_spark._runtime.streaming.keyed_state import key_groups_of
-from flinklike_spark.errors import StateNotFoundError, StateProcessorError
+from flinklike_spark.errors import StateLossError, StateNotFoundError, StateProcessorError
 from flinklike_spark.storage import StorageConfig
 
 from .identifier import OperatorIdentifier, as_identifier
 from .reader import SavepointReader, as_storage
+from .state_values import KEYED_KINDS
 from .transformation import StateBootstrapTransformation
 
 __all__ = ["DEFAULT_MAX_PARALLELISM", "SavepointWriter"]
@@ -65,6 +67,11 @@ _MAX_KEY_GROUPS: Final = 1 << 15
 DERIVED_FROM_PROPERTY: Final = "derived_from"
 
 
+def _states(states: Mapping[str, StateKind]) -> str:
+    """``'count' (value), 'seen' (map)``, sorted by name; ``none`` when empty."""
+    return ", ".join(f"{name!r} ({states[name]})" for name in sorted(states)) or "none"
+
+
 def _check_max_parallelism(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_KEY_GROUPS:
         raise StateProcessorError(f"max parallelism must be an int in [1, {_MAX_KEY_GROUPS}], got {value!r}")
@@ -74,9 +81,16 @@ def _check_max_parallelism(value: object) -> int:
 class SavepointWriter:
     """Builds a savepoint: a new one, or one derived from an existing checkpoint or savepoint.
 
-    Configure with :meth:`with_operator`, :meth:`remove_operator` and
-    :meth:`with_max_parallelism` (each returns the writer), then :meth:`write`.
-    Nothing is read or written before :meth:`write`.
+    Configure with :meth:`with_operator`, :meth:`remove_operator`, :meth:`drop_state`
+    and :meth:`with_max_parallelism` (each returns the writer, in any order), then
+    :meth:`write`. Nothing is written before :meth:`write`, and nothing read but the
+    names of the states of an operator given to :meth:`drop_state`.
+
+    No keyed state of the source is lost without being named: an operator replaced with
+    :meth:`with_operator` must get every keyed state the source holds for it, each of the
+    same kind, unless :meth:`drop_state` (or :meth:`remove_operator`) drops it; otherwise
+    :meth:`write` raises :class:`~flinklike_spark.errors.StateLossError` before writing
+    anything. Timers are not part of this rule: ``with_operator`` replaces them.
     """
 
     def __init__(self, source: SavepointReader | None, max_parallelism: int) -> None:
@@ -87,6 +101,13 @@ class SavepointWriter:
         self._forced = source is None
         self._operators: dict[str, StateBootstrapTransformation] = {}
         self._removed: set[str] = set()
+        #: uids given to remove_operator: all their keyed state was dropped explicitly, even if
+        #: with_operator writes the operator again
+        self._cleared: set[str] = set()
+        #: uid -> keyed states of the source dropped with drop_state
+        self._dropped: dict[str, set[str]] = {}
+        #: uid -> keyed states (name -> kind, timers excluded) the source holds; the source never changes
+        self._held: dict[str, dict[str, StateKind]] = {}
 
     @classmethod
     def new_savepoint(cls, *, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> SavepointWriter:
@@ -134,7 +155,13 @@ class SavepointWriter:
         """Write ``transformation``'s keyed state as the operator's.
 
         For an operator of the source, its keyed state (every state and timer) is
-        replaced; its non-keyed state (e.g. source positions) is kept.
+        replaced; its non-keyed state (e.g. source positions) is kept. The
+        transformation must write every keyed state the source holds for the operator,
+        under the same name and of the same kind, except those dropped with
+        :meth:`drop_state` or :meth:`remove_operator`: checked by :meth:`write`, which
+        raises :class:`~flinklike_spark.errors.StateLossError` otherwise. For ``states()``
+        the check comes before the data is read; ``transform()`` functions register their
+        states when they run, so for them it comes after they ran over the data.
         """
         uid = as_identifier(operator).uid
         if not isinstance(transformation, StateBootstrapTransformation):
@@ -162,7 +189,47 @@ class SavepointWriter:
                 f"its operators: {sorted(known)}"
             )
         self._removed.add(uid)
+        self._cleared.add(uid)
         self._operators.pop(uid, None)
+        return self
+
+    def drop_state(self, operator: OperatorIdentifier | str, *state_names: str) -> SavepointWriter:
+        """Leave the keyed states ``state_names`` of the operator out of the new savepoint.
+
+        This project's extension of Flink's API, which drops only whole operators
+        (:meth:`remove_operator`). A job resumed from the savepoint starts these states
+        empty. With :meth:`with_operator` for the same operator, the transformation need
+        not write them, and may write a state of a dropped name with another kind (the
+        held one is replaced). Without it, the operator is copied without them: its other
+        keyed states, its timers and its non-keyed state are kept. Calling it again adds names.
+
+        Reads the names of the operator's states from the source (once per operator).
+
+        Raises:
+            StateNotFoundError: the source holds no state of the operator, or no keyed
+                state of such a name (names those it holds).
+            StateProcessorError: no name given, or a name that is not a string.
+        """
+        uid = as_identifier(operator).uid
+        if not state_names:
+            raise StateProcessorError(f"drop_state({uid!r}) needs the names of the states to drop, e.g. 'count'")
+        bad = [n for n in state_names if not isinstance(n, str)]
+        if bad:
+            raise StateProcessorError(f"drop_state({uid!r}, ...) takes state names (strings), got {bad[0]!r}")
+        known = set(self._source.operator_uids()) if self._source is not None else set()
+        if uid not in known:
+            raise StateNotFoundError(
+                f"drop_state: the source savepoint holds no state of operator uid {uid!r}; "
+                f"its operators: {sorted(known)}"
+            )
+        held = self._held_states(uid)
+        unknown = [n for n in state_names if n not in held]
+        if unknown:
+            raise StateNotFoundError(
+                f"drop_state({uid!r}, ...): the source savepoint holds no keyed state {unknown} of operator {uid!r}; "
+                f"its keyed states: {_states(held)}"
+            )
+        self._dropped.setdefault(uid, set()).update(state_names)
         return self
 
     def with_max_parallelism(self, max_parallelism: int) -> SavepointWriter:
@@ -183,11 +250,23 @@ class SavepointWriter:
         files written so far are deleted.
 
         Raises:
+            StateLossError: an operator replaced with :meth:`with_operator` would lose a keyed
+                state of the source, or change its kind (see :meth:`with_operator`).
             StateProcessorError: bad data for an operator (named), or nothing to write.
             CheckpointStorageError: ``path`` cannot be written.
         """
         layout = CheckpointLayout(base_url=os.fspath(path), storage=as_storage(storage))
         source = self._source
+        # Refuse before writing anything: declared states before the data is read, then the
+        # states the functions registered. So every operator's state is computed (and held
+        # in memory) before the first file is written.
+        for uid, transformation in self._operators.items():
+            declared = transformation.declared_states
+            if declared is not None:
+                self._check_replacement(uid, declared)
+        computed = {uid: t.compute(uid, self._target(uid)) for uid, t in self._operators.items()}
+        for uid, result in computed.items():
+            self._check_replacement(uid, result.states)
         job_id = uuid.uuid4().hex
         checkpoint_id = source.checkpoint.checkpoint_id if source is not None else 1
         started = datetime.now(UTC)
@@ -200,8 +279,8 @@ class SavepointWriter:
                     if uid in self._removed:
                         continue
                     handles += self._copy(layout, job_id, checkpoint_id, uid, uid not in self._operators, parallelism)
-            for uid, transformation in self._operators.items():
-                parts = transformation.snapshots(uid, self._target(uid))
+            for uid, result in computed.items():
+                parts = result.parts
                 if source is not None and uid in source.checkpoint.operator_uids:
                     subtasks = parallelism.setdefault(uid, source.checkpoint.parallelism.get(uid, 1))
                 else:
@@ -228,6 +307,48 @@ class SavepointWriter:
 
     # -- internals -----------------------------------------------------------------------------
 
+    def _held_states(self, uid: str) -> dict[str, StateKind]:
+        """The keyed states (timers excluded) the source holds for ``uid``; empty if none."""
+        if self._source is None or uid not in self._source.checkpoint.operator_uids:
+            return {}
+        if uid not in self._held:
+            kinds = self._source.keyed_state_kinds(uid)
+            self._held[uid] = {name: kind for name, kind in kinds.items() if kind in KEYED_KINDS}
+        return self._held[uid]
+
+    def _check_replacement(self, uid: str, written: Mapping[str, StateKind]) -> None:
+        """Refuse to replace ``uid``'s keyed state with ``written`` if a held state would be lost.
+
+        A held state is lost when ``written`` lacks it or has it with another kind, and it
+        was not dropped with :meth:`drop_state` (or the operator with :meth:`remove_operator`).
+        """
+        if uid in self._cleared:
+            return
+        held = self._held_states(uid)
+        dropped = self._dropped.get(uid, set())
+        missing = [n for n in sorted(held) if n not in written and n not in dropped]
+        changed = [n for n in sorted(held) if n in written and written[n] != held[n] and n not in dropped]
+        if not missing and not changed:
+            return
+        problems = []
+        if missing:
+            problems.append(f"does not write {', '.join(repr(n) for n in missing)}")
+        if changed:
+            problems.append(
+                "writes " + ", ".join(f"{n!r} as {written[n]} state, held as {held[n]} state" for n in changed)
+            )
+        names = ", ".join(repr(n) for n in missing + changed)
+        raise StateLossError(
+            f"with_operator({uid!r}, ...) would lose keyed state the source savepoint holds for operator {uid!r}: "
+            f"the transformation {' and '.join(problems)}. The savepoint holds {_states(held)}; the transformation "
+            f"writes {_states(written)}. Write every held state with the name and kind the job uses (its state "
+            f"descriptors), or drop them explicitly: .drop_state({uid!r}, {names}), or "
+            f".remove_operator({uid!r}) to drop all of the operator's state",
+            operator_uid=uid,
+            held={n: str(k) for n, k in held.items()},
+            written={n: str(k) for n, k in written.items()},
+        )
+
     def _copy(
         self, layout: CheckpointLayout, job_id: str, checkpoint_id: int, uid: str, keep_keyed: bool,
         parallelism: dict[str, int],
@@ -237,6 +358,12 @@ class SavepointWriter:
         cp = source.checkpoint
         old_subtasks = cp.parallelism.get(uid, 1)
         rows = read_operator_state(source.layout, cp.job_id, cp.checkpoint_id, uid, keyed=None if keep_keyed else False)
+        dropped = self._dropped.get(uid)
+        if keep_keyed and dropped:
+            is_dropped = pc.and_(
+                pc.greater_equal(rows["key_group"], 0), pc.is_in(rows["state_name"], pa.array(sorted(dropped)))
+            )
+            rows = rows.filter(pc.invert(is_dropped))
         subtasks = sorted(set(rows["subtask"].to_pylist()))
         count = max([old_subtasks, *(s + 1 for s in subtasks)])
         if keep_keyed and pc.any(pc.greater_equal(rows["key_group"], 0)).as_py():
@@ -329,4 +456,3 @@ def _owners(groups: np.ndarray, max_parallelism: int, parallelism: int) -> np.nd
         return np.zeros(len(groups), dtype=np.int64)
     operator_index_for_key_group(max_parallelism, parallelism, 0)  # validates the pair
     return np.asarray(groups, dtype=np.int64) * parallelism // max_parallelism
-

@@ -19,7 +19,7 @@ import pytest
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
-from flinklike_spark.errors import CheckpointNotFoundError, StateNotFoundError, StateProcessorError
+from flinklike_spark.errors import CheckpointNotFoundError, StateLossError, StateNotFoundError, StateProcessorError
 from flinklike_spark.state_processor import (
     KeyedStateBootstrapFunction,
     OperatorIdentifier,
@@ -203,6 +203,7 @@ def test_migrate_a_state_value_to_a_new_shape_between_job_versions(tmp_path):
     v2_path = (
         SavepointWriter.from_existing_savepoint(v1_path)
         .with_operator("count", OperatorTransformation.bootstrap_with(migrated).key_by("key").states("stats"))
+        .drop_state("count", "count")  # version 2 keeps it in stats
         .write(directory)
     )
     assert SavepointReader.read(v1_path).read_keyed_state("count").equals(old), "the source savepoint changed"
@@ -221,6 +222,48 @@ def test_migrate_a_state_value_to_a_new_shape_between_job_versions(tmp_path):
     for key, emitted in per_key.items():
         start = counted.get(key, 0)
         assert emitted == list(range(start + 1, start + 1 + len(emitted))), f"key {key}"
+
+
+class CountAndAmount(KeyedProcessFunction):
+    """Counts events per key in ``count`` and sums their amounts in ``amount``; emits both per event."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+        self.amount = runtime_context.get_state(ValueStateDescriptor("amount"))
+
+    def process_element(self, value, ctx):
+        self.count.update((self.count.value() or 0) + 1)
+        self.amount.update((self.amount.value() or 0) + value["amount"])
+        yield {"key": value["key"], "count": self.count.value(), "amount": self.amount.value()}
+
+
+def test_a_state_dropped_explicitly_starts_empty_and_the_others_resume(tmp_path):
+    history = _events(2000, 100, seed=9)
+    counts, amounts = Counter(e["key"] for e in history), Counter()
+    for e in history:
+        amounts[e["key"]] += e["amount"]
+    data = pa.table({"key": list(counts), "count": list(counts.values()), "amount": [amounts[k] for k in counts]})
+    base = str(tmp_path / "sp")
+    both = SavepointWriter.new_savepoint().with_operator(
+        "count", OperatorTransformation.bootstrap_with(data).key_by("key").states("count", "amount")
+    ).write(base)  # fmt: skip
+    counted = data.select(["key", "count"])
+    with pytest.raises(StateLossError, match="does not write 'amount'.*drop_state\\('count', 'amount'\\)"):
+        SavepointWriter.from_existing_savepoint(both).with_operator(
+            "count", OperatorTransformation.bootstrap_with(counted).key_by("key").states("count")
+        ).write(base)  # fmt: skip
+    dropped = SavepointWriter.from_existing_savepoint(both).drop_state("count", "amount").write(base)
+
+    new = _events(600, 120, seed=10)  # keys 100..119 have no history
+    rows = run_count_job(CONFIG | {"execution.state-recovery.path": dropped}, new, function=CountAndAmount())
+    new_amounts: Counter = Counter()
+    for e in new:
+        new_amounts[e["key"]] += e["amount"]
+    final = {r["key"]: (r["count"], r["amount"]) for r in rows}
+    new_counts = Counter(e["key"] for e in new)
+    assert final == {k: (counts.get(k, 0) + new_counts[k], new_amounts[k]) for k in new_counts}
+    for key, emitted in counts_per_key(rows).items():
+        assert emitted == list(range(counts.get(key, 0) + 1, counts.get(key, 0) + 1 + new_counts[key])), f"key {key}"
 
 
 @pytest.mark.parametrize(("backend", "incremental"), [("hashmap", True), ("rocksdb", True), ("rocksdb", False)])

@@ -7,6 +7,7 @@ backend), time-to-live stamps, timers and broadcast state, and the errors.
 
 from __future__ import annotations
 
+import pickle
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -24,7 +25,7 @@ from checkpointing import (
 )
 from checkpointing.schemas import StateKind
 from flinklike_spark._runtime.network.partitioner import key_group_for
-from flinklike_spark.errors import StateNotFoundError, StateProcessorError
+from flinklike_spark.errors import StateLossError, StateNotFoundError, StateProcessorError
 from flinklike_spark.state import (
     ListStateDescriptor,
     MapStateDescriptor,
@@ -65,8 +66,12 @@ def test_every_kind_is_stored_as_the_runtime_stores_it_and_reads_back_as_written
         "seen": ["s1", "s2", "s3"],
         "seen_ttl_timestamp": pa.array([NOW, NOW + 1, NOW + 2], pa.timestamp("ms", tz="UTC")),
     })  # fmt: skip
-    transformation = OperatorTransformation.bootstrap_with(data).key_by("key").states(
-        "count", ListStateDescriptor("history"), MapStateDescriptor("prefs"), _ttl(ValueStateDescriptor("seen"))
+    transformation = (
+        OperatorTransformation.bootstrap_with(data)
+        .key_by("key")
+        .states(
+            "count", ListStateDescriptor("history"), MapStateDescriptor("prefs"), _ttl(ValueStateDescriptor("seen"))
+        )
     )
     path = SavepointWriter.new_savepoint(max_parallelism=16).with_operator("op", transformation).write(str(tmp_path))
 
@@ -171,7 +176,12 @@ def test_broadcast_and_operator_state_are_read_and_copied(tmp_path):
     copy = SavepointReader.read(derived)
     assert copy.checkpoint.checkpoint_id == 4 and copy.checkpoint.parallelism == {"rules": 2}
     assert copy.checkpoint.lineage_id == job and copy.checkpoint.properties["derived_from"] == f"{base}/{job}/chk-4"
-    assert sorted(copy.read_operator_state("rules")["value_repr"].to_pylist()) == ["7", "7", "{'limit': 5}", "{'limit': 5}"]
+    assert sorted(copy.read_operator_state("rules")["value_repr"].to_pylist()) == [
+        "7",
+        "7",
+        "{'limit': 5}",
+        "{'limit': 5}",
+    ]
 
 
 def test_errors_name_the_bad_value_and_the_choices(tmp_path):
@@ -187,7 +197,8 @@ def test_errors_name_the_bad_value_and_the_choices(tmp_path):
         SavepointWriter.new_savepoint().with_operator("op", t).with_operator("op", t)
     with pytest.raises(StateProcessorError, match="cannot read state data from a int"):
         SavepointWriter.new_savepoint().with_operator(
-            "op", OperatorTransformation.bootstrap_with(5).key_by("key").states("n")).write(str(tmp_path))
+            "op", OperatorTransformation.bootstrap_with(5).key_by("key").states("n")
+        ).write(str(tmp_path))
     with pytest.raises(StateProcessorError, match="would hold no state"):
         SavepointWriter.from_existing_savepoint(path).remove_operator("op").write(str(tmp_path))
     with pytest.raises(StateProcessorError, match="an operator uid must be a non-empty string"):
@@ -206,7 +217,9 @@ def test_a_derived_savepoint_keeps_each_operators_key_groups_unless_told(tmp_pat
     reader = SavepointReader.read(second)
     assert reader.max_parallelism == {"a": 64, "b": 64}
     assert reader.read_keyed_state("a").equals(SavepointReader.read(first).read_keyed_state("a"))
-    third = SavepointReader.read(SavepointWriter.from_existing_savepoint(second).with_max_parallelism(8).write(str(tmp_path)))
+    third = SavepointReader.read(
+        SavepointWriter.from_existing_savepoint(second).with_max_parallelism(8).write(str(tmp_path))
+    )
     assert third.max_parallelism == {"a": 8, "b": 8}
     assert {r["key"]: r["key_group"] for r in third.read_keyed_state("b").to_pylist()} == {
         k: key_group_for(k, 8) for k in range(50)
@@ -220,7 +233,167 @@ def test_an_unaligned_checkpoint_with_in_flight_data_is_refused_as_a_source(tmp_
         writer.add_keyed_state("n", [(0, "k", 1)])
         writer.add_channel_state("input", 0, 0, 0, pa.record_batch({"x": [1, 2]}))
         handle = writer.finish()
-    CheckpointCommitter(base).commit(job, 2, [handle], CheckpointRecord(trigger_time=datetime.now(UTC), mode="unaligned"))
+    CheckpointCommitter(base).commit(
+        job, 2, [handle], CheckpointRecord(trigger_time=datetime.now(UTC), mode="unaligned")
+    )
     assert SavepointReader.read(base).read_keyed_state("op").to_pylist() == [{"key": "k", "n": 1, "key_group": 0}]
     with pytest.raises(StateProcessorError, match="unaligned checkpoint holding \\d+ bytes of in-flight data"):
         SavepointWriter.from_existing_savepoint(base)
+
+
+# -- replacing an operator keeps every held state unless one is dropped explicitly -----------------
+
+
+def _counter_savepoint(tmp_path, **columns) -> str:
+    """A savepoint of operator ``counter`` keyed by ``user``: value state ``count``, and the ``columns``
+    given (list columns become list states)."""
+    data = pa.table({"user": [1, 2], "count": [10, 20], **columns})
+    descriptors = ["count"] + [
+        ListStateDescriptor(name) if isinstance(v[0], list) else name for name, v in columns.items()
+    ]
+    return SavepointWriter.new_savepoint().with_operator(
+        "counter", OperatorTransformation.bootstrap_with(data).key_by("user").states(*descriptors)
+    ).write(str(tmp_path / "source"))  # fmt: skip
+
+
+class Clicks(KeyedStateBootstrapFunction):
+    """Counts rows per key in each state named: value state, or list state (one element per row) if in ``lists``."""
+
+    def __init__(self, *names, lists=()):
+        self.names = names
+        self.lists = set(lists)
+
+    def open(self, runtime_context):
+        self.values = [runtime_context.get_state(ValueStateDescriptor(n)) for n in self.names if n not in self.lists]
+        self.appended = [runtime_context.get_list_state(ListStateDescriptor(n)) for n in self.names if n in self.lists]
+
+    def process_element(self, value, ctx):
+        for state in self.values:
+            state.update((state.value() or 0) + 1)
+        for state in self.appended:
+            state.add(1)
+
+
+def test_replacing_an_operator_with_a_mistyped_state_name_is_refused_naming_both(tmp_path):
+    source = _counter_savepoint(tmp_path)
+    clicks = OperatorTransformation.bootstrap_with([{"user": 1, "clicks": 3}]).key_by("user").states("clicks")
+    writer = SavepointWriter.from_existing_savepoint(source).with_operator(
+        OperatorIdentifier.for_uid("counter"), clicks
+    )
+    with pytest.raises(StateLossError) as raised:
+        writer.write(str(tmp_path / "out"))
+    message = str(raised.value)
+    assert "does not write 'count'" in message
+    assert "holds 'count' (value); the transformation writes 'clicks' (value)" in message
+    assert ".drop_state('counter', 'count')" in message and ".remove_operator('counter')" in message
+    assert isinstance(raised.value, StateProcessorError)
+    error = pickle.loads(pickle.dumps(raised.value))
+    assert (error.operator_uid, error.held, error.written) == ("counter", {"count": "value"}, {"clicks": "value"})
+    assert str(error) == message
+    assert not list_completed_checkpoints(str(tmp_path / "out")), "a refused write committed a savepoint"
+    assert SavepointReader.read(source).read_keyed_state("counter")["count"].to_pylist() == [10, 20]
+
+
+def test_writing_a_held_state_as_another_kind_is_refused(tmp_path):
+    source = _counter_savepoint(tmp_path)
+    as_list = OperatorTransformation.bootstrap_with([{"user": 1, "count": [1]}]).key_by("user")
+    refused = "writes 'count' as list state, held as value state.*drop_state\\('counter', 'count'\\)"
+    with pytest.raises(StateLossError, match=refused):
+        SavepointWriter.from_existing_savepoint(source).with_operator(
+            "counter", as_list.states(ListStateDescriptor("count"))
+        ).write(str(tmp_path / "out"))  # fmt: skip
+    # the same from a bootstrap function: refused once it ran, before anything is written
+    rows = OperatorTransformation.bootstrap_with([{"user": 1}, {"user": 3}]).key_by("user")
+    with pytest.raises(StateLossError, match="writes 'count' as list state, held as value state"):
+        SavepointWriter.from_existing_savepoint(source).with_operator(
+            "counter", rows.transform(Clicks("count", lists={"count"}))
+        ).write(str(tmp_path / "out"))  # fmt: skip
+    # dropped explicitly, the held value state is replaced by the list state
+    path = (
+        SavepointWriter.from_existing_savepoint(source)
+        .with_operator("counter", as_list.states(ListStateDescriptor("count")))
+        .drop_state("counter", "count")
+        .write(str(tmp_path / "out"))
+    )
+    assert SavepointReader.read(path).read_keyed_state("counter").to_pylist() == [
+        {"key": 1, "count": [1], "key_group": key_group_for(1, 128)}
+    ]
+    assert len(list_completed_checkpoints(str(tmp_path / "out"))) == 1
+
+
+def test_a_bootstrap_function_must_register_every_held_state(tmp_path):
+    source = _counter_savepoint(tmp_path, recent=[[1], [2, 3]])
+    rows = OperatorTransformation.bootstrap_with([{"user": 1}, {"user": 3}]).key_by("user")
+    with pytest.raises(StateLossError, match="does not write 'count', 'recent'.*writes 'clicks' \\(value\\)"):
+        SavepointWriter.from_existing_savepoint(source).with_operator(
+            "counter", rows.transform(Clicks("clicks"))
+        ).write(str(tmp_path / "out"))
+
+    # every held state registered (one never updated: written empty, as the function says) passes
+    class CountOnly(KeyedStateBootstrapFunction):
+        def open(self, runtime_context):
+            self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+            runtime_context.get_list_state(ListStateDescriptor("recent"))
+
+        def process_element(self, value, ctx):
+            self.count.update((self.count.value() or 0) + 1)
+
+    path = (
+        SavepointWriter.from_existing_savepoint(source)
+        .with_operator("counter", rows.transform(CountOnly()))
+        .write(str(tmp_path / "out"))
+    )
+    assert SavepointReader.read(path).read_keyed_state("counter").column_names == ["key", "count", "key_group"]
+
+
+def test_drop_state_leaves_the_named_states_out_and_keeps_the_others(tmp_path):
+    source = _counter_savepoint(tmp_path, recent=[[1], [2, 3]], last=[7, 8])
+    out = str(tmp_path / "out")
+    # copied without a with_operator: the other states are kept as they were
+    path = SavepointWriter.from_existing_savepoint(source).drop_state("counter", "recent").write(out)
+    kept = SavepointReader.read(path).read_keyed_state("counter")
+    assert kept.column_names == ["key", "count", "last", "key_group"]
+    assert kept.equals(SavepointReader.read(source).read_keyed_state("counter", ["count", "last"]))
+    # with a with_operator (given before or after drop_state), the dropped states need not be written
+    count = OperatorTransformation.bootstrap_with([{"user": 1, "count": 5}]).key_by("user").states("count")
+    path = (
+        SavepointWriter.from_existing_savepoint(source)
+        .with_operator("counter", count)
+        .drop_state("counter", "recent")
+        .drop_state("counter", "last")
+        .write(out)
+    )
+    assert SavepointReader.read(path).read_keyed_state("counter").column_names == ["key", "count", "key_group"]
+    with pytest.raises(StateLossError, match="does not write 'last'"):
+        SavepointWriter.from_existing_savepoint(source).drop_state("counter", "recent").with_operator(
+            "counter", count
+        ).write(out)  # fmt: skip
+    # remove_operator drops all of it: Flink's way of replacing an operator
+    path = SavepointWriter.from_existing_savepoint(source).remove_operator("counter").with_operator(
+        "counter", count
+    ).write(out)  # fmt: skip
+    assert SavepointReader.read(path).read_keyed_state("counter").column_names == ["key", "count", "key_group"]
+
+
+def test_drop_state_names_what_the_source_holds(tmp_path):
+    source = _counter_savepoint(tmp_path, recent=[[1], [2, 3]])
+    writer = SavepointWriter.from_existing_savepoint(source)
+    held = "its keyed states: 'count' \\(value\\), 'recent' \\(list\\)"
+    with pytest.raises(StateNotFoundError, match=f"no keyed state \\['clicks'\\].*{held}"):
+        writer.drop_state("counter", "count", "clicks")
+    with pytest.raises(
+        StateNotFoundError, match="holds no state of operator uid 'nope'; its operators: \\['counter'\\]"
+    ):
+        writer.drop_state("nope", "count")
+    with pytest.raises(StateProcessorError, match="needs the names of the states to drop"):
+        writer.drop_state("counter")
+    with pytest.raises(StateNotFoundError, match="holds no state of operator uid 'counter'; its operators: \\[\\]"):
+        SavepointWriter.new_savepoint().drop_state("counter", "count")
+    # a failed drop_state dropped nothing: the writer still copies 'count'
+    path = writer.write(str(tmp_path / "out"))
+    assert SavepointReader.read(path).read_keyed_state("counter").column_names == [
+        "key",
+        "count",
+        "recent",
+        "key_group",
+    ]
