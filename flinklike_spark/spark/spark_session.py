@@ -19,6 +19,7 @@ from typing import Any
 
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.spark.connect_sessions import is_connect_session
+from flinklike_spark.spark.packages import package_jars
 
 __all__ = [
     "DELTA_SPARK_PACKAGE",
@@ -133,7 +134,10 @@ def session(
         config: extra Spark configuration.
         delta_package: Maven coordinates of delta-spark, resolved by Spark from Maven Central only
             (``spark.jars.ivySettings`` = :data:`IVY_SETTINGS`, unless ``config`` sets it or
-            ``DEFAULT_ARTIFACT_REPOSITORY`` names a mirror).
+            ``DEFAULT_ARTIFACT_REPOSITORY`` names a mirror). Resolved once per machine: a first
+            run prints one line per jar it downloads, later ones start from the jars on disk
+            (:mod:`flinklike_spark.spark.packages`), unless ``config`` sets ``spark.jars`` or
+            ``spark.jars.packages`` itself.
 
     Raises:
         SparkSetupError: no Java, an unusable ``PYSPARK_PYTHON``, Delta cannot be resolved, or
@@ -181,7 +185,15 @@ def session(
         # fail its daemon before the project's own message naming the fix ("cannot be imported on the
         # Spark executor").
         settings["spark.python.daemon.module"] = "flinklike_spark.spark.python_daemon"
-    settings |= dict(config or {})
+    user = dict(config or {})
+    settings |= user
+    if not {"spark.jars", "spark.jars.packages"} & user.keys():
+        # Resolved once and recorded (packages.py): later sessions start from the jars, without Ivy's output.
+        jars = package_jars(delta_package, {k: str(v) for k, v in settings.items() if k.startswith("spark.jars.")})
+        if jars is not None:
+            del settings["spark.jars.packages"]
+            settings.pop("spark.jars.ivySettings", None)  # loading it prints a line; nothing is resolved now
+            settings["spark.jars"] = ",".join(jars)
     for key, value in settings.items():
         builder = builder.config(key, str(value))
     try:
