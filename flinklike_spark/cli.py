@@ -62,9 +62,10 @@ from checkpointing.layout import (
 from flinklike_spark.config import ExecutionTarget
 from flinklike_spark.datastream import StreamExecutionEnvironment
 from flinklike_spark.errors import FlinklikeError, JobCancelledError
-from flinklike_spark.job_client import JobClient
+from flinklike_spark.job_client import INTERRUPTED_MESSAGE, JobClient
+from flinklike_spark.job_client import log as job_client_log
 
-__all__ = ["EXIT_CANCELLED", "ProgressReporter", "main"]
+__all__ = ["EXIT_CANCELLED", "EXIT_INTERRUPTED", "ProgressReporter", "main"]
 
 
 class ProgressReporter:
@@ -176,6 +177,14 @@ def _run_target(target: str, args: list[str]) -> None:
 #: ``flinklike run``'s exit status when a job was cancelled and the program let JobCancelledError through.
 EXIT_CANCELLED = 3
 
+#: ``flinklike run``'s exit status after Ctrl-C (a shell's 128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
+
+class _DropInterruptLine(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != INTERRUPTED_MESSAGE
+
 
 class _UsageError(Exception):
     """A bad argument the parser cannot see (missing directory, unknown id or uid): exit 2."""
@@ -187,7 +196,10 @@ class _UsageError(Exception):
 def _run_command(options: argparse.Namespace) -> int:
     reporters: list[ProgressReporter] = []
 
+    clients: list[JobClient] = []
+
     def on_submit(client: JobClient) -> None:
+        clients.append(client)
         if client.web_interface_url:
             print(f"job {client.job_id} submitted; dashboard and REST API: {client.web_interface_url}",
                   file=sys.stderr, flush=True)  # fmt: skip
@@ -200,9 +212,20 @@ def _run_command(options: argparse.Namespace) -> int:
     StreamExecutionEnvironment.context_job_listeners.append(on_submit)
     if options.execution_target is not None:
         StreamExecutionEnvironment.context_configuration["execution.target"] = options.execution_target
+    # Ctrl-C prints one line, here (the job client's own line and Python's traceback are left out).
+    quiet = _DropInterruptLine()
+    job_client_log.addFilter(quiet)
     try:
         _run_target(options.target, options.args)
+    except KeyboardInterrupt:
+        for reporter in reporters:
+            reporter.stop()
+        reporters.clear()
+        jobs = ", ".join(f"job {c.job_id} {c.get_job_status().name}" for c in clients) or "no job was submitted"
+        print(f"flinklike run: interrupted (Ctrl-C); {jobs}", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     finally:
+        job_client_log.removeFilter(quiet)
         StreamExecutionEnvironment.context_configuration.pop("execution.target", None)
         for reporter in reporters:
             reporter.stop()
@@ -361,7 +384,12 @@ def _add_run_parser(commands) -> None:
         help="where jobs run (execution.target): local (embedded cluster, the default) or spark (TaskExecutors "
         "on the executors of the program's SparkSession, JobMaster in this driver)",
     )
-    run.add_argument("--no-progress", action="store_true", help="do not show live progress")
+    run.add_argument(
+        "--no-progress", action="store_true",
+        help="do not show live progress (a line per job: its status; 'in' and 'out': the records all its tasks "
+        "received and emitted, summed over every operator, so a record counts once per operator it passes; "
+        "the share of task time backpressured; the restarts)",
+    )
     run.add_argument(
         "--progress-interval", type=_positive_seconds, default=None, metavar="SECONDS",
         help="seconds between progress reports (default: 1 on a terminal, 5 otherwise)",
@@ -371,7 +399,8 @@ def _add_run_parser(commands) -> None:
         f"Exit status: 0 when the program ends normally; {EXIT_CANCELLED} when a job it ran was cancelled "
         "(dashboard, REST API, or the program) and the program did not catch JobCancelledError: one line on "
         "stderr names who cancelled it and its last completed checkpoint; 2 for a bad target. Other errors of "
-        "the program end with its traceback and status 1."
+        "the program end with its traceback and status 1; Ctrl-C cancels the running jobs, stops the local cluster and "
+        f"ends with one line and status {EXIT_INTERRUPTED}."
     )
     run.set_defaults(handler=_run_command)
 

@@ -23,6 +23,9 @@ _UNSET: Any = object()
 _DEFAULT_TIMEOUT = 600.0
 """Seconds the waiting savepoint forms wait by default."""
 
+#: The one line a Ctrl-C while waiting logs (the job id, its status after the cancel).
+INTERRUPTED_MESSAGE = "interrupted: cancelled job %s (%s after the interrupt); its local cluster is stopped"
+
 _INTERRUPT_CANCEL_TIMEOUT = 10.0
 """Seconds ``wait`` gives a job to reach CANCELED after Ctrl-C before it closes the cluster anyway."""
 
@@ -370,7 +373,6 @@ class JobClient:
     def _cancel_after_interrupt(self) -> None:
         """Cancel, give the job a moment to reach CANCELED, close the cluster. A second
         Ctrl-C skips the wait (the TaskExecutor processes still exit with this process)."""
-        log.warning("interrupted: cancelling job %s", self.job_id)
         try:
             with self._lock:
                 if not self._status().is_globally_terminal:
@@ -378,7 +380,7 @@ class JobClient:
             concurrent.futures.wait([self._result], timeout=_INTERRUPT_CANCEL_TIMEOUT)
         finally:
             self._finish()
-        log.warning("job %s is %s after the interrupt", self.job_id, self._status().name)
+        log.warning(INTERRUPTED_MESSAGE, self.job_id, self._status().name)
 
     def _finish(self) -> None:
         with self._lock:

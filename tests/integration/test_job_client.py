@@ -195,7 +195,7 @@ def test_ctrl_c_cancels_the_job_and_raises_keyboard_interrupt(tmp_path, where):
     # The KeyboardInterrupt's traceback is the only one (TaskExecutors may log after it).
     assert "\nKeyboardInterrupt\n" in stderr and stderr.count("Traceback") == 1, stderr
     if where == "in-wait":
-        assert "interrupted: cancelling job" in stderr and "is CANCELED after the interrupt" in stderr, stderr
+        assert "interrupted: cancelled job" in stderr and "(CANCELED after the interrupt)" in stderr, stderr
     for internal in ("RuntimeError", "cannot schedule new futures", "is shut down", "Fatal Python error",
                      "Exception in thread", "ERROR"):  # fmt: skip
         assert internal not in stderr, stderr
@@ -203,6 +203,35 @@ def test_ctrl_c_cancels_the_job_and_raises_keyboard_interrupt(tmp_path, where):
     while any(os.path.exists(f"/proc/{pid}") for pid in task_executors):
         assert time.monotonic() < deadline, "TaskExecutor processes outlived the client"
         time.sleep(0.1)
+
+
+def test_ctrl_c_under_flinklike_run_prints_one_line(tmp_path):
+    """``flinklike run``: Ctrl-C cancels the job, stops the cluster and says so in one line, no traceback."""
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C_JOB)
+    with _sigint_as_in_a_terminal():
+        client = subprocess.Popen(
+            [sys.executable, "-m", "flinklike_spark.cli", "run", "--no-progress", str(script), str(tmp_path / "ck"),
+             "in-wait"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+    try:
+        assert client.stdout.readline().strip() == "running"
+        time.sleep(0.5)
+        os.killpg(client.pid, signal.SIGINT)
+        _, stderr = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)
+            client.wait()
+    assert client.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    submitted = [line for line in lines if line.endswith("submitted; dashboard and REST API: " + line.split()[-1])]
+    job_id = submitted[0].split()[1]
+    assert [line for line in lines if line not in submitted] == [
+        f"flinklike run: interrupted (Ctrl-C); job {job_id} CANCELED"
+    ], stderr
 
 
 def test_job_execution_result_is_a_future():

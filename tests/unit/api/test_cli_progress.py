@@ -51,3 +51,15 @@ def test_each_failure_is_printed_once_with_the_restart_count():
         "job 01234567 Map (1/2)#0 failed: RuntimeError: again; not restarting",
     ]
     assert any(line.endswith("restarts 1") for line in lines)
+
+
+def test_run_help_explains_the_progress_line(capsys):
+    import pytest as _pytest
+
+    from flinklike_spark.cli import main
+
+    with _pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "'in' and 'out': the records all its tasks received and emitted" in text
+    assert "Ctrl-C cancels the running jobs" in text
