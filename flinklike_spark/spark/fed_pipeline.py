@@ -13,7 +13,8 @@ This module does not import pyspark: the runner process builds the job with it.
 
 from __future__ import annotations
 
-import inspect
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -21,7 +22,7 @@ from flinklike_spark.config import Configuration
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.spark.bridge_tables import INPUT_TABLE, SparkInputSource
-from flinklike_spark.spark.pipeline_functions import resolve_pipeline
+from flinklike_spark.spark.pipeline_functions import check_call, resolve_pipeline
 
 __all__ = ["INPUT_SOURCE_UID", "build_fed_pipeline"]
 
@@ -30,9 +31,9 @@ INPUT_SOURCE_UID = "flinklike-spark-input"
 
 
 def build_fed_pipeline(
-    pipeline: str, config: Configuration, input_schema: pa.Schema
+    pipeline: str, config: Configuration, input_schema: pa.Schema, args: Mapping[str, Any] | None = None
 ) -> tuple[StreamExecutionEnvironment, DataStream | None]:
-    """Call ``function(env, stream)`` on a new environment; return it and the stream for Spark (or None).
+    """Call ``function(env, stream, **args)`` on a new environment; return it and the stream for Spark (or None).
 
     Raises:
         ConfigurationError: the spec cannot be resolved (see
@@ -50,17 +51,12 @@ def build_fed_pipeline(
                         name="Source: Spark")
         .uid(INPUT_SOURCE_UID)
     )
-    try:
-        inspect.signature(function).bind(env, stream)
-    except TypeError as exc:
-        raise ConfigurationError(
-            f"option pipeline={pipeline!r}: a writeStream pipeline is called as function(env, stream) (the "
-            f"DataStream of the query's rows), but {pipeline.partition(':')[2]}{inspect.signature(function)} "
-            f"cannot take those arguments ({exc})"
-        ) from None
-    except ValueError:
-        pass  # no signature (a builtin): let the call tell
-    result = function(env, stream)
+    args = dict(args or {})
+    check_call(
+        pipeline, function, "a writeStream pipeline is called as function(env, stream, **pipeline.args) (stream: the "
+        "DataStream of the query's rows)", env, stream, **args,
+    )  # fmt: skip
+    result = function(env, stream, **args)
     if result is not None and not isinstance(result, DataStream):
         raise ConfigurationError(
             f"option pipeline={pipeline!r} returned {type(result).__name__}; a writeStream pipeline "

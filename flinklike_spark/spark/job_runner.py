@@ -59,7 +59,7 @@ from flinklike_spark.spark.bridge_progress import ProgressReporter
 from flinklike_spark.spark.bridge_tables import OUTPUT_TABLE, SparkOutputSink
 from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
 from flinklike_spark.spark.job_record import HEARTBEAT_INTERVAL, JobRecord, JobRecordTable, ProcessId, RunnerState
-from flinklike_spark.spark.pipeline_functions import resolve_pipeline
+from flinklike_spark.spark.pipeline_functions import check_call, resolve_pipeline
 
 __all__ = [
     "OUTPUT_SINK_UID",
@@ -100,6 +100,7 @@ class JobSpec:
             (:mod:`flinklike_spark.spark.fed_pipeline`).
         run_id: the Spark query run that feeds the job (writer pipelines; the
             runner records it, so the run's commits find their job).
+        pipeline_args: the pipeline function's keyword arguments (option ``pipeline.args``).
     """
 
     pipeline: str
@@ -108,6 +109,7 @@ class JobSpec:
     directory: str
     input_schema: pa.Schema | None = None
     run_id: str | None = None
+    pipeline_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -118,6 +120,7 @@ class JobSpec:
                 "directory": self.directory,
                 "input_schema": _schema_to_text(self.input_schema),
                 "run_id": self.run_id,
+                "pipeline_args": dict(self.pipeline_args),
             }
         )
 
@@ -131,6 +134,7 @@ class JobSpec:
             directory=raw["directory"],
             input_schema=_schema_from_text(raw.get("input_schema")),
             run_id=raw.get("run_id"),
+            pipeline_args=raw.get("pipeline_args") or {},
         )
 
     def record_table(self) -> JobRecordTable:
@@ -267,16 +271,21 @@ class RunnerClaim:
         self.write(state=state, error=error)
 
 
-def build_pipeline(pipeline: str, config: Configuration) -> tuple[StreamExecutionEnvironment, DataStream]:
-    """Import ``module:function``, call it on a new environment, and check it returned a DataStream.
+def build_pipeline(
+    pipeline: str, config: Configuration, args: Mapping[str, Any] | None = None
+) -> tuple[StreamExecutionEnvironment, DataStream]:
+    """Import ``module:function``, call it as ``function(env, **args)`` on a new environment, and check it
+    returned a DataStream.
 
     Raises:
         ConfigurationError: the spec is malformed, the module or function cannot be
-            imported, or the function does not return a DataStream.
+            imported, it does not take ``args``, or it does not return a DataStream.
     """
     function = resolve_pipeline(pipeline)
     env = StreamExecutionEnvironment.get_execution_environment(config)
-    stream = function(env)
+    args = dict(args or {})
+    check_call(pipeline, function, "a readStream pipeline is called as function(env, **pipeline.args)", env, **args)
+    stream = function(env, **args)
     if not isinstance(stream, DataStream):
         raise ConfigurationError(
             f"option pipeline={pipeline!r} returned {type(stream).__name__}; it must return the DataStream "
@@ -296,10 +305,10 @@ def _run(spec: JobSpec, stop: threading.Event, claim: RunnerClaim) -> RunnerStat
     if list_completed_checkpoints(CheckpointLayout(base_url=directory, storage=config.storage)):
         config = config.with_values({"execution.state-recovery.path": directory})
     if spec.input_schema is None:
-        env, stream = build_pipeline(spec.pipeline, config)
+        env, stream = build_pipeline(spec.pipeline, config, spec.pipeline_args)
         schema = spec.schema
     else:  # fed by a writeStream: function(env, stream), its own sinks and maybe a stream for Spark
-        env, stream = build_fed_pipeline(spec.pipeline, config, spec.input_schema)
+        env, stream = build_fed_pipeline(spec.pipeline, config, spec.input_schema, spec.pipeline_args)
         schema = spec.schema or (stream.get_output_schema() if stream is not None else None)
         if stream is not None and schema is None:
             raise ConfigurationError(

@@ -11,6 +11,7 @@ error names the valid keys.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -65,8 +66,30 @@ def _config(flink: dict[str, Any], directory: str, what: str) -> tuple[dict[str,
         ) from None
 
 
-_READ_OWN = frozenset({"pipeline", "maxcheckpointspertrigger", "path"})
-_WRITE_OWN = frozenset({"pipeline", "queryid", "path"})
+_READ_OWN = frozenset({"pipeline", "pipeline.args", "maxcheckpointspertrigger", "path"})
+_WRITE_OWN = frozenset({"pipeline", "pipeline.args", "queryid", "path"})
+
+
+def _pipeline_args(bridge: Mapping[str, str], what: str) -> dict[str, Any]:
+    """The ``pipeline.args`` option: a JSON object whose entries the pipeline function gets as keyword arguments."""
+    text = bridge.get("pipeline.args")
+    if text is None:
+        return {}
+    if not bridge.get("pipeline"):
+        raise ConfigurationError(f"{what}: option pipeline.args is given without option pipeline (the function it is for)")
+    try:
+        args = json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"{what}: option pipeline.args={text!r} is not JSON ({exc}); give a JSON object, e.g. "
+            f"json.dumps({{\"threshold\": 500}}), whose entries the pipeline function gets as keyword arguments"
+        ) from None
+    if not isinstance(args, dict):
+        raise ConfigurationError(
+            f"{what}: option pipeline.args={text!r} is a JSON {type(args).__name__}; give a JSON object (its entries "
+            f"are the pipeline function's keyword arguments)"
+        )
+    return args
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -77,6 +100,8 @@ class ReadOptions:
         pipeline: ``module:function`` building the job; None reads the output of the job
             that a ``df.writeStream.format("flinklike").option("pipeline", ...)`` query on
             the same directory runs (this query then starts no job; Spark needs ``.schema(...)``).
+        pipeline_args: option ``pipeline.args`` (a JSON object): the keyword arguments of
+            the pipeline function, ``function(env, **pipeline_args)``.
         directory: ``execution.checkpointing.dir`` (checkpoints, ``output`` table, runner record).
         config: the job's Flink configuration (checkpoint interval 1 s unless set).
         flink_options: the same as given (strings, Flink's key spelling), to hand to the runner.
@@ -89,6 +114,7 @@ class ReadOptions:
     config: Configuration
     flink_options: Mapping[str, Any]
     max_checkpoints_per_trigger: int | None
+    pipeline_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -109,7 +135,7 @@ class ReadOptions:
         flink_options, config = _config(flink, directory, what)
         return ReadOptions(
             pipeline=pipeline, directory=directory, config=config, flink_options=flink_options,
-            max_checkpoints_per_trigger=limit,
+            max_checkpoints_per_trigger=limit, pipeline_args=_pipeline_args(bridge, what),
         )
 
 
@@ -129,6 +155,8 @@ class WriteOptions:
             its micro-batches taken for replays.
         pipeline: ``module:function`` (``function(env, stream)``) building the engine job
             that consumes the micro-batches; None: the user runs the job.
+        pipeline_args: option ``pipeline.args`` (a JSON object): the keyword arguments of
+            the pipeline function, ``function(env, stream, **pipeline_args)``.
         config: with ``pipeline``, the job's Flink configuration (checkpoint interval 1 s unless set).
         flink_options: with ``pipeline``, the Flink keys as given, to hand to the runner.
     """
@@ -140,6 +168,7 @@ class WriteOptions:
     pipeline: str | None = None
     config: Configuration | None = None
     flink_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    pipeline_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> WriteOptions:
@@ -153,7 +182,9 @@ class WriteOptions:
             return WriteOptions(
                 directory=directory, query_id=bridge.get("queryid") or "default", checkpoint_location=location or None,
                 storage=config.storage, pipeline=pipeline, config=config, flink_options=flink_options,
+                pipeline_args=_pipeline_args(bridge, what),
             )
+        _pipeline_args(bridge, what)  # refuses pipeline.args without pipeline
         flink.pop(_DIR_KEY, None)
         storage_keys = {key: value for key, value in flink.items() if _is_storage_key(key)}
         unknown = sorted(set(flink) - set(storage_keys))

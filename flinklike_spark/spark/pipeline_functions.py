@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from flinklike_spark.errors import ConfigurationError
 
-__all__ = ["resolve_pipeline"]
+__all__ = ["check_call", "resolve_pipeline"]
 
 
 def resolve_pipeline(pipeline: str) -> Any:
@@ -40,3 +42,23 @@ def resolve_pipeline(pipeline: str) -> Any:
             f"({function!r:.60}), not a function; expected 'module:function' naming a function that builds the job"
         )
     return function
+
+
+def check_call(pipeline: str, function: Callable[..., Any], how: str, *args: Any, **kwargs: Any) -> None:
+    """Refuse a pipeline function that cannot be called with ``args`` and ``kwargs``, saying how it is called.
+
+    Raises:
+        ConfigurationError: naming the function's signature, ``how`` it is called and the keyword arguments given.
+    """
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return  # no signature (a builtin): let the call tell
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        given = f"; option pipeline.args gave {sorted(kwargs)}" if kwargs else ""
+        raise ConfigurationError(
+            f"option pipeline={pipeline!r}: {how}, but {pipeline.partition(':')[2]}{signature} cannot take those "
+            f"arguments ({exc}){given}"
+        ) from None

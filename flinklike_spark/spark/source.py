@@ -89,7 +89,7 @@ class FlinklikeDataSource(DataSource):
                 "Spark; or, to read the stream that the pipeline of a df.writeStream.format(\"flinklike\") query "
                 "on the same directory returns, give its schema with .schema(...)"
             )
-        _, stream = build_pipeline(read.pipeline, read.config)
+        _, stream = build_pipeline(read.pipeline, read.config, read.pipeline_args)
         declared = stream.get_output_schema()
         if declared is None:
             raise ConfigurationError(
@@ -136,6 +136,7 @@ class FlinklikeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     config=dict(self._options.flink_options),
                     schema=self._arrow_schema,
                     directory=self._options.directory,
+                    pipeline_args=self._options.pipeline_args,
                 )
             )
         self._job.ensure_running()

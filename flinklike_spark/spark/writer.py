@@ -107,7 +107,8 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
             return  # a micro-batch without tasks: the next one names the run
         options = self._options
         spec = JobSpec(pipeline=options.pipeline, config=dict(options.flink_options), schema=None,
-                       directory=options.directory, input_schema=self._schema, run_id=run_id)  # fmt: skip
+                       directory=options.directory, input_schema=self._schema, run_id=run_id,
+                       pipeline_args=options.pipeline_args)  # fmt: skip
         table = spec.record_table()
         request_job(table, spec, claim_timeout=_CLAIM_TIMEOUT_SECONDS)
         wait_for_job(table, run_id, claim_timeout=_CLAIM_TIMEOUT_SECONDS, start_timeout=_START_TIMEOUT_SECONDS)

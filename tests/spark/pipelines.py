@@ -19,6 +19,7 @@ __all__ = [
     "Count",
     "bad_rows",
     "bounded_count",
+    "bounded_count_of",
     "fed_count",
     "fed_count_output",
     "fed_failing",
@@ -59,6 +60,17 @@ def bounded_count(env: StreamExecutionEnvironment):
     """A bounded keyed count: 50 rows per key, then the job finishes."""
     return (
         env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=50), name="seq")
+        .uid("seq")
+        .key_by("key")
+        .process(Count(), output_type=COUNTED)
+        .uid("counter")
+    )
+
+
+def bounded_count_of(env: StreamExecutionEnvironment, *, records_per_key: int, keys: int = NUM_KEYS):
+    """``bounded_count`` with its own parameters, given by option ``pipeline.args``."""
+    return (
+        env.from_source(SequenceSource(num_keys=keys, records_per_key=records_per_key), name="seq")
         .uid("seq")
         .key_by("key")
         .process(Count(), output_type=COUNTED)
