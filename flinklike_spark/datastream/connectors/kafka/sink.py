@@ -45,6 +45,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
+from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
 from flinklike_spark.datastream.connectors.kafka.serialization import KafkaRecordSerializationSchema
 from flinklike_spark.datastream.connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
 from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError, mark_non_recoverable
@@ -61,14 +62,12 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-#: librdkafka's own log lines (connection retries and the like) go through logging, not to stderr.
-_librdkafka_log = logging.getLogger("flinklike_spark.kafka.librdkafka")
 
 #: Flink's KafkaSink default transaction timeout (``KafkaSinkBuilder.DEFAULT_KAFKA_TRANSACTION_TIMEOUT``).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60 * 60 * 1000
 _BROKER_MAX_TIMEOUT_KEY = "transaction.max.timeout.ms"
 _ADMIN_TIMEOUT_S = 15.0
-_SUBMISSION_TIMEOUT_S = 10.0
+_DESCRIBE_TIMEOUT_S = 10.0
 _FLUSH_TIMEOUT_S = 120.0
 _FLUSH_SLICE_S = 0.5  # how often a flush looks for a cancel
 
@@ -164,15 +163,18 @@ class KafkaSink(TwoPhaseCommittingSink):
         return config
 
     def checked_for_submission(self) -> KafkaSink:
-        """Reach the cluster and settle the transaction timeout before the job starts.
+        """Reach the cluster and (``EXACTLY_ONCE``) settle the transaction timeout before the job starts.
 
         Raises:
-            ConfigurationError: the brokers cannot be reached, or ``transaction.timeout.ms``
-                is above the broker's ``transaction.max.timeout.ms`` (both values named).
+            ConfigurationError: no broker of the bootstrap servers answered within
+                :data:`~.clients.SUBMISSION_TIMEOUT` (the servers are named), or
+                ``transaction.timeout.ms`` is above the broker's
+                ``transaction.max.timeout.ms`` (both values named).
         """
+        metadata = cluster_metadata(self.bootstrap_servers, self.properties, what="KafkaSink")
         if self.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
             return self
-        broker_max = _broker_max_transaction_timeout(self.bootstrap_servers, self.properties)
+        broker_max = _broker_max_transaction_timeout(self.bootstrap_servers, self.properties, min(metadata.brokers))
         given = self.properties.get("transaction.timeout.ms")
         if given is not None and int(given) > broker_max:
             raise ConfigurationError(
@@ -246,39 +248,20 @@ class KafkaSinkBuilder:
                          transactional_id_prefix=self._transactional_id_prefix, properties=self._properties)
 
 
-def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str, str]) -> int:
+def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str, str], broker_id: int) -> int:
     kafka = _confluent()
     from confluent_kafka.admin import ConfigResource
 
-    admin = _admin_client(bootstrap_servers, properties)
-    try:
-        brokers = admin.list_topics(timeout=_SUBMISSION_TIMEOUT_S).brokers
-    except kafka.KafkaException as e:
-        raise ConfigurationError(f"KafkaSink: cannot reach the Kafka brokers {bootstrap_servers!r}: {e}") from e
-    broker_id = min(brokers)
+    admin = admin_client(bootstrap_servers, properties)
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
     try:
-        configs = admin.describe_configs([resource], request_timeout=_SUBMISSION_TIMEOUT_S)[resource].result(
-            timeout=_SUBMISSION_TIMEOUT_S)
+        configs = admin.describe_configs([resource], request_timeout=_DESCRIBE_TIMEOUT_S)[resource].result(
+            timeout=_DESCRIBE_TIMEOUT_S)
     except kafka.KafkaException as e:
         raise ConfigurationError(f"KafkaSink: cannot read broker {broker_id}'s configuration: {e}") from e
+    finally:
+        admin.poll(0)  # the client's log lines, to logging
     return int(configs[_BROKER_MAX_TIMEOUT_KEY].value)
-
-
-# Producer-only keys an AdminClient refuses (librdkafka warns about unknown-for-role properties).
-_PRODUCER_ONLY = frozenset({
-    "acks", "linger.ms", "batch.size", "batch.num.messages", "compression.type", "compression.codec",
-    "enable.idempotence", "transaction.timeout.ms", "queue.buffering.max.ms", "queue.buffering.max.messages",
-    "queue.buffering.max.kbytes", "message.timeout.ms", "delivery.timeout.ms", "retries", "max.in.flight",
-    "max.in.flight.requests.per.connection", "partitioner",
-})
-
-
-def _admin_client(bootstrap_servers: str, properties: dict[str, str]):
-    from confluent_kafka.admin import AdminClient
-
-    client_properties = {k: v for k, v in properties.items() if k not in _PRODUCER_ONLY}
-    return AdminClient({"bootstrap.servers": bootstrap_servers, **client_properties, "logger": _librdkafka_log})
 
 
 class KafkaSinkWriter(PrecommittingSinkWriter):
@@ -372,7 +355,7 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         self._next_transaction = max(self._next_transaction, checkpoint_id + 1)
 
     def _new_producer(self, extra: dict[str, str]):
-        config = {**self._sink.producer_config(), **extra, "logger": _librdkafka_log}
+        config = {**self._sink.producer_config(), **extra, "logger": LIBRDKAFKA_LOG}
         config.setdefault("client.id", f"{self._prefix}-{self._context.subtask_index}")
         return _confluent().Producer(config)
 
@@ -450,8 +433,11 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         aborts its transaction.
         """
         pattern = re.compile(re.escape(self._prefix) + r"-(\d+)-(\d+)")
-        admin = _admin_client(self._sink.bootstrap_servers, self._sink.properties)
-        brokers = [(b.host, b.port) for b in admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers.values()]
+        admin = admin_client(self._sink.bootstrap_servers, self._sink.properties)
+        try:
+            brokers = [(b.host, b.port) for b in admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers.values()]
+        finally:
+            admin.poll(0)  # the client's log lines, to logging
         ctx = self._context
         for txn in self._admin.list_open(brokers, states=("Ongoing", "PrepareAbort", "PrepareCommit")):
             match = pattern.fullmatch(txn.transactional_id)

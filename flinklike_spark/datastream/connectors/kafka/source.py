@@ -50,6 +50,7 @@ import pyarrow as pa
 
 from flinklike_spark.common.serialization import DeserializationSchema
 from flinklike_spark.connector_api import Boundedness, Source, SourceReader, SourceReaderContext, SourceSplit
+from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client
 from flinklike_spark.datastream.connectors.kafka.offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
@@ -216,6 +217,7 @@ class KafkaSource(Source):
             config["group.id"] = f"flinklike-kafka-source-{uuid.uuid4().hex[:12]}"
         if client_id:
             config["client.id"] = client_id
+        config["logger"] = LIBRDKAFKA_LOG
         return config
 
     def matches(self, topic: str) -> bool:
@@ -235,19 +237,17 @@ class KafkaSource(Source):
         return sorted(tp for tp in available if self.matches(tp.topic))
 
     def list_partitions(self, timeout: float = 30.0) -> list[KafkaTopicPartition]:
-        """The partitions this source reads, as the cluster's metadata lists them now."""
-        from confluent_kafka.admin import AdminClient
+        """The partitions this source reads, as the cluster's metadata lists them now.
 
-        secure = {k: v for k, v in self.options.properties if k.startswith(("ssl.", "sasl.", "security."))}
-        admin = AdminClient({"bootstrap.servers": self.options.bootstrap_servers, **secure})
-        metadata = admin.list_topics(timeout=timeout)
-        available = [
-            KafkaTopicPartition(name, p)
-            for name, topic in metadata.topics.items()
-            if topic.error is None and not name.startswith("__")
-            for p in topic.partitions
-        ]
-        return self.select_partitions(available)
+        Raises:
+            confluent_kafka.KafkaException: no broker answered within ``timeout``.
+        """
+        admin = admin_client(self.options.bootstrap_servers, dict(self.options.properties))
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        finally:
+            admin.poll(0)  # the client's log lines, to logging
+        return self.select_partitions(_partitions_of(metadata))
 
     def create_splits(self, parallelism: int) -> list[KafkaPartitionSplit]:
         """One split per partition, with the starting (and stopping) offsets resolved now."""
@@ -422,6 +422,16 @@ class KafkaSourceBuilder:
             starting_offsets=self._starting, stopping_offsets=self._stopping, boundedness=self._boundedness,
             deserializer=self._deserializer, discovery_interval=discovery, commit_offsets_on_checkpoint=commit,
         ))  # fmt: skip
+
+
+def _partitions_of(metadata) -> list[KafkaTopicPartition]:
+    """The partitions of the user topics in a cluster's metadata (internal ``__`` topics left out)."""
+    return [
+        KafkaTopicPartition(name, p)
+        for name, topic in metadata.topics.items()
+        if topic.error is None and not name.startswith("__")
+        for p in topic.partitions
+    ]
 
 
 def _initializer(where: str, value: Any) -> KafkaOffsetsInitializer:
