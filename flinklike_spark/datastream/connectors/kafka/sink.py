@@ -59,6 +59,7 @@ __all__ = [
     "KafkaSinkBuilder",
     "KafkaSinkWriter",
     "KafkaTransactionLostError",
+    "KafkaTransactionUnknownError",
 ]
 
 _log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ _ADMIN_TIMEOUT_S = 15.0
 _DESCRIBE_TIMEOUT_S = 10.0
 _FLUSH_TIMEOUT_S = 120.0
 _FLUSH_SLICE_S = 0.5  # how often a flush looks for a cancel
+_TRANSACTIONAL_ID_NOT_FOUND = 105  # Kafka's error code: the coordinator has no state for the id
 
 
 @mark_non_recoverable
@@ -79,6 +81,18 @@ class KafkaTransactionLostError(SinkCommitError):
     Non-recoverable: committing again cannot bring the records back. The usual
     cause is ``transaction.timeout.ms`` elapsing between the pre-commit and the
     commit (a slow checkpoint plus a long restart).
+    """
+
+
+@mark_non_recoverable
+class KafkaTransactionUnknownError(SinkCommitError):
+    """A restored pre-committed transaction is unknown to the Kafka cluster the sink writes to.
+
+    The checkpoint or savepoint was taken against another cluster, or this one
+    lost its transaction state (a broker recreated with an empty data
+    directory), or the transactional id expired (``transactional.id.expiration.ms``).
+    Non-recoverable: no retry makes this cluster know the transaction. The
+    message names the transaction, the cluster and the ways out.
     """
 
 
@@ -470,26 +484,52 @@ class KafkaCommitter(Committer):
                 self._commit_by_id(committable)
 
     def _commit_by_id(self, committable: KafkaCommittable) -> None:
+        """Commit a restored transaction by producer id and epoch (``EndTxn``); see :class:`.TransactionAdmin`.
+
+        Raises:
+            KafkaTransactionUnknownError: the cluster does not know the transaction
+                (another cluster's checkpoint, a recreated broker, an expired id).
+            KafkaTransactionLostError: the cluster aborted it.
+        """
         if self._admin is None:
             self._admin = TransactionAdmin(self._bootstrap_servers)
+        tid = committable.transactional_id
         try:
-            self._admin.end(committable.transactional_id, committable.producer_id, committable.producer_epoch,
-                            commit=True)
+            self._admin.end(tid, committable.producer_id, committable.producer_epoch, commit=True)
         except KafkaProtocolError as e:
             try:
-                described = self._admin.describe(committable.transactional_id)
-            except KafkaProtocolError:
-                described = None
+                described = self._admin.describe(tid)
+            except KafkaProtocolError as not_described:
+                if not_described.error_code != _TRANSACTIONAL_ID_NOT_FOUND:
+                    described = None
+                else:
+                    raise self._unknown(committable, f"{e}; {not_described}") from e
             if described is not None and described.state == "CompleteCommit" \
                     and described.producer_id == committable.producer_id:
                 return  # committed before (a newer epoch of the same producer id: the commit bumped it)
+            if described is not None and described.producer_id != committable.producer_id:
+                raise self._unknown(committable, f"{e}; the id belongs to producer id {described.producer_id} "
+                                                 f"there") from e  # fmt: skip
             state = described.state if described is not None else "unknown"
             raise KafkaTransactionLostError(
-                f"KafkaSink: transaction {committable.transactional_id!r} cannot be committed ({e}; its state is "
+                f"KafkaSink: transaction {tid!r} cannot be committed ({e}; its state is "
                 f"{state}): Kafka aborted it, so its records are lost. Is transaction.timeout.ms "
                 f"({self._properties.get('transaction.timeout.ms', 'default')}) shorter than a checkpoint "
                 f"plus a restart?"
             ) from e
+
+    def _unknown(self, committable: KafkaCommittable, detail: str) -> KafkaTransactionUnknownError:
+        return KafkaTransactionUnknownError(
+            f"KafkaSink: transaction {committable.transactional_id!r} (producer id {committable.producer_id}, "
+            f"epoch {committable.producer_epoch}) of the restored checkpoint or savepoint is unknown to the Kafka "
+            f"cluster at {self._bootstrap_servers!r} ({detail}). The savepoint was taken against another Kafka "
+            "cluster, or this cluster lost its transaction state (a broker recreated with an empty data "
+            "directory), or the id expired (transactional.id.expiration.ms, 7 days by default); its records "
+            "are not in this cluster. Options: resume against the cluster the savepoint was taken on; or drop "
+            "the sink's pending transactions from the savepoint and resume from the copy, keeping all other "
+            "state (SavepointWriter.from_existing_savepoint(path).remove_operator('<the KafkaSink's uid>')"
+            ".write(dir)); or start the job without execution.state-recovery.path"
+        )
 
     def close(self) -> None:
         if self._admin is not None:
