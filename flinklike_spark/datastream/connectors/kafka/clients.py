@@ -10,9 +10,10 @@ which forwards to the Python logger ``flinklike_spark.kafka.librdkafka``:
 * at most one line per (level, facility, client) every 10 seconds; the next
   line let through says how many like it were held back (all of them go to
   DEBUG, for whoever enables it);
-* the ``GETPID`` "Coordinator load in progress" warnings go to DEBUG: a fresh
-  broker answers a transactional producer's first ``InitProducerId`` so while
-  it loads its transaction log, and librdkafka retries until it is done.
+* the ``GETPID`` "Coordinator load in progress" (and "Not coordinator",
+  "Coordinator not available") warnings go to DEBUG: a fresh broker answers a
+  transactional producer's first ``InitProducerId`` so while it loads its
+  transaction log, and librdkafka retries until it is done.
 
 confluent-kafka queues a client's log lines and hands them over when the
 client is polled (``poll``, ``consume``, ``flush``): an admin client must be
@@ -43,8 +44,13 @@ LIBRDKAFKA_LOGGER_NAME = "flinklike_spark.kafka.librdkafka"
 #: How long a submission waits for the cluster's metadata (librdkafka's request timeout for the lookup).
 SUBMISSION_TIMEOUT = timedelta(seconds=10)
 _DEFAULT_INTERVAL = timedelta(seconds=10)
-# (facility, text) of lines that are part of normal operation although librdkafka logs them as warnings.
-_ROUTINE = (("GETPID", "Coordinator load in progress"),)
+# (facility, text) of lines that are part of normal operation although librdkafka logs them as warnings: a
+# fresh broker's transaction coordinator is loading or moving while the first producers ask it for a producer id.
+_ROUTINE = (
+    ("GETPID", "Coordinator load in progress"),
+    ("GETPID", "Not coordinator"),
+    ("GETPID", "Coordinator not available"),
+)
 
 
 class RateLimitedLibrdkafkaLog:
