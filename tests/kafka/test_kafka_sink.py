@@ -10,6 +10,7 @@ also shows that no lingering transaction survived the restore.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from flinklike_spark.datastream.connectors.kafka import (
     KafkaSink,
 )
 from flinklike_spark.datastream.connectors.kafka.transaction_admin import TransactionAdmin
-from flinklike_spark.errors import ConfigurationError
+from flinklike_spark.errors import ConfigurationError, JobCancelledError, JobExecutionError
 from tests.kafka.kafka_jobs import NumberPerKey, assert_each_key_exactly_once_in_order, read_committed
 from tests.support.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 from tests.support.failover_jobs import task_executor_processes, wait_for
@@ -145,6 +146,49 @@ def test_exactly_once_across_cancel_and_resume(kafka_broker, kafka_topic, tmp_pa
     build(config, sink).execute("resume kafka")
     assert_each_key_exactly_once_in_order(read_committed(servers, topic), NUM_KEYS, RECORDS_PER_KEY)
     assert open_transactions(servers, kafka_broker.port) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_savepoint_resumed_against_a_recreated_broker_names_the_cause_and_the_way_out(kafka_cache_dir, tmp_path):
+    """Was: INVALID_PRODUCER_ID_MAPPING "... Is transaction.timeout.ms (900000) shorter than a checkpoint plus a
+    restart?", which names the wrong cause: the savepoint's transactions are unknown to the new cluster."""
+    from checkpointing import list_completed_checkpoints
+    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from flinklike_spark.state_processor import SavepointWriter
+
+    directory = str(tmp_path / "checkpoints")
+    with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "broker") as broker:
+        port, servers = broker.port, broker.bootstrap_servers
+        sink = kafka_sink(servers, broker.create_topic("out", partitions=2), DeliveryGuarantee.EXACTLY_ONCE)
+        client = build(checkpoint_config(directory, "aligned"), sink, rows_per_second=400).execute_async("before")
+        wait_for(lambda: client.job_id and len(list_completed_checkpoints(directory, client.job_id)) >= 2,
+                 "two checkpoints")  # fmt: skip
+        savepoint = client.stop_with_savepoint(60)
+        with contextlib.suppress(JobCancelledError):
+            client.wait(60)
+    shutil.rmtree(tmp_path / "broker")  # the cluster and its data are gone; a new one serves the same address
+    with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "broker-2", port=port) as broker:
+        topic = broker.create_topic("out", partitions=2)
+        resumed = checkpoint_config(directory, "aligned") | {"execution.state-recovery.path": savepoint.path}
+        with pytest.raises(JobExecutionError) as raised:
+            build(resumed, sink).execute("resumed against another cluster")
+        message = str(raised.value)
+        assert f"of the restored checkpoint or savepoint is unknown to the Kafka cluster at '{servers}'" in message
+        assert "KafkaTransactionUnknownError" in message and "transaction.timeout.ms" not in message
+        # The way out the message names first: the savepoint without the sink's pending transactions.
+        trimmed = SavepointWriter.from_existing_savepoint(savepoint.path).remove_operator("kafka").write(
+            str(tmp_path / "trimmed"))  # fmt: skip
+        config = checkpoint_config(str(tmp_path / "after"), "aligned") | {"execution.state-recovery.path": trimmed}
+        build(config, sink).execute("resumed without the sink's transactions")
+        seqs: dict[int, list[int]] = {}
+        for _key, value, _partition in read_committed(servers, topic, timeout=30):
+            key, seq, count = (int(part) for part in value.decode().split(","))
+            assert count == seq + 1  # the keyed state was restored
+            seqs.setdefault(key, []).append(seq)
+        assert sorted(seqs) == list(range(NUM_KEYS))
+        for key, got in seqs.items():  # each key continues where the savepoint left off, to its end
+            assert got[0] > 0 and got == list(range(got[0], RECORDS_PER_KEY)), key
 
 
 @pytest.mark.slow

@@ -39,6 +39,7 @@ import time
 import uuid
 from pathlib import Path
 
+from flinklike_spark.datastream.connectors.kafka.clients import admin_client
 from flinklike_spark.errors import ConfigurationError, FlinklikeError
 
 __all__ = [
@@ -440,9 +441,9 @@ class LocalKafkaBroker:
 
     def create_topic(self, name: str, *, partitions: int = 1, timeout: float = 30.0, **config: str) -> str:
         """Create topic ``name`` (replication factor 1) and wait until its partitions have leaders."""
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = admin_client(self.bootstrap_servers)
         futures = admin.create_topics(
             [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config))],
             operation_timeout=timeout,

@@ -13,6 +13,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = [
@@ -138,13 +139,12 @@ def resolve_offsets(
         confluent_kafka.KafkaException: the broker did not answer within ``timeout``.
     """
     from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
+    from confluent_kafka.admin import OffsetSpec
 
     partitions = sorted(set(partitions))
     if not partitions:
         return {}
-    admin_config = {k: v for k, v in consumer_config.items() if k in _ADMIN_KEYS or k.startswith(("ssl.", "sasl."))}
-    admin = AdminClient(admin_config)
+    admin = admin_client(consumer_config["bootstrap.servers"], consumer_config)
     isolation = (
         IsolationLevel.READ_COMMITTED
         if str(consumer_config.get("isolation.level", "read_uncommitted")) == "read_committed"
@@ -154,7 +154,10 @@ def resolve_offsets(
     def listed(spec_of) -> dict[KafkaTopicPartition, int]:
         requests = {TopicPartition(tp.topic, tp.partition): spec_of(tp) for tp in partitions}
         futures = admin.list_offsets(requests, isolation_level=isolation, request_timeout=timeout)
-        return {KafkaTopicPartition(k.topic, k.partition): f.result(timeout).offset for k, f in futures.items()}
+        try:
+            return {KafkaTopicPartition(k.topic, k.partition): f.result(timeout).offset for k, f in futures.items()}
+        finally:
+            admin.poll(0)  # the client's log lines, to logging
 
     kind = initializer.kind
     if kind is OffsetsInitializerKind.EARLIEST:
@@ -194,15 +197,9 @@ def _committed(
 ) -> dict[KafkaTopicPartition, int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({**consumer_config, "enable.auto.commit": False})
+    consumer = Consumer({**consumer_config, "enable.auto.commit": False, "logger": LIBRDKAFKA_LOG})
     try:
         committed = consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in partitions], timeout=timeout)
     finally:
         consumer.close()
     return {KafkaTopicPartition(c.topic, c.partition): c.offset for c in committed if c.offset >= 0}
-
-
-_ADMIN_KEYS = frozenset({
-    "bootstrap.servers", "client.id", "security.protocol", "socket.timeout.ms", "metadata.max.age.ms",
-    "reconnect.backoff.ms", "reconnect.backoff.max.ms", "retry.backoff.ms", "log_level", "debug",
-})  # fmt: skip

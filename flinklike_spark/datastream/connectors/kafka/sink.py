@@ -45,6 +45,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
+from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
 from flinklike_spark.datastream.connectors.kafka.serialization import KafkaRecordSerializationSchema
 from flinklike_spark.datastream.connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
 from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError, mark_non_recoverable
@@ -58,19 +59,19 @@ __all__ = [
     "KafkaSinkBuilder",
     "KafkaSinkWriter",
     "KafkaTransactionLostError",
+    "KafkaTransactionUnknownError",
 ]
 
 _log = logging.getLogger(__name__)
-#: librdkafka's own log lines (connection retries and the like) go through logging, not to stderr.
-_librdkafka_log = logging.getLogger("flinklike_spark.kafka.librdkafka")
 
 #: Flink's KafkaSink default transaction timeout (``KafkaSinkBuilder.DEFAULT_KAFKA_TRANSACTION_TIMEOUT``).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60 * 60 * 1000
 _BROKER_MAX_TIMEOUT_KEY = "transaction.max.timeout.ms"
 _ADMIN_TIMEOUT_S = 15.0
-_SUBMISSION_TIMEOUT_S = 10.0
+_DESCRIBE_TIMEOUT_S = 10.0
 _FLUSH_TIMEOUT_S = 120.0
 _FLUSH_SLICE_S = 0.5  # how often a flush looks for a cancel
+_TRANSACTIONAL_ID_NOT_FOUND = 105  # Kafka's error code: the coordinator has no state for the id
 
 
 @mark_non_recoverable
@@ -80,6 +81,18 @@ class KafkaTransactionLostError(SinkCommitError):
     Non-recoverable: committing again cannot bring the records back. The usual
     cause is ``transaction.timeout.ms`` elapsing between the pre-commit and the
     commit (a slow checkpoint plus a long restart).
+    """
+
+
+@mark_non_recoverable
+class KafkaTransactionUnknownError(SinkCommitError):
+    """A restored pre-committed transaction is unknown to the Kafka cluster the sink writes to.
+
+    The checkpoint or savepoint was taken against another cluster, or this one
+    lost its transaction state (a broker recreated with an empty data
+    directory), or the transactional id expired (``transactional.id.expiration.ms``).
+    Non-recoverable: no retry makes this cluster know the transaction. The
+    message names the transaction, the cluster and the ways out.
     """
 
 
@@ -164,15 +177,18 @@ class KafkaSink(TwoPhaseCommittingSink):
         return config
 
     def checked_for_submission(self) -> KafkaSink:
-        """Reach the cluster and settle the transaction timeout before the job starts.
+        """Reach the cluster and (``EXACTLY_ONCE``) settle the transaction timeout before the job starts.
 
         Raises:
-            ConfigurationError: the brokers cannot be reached, or ``transaction.timeout.ms``
-                is above the broker's ``transaction.max.timeout.ms`` (both values named).
+            ConfigurationError: no broker of the bootstrap servers answered within
+                :data:`~.clients.SUBMISSION_TIMEOUT` (the servers are named), or
+                ``transaction.timeout.ms`` is above the broker's
+                ``transaction.max.timeout.ms`` (both values named).
         """
+        metadata = cluster_metadata(self.bootstrap_servers, self.properties, what="KafkaSink")
         if self.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
             return self
-        broker_max = _broker_max_transaction_timeout(self.bootstrap_servers, self.properties)
+        broker_max = _broker_max_transaction_timeout(self.bootstrap_servers, self.properties, min(metadata.brokers))
         given = self.properties.get("transaction.timeout.ms")
         if given is not None and int(given) > broker_max:
             raise ConfigurationError(
@@ -246,39 +262,20 @@ class KafkaSinkBuilder:
                          transactional_id_prefix=self._transactional_id_prefix, properties=self._properties)
 
 
-def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str, str]) -> int:
+def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str, str], broker_id: int) -> int:
     kafka = _confluent()
     from confluent_kafka.admin import ConfigResource
 
-    admin = _admin_client(bootstrap_servers, properties)
-    try:
-        brokers = admin.list_topics(timeout=_SUBMISSION_TIMEOUT_S).brokers
-    except kafka.KafkaException as e:
-        raise ConfigurationError(f"KafkaSink: cannot reach the Kafka brokers {bootstrap_servers!r}: {e}") from e
-    broker_id = min(brokers)
+    admin = admin_client(bootstrap_servers, properties)
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
     try:
-        configs = admin.describe_configs([resource], request_timeout=_SUBMISSION_TIMEOUT_S)[resource].result(
-            timeout=_SUBMISSION_TIMEOUT_S)
+        configs = admin.describe_configs([resource], request_timeout=_DESCRIBE_TIMEOUT_S)[resource].result(
+            timeout=_DESCRIBE_TIMEOUT_S)
     except kafka.KafkaException as e:
         raise ConfigurationError(f"KafkaSink: cannot read broker {broker_id}'s configuration: {e}") from e
+    finally:
+        admin.poll(0)  # the client's log lines, to logging
     return int(configs[_BROKER_MAX_TIMEOUT_KEY].value)
-
-
-# Producer-only keys an AdminClient refuses (librdkafka warns about unknown-for-role properties).
-_PRODUCER_ONLY = frozenset({
-    "acks", "linger.ms", "batch.size", "batch.num.messages", "compression.type", "compression.codec",
-    "enable.idempotence", "transaction.timeout.ms", "queue.buffering.max.ms", "queue.buffering.max.messages",
-    "queue.buffering.max.kbytes", "message.timeout.ms", "delivery.timeout.ms", "retries", "max.in.flight",
-    "max.in.flight.requests.per.connection", "partitioner",
-})
-
-
-def _admin_client(bootstrap_servers: str, properties: dict[str, str]):
-    from confluent_kafka.admin import AdminClient
-
-    client_properties = {k: v for k, v in properties.items() if k not in _PRODUCER_ONLY}
-    return AdminClient({"bootstrap.servers": bootstrap_servers, **client_properties, "logger": _librdkafka_log})
 
 
 class KafkaSinkWriter(PrecommittingSinkWriter):
@@ -372,7 +369,7 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         self._next_transaction = max(self._next_transaction, checkpoint_id + 1)
 
     def _new_producer(self, extra: dict[str, str]):
-        config = {**self._sink.producer_config(), **extra, "logger": _librdkafka_log}
+        config = {**self._sink.producer_config(), **extra, "logger": LIBRDKAFKA_LOG}
         config.setdefault("client.id", f"{self._prefix}-{self._context.subtask_index}")
         return _confluent().Producer(config)
 
@@ -450,8 +447,11 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         aborts its transaction.
         """
         pattern = re.compile(re.escape(self._prefix) + r"-(\d+)-(\d+)")
-        admin = _admin_client(self._sink.bootstrap_servers, self._sink.properties)
-        brokers = [(b.host, b.port) for b in admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers.values()]
+        admin = admin_client(self._sink.bootstrap_servers, self._sink.properties)
+        try:
+            brokers = [(b.host, b.port) for b in admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers.values()]
+        finally:
+            admin.poll(0)  # the client's log lines, to logging
         ctx = self._context
         for txn in self._admin.list_open(brokers, states=("Ongoing", "PrepareAbort", "PrepareCommit")):
             match = pattern.fullmatch(txn.transactional_id)
@@ -484,26 +484,52 @@ class KafkaCommitter(Committer):
                 self._commit_by_id(committable)
 
     def _commit_by_id(self, committable: KafkaCommittable) -> None:
+        """Commit a restored transaction by producer id and epoch (``EndTxn``); see :class:`.TransactionAdmin`.
+
+        Raises:
+            KafkaTransactionUnknownError: the cluster does not know the transaction
+                (another cluster's checkpoint, a recreated broker, an expired id).
+            KafkaTransactionLostError: the cluster aborted it.
+        """
         if self._admin is None:
             self._admin = TransactionAdmin(self._bootstrap_servers)
+        tid = committable.transactional_id
         try:
-            self._admin.end(committable.transactional_id, committable.producer_id, committable.producer_epoch,
-                            commit=True)
+            self._admin.end(tid, committable.producer_id, committable.producer_epoch, commit=True)
         except KafkaProtocolError as e:
             try:
-                described = self._admin.describe(committable.transactional_id)
-            except KafkaProtocolError:
-                described = None
+                described = self._admin.describe(tid)
+            except KafkaProtocolError as not_described:
+                if not_described.error_code != _TRANSACTIONAL_ID_NOT_FOUND:
+                    described = None
+                else:
+                    raise self._unknown(committable, f"{e}; {not_described}") from e
             if described is not None and described.state == "CompleteCommit" \
                     and described.producer_id == committable.producer_id:
                 return  # committed before (a newer epoch of the same producer id: the commit bumped it)
+            if described is not None and described.producer_id != committable.producer_id:
+                raise self._unknown(committable, f"{e}; the id belongs to producer id {described.producer_id} "
+                                                 f"there") from e  # fmt: skip
             state = described.state if described is not None else "unknown"
             raise KafkaTransactionLostError(
-                f"KafkaSink: transaction {committable.transactional_id!r} cannot be committed ({e}; its state is "
+                f"KafkaSink: transaction {tid!r} cannot be committed ({e}; its state is "
                 f"{state}): Kafka aborted it, so its records are lost. Is transaction.timeout.ms "
                 f"({self._properties.get('transaction.timeout.ms', 'default')}) shorter than a checkpoint "
                 f"plus a restart?"
             ) from e
+
+    def _unknown(self, committable: KafkaCommittable, detail: str) -> KafkaTransactionUnknownError:
+        return KafkaTransactionUnknownError(
+            f"KafkaSink: transaction {committable.transactional_id!r} (producer id {committable.producer_id}, "
+            f"epoch {committable.producer_epoch}) of the restored checkpoint or savepoint is unknown to the Kafka "
+            f"cluster at {self._bootstrap_servers!r} ({detail}). The savepoint was taken against another Kafka "
+            "cluster, or this cluster lost its transaction state (a broker recreated with an empty data "
+            "directory), or the id expired (transactional.id.expiration.ms, 7 days by default); its records "
+            "are not in this cluster. Options: resume against the cluster the savepoint was taken on; or drop "
+            "the sink's pending transactions from the savepoint and resume from the copy, keeping all other "
+            "state (SavepointWriter.from_existing_savepoint(path).remove_operator('<the KafkaSink's uid>')"
+            ".write(dir)); or start the job without execution.state-recovery.path"
+        )
 
     def close(self) -> None:
         if self._admin is not None:

@@ -40,6 +40,7 @@ combined (minimum over non-idle partitions) in the source operator.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -50,6 +51,7 @@ import pyarrow as pa
 
 from flinklike_spark.common.serialization import DeserializationSchema
 from flinklike_spark.connector_api import Boundedness, Source, SourceReader, SourceReaderContext, SourceSplit
+from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
 from flinklike_spark.datastream.connectors.kafka.offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
@@ -67,9 +69,12 @@ __all__ = [
     "split_owner",
 ]
 
+_log = logging.getLogger(__name__)
+
 #: no stopping offset (an unbounded split)
 NO_STOPPING_OFFSET = -1
 _DEFAULT_DISCOVERY_INTERVAL = timedelta(minutes=5)
+_MAX_TOPICS_NAMED = 30  # an error lists at most this many of the cluster's topics
 # Java consumer properties without a librdkafka equivalent (or set by the source itself): not passed on.
 _JAVA_ONLY_PROPERTIES = frozenset({
     "key.deserializer", "value.deserializer", "max.poll.records", "default.api.timeout.ms",
@@ -216,6 +221,7 @@ class KafkaSource(Source):
             config["group.id"] = f"flinklike-kafka-source-{uuid.uuid4().hex[:12]}"
         if client_id:
             config["client.id"] = client_id
+        config["logger"] = LIBRDKAFKA_LOG
         return config
 
     def matches(self, topic: str) -> bool:
@@ -235,19 +241,67 @@ class KafkaSource(Source):
         return sorted(tp for tp in available if self.matches(tp.topic))
 
     def list_partitions(self, timeout: float = 30.0) -> list[KafkaTopicPartition]:
-        """The partitions this source reads, as the cluster's metadata lists them now."""
-        from confluent_kafka.admin import AdminClient
+        """The partitions this source reads, as the cluster's metadata lists them now.
 
-        secure = {k: v for k, v in self.options.properties if k.startswith(("ssl.", "sasl.", "security."))}
-        admin = AdminClient({"bootstrap.servers": self.options.bootstrap_servers, **secure})
-        metadata = admin.list_topics(timeout=timeout)
-        available = [
-            KafkaTopicPartition(name, p)
-            for name, topic in metadata.topics.items()
-            if topic.error is None and not name.startswith("__")
-            for p in topic.partitions
-        ]
-        return self.select_partitions(available)
+        Raises:
+            confluent_kafka.KafkaException: no broker answered within ``timeout``.
+        """
+        admin = admin_client(self.options.bootstrap_servers, dict(self.options.properties))
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        finally:
+            admin.poll(0)  # the client's log lines, to logging
+        return self.select_partitions(_partitions_of(metadata))
+
+    def checked_for_submission(self) -> KafkaSource:
+        """Reach the cluster and find the topics this source reads, before the job starts.
+
+        A topic that does not exist is a typo more often than a topic still to
+        come. A bounded source fails; an unbounded one logs a warning (once per
+        submission) and goes on: its readers' partition discovery
+        (``partition.discovery.interval.ms``) picks the topics up when they
+        appear, as Flink's source does. A topic pattern that matches no topic
+        is treated the same way.
+
+        Raises:
+            ConfigurationError: no broker of the bootstrap servers answered within
+                :data:`~.clients.SUBMISSION_TIMEOUT` (the servers are named); or a
+                bounded source's topics do not exist, or its pattern matches none
+                (the missing topics or the pattern and the cluster's topics are named).
+        """
+        o = self.options
+        metadata = cluster_metadata(o.bootstrap_servers, dict(o.properties), what="KafkaSource")
+        existing = sorted(name for name, topic in metadata.topics.items()
+                          if topic.error is None and not name.startswith("__"))  # fmt: skip
+        if self._pattern is not None:
+            if any(self.matches(name) for name in existing):
+                return self
+            missing = f"no topic matches the pattern {o.topic_pattern!r}"
+        else:
+            wanted = o.topics or tuple(dict.fromkeys(tp.topic for tp in o.partitions))
+            absent = [t for t in wanted if t not in existing]
+            if not absent:
+                return self
+            named = ", ".join(map(repr, absent))
+            missing = f"topics {named} do not exist" if len(absent) > 1 else f"topic {named} does not exist"
+        listed = ", ".join(map(repr, existing[:_MAX_TOPICS_NAMED])) or "none"
+        if len(existing) > _MAX_TOPICS_NAMED:
+            listed += f" and {len(existing) - _MAX_TOPICS_NAMED} more"
+        where = f"on {o.bootstrap_servers!r} (its topics: {listed})"
+        if o.boundedness is Boundedness.BOUNDED:
+            raise ConfigurationError(
+                f"KafkaSource: {missing} {where}; a bounded source would read nothing. Check set_topics / "
+                "set_topic_pattern, or create the topics first"
+            )
+        if o.discovery_interval is None:
+            later = "partition discovery is off (partition.discovery.interval.ms), so they will not be read"
+        else:
+            later = (
+                f"their partitions are read from the earliest offset once they exist (partition discovery "
+                f"every {o.discovery_interval.total_seconds():g} s)"
+            )
+        _log.warning("KafkaSource: %s %s; %s", missing, where, later)
+        return self
 
     def create_splits(self, parallelism: int) -> list[KafkaPartitionSplit]:
         """One split per partition, with the starting (and stopping) offsets resolved now."""
@@ -422,6 +476,16 @@ class KafkaSourceBuilder:
             starting_offsets=self._starting, stopping_offsets=self._stopping, boundedness=self._boundedness,
             deserializer=self._deserializer, discovery_interval=discovery, commit_offsets_on_checkpoint=commit,
         ))  # fmt: skip
+
+
+def _partitions_of(metadata) -> list[KafkaTopicPartition]:
+    """The partitions of the user topics in a cluster's metadata (internal ``__`` topics left out)."""
+    return [
+        KafkaTopicPartition(name, p)
+        for name, topic in metadata.topics.items()
+        if topic.error is None and not name.startswith("__")
+        for p in topic.partitions
+    ]
 
 
 def _initializer(where: str, value: Any) -> KafkaOffsetsInitializer:
