@@ -14,7 +14,7 @@ import statistics
 import time
 
 from flinklike_spark._runtime.streaming.rows import RowsConverter
-from flinklike_spark.row import Row, records_of
+from flinklike_spark.common.types import Row, records_of
 
 BATCH = 4096
 

@@ -35,7 +35,7 @@ from flinklike_spark._runtime.streaming.vectorized_aggregation import (
 )
 from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark._runtime.streaming.window_operator import WindowOperator
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 KEYS = 1000
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64())])

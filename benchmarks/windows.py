@@ -36,8 +36,8 @@ from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
 from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
-from flinklike_spark.functions import AggregateFunction
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.functions import AggregateFunction
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 
 class CountAggregate(AggregateFunction):

@@ -84,7 +84,7 @@ class StateKind(StrEnum):
     """What a state's entries are (the ``state_kind`` column of ``operator_state``).
 
     Keyed state (rows with a key group >= 0): the five keyed state kinds of
-    :mod:`flinklike_spark.state`, and timers. Operator state (key group -1):
+    :mod:`flinklike_spark.datastream.state`, and timers. Operator state (key group -1):
     plain and broadcast operator state, source splits, sink committables.
     Members compare equal to their values, which are what the rows hold.
     """

@@ -25,9 +25,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark.common.types import records_of
 from flinklike_spark.connector_api import Sink, SinkWriter, SinkWriterContext
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import records_of
 
 __all__ = ["CollectSink", "CollectWriter"]
 

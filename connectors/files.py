@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind, records_of
 from flinklike_spark.connector_api import (
     Boundedness,
     ReadResult,
@@ -46,7 +47,6 @@ from flinklike_spark.errors import (
     MalformedRecordError,
     SchemaMismatchError,
 )
-from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, records_of
 from flinklike_spark.storage import StorageAccess, StorageConfig, StorageLocation
 
 __all__ = ["FileReader", "FileSink", "FileSource", "FileSplit", "FileWriter"]

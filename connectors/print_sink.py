@@ -18,9 +18,9 @@ from typing import Any, Literal, TextIO
 import numpy as np
 import pyarrow as pa
 
+from flinklike_spark.common.types import RecordKind, Row, declared_kind, records_of
 from flinklike_spark.connector_api import Sink, SinkWriter, SinkWriterContext
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import RecordKind, Row, declared_kind, records_of
 
 __all__ = ["PrintSink", "PrintWriter", "printed_records"]
 

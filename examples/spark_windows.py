@@ -27,9 +27,9 @@ from datetime import timedelta
 import pyarrow as pa
 
 from flinklike_spark import StreamExecutionEnvironment, WatermarkStrategy
-from flinklike_spark.functions import ProcessWindowFunction
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.functions import ProcessWindowFunction
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 N = 3_000  # values 0 .. N-1
 KEYS = 3

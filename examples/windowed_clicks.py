@@ -19,9 +19,9 @@ from datetime import timedelta
 
 from connectors import CollectSink
 from flinklike_spark import StreamExecutionEnvironment, WatermarkStrategy
-from flinklike_spark.functions import ProcessWindowFunction
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.functions import ProcessWindowFunction
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 WINDOW_MS = 10_000
 OUT_OF_ORDERNESS_MS = 2_000

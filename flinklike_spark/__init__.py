@@ -6,7 +6,11 @@ The public API mirrors PyFlink's DataStream API::
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
 """
 
-from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction
+from flinklike_spark import _moved  # noqa: F401 - first: the earlier module paths import their homes
+from flinklike_spark.common.time import Duration
+from flinklike_spark.common.typeinfo import TypeInformation, Types
+from flinklike_spark.common.types import Row, RowKind
+from flinklike_spark.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 from flinklike_spark.config import CheckpointingMode, Configuration, TaskManagerMode
 from flinklike_spark.connector_api import (
     Boundedness,
@@ -20,19 +24,9 @@ from flinklike_spark.connector_api import (
     SourceSplit,
 )
 from flinklike_spark.datastream import DataStream, DataStreamSink, KeyedStream, StreamExecutionEnvironment
-from flinklike_spark.duration import Duration
-from flinklike_spark.errors import (
-    ConfigurationError,
-    FlinklikeError,
-    JobCancelledError,
-    JobExecutionError,
-    NonRecoverableError,
-    RemoteTaskError,
-    SchemaMismatchError,
-    mark_non_recoverable,
-)
-from flinklike_spark.execution_options import CheckpointConfig, RuntimeExecutionMode
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.async_stream import AsyncDataStream, AsyncFunction
+from flinklike_spark.datastream.checkpoint_config import CheckpointConfig, RuntimeExecutionMode
+from flinklike_spark.datastream.functions import (
     AggregateFunction,
     AllWindowFunction,
     BroadcastProcessFunction,
@@ -55,10 +49,8 @@ from flinklike_spark.functions import (
     TimerService,
     WindowFunction,
 )
-from flinklike_spark.job_client import JobClient, JobExecutionResult
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.row import Row, RowKind
-from flinklike_spark.state import (
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.state import (
     ListState,
     ListStateDescriptor,
     MapState,
@@ -68,9 +60,18 @@ from flinklike_spark.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from flinklike_spark.typeinfo import TypeInformation, Types
-from flinklike_spark.watermarks import TimestampAssigner, WatermarkStrategy
-from flinklike_spark.window import Time
+from flinklike_spark.datastream.window import Time
+from flinklike_spark.errors import (
+    ConfigurationError,
+    FlinklikeError,
+    JobCancelledError,
+    JobExecutionError,
+    NonRecoverableError,
+    RemoteTaskError,
+    SchemaMismatchError,
+    mark_non_recoverable,
+)
+from flinklike_spark.job_client import JobClient, JobExecutionResult
 
 __all__ = [
     "AggregateFunction",

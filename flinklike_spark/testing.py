@@ -44,10 +44,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinklike_spark.collection_source import CollectionReader, CollectionSource
 from flinklike_spark.connector_api import ReadResult, SourceReaderContext
+from flinklike_spark.datastream.collection_source import CollectionReader, CollectionSource
+from flinklike_spark.datastream.functions import MapFunction
 from flinklike_spark.errors import FlinklikeError
-from flinklike_spark.functions import MapFunction
 
 __all__ = ["ABORT", "Abort", "FailingMapper", "InjectedFailure", "TestingSource", "collect"]
 

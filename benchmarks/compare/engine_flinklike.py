@@ -31,7 +31,7 @@ from flinklike_spark import (
 )
 from flinklike_spark import aggregations as agg
 from flinklike_spark._runtime.minicluster import MiniCluster
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 
 class SummaryWriter(SinkWriter):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from flinklike_spark.row import records_of
+from flinklike_spark.common.types import records_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.gateways import JobMasterGateway

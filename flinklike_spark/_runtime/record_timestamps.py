@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from flinklike_spark.common.watermark_strategy import epoch_millis
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.watermarks import epoch_millis
 
 __all__ = [
     "TIMESTAMP_COLUMN",

@@ -9,13 +9,13 @@ from flinklike_spark.common.serialization import (
     SerializationSchema,
     SimpleStringSchema,
 )
+from flinklike_spark.common.time import Duration
+from flinklike_spark.common.typeinfo import TypeInformation, Types
+from flinklike_spark.common.types import Row, RowKind
+from flinklike_spark.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 from flinklike_spark.config import ConfigOption, Configuration
-from flinklike_spark.duration import Duration
+from flinklike_spark.datastream.window import Time
 from flinklike_spark.job_client import JobClient, JobExecutionResult
-from flinklike_spark.row import Row, RowKind
-from flinklike_spark.typeinfo import TypeInformation, Types
-from flinklike_spark.watermarks import TimestampAssigner, WatermarkStrategy
-from flinklike_spark.window import Time
 
 __all__ = [
     "ByteArraySchema",

@@ -17,8 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind, Row, records_of
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, Row, records_of
 
 __all__ = [
     "ByteArraySchema",

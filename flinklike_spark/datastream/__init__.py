@@ -4,14 +4,13 @@ PyFlink's submodules window, functions and state, so that a PyFlink program runs
 pyflink prefix of its imports with flinklike_spark.
 """
 
-from flinklike_spark.async_retry import AsyncRetryPredicate, AsyncRetryStrategy
-from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction
 from flinklike_spark.config import CheckpointingMode
-from flinklike_spark.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+from flinklike_spark.datastream.async_retry_strategies import AsyncRetryPredicate, AsyncRetryStrategy
+from flinklike_spark.datastream.async_stream import AsyncDataStream, AsyncFunction
+from flinklike_spark.datastream.checkpoint_config import CheckpointConfig, RuntimeExecutionMode
+from flinklike_spark.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from flinklike_spark.datastream.data_stream import DataStream, DataStreamSink, KeyedStream
-from flinklike_spark.datastream.stream_execution_environment import StreamExecutionEnvironment
-from flinklike_spark.execution_options import CheckpointConfig, RuntimeExecutionMode
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     AggregateFunction,
     AllWindowFunction,
     BroadcastProcessFunction,
@@ -36,8 +35,8 @@ from flinklike_spark.functions import (
     TimerService,
     WindowFunction,
 )
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.state import (
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     AppendingState,
@@ -55,7 +54,8 @@ from flinklike_spark.state import (
     ValueState,
     ValueStateDescriptor,
 )
-from flinklike_spark.window import (
+from flinklike_spark.datastream.stream_execution_environment import StreamExecutionEnvironment
+from flinklike_spark.datastream.window import (
     CountWindow,
     Evictor,
     GlobalWindow,
@@ -66,7 +66,7 @@ from flinklike_spark.window import (
     Window,
     WindowAssigner,
 )
-from flinklike_spark.windowed_stream import AllWindowedStream, WindowedStream
+from flinklike_spark.datastream.windowed_stream import AllWindowedStream, WindowedStream
 
 __all__ = [
     "AggregateFunction",

@@ -15,11 +15,11 @@ import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.graph.translation import Transformation
+from flinklike_spark.common.typeinfo import to_arrow_schema
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.connector_api import Sink
+from flinklike_spark.datastream.functions import KeyedProcessFunction, ProcessFunction
 from flinklike_spark.errors import InvalidProgramError
-from flinklike_spark.functions import KeyedProcessFunction, ProcessFunction
-from flinklike_spark.typeinfo import to_arrow_schema
-from flinklike_spark.watermarks import WatermarkStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -141,14 +141,18 @@ class DataStream:
         """Send every row to every consumer subtask; with MapStateDescriptors, a BroadcastStream
         to ``connect`` to (broadcast state)."""
         if broadcast_state_descriptors:
-            from flinklike_spark.connected_streams import BroadcastStream
+            from flinklike_spark.datastream.connected_streams import BroadcastStream
 
             return BroadcastStream(self, broadcast_state_descriptors)
         return self._repartition(PartitionerKind.BROADCAST)
 
     def connect(self, ds: Any):
         """Pair with ``ds`` (a DataStream, or a BroadcastStream) for a two-input function."""
-        from flinklike_spark.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+        from flinklike_spark.datastream.connected_streams import (
+            BroadcastConnectedStream,
+            BroadcastStream,
+            ConnectedStreams,
+        )
 
         if isinstance(ds, BroadcastStream):
             return BroadcastConnectedStream(self, ds)
@@ -172,14 +176,14 @@ class DataStream:
 
     def window_all(self, window_assigner: Any):
         """Windows over the whole stream, evaluated by one subtask (parallelism 1, as in Flink)."""
-        from flinklike_spark.windowed_stream import AllWindowedStream
+        from flinklike_spark.datastream.windowed_stream import AllWindowedStream
 
         keyed = self.key_by(_whole_stream_key)
         return AllWindowedStream(keyed, window_assigner)
 
     def count_window_all(self, size: int, slide: int = 0):
         """Count windows over the whole stream (parallelism 1)."""
-        from flinklike_spark.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
+        from flinklike_spark.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 
         if slide:
             return self.window_all(CountSlidingWindowAssigner.of(size, slide))
@@ -188,7 +192,7 @@ class DataStream:
     def get_side_output(self, output_tag: Any) -> DataStream:
         """The stream of what this operator emitted under ``output_tag`` (``ctx.output(tag, value)``,
         a yielded ``(tag, value)``, or a window's late data)."""
-        from flinklike_spark.output_tag import OutputTag
+        from flinklike_spark.datastream.output_tag import OutputTag
 
         if not isinstance(output_tag, OutputTag):
             raise TypeError(f"get_side_output expects an OutputTag, got {output_tag!r}")
@@ -384,13 +388,13 @@ class KeyedStream(DataStream):
 
     def window(self, window_assigner: Any):
         """Cut each key's elements into windows; end with reduce/aggregate/apply/process."""
-        from flinklike_spark.windowed_stream import WindowedStream
+        from flinklike_spark.datastream.windowed_stream import WindowedStream
 
         return WindowedStream(self, window_assigner)
 
     def count_window(self, size: int, slide: int = 0):
         """Windows of ``size`` elements per key, every ``slide`` elements if given (PyFlink's count windows)."""
-        from flinklike_spark.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
+        from flinklike_spark.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 
         if slide:
             return self.window(CountSlidingWindowAssigner.of(size, slide))

@@ -24,13 +24,13 @@ from flinklike_spark._runtime.graph.translation import (
     execution_plan,
     upstream_closure,
 )
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Boundedness, Source
 from flinklike_spark.datastream.data_stream import DataStream
 from flinklike_spark.errors import ConfigurationError
 from flinklike_spark.global_configuration import load_configuration
 from flinklike_spark.storage import UsesStorage
-from flinklike_spark.watermarks import WatermarkStrategy
 
 _log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class StreamExecutionEnvironment:
 
     def get_checkpoint_config(self):
         """A CheckpointConfig reading and writing this environment's ``execution.checkpointing.*`` keys."""
-        from flinklike_spark.execution_options import CheckpointConfig
+        from flinklike_spark.datastream.checkpoint_config import CheckpointConfig
 
         return CheckpointConfig(self)
 
@@ -119,7 +119,7 @@ class StreamExecutionEnvironment:
 
     def set_runtime_mode(self, execution_mode: Any) -> StreamExecutionEnvironment:
         """STREAMING or AUTOMATIC; BATCH raises a ConfigurationError naming what is supported."""
-        from flinklike_spark.execution_options import runtime_mode_value
+        from flinklike_spark.datastream.checkpoint_config import runtime_mode_value
 
         return self.configure({"execution.runtime-mode": runtime_mode_value(execution_mode)})
 
@@ -198,7 +198,7 @@ class StreamExecutionEnvironment:
         if isinstance(source, UsesStorage):  # its schema may be read from storage right away
             source = source.with_storage(self._config.storage)
         if type_info is not None:
-            from flinklike_spark.typeinfo import to_arrow_schema
+            from flinklike_spark.common.typeinfo import to_arrow_schema
 
             declared = to_arrow_schema(type_info)
             if not declared.remove_metadata().equals(source.output_schema().remove_metadata()):
@@ -242,8 +242,8 @@ class StreamExecutionEnvironment:
         ``type_info`` is the rows' Arrow schema (inferred when None). ``batch_size``
         rows are read per poll (a watermark may follow each batch).
         """
-        from flinklike_spark.collection_source import CollectionSource
-        from flinklike_spark.typeinfo import to_arrow_schema
+        from flinklike_spark.common.typeinfo import to_arrow_schema
+        from flinklike_spark.datastream.collection_source import CollectionSource
 
         source = CollectionSource(collection, schema=to_arrow_schema(type_info), batch_size=batch_size)
         stream = self.from_source(source, watermark_strategy, name="Collection Source")

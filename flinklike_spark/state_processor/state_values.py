@@ -1,7 +1,7 @@
 """Stored keyed-state values <-> columns: the one translation the State Processor API makes.
 
 A keyed state backend stores, per key, exactly these Python objects (and
-checkpoints pickle them; see :mod:`flinklike_spark.state` and
+checkpoints pickle them; see :mod:`flinklike_spark.datastream.state` and
 :mod:`flinklike_spark._runtime.streaming.ttl_state`):
 
 ==================================  =============================  ==================================
@@ -29,8 +29,8 @@ from typing import Any, Final
 import pyarrow as pa
 
 from checkpointing.schemas import StateKind
+from flinklike_spark.datastream.state import TtlValue
 from flinklike_spark.errors import StateProcessorError
-from flinklike_spark.state import TtlValue
 
 __all__ = [
     "KEYED_KINDS",

@@ -31,10 +31,8 @@ from checkpointing.schemas import StateKind
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend, key_groups_of
 from flinklike_spark._runtime.streaming.operators import EVENT_TIMERS, PROCESSING_TIMERS
 from flinklike_spark._runtime.streaming.state_backend_base import wall_clock_ms
-from flinklike_spark.errors import StateProcessorError
-from flinklike_spark.functions import Function, RuntimeContext, TimerService
-from flinklike_spark.metrics import MetricGroup, MetricRegistry
-from flinklike_spark.state import (
+from flinklike_spark.datastream.functions import Function, RuntimeContext, TimerService
+from flinklike_spark.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -42,6 +40,8 @@ from flinklike_spark.state import (
     StateDescriptor,
     ValueStateDescriptor,
 )
+from flinklike_spark.errors import StateProcessorError
+from flinklike_spark.metrics import MetricGroup, MetricRegistry
 
 from .frames import to_arrow_table
 from .state_values import encode_values, ttl_column

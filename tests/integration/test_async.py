@@ -9,8 +9,8 @@ import pytest
 
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
-from flinklike_spark.async_stream import AsyncDataStream, AsyncFunction
-from flinklike_spark.window import Time
+from flinklike_spark.datastream.async_stream import AsyncDataStream, AsyncFunction
+from flinklike_spark.datastream.window import Time
 from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

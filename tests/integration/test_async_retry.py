@@ -9,13 +9,13 @@ import pytest
 
 from connectors import CollectSink
 from flinklike_spark import JobExecutionError, StreamExecutionEnvironment, Types
-from flinklike_spark.async_retry import RetryingAsyncFunction
 from flinklike_spark.datastream import AsyncDataStream, AsyncFunction, AsyncRetryStrategy
 from flinklike_spark.datastream.async_retry_predicates import (
     empty_result_predicate,
     exception_type_predicate,
     has_exception_predicate,
 )
+from flinklike_spark.datastream.async_stream import RetryingAsyncFunction
 
 pytestmark = pytest.mark.timeout(60)
 

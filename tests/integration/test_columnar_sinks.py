@@ -15,7 +15,7 @@ import pytest
 
 from connectors import DeltaSink, FileSink, SequenceSource
 from flinklike_spark import StreamExecutionEnvironment
-from flinklike_spark.row import Row
+from flinklike_spark.common.types import Row
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

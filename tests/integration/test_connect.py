@@ -10,15 +10,15 @@ import pytest
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import MapStateDescriptor, StreamExecutionEnvironment, ValueStateDescriptor
-from flinklike_spark.errors import IncompatibleCheckpointError, JobCancelledError
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
 )
-from flinklike_spark.output_tag import OutputTag
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.errors import IncompatibleCheckpointError, JobCancelledError
 from tests.support.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

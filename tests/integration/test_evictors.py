@@ -6,8 +6,8 @@ import pytest
 
 from connectors import CollectSink
 from flinklike_spark import ProcessWindowFunction, StreamExecutionEnvironment, Types, WatermarkStrategy
-from flinklike_spark.watermarks import TimestampAssigner
-from flinklike_spark.window import (
+from flinklike_spark.common.watermark_strategy import TimestampAssigner
+from flinklike_spark.datastream.window import (
     CountEvictor,
     CountTrigger,
     DeltaEvictor,

@@ -16,8 +16,8 @@ import pytest
 
 from flinklike_spark import Duration, StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark.connector_api import Boundedness, ReadResult, Source, SourceReader, SourceSplit
-from flinklike_spark.functions import WindowFunction
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.functions import WindowFunction
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

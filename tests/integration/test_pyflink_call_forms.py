@@ -25,8 +25,8 @@ from flinklike_spark import (
     Types,
     WatermarkStrategy,
 )
-from flinklike_spark.watermarks import TimestampAssigner
-from flinklike_spark.window import Time, TimeWindow, TumblingEventTimeWindows
+from flinklike_spark.common.watermark_strategy import TimestampAssigner
+from flinklike_spark.datastream.window import Time, TimeWindow, TumblingEventTimeWindows
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,8 +21,8 @@ from flinklike_spark import (
     Types,
     WatermarkStrategy,
 )
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -27,7 +27,7 @@ from flinklike_spark import (
     Time,
     ValueStateDescriptor,
 )
-from flinklike_spark.state import StateTtlConfig, TtlValue
+from flinklike_spark.datastream.state import StateTtlConfig, TtlValue
 from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

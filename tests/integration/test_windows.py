@@ -23,15 +23,15 @@ from flinklike_spark import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flinklike_spark.errors import ConfigurationError, JobExecutionError
-from flinklike_spark.functions import AllWindowFunction, WindowFunction
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.window import (
+from flinklike_spark.datastream.functions import AllWindowFunction, WindowFunction
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.window import (
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
     Time,
     TumblingEventTimeWindows,
 )
+from flinklike_spark.errors import ConfigurationError, JobExecutionError
 from tests.support.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 from tests.support.window_jobs import assert_resumed, build_resumable, expected_resumable, observed_resumable
 

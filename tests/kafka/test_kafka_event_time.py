@@ -10,10 +10,10 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment  # noqa: E402
 from flinklike_spark.common.serialization import SimpleStringSchema  # noqa: E402
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy  # noqa: E402
 from flinklike_spark.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource  # noqa: E402
-from flinklike_spark.functions import WindowFunction  # noqa: E402
-from flinklike_spark.watermarks import WatermarkStrategy  # noqa: E402
-from flinklike_spark.window import Time, TumblingEventTimeWindows  # noqa: E402
+from flinklike_spark.datastream.functions import WindowFunction  # noqa: E402
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

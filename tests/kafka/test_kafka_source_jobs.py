@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("confluent_kafka")
 
 from flinklike_spark import StreamExecutionEnvironment  # noqa: E402
-from flinklike_spark.watermarks import WatermarkStrategy  # noqa: E402
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy  # noqa: E402
 from tests.kafka.kafka_jobs import (  # noqa: E402
     CheckedSequence,
     assert_each_once_in_order,

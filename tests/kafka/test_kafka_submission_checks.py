@@ -18,10 +18,10 @@ pytest.importorskip("confluent_kafka")
 
 from flinklike_spark import StreamExecutionEnvironment  # noqa: E402
 from flinklike_spark.common.serialization import SimpleStringSchema  # noqa: E402
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy  # noqa: E402
 from flinklike_spark.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource  # noqa: E402
 from flinklike_spark.datastream.connectors.kafka.clients import RateLimitedLibrdkafkaLog  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
-from flinklike_spark.watermarks import WatermarkStrategy  # noqa: E402
 from tests.kafka.kafka_jobs import CheckedSequence, produce_sequences, source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_librdkafka_lines_are_rate_limited_per_kind_and_coordinator_loading_is_d
 _UNREACHABLE_JOB = """
 import sys
 from flinklike_spark import StreamExecutionEnvironment
-from flinklike_spark.watermarks import WatermarkStrategy
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from tests.kafka.kafka_jobs import source
 
 env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 1})

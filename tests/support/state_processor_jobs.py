@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from connectors import CollectSink
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
-from flinklike_spark.functions import AggregateFunction
-from flinklike_spark.state import (
+from flinklike_spark.datastream.functions import AggregateFunction
+from flinklike_spark.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,

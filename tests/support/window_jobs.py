@@ -12,8 +12,8 @@ from datetime import timedelta
 
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import StreamExecutionEnvironment, WatermarkStrategy
-from flinklike_spark.functions import ProcessWindowFunction
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.functions import ProcessWindowFunction
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 __all__ = [
     "NUM_KEYS",

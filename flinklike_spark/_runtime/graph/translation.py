@@ -20,11 +20,11 @@ import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.config import Configuration, PipelineOptions
 from flinklike_spark.connector_api import SubmissionChecked
 from flinklike_spark.errors import ConfigurationError, InvalidProgramError
 from flinklike_spark.storage import UsesStorage
-from flinklike_spark.watermarks import WatermarkStrategy
 
 __all__ = [
     "JobGraphBuilder",

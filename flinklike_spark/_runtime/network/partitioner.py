@@ -50,8 +50,8 @@ import pyarrow.compute as pc
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.record_timestamps import strip_timestamps
+from flinklike_spark.common.types import BIG_DEC_KEY, pickled_field_values, plain_values_cause, records_of
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import BIG_DEC_KEY, pickled_field_values, plain_values_cause, records_of
 
 __all__ = [
     "DEFAULT_MAX_PARALLELISM",

@@ -35,7 +35,7 @@ from flinklike_spark._runtime.streaming.operators import (
     call_close,
     call_open,
 )
-from flinklike_spark.row import copy_record
+from flinklike_spark.common.types import copy_record
 
 __all__ = ["AsyncOperatorDescriptor", "AsyncWaitOperator"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from checkpointing.schemas import StateKind
@@ -32,7 +32,7 @@ from flinklike_spark._runtime.streaming.process_operators import (
     ProcessContext,
     ProcessOperator,
 )
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
@@ -40,7 +40,7 @@ from flinklike_spark.functions import (
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
 )
-from flinklike_spark.state import MapStateDescriptor
+from flinklike_spark.datastream.state import BroadcastState, MapStateDescriptor, ReadOnlyBroadcastState
 
 __all__ = [
     "BroadcastState",
@@ -82,55 +82,6 @@ class CoOperatorDescriptor:
 
     function: Any
     broadcast_descriptors: tuple[MapStateDescriptor, ...] = ()
-
-
-class ReadOnlyBroadcastState:
-    """Broadcast state as the non-broadcast side sees it."""
-
-    def __init__(self, entries: dict, name: str) -> None:
-        self._entries = entries
-        self._name = name
-
-    def get(self, key: Any) -> Any:
-        return self._entries.get(key)
-
-    def contains(self, key: Any) -> bool:
-        return key in self._entries
-
-    def items(self) -> Iterator[tuple[Any, Any]]:
-        return iter(list(self._entries.items()))
-
-    def keys(self) -> Iterator[Any]:
-        return iter(list(self._entries))
-
-    def values(self) -> Iterator[Any]:
-        return iter(list(self._entries.values()))
-
-    def is_empty(self) -> bool:
-        return not self._entries
-
-    def _read_only(self, *args: Any) -> None:
-        raise TypeError(
-            f"broadcast state {self._name!r} is read-only in process_element: change it in process_broadcast_element"
-        )
-
-    put = put_all = remove = clear = _read_only
-
-
-class BroadcastState(ReadOnlyBroadcastState):
-    """Broadcast state in ``process_broadcast_element``: a writable map."""
-
-    def put(self, key: Any, value: Any) -> None:
-        self._entries[key] = value
-
-    def put_all(self, entries: dict) -> None:
-        self._entries.update(entries)
-
-    def remove(self, key: Any) -> None:
-        self._entries.pop(key, None)
-
-    def clear(self) -> None:
-        self._entries.clear()
 
 
 class _CoContext(ProcessContext):

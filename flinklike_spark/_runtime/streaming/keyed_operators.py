@@ -25,10 +25,10 @@ from flinklike_spark._runtime.streaming.operators import (
     call_open,
 )
 from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
+from flinklike_spark.common.types import Row
+from flinklike_spark.datastream.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
+from flinklike_spark.datastream.state import ValueStateDescriptor
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.functions import FilterFunction, FlatMapFunction, MapFunction, ReduceFunction
-from flinklike_spark.row import Row
-from flinklike_spark.state import ValueStateDescriptor
 
 __all__ = [
     "FieldAggregation",

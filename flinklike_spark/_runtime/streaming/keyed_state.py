@@ -2,7 +2,7 @@
 
 The task thread is the only user. ``current_key`` is a plain attribute set by
 the keyed operator before it calls user code; state handles (see
-:mod:`flinklike_spark.state`) read it on every access, so the per-record path
+:mod:`flinklike_spark.datastream.state`) read it on every access, so the per-record path
 costs one dict operation per state access. Registration, TTL and handle
 selection are the base class's
 (:class:`~flinklike_spark._runtime.streaming.state_backend_base.KeyedStateBackend`);
@@ -36,7 +36,7 @@ from checkpointing.writer import KeyedColumns
 from flinklike_spark._runtime.network.partitioner import assign_key_groups, stable_hash_scalar
 from flinklike_spark._runtime.streaming.state_backend_base import KeyedStateBackend, StateBackendContext
 from flinklike_spark._runtime.streaming.ttl_state import TtlPolicy, strip_expired
-from flinklike_spark.state import TtlValue
+from flinklike_spark.datastream.state import TtlValue
 
 __all__ = [
     "HeapKeyedStateBackend",

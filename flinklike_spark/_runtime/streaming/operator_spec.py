@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinklike_spark.watermarks import WatermarkStrategy
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 
 __all__ = ["OPERATOR_KINDS", "OperatorSpec"]
 

@@ -36,24 +36,24 @@ from flinklike_spark._runtime.record_timestamps import (
 from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind, records_of
 from flinklike_spark._runtime.streaming.state_backend_base import KeyedStateBackend
+from flinklike_spark.common.types import Row
 from flinklike_spark.config import RocksDBOptions, StateBackendType
-from flinklike_spark.errors import FunctionResultError
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     FilterFunction,
     FlatMapFunction,
     Function,
     MapFunction,
     RuntimeContext,
 )
-from flinklike_spark.metrics import MetricGroup, MetricRegistry
-from flinklike_spark.row import Row
-from flinklike_spark.state import (
+from flinklike_spark.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
+from flinklike_spark.errors import FunctionResultError
+from flinklike_spark.metrics import MetricGroup, MetricRegistry
 
 __all__ = [
     "EVENT_TIMERS",

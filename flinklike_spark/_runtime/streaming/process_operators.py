@@ -32,13 +32,13 @@ from flinklike_spark._runtime.streaming.operators import (
 from flinklike_spark._runtime.streaming.side_outputs import SideOutputCollector
 from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
 from flinklike_spark._runtime.streaming.timers import KeyedTimers
-from flinklike_spark.functions import (
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
+from flinklike_spark.datastream.functions import (
     KeyedProcessFunction,
     ProcessFunction,
     TimeDomain,
     TimerService,
 )
-from flinklike_spark.watermarks import MIN_WATERMARK
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec

@@ -19,7 +19,7 @@ from flinklike_spark._runtime.network.events import EndOfData, Watermark, Waterm
 from flinklike_spark._runtime.record_timestamps import Timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.operators import Output
 from flinklike_spark._runtime.streaming.rows import RowsConverter
-from flinklike_spark.row import copy_record
+from flinklike_spark.common.types import copy_record
 
 __all__ = ["BroadcastingOutput", "ChainingOutput", "RecordWriterOutput"]
 

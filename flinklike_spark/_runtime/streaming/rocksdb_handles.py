@@ -1,6 +1,6 @@
 """State handles of the RocksDB backend that read and write cached entries without a call into the table.
 
-The plain handles of :mod:`flinklike_spark.state` call the table's dict
+The plain handles of :mod:`flinklike_spark.datastream.state` call the table's dict
 methods, which for :class:`~flinklike_spark._runtime.streaming.rocksdb_table.RocksTable`
 are Python functions: a cached read or write then costs a few Python calls
 (about 6x the heap backend's per access, measured). These subclasses go to the
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from flinklike_spark._runtime.streaming.rocksdb_table import RocksTable
-from flinklike_spark.state import AggregatingState, ReducingState, ValueState
+from flinklike_spark.datastream.state import AggregatingState, ReducingState, ValueState
 
 __all__ = ["ROCKS_HANDLE_OF_KIND"]
 

@@ -94,7 +94,7 @@ def dumps(value: Any) -> bytes:
 class RocksTable:
     """One state's entries: a dict-like view (what the state handles use) over the cache and RocksDB.
 
-    Supports the dict operations the handles in :mod:`flinklike_spark.state`
+    Supports the dict operations the handles in :mod:`flinklike_spark.datastream.state`
     and :mod:`~flinklike_spark._runtime.streaming.ttl_state` use: ``get``,
     ``[]``, ``[]=``, ``del``, ``pop``, ``setdefault``, ``in``; the handles of
     :mod:`~flinklike_spark._runtime.streaming.rocksdb_handles` read and write

@@ -30,8 +30,7 @@ from typing import Any
 import cloudpickle
 import pyarrow as pa
 
-from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import (
+from flinklike_spark.common.types import (
     BIG_DEC_KEY,
     PICKLED_FIELD_KEY,
     RECORD_KIND_KEY,
@@ -40,6 +39,7 @@ from flinklike_spark.row import (
     declared_kind,
     records_of,
 )
+from flinklike_spark.errors import SchemaMismatchError
 
 __all__ = ["RECORD_KIND_KEY", "RecordKind", "RowsConverter", "declared_kind", "records_of"]
 

@@ -1,4 +1,4 @@
-"""Side outputs of an operator: values emitted under an :class:`~flinklike_spark.output_tag.OutputTag`.
+"""Side outputs of an operator: values emitted under an :class:`~flinklike_spark.datastream.output_tag.OutputTag`.
 
 The operator chain gives each operator ``side_outputs`` (tag id -> Output),
 built from the job graph's tagged edges; a tag nobody consumes has no entry,
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from flinklike_spark.output_tag import OutputTag
+from flinklike_spark.datastream.output_tag import OutputTag
 
 __all__ = ["SideOutputCollector"]
 

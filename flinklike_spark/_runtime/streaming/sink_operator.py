@@ -18,6 +18,7 @@ from flinklike_spark._runtime.streaming.operators import (
     StreamOperator,
 )
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark.common.types import RecordKind, declared_kind, records_of
 from flinklike_spark.connector_api import (
     END_OF_INPUT,
     Committer,
@@ -26,7 +27,6 @@ from flinklike_spark.connector_api import (
     SinkWriterContext,
     TwoPhaseCommittingSink,
 )
-from flinklike_spark.row import RecordKind, declared_kind, records_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec

@@ -18,12 +18,12 @@ from flinklike_spark._runtime.streaming.operators import (
     StreamOperator,
 )
 from flinklike_spark._runtime.streaming.split_watermarks import SplitWatermarks
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK, WatermarkStrategy
 from flinklike_spark.connector_api import (
     ReadResult,
     Source,
     SourceReaderContext,
 )
-from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec

@@ -17,7 +17,7 @@ from collections.abc import Collection
 
 import pyarrow as pa
 
-from flinklike_spark.watermarks import MIN_WATERMARK, WatermarkGenerator, WatermarkStrategy
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK, WatermarkGenerator, WatermarkStrategy
 
 __all__ = ["SplitWatermarks"]
 

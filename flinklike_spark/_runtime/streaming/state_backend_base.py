@@ -10,7 +10,7 @@ way:
 * TTL wrapping (the handles of :mod:`~flinklike_spark._runtime.streaming.ttl_state`,
   the policies that full snapshots clean with, incremental cleanup where the
   backend supports it);
-* handle selection (the plain handles of :mod:`flinklike_spark.state`, or the
+* handle selection (the plain handles of :mod:`flinklike_spark.datastream.state`, or the
   change-tracking ones of :mod:`~flinklike_spark._runtime.streaming.tracked_state`).
 
 A backend implements only its table and snapshot primitives:
@@ -49,14 +49,14 @@ from flinklike_spark._runtime.streaming.ttl_state import (
     is_ttl_entry,
 )
 from flinklike_spark.config import RocksDBOptions, StateBackendType
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.state import (
+from flinklike_spark.datastream.state import (
     HANDLE_OF_KIND,
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
     StateDescriptor,
     StateTtlConfig,
 )
+from flinklike_spark.errors import ConfigurationError
 
 __all__ = ["NOTHING", "KeyedStateBackend", "OperatorStateSettings", "StateBackendContext", "wall_clock_ms"]
 

@@ -49,8 +49,8 @@ from flinklike_spark._runtime.streaming.record_writer import (
     RecordWriterOutput,
 )
 from flinklike_spark._runtime.streaming.source_operator import SourceOperator
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
 from flinklike_spark.metrics import MetricRegistry
-from flinklike_spark.watermarks import MIN_WATERMARK
 
 __all__ = ["OperatorChain", "StreamTask", "TaskMetrics", "WatermarkValve"]
 

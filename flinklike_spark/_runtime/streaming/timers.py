@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from flinklike_spark.functions import TimeDomain
+from flinklike_spark.datastream.functions import TimeDomain
 
 __all__ = ["KeyedTimers"]
 

@@ -2,7 +2,7 @@
 
 A :class:`~flinklike_spark._runtime.streaming.keyed_state.HeapKeyedStateBackend`
 created with ``track_changes`` hands these out instead of the plain handles of
-:mod:`flinklike_spark.state`: each is a subclass of the plain handle whose
+:mod:`flinklike_spark.datastream.state`: each is a subclass of the plain handle whose
 writing methods also add the current key to ``_changed``, the backend's set of
 keys written since the last snapshot. Reads are inherited unchanged, and the
 plain handles (no incremental checkpoints) stay exactly as fast as before.
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from checkpointing.schemas import StateKind
-from flinklike_spark.state import (
+from flinklike_spark.datastream.state import (
     AggregatingState,
     ListState,
     MapState,

@@ -1,9 +1,9 @@
 """State handles of TTL-enabled state (Flink's ``AbstractTtlState`` decorators, heap flavour).
 
-Stored entries are :class:`~flinklike_spark.state.TtlValue` pairs ``(user
+Stored entries are :class:`~flinklike_spark.datastream.state.TtlValue` pairs ``(user
 value, last access ms)``: per key for value, reducing and aggregating state,
 per map entry for map state and per element for list state. The semantics are
-documented on :class:`~flinklike_spark.state.StateTtlConfig`; in short, an
+documented on :class:`~flinklike_spark.datastream.state.StateTtlConfig`; in short, an
 entry is expired once ``timestamp + ttl <= now``, a read of an expired entry
 removes it (returning it once under ``ReturnExpiredIfNotCleanedUp``), and
 writes (and reads, under ``OnReadAndWrite``) stamp ``now``.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from checkpointing.schemas import StateKind
-from flinklike_spark.state import (
+from flinklike_spark.datastream.state import (
     AggregatingState,
     ListState,
     MapState,

@@ -7,7 +7,7 @@ when the chain creates the operator):
 * :class:`VectorizedWindowAggregateOperator` for ``window(TumblingEventTimeWindows)``
   with the default trigger, no evictor, no allowed lateness, no late-data side
   output and no declared output type, ending in ``aggregate(<built-in from
-  flinklike_spark.aggregations>, None | KeyedWindowResult)``, keyed by a field.
+  flinklike_spark.datastream.aggregations>, None | KeyedWindowResult)``, keyed by a field.
 * :class:`VectorizedRollingAggregateOperator` for ``KeyedStream.sum/min/max/
   min_by/max_by`` by field name or position, keyed by a field, on a stream of
   dict records with a declared schema, when the field is an integer (any
@@ -57,11 +57,11 @@ from flinklike_spark._runtime.streaming.operators import (
     call_close,
     call_open,
 )
-from flinklike_spark.aggregations import BuiltinAggregateFunction, KeyedWindowResult
+from flinklike_spark.common.types import BIG_DEC_KEY, RECORD_KIND_KEY, RecordKind, declared_kind
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
+from flinklike_spark.datastream.aggregations import BuiltinAggregateFunction, KeyedWindowResult
+from flinklike_spark.datastream.window import EventTimeTrigger, TimeWindow, TumblingEventTimeWindows
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import BIG_DEC_KEY, RECORD_KIND_KEY, RecordKind, declared_kind
-from flinklike_spark.watermarks import MIN_WATERMARK
-from flinklike_spark.window import EventTimeTrigger, TimeWindow, TumblingEventTimeWindows
 
 __all__ = [
     "VectorizedRollingAggregateOperator",

@@ -18,7 +18,7 @@ import pyarrow as pa
 from flinklike_spark._runtime.record_timestamps import split_timestamps, with_timestamps
 from flinklike_spark._runtime.streaming.idleness import IdlenessTracker
 from flinklike_spark._runtime.streaming.operators import MAX_WATERMARK, StreamOperator
-from flinklike_spark.watermarks import MIN_WATERMARK
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
 
 __all__ = ["TimestampsAndWatermarksOperator"]
 

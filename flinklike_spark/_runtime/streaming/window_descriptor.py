@@ -12,17 +12,17 @@ import dataclasses
 from enum import StrEnum
 from typing import Any
 
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.evictors import Evictor
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     AggregateFunction,
 )
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.window import (
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.window import (
     MergingWindowAssigner,
     Trigger,
     WindowAssigner,
 )
+from flinklike_spark.datastream.window.evictors import Evictor
+from flinklike_spark.errors import ConfigurationError
 
 __all__ = ["PaneKind", "WindowOperatorDescriptor"]
 
@@ -49,7 +49,7 @@ class WindowOperatorDescriptor:
         aggregate_function: the AggregateFunction of AGGREGATE panes.
         window_function: WindowFunction / ProcessWindowFunction (keyed), AllWindowFunction /
             ProcessAllWindowFunction (``window_all``), or None (emit the pane's value).
-        evictor: removes elements of a fired pane (:mod:`flinklike_spark.evictors`); with one, every
+        evictor: removes elements of a fired pane (:mod:`flinklike_spark.datastream.window.evictors`); with one, every
             pane keeps its elements with their timestamps and reduces/aggregates them when it fires.
     """
 

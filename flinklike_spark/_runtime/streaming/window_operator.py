@@ -1,10 +1,10 @@
 """WindowOperator: keyed windows on keyed state and timers, as Flink's ``WindowOperator``.
 
-For every element the operator asks the :class:`~flinklike_spark.window.WindowAssigner`
+For every element the operator asks the :class:`~flinklike_spark.datastream.window.WindowAssigner`
 for its windows and adds the element to each window's *pane* (the contents of
 one key and one window): a running reduce value, an aggregate accumulator, or
 the list of elements for ``apply``/``process``. The pane's
-:class:`~flinklike_spark.window.Trigger` then decides whether to fire (run the
+:class:`~flinklike_spark.datastream.window.Trigger` then decides whether to fire (run the
 window function and emit its output) and whether to purge the pane.
 
 Everything lives in state the checkpoint covers and a rescale redistributes
@@ -74,9 +74,8 @@ from flinklike_spark._runtime.streaming.window_panes import (
     ScopedStateBackend,
     WindowStateStore,
 )
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.evictors import Evictor, TimestampedValue
-from flinklike_spark.functions import (
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
+from flinklike_spark.datastream.functions import (
     AllWindowFunction,
     KeyedStateStore,
     ProcessAllWindowFunction,
@@ -84,9 +83,8 @@ from flinklike_spark.functions import (
     ReduceFunction,
     WindowFunction,
 )
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.watermarks import MIN_WATERMARK
-from flinklike_spark.window import (
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.window import (
     MAX_TIMESTAMP,
     EventTimeTrigger,
     MergingWindowAssigner,
@@ -95,6 +93,8 @@ from flinklike_spark.window import (
     TumblingEventTimeWindows,
     WindowAssigner,
 )
+from flinklike_spark.datastream.window.evictors import Evictor, TimestampedValue
+from flinklike_spark.errors import ConfigurationError
 
 __all__ = ["WindowOperator"]
 

@@ -17,20 +17,20 @@ from flinklike_spark._runtime.streaming.keyed_state import (
     HeapKeyedStateBackend,
     KeyedStateBackend,
 )
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     KeyedStateStore,
 )
-from flinklike_spark.state import (
+from flinklike_spark.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from flinklike_spark.window import (
+from flinklike_spark.datastream.window import (
     MergingWindowAssigner,
 )
+from flinklike_spark.errors import ConfigurationError
 
 __all__ = [
     "CONTENTS_STATE",

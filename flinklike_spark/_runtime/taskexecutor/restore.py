@@ -35,8 +35,8 @@ from flinklike_spark._runtime.network.partitioner import assign_key_groups, key_
 from flinklike_spark._runtime.record_timestamps import strip_timestamps
 from flinklike_spark._runtime.streaming.operators import RestoredEntry, RestoredState
 from flinklike_spark._runtime.streaming.rows import records_of
+from flinklike_spark.common.types import pickled_field_values
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import pickled_field_values
 
 __all__ = ["load_restored_state"]
 

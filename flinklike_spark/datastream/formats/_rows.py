@@ -10,9 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark.common.typeinfo import TypeInformation, to_arrow_schema
+from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind, Row
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.row import RECORD_KIND_KEY, RecordKind, Row
-from flinklike_spark.typeinfo import TypeInformation, to_arrow_schema
 
 __all__ = ["from_text", "row_schema", "row_values", "to_json_value", "to_text"]
 

@@ -27,12 +27,12 @@ from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation
 from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output, RestoredEntry, RestoredState
+from flinklike_spark.common.types import PICKLED_FIELD_KEY
+from flinklike_spark.common.watermark_strategy import TimestampAssigner
 from flinklike_spark.connector_api import SourceReaderContext
-from flinklike_spark.execution_options import RuntimeExecutionMode
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.row import PICKLED_FIELD_KEY
-from flinklike_spark.watermarks import TimestampAssigner
-from flinklike_spark.window import Time, TumblingEventTimeWindows
+from flinklike_spark.datastream.checkpoint_config import RuntimeExecutionMode
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 
 class ListOutput(Output):
@@ -256,7 +256,7 @@ def test_number_sequence_and_collection_sources():
 
 
 def test_types_row_named_is_the_declared_arrow_schema():
-    from flinklike_spark.typeinfo import Types, to_arrow_schema
+    from flinklike_spark.common.typeinfo import Types, to_arrow_schema
 
     row = Types.ROW_NAMED(["user", "n", "tags", "when"],
                           [Types.STRING(), Types.LONG(), Types.LIST(Types.STRING()), Types.SQL_TIMESTAMP()])  # fmt: skip

@@ -10,12 +10,12 @@ import pytest
 pytestmark = pytest.mark.timeout(60)
 
 PATHS = {
-    "flinklike_spark.datastream.functions": "flinklike_spark.functions",
-    "flinklike_spark.datastream.state": "flinklike_spark.state",
-    "flinklike_spark.datastream.window": "flinklike_spark.window",
-    "flinklike_spark.common.typeinfo": "flinklike_spark.typeinfo",
-    "flinklike_spark.common.types": "flinklike_spark.row",
-    "flinklike_spark.common.watermark_strategy": "flinklike_spark.watermarks",
+    "flinklike_spark.datastream.functions": "flinklike_spark.datastream.functions",
+    "flinklike_spark.datastream.state": "flinklike_spark.datastream.state",
+    "flinklike_spark.datastream.window": "flinklike_spark.datastream.window",
+    "flinklike_spark.common.typeinfo": "flinklike_spark.common.typeinfo",
+    "flinklike_spark.common.types": "flinklike_spark.common.types",
+    "flinklike_spark.common.watermark_strategy": "flinklike_spark.common.watermark_strategy",
     "flinklike_spark.common.configuration": "flinklike_spark.config",
 }
 

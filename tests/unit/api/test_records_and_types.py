@@ -18,9 +18,9 @@ from flinklike_spark._runtime.record_timestamps import (
     with_timestamps,
 )
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark.common.typeinfo import to_arrow_schema
+from flinklike_spark.common.types import RECORD_KIND_KEY, records_of
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import RECORD_KIND_KEY, records_of
-from flinklike_spark.typeinfo import to_arrow_schema
 
 
 def test_row_follows_pyflink_semantics():

@@ -27,9 +27,8 @@ from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
 from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 from flinklike_spark.config import StateBackendType
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.functions import AggregateFunction, ReduceFunction
-from flinklike_spark.state import (
+from flinklike_spark.datastream.functions import AggregateFunction, ReduceFunction
+from flinklike_spark.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     AppendingState,
@@ -42,6 +41,7 @@ from flinklike_spark.state import (
     TtlValue,
     ValueStateDescriptor,
 )
+from flinklike_spark.errors import ConfigurationError
 from tests.support.clocks import ManualClock
 
 TTL = StateTtlConfig.UpdateType

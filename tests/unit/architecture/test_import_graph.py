@@ -140,8 +140,8 @@ def test_the_datastream_api_imports_nothing_of_spark():
         ("flinklike_spark/_runtime/taskexecutor/slot_table.py", 700),
         ("flinklike_spark/_runtime/streaming/barrier_handler.py", 700),
         ("flinklike_spark/_runtime/streaming/window_operator.py", 700),
-        ("flinklike_spark/window/assigners.py", 700),
-        ("flinklike_spark/window/triggers.py", 700),
+        ("flinklike_spark/datastream/window/assigners.py", 700),
+        ("flinklike_spark/datastream/window/triggers.py", 700),
         ("flinklike_spark/config.py", 700),
     ],
 )

@@ -9,10 +9,10 @@ import pytest
 
 from flinklike_spark.common.serialization import ByteArraySchema, SimpleStringSchema
 from flinklike_spark.common.typeinfo import Types
+from flinklike_spark.common.types import Row, records_of
 from flinklike_spark.datastream.formats.csv import CsvRowDeserializationSchema, CsvRowSerializationSchema
 from flinklike_spark.datastream.formats.json import JsonRowDeserializationSchema, JsonRowSerializationSchema
 from flinklike_spark.errors import ConfigurationError, MalformedRecordError
-from flinklike_spark.row import Row, records_of
 
 ROW = Types.ROW_NAMED(
     ["id", "name", "ts", "price", "tags"],

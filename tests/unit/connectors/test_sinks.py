@@ -54,7 +54,7 @@ def test_print_sink_stderr_and_pickles(capsys):
 def test_print_sink_prints_records_as_emitted(capsys):
     from flinklike_spark import Row, Types
     from flinklike_spark._runtime.streaming.rows import RowsConverter
-    from flinklike_spark.typeinfo import to_arrow_schema
+    from flinklike_spark.common.typeinfo import to_arrow_schema
 
     def converter(type_info=None):
         return RowsConverter(None if type_info is None else to_arrow_schema(type_info), stream_name="s")

@@ -24,8 +24,8 @@ from flinklike_spark._runtime.network.partitioner import (
     stable_hash_scalar,
 )
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark.common.types import RECORD_KIND_KEY
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import RECORD_KIND_KEY
 
 INT_KEYS = [0, 1, -1, 42, 2**40 + 7, -(2**63), 2**63 - 1]
 STR_KEYS = ["", "a", "key-17", "ünïcödé", "x" * 300]
@@ -308,8 +308,8 @@ def test_invalid_channel_counts_rejected():
 def test_hash_by_a_big_dec_key_field_routes_by_the_records_decimal_key():
     """A Types.BIG_DEC() column holds text; the keyed operator keys by the record's Decimal: both must agree."""
     from flinklike_spark._runtime.streaming.rows import RowsConverter
-    from flinklike_spark.row import records_of
-    from flinklike_spark.typeinfo import Types, to_arrow_schema
+    from flinklike_spark.common.typeinfo import Types, to_arrow_schema
+    from flinklike_spark.common.types import records_of
 
     declared = to_arrow_schema(Types.ROW_NAMED(["k", "pos"], [Types.BIG_DEC(), Types.INT()]))
     values = [decimal.Decimal(f"{i % 40}.{'5' if i % 2 else '50'}") for i in range(400)]  # 1.5 and 1.50: one key

@@ -25,14 +25,14 @@ from checkpointing import (
 )
 from checkpointing.schemas import StateKind
 from flinklike_spark._runtime.network.partitioner import key_group_for
-from flinklike_spark.errors import StateLossError, StateNotFoundError, StateProcessorError
-from flinklike_spark.state import (
+from flinklike_spark.datastream.state import (
     ListStateDescriptor,
     MapStateDescriptor,
     StateTtlConfig,
     TtlValue,
     ValueStateDescriptor,
 )
+from flinklike_spark.errors import StateLossError, StateNotFoundError, StateProcessorError
 from flinklike_spark.state_processor import (
     KeyedStateBootstrapFunction,
     OperatorIdentifier,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from flinklike_spark._runtime.streaming.co_operators import _CoContext
-from flinklike_spark.functions import KeyedBroadcastProcessFunction
-from flinklike_spark.state import ValueStateDescriptor
+from flinklike_spark.datastream.functions import KeyedBroadcastProcessFunction
+from flinklike_spark.datastream.state import ValueStateDescriptor
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,7 +13,7 @@ from flinklike_spark._runtime.streaming.incremental_snapshot import (
     IncrementalKeyedSnapshots,
 )
 from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
-from flinklike_spark.state import (
+from flinklike_spark.datastream.state import (
     ListState,
     ListStateDescriptor,
     MapState,

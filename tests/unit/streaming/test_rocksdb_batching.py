@@ -32,7 +32,7 @@ from flinklike_spark._runtime.streaming.operators import OperatorContext, Restor
 from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend  # noqa: E402
 from flinklike_spark._runtime.taskexecutor.restore import _entries  # noqa: E402
 from flinklike_spark.config import RocksDBOptions, StateBackendType  # noqa: E402
-from flinklike_spark.state import ReducingStateDescriptor, StateTtlConfig, ValueStateDescriptor  # noqa: E402
+from flinklike_spark.datastream.state import ReducingStateDescriptor, StateTtlConfig, ValueStateDescriptor  # noqa: E402
 from tests.support.clocks import ManualClock  # noqa: E402
 from tests.support.outputs import ListOutput  # noqa: E402
 

@@ -31,15 +31,15 @@ from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBa
 from flinklike_spark._runtime.streaming.state_keys import decode_key, encode_key  # noqa: E402
 from flinklike_spark._runtime.taskexecutor.restore import _entries  # noqa: E402
 from flinklike_spark.config import RocksDBOptions  # noqa: E402
-from flinklike_spark.errors import ConfigurationError  # noqa: E402
-from flinklike_spark.functions import AggregateFunction  # noqa: E402
-from flinklike_spark.state import (  # noqa: E402
+from flinklike_spark.datastream.functions import AggregateFunction  # noqa: E402
+from flinklike_spark.datastream.state import (  # noqa: E402
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
+from flinklike_spark.errors import ConfigurationError  # noqa: E402
 
 
 @pytest.fixture

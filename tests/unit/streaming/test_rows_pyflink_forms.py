@@ -7,9 +7,9 @@ import pytest
 
 from flinklike_spark import Row, Types
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark.common.typeinfo import to_arrow_schema
+from flinklike_spark.common.types import records_of
 from flinklike_spark.errors import SchemaMismatchError
-from flinklike_spark.row import records_of
-from flinklike_spark.typeinfo import to_arrow_schema
 
 pytestmark = pytest.mark.timeout(30)
 

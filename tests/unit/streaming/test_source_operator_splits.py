@@ -8,8 +8,8 @@ import pytest
 from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.connector_api import ReadResult, Source, SourceReader, SourceSplit
-from flinklike_spark.watermarks import WatermarkStrategy
 
 SCHEMA = pa.schema([("v", pa.int64())])
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pyarrow as pa
 
 from flinklike_spark._runtime.streaming.split_watermarks import SplitWatermarks
-from flinklike_spark.watermarks import WatermarkStrategy
+from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 
 BATCH = pa.record_batch([pa.array([1, 2])], names=["v"])
 

@@ -45,9 +45,8 @@ from flinklike_spark._runtime.streaming.state_backends import (
 )
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 from flinklike_spark.config import StateBackendType
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.functions import AggregateFunction
-from flinklike_spark.state import (
+from flinklike_spark.datastream.functions import AggregateFunction
+from flinklike_spark.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -55,6 +54,7 @@ from flinklike_spark.state import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
+from flinklike_spark.errors import ConfigurationError
 from tests.support.clocks import ManualClock
 from tests.support.outputs import ListOutput
 

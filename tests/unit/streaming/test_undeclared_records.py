@@ -18,8 +18,8 @@ from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
 from flinklike_spark._runtime.streaming.record_writer import BroadcastingOutput
 from flinklike_spark._runtime.streaming.rows import RecordKind, RowsConverter, declared_kind
-from flinklike_spark.row import copy_record, pickled_field_values, records_of
-from flinklike_spark.typeinfo import to_arrow_schema
+from flinklike_spark.common.typeinfo import to_arrow_schema
+from flinklike_spark.common.types import copy_record, pickled_field_values, records_of
 
 pytestmark = pytest.mark.timeout(30)
 

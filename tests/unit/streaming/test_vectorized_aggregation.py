@@ -29,8 +29,8 @@ from flinklike_spark._runtime.streaming.vectorized_aggregation import (
 )
 from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark._runtime.streaming.window_operator import WindowOperator
+from flinklike_spark.datastream.window import SlidingEventTimeWindows, Time, TumblingEventTimeWindows
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.window import SlidingEventTimeWindows, Time, TumblingEventTimeWindows
 from tests.support.outputs import ListOutput
 
 MAX_WATERMARK = 2**63 - 1

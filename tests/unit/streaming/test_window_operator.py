@@ -21,16 +21,15 @@ from flinklike_spark._runtime.streaming.operator_registry import create_operator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
 from flinklike_spark._runtime.streaming.operators import OperatorContext, RestoredEntry, RestoredState
 from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     AggregateFunction,
     ProcessAllWindowFunction,
     ProcessWindowFunction,
     WindowFunction,
 )
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.state import ValueStateDescriptor
-from flinklike_spark.window import (
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.state import ValueStateDescriptor
+from flinklike_spark.datastream.window import (
     ContinuousEventTimeTrigger,
     CountSlidingWindowAssigner,
     CountTrigger,
@@ -46,6 +45,7 @@ from flinklike_spark.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
+from flinklike_spark.errors import ConfigurationError
 from tests.support.clocks import ManualClock
 from tests.support.outputs import ListOutput
 

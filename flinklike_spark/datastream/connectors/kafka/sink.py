@@ -38,6 +38,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark.common.types import records_of
 from flinklike_spark.connector_api import (
     Committer,
     PrecommittingSinkWriter,
@@ -49,7 +50,6 @@ from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, 
 from flinklike_spark.datastream.connectors.kafka.serialization import KafkaRecordSerializationSchema
 from flinklike_spark.datastream.connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
 from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError, mark_non_recoverable
-from flinklike_spark.row import records_of
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",

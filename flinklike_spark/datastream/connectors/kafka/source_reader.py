@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
 from flinklike_spark.connector_api import ReadResult, SourceReader, SourceReaderContext
 from flinklike_spark.datastream.connectors.kafka.offsets import (
     EARLIEST_OFFSET,
@@ -31,7 +32,6 @@ from flinklike_spark.datastream.connectors.kafka.source import (
     split_owner,
 )
 from flinklike_spark.errors import ConfigurationError, FlinklikeError, MalformedRecordError
-from flinklike_spark.watermarks import MIN_WATERMARK
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.datastream.connectors.kafka.source import KafkaSource

@@ -20,16 +20,15 @@ Timestamps are epoch milliseconds (``int``); ``Time`` builds them. A
 :class:`TimeWindow` covers ``[start, end)``; its ``max_timestamp()`` is
 ``end - 1``, the timestamp at which the event-time trigger fires.
 
-The package keeps one import path, ``flinklike_spark.window``, for modules by
-role: :mod:`~flinklike_spark.window.windows` (``Time`` and the window types),
-:mod:`~flinklike_spark.window.triggers`, :mod:`~flinklike_spark.window.assigners`;
-evictors live in :mod:`flinklike_spark.evictors`.
+The package keeps one import path, ``flinklike_spark.datastream.window``, for modules by
+role: :mod:`~flinklike_spark.datastream.window.windows` (``Time`` and the window types),
+:mod:`~flinklike_spark.datastream.window.triggers`, :mod:`~flinklike_spark.datastream.window.assigners`;
+evictors live in :mod:`flinklike_spark.datastream.window.evictors`.
 """
 
 from __future__ import annotations
 
-from flinklike_spark.evictors import CountEvictor, DeltaEvictor, Evictor, TimeEvictor, TimestampedValue
-from flinklike_spark.window.assigners import (
+from flinklike_spark.datastream.window.assigners import (
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
     DynamicEventTimeSessionWindows,
@@ -45,7 +44,14 @@ from flinklike_spark.window.assigners import (
     TumblingProcessingTimeWindows,
     WindowAssigner,
 )
-from flinklike_spark.window.triggers import (
+from flinklike_spark.datastream.window.evictors import (
+    CountEvictor,
+    DeltaEvictor,
+    Evictor,
+    TimeEvictor,
+    TimestampedValue,
+)
+from flinklike_spark.datastream.window.triggers import (
     ContinuousEventTimeTrigger,
     ContinuousProcessingTimeTrigger,
     CountTrigger,
@@ -56,7 +62,7 @@ from flinklike_spark.window.triggers import (
     Trigger,
     TriggerResult,
 )
-from flinklike_spark.window.windows import MAX_TIMESTAMP, CountWindow, GlobalWindow, Time, TimeWindow, Window
+from flinklike_spark.datastream.window.windows import MAX_TIMESTAMP, CountWindow, GlobalWindow, Time, TimeWindow, Window
 
 __all__ = [
     "MAX_TIMESTAMP",

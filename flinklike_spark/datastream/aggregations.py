@@ -30,8 +30,8 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from flinklike_spark.datastream.functions import AggregateFunction, ProcessWindowFunction
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.functions import AggregateFunction, ProcessWindowFunction
 
 __all__ = [
     "AGGREGATION_KINDS",

@@ -6,9 +6,8 @@ import abc
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.state import ValueStateDescriptor
-from flinklike_spark.window.triggers import (
+from flinklike_spark.datastream.state import ValueStateDescriptor
+from flinklike_spark.datastream.window.triggers import (
     CountTrigger,
     EventTimeTrigger,
     NeverTrigger,
@@ -16,7 +15,8 @@ from flinklike_spark.window.triggers import (
     PurgingTrigger,
     Trigger,
 )
-from flinklike_spark.window.windows import _GLOBAL_WINDOW, CountWindow, Time, TimeWindow, _millis
+from flinklike_spark.datastream.window.windows import _GLOBAL_WINDOW, CountWindow, Time, TimeWindow, _millis
+from flinklike_spark.errors import ConfigurationError
 
 __all__ = [
     "CountSlidingWindowAssigner",

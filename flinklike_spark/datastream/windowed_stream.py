@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.evictors import Evictor
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     AggregateFunction,
     AllWindowFunction,
     ProcessAllWindowFunction,
@@ -24,9 +22,11 @@ from flinklike_spark.functions import (
     ReduceFunction,
     WindowFunction,
 )
-from flinklike_spark.output_tag import OutputTag
-from flinklike_spark.window import Time, Trigger, WindowAssigner
-from flinklike_spark.window.windows import _millis
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.window import Time, Trigger, WindowAssigner
+from flinklike_spark.datastream.window.evictors import Evictor
+from flinklike_spark.datastream.window.windows import _millis
+from flinklike_spark.errors import ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.datastream.data_stream import DataStream, KeyedStream

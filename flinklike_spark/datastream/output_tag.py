@@ -33,7 +33,7 @@ class OutputTag:
         if not isinstance(tag_id, str) or not tag_id:
             raise ConfigurationError(f"OutputTag needs a non-empty string id, got {tag_id!r}")
         if type_info is not None and not isinstance(type_info, pa.Schema):
-            from flinklike_spark.typeinfo import TypeInformation, to_arrow_schema
+            from flinklike_spark.common.typeinfo import TypeInformation, to_arrow_schema
 
             if not isinstance(type_info, TypeInformation):
                 raise ConfigurationError(

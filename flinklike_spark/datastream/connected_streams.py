@@ -18,8 +18,7 @@ import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.streaming.co_operators import KEY, CoOperatorDescriptor, SideWrapper
-from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.functions import (
+from flinklike_spark.datastream.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
@@ -27,7 +26,8 @@ from flinklike_spark.functions import (
     KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
 )
-from flinklike_spark.state import MapStateDescriptor
+from flinklike_spark.datastream.state import MapStateDescriptor
+from flinklike_spark.errors import ConfigurationError
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark.datastream.data_stream import DataStream
@@ -54,8 +54,8 @@ def _wrap(stream: DataStream, side: int, key: Any) -> DataStream:
 def _co_operator(first: DataStream, second: DataStream, name: str, function: Any, output_type, *, keyed: bool,
                  first_spec: PartitionerSpec | None, second_spec: PartitionerSpec | None,
                  broadcast_descriptors: tuple = ()) -> DataStream:  # fmt: skip
+    from flinklike_spark.common.typeinfo import to_arrow_schema
     from flinklike_spark.datastream.data_stream import DataStream
-    from flinklike_spark.typeinfo import to_arrow_schema
 
     env = first.get_execution_environment()
     output_type = to_arrow_schema(output_type)

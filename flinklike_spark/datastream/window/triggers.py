@@ -11,9 +11,9 @@ import abc
 from enum import Enum
 from typing import Any
 
+from flinklike_spark.datastream.state import ReducingStateDescriptor, StateDescriptor
+from flinklike_spark.datastream.window.windows import Time, _millis
 from flinklike_spark.errors import ConfigurationError
-from flinklike_spark.state import ReducingStateDescriptor, StateDescriptor
-from flinklike_spark.window.windows import Time, _millis
 
 __all__ = [
     "ContinuousEventTimeTrigger",
