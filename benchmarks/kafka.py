@@ -42,6 +42,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from connectors.kafka.testing import LocalKafkaBroker
 from flinklike_spark.common import Types, WatermarkStrategy
 from flinklike_spark.common.serialization import SimpleStringSchema
 from flinklike_spark.datastream import StreamExecutionEnvironment
@@ -51,7 +52,6 @@ from flinklike_spark.datastream.connectors.kafka import (
     KafkaRecordSerializationSchema,
     KafkaSink,
     KafkaSource,
-    LocalKafkaBroker,
 )
 from flinklike_spark.datastream.functions import KeyedProcessFunction
 from flinklike_spark.datastream.state import ValueStateDescriptor

@@ -26,6 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
+from connectors.kafka.testing import LocalKafkaBroker
 from flinklike_spark.common import Types, WatermarkStrategy
 from flinklike_spark.common.serialization import SimpleStringSchema
 from flinklike_spark.datastream import StreamExecutionEnvironment
@@ -35,7 +36,6 @@ from flinklike_spark.datastream.connectors.kafka import (
     KafkaRecordSerializationSchema,
     KafkaSink,
     KafkaSource,
-    LocalKafkaBroker,
 )
 from flinklike_spark.datastream.formats.json import JsonRowDeserializationSchema
 from flinklike_spark.datastream.functions import KeyedProcessFunction, RuntimeContext

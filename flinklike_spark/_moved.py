@@ -39,6 +39,13 @@ MOVED_MODULES: Mapping[str, str] = {
     "flinklike_spark.watermarks": "flinklike_spark.common.watermark_strategy",
     "flinklike_spark.window": "flinklike_spark.datastream.window",
     "flinklike_spark.windowed_stream": "flinklike_spark.datastream.windowed_stream",
+    # The Kafka connector lives in connectors/kafka/; flinklike_spark.datastream.connectors.kafka is its face.
+    **{
+        f"flinklike_spark.datastream.connectors.kafka.{name}": f"connectors.kafka.{name}"
+        for name in ("clients", "legacy", "offsets", "serialization", "sink", "source", "source_reader",
+                     "transaction_admin")
+    },  # fmt: skip
+    "flinklike_spark.datastream.connectors.kafka.local_broker": "connectors.kafka.testing",
 }
 
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from flinklike_spark.datastream.connectors.kafka.local_broker import default_cache_dir
+from connectors.kafka.testing import default_cache_dir
 
 CACHE_DIR = default_cache_dir()
 
 
 def _skip_reason() -> str | None:
-    from flinklike_spark.datastream.connectors.kafka.local_broker import KAFKA_VERSION, _jar_dir
+    from connectors.kafka.testing import KAFKA_VERSION, _jar_dir
 
     if shutil.which("java") is None:
         return "the local Kafka broker needs Java 17+ ('java' is not on PATH)"
@@ -56,7 +56,7 @@ class _WorkerBroker:
 
 @pytest.fixture
 def kafka_broker(kafka_cache_dir, tmp_path_factory):
-    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from connectors.kafka.testing import LocalKafkaBroker
 
     if _WorkerBroker.broker is None or not _WorkerBroker.broker.running:
         _WorkerBroker.stop()

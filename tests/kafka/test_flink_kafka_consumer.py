@@ -52,7 +52,7 @@ def test_read_from_kafka_as_pyflinks_example_programs_do(kafka_broker, kafka_top
 
 
 def test_without_a_start_setting_it_starts_at_the_groups_committed_offsets_else_latest(kafka_broker, kafka_topic):
-    from flinklike_spark.datastream.connectors.kafka.offsets import OffsetsInitializerKind
+    from connectors.kafka.offsets import OffsetsInitializerKind
 
     consumer = FlinkKafkaConsumer("t", JsonRowDeserializationSchema.builder().type_info(
         Types.ROW([Types.INT()])).build(), {"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "g"})  # fmt: skip

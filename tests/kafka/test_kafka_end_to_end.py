@@ -160,7 +160,7 @@ def test_kafka_to_kafka_exactly_once_through_a_kill_and_a_resume_at_parallelism_
 
 def test_the_job_recovers_when_the_broker_restarts_under_it(kafka_cache_dir, tmp_path):
     """The broker is stopped mid-job and started again: the job fails over under its restart strategy."""
-    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from connectors.kafka.testing import LocalKafkaBroker
 
     with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "broker") as broker:
         servers = broker.bootstrap_servers
@@ -190,7 +190,7 @@ def test_the_job_recovers_when_the_broker_restarts_under_it(kafka_cache_dir, tmp
 def test_a_job_whose_broker_is_gone_is_cancelled_promptly(kafka_cache_dir, tmp_path):
     """Offset commits queued for a group coordinator that is gone must not hold the cancel: librdkafka's
     consumer close waits for them (seen: a job cancelled after a broker restart did not end in 120 s)."""
-    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from connectors.kafka.testing import LocalKafkaBroker
 
     with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "broker") as broker:
         servers = broker.bootstrap_servers

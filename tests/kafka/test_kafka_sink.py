@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from connectors import SequenceSource
+from connectors.kafka.transaction_admin import TransactionAdmin
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.common.serialization import SerializationSchema, SimpleStringSchema
 from flinklike_spark.datastream.connectors.kafka import (
@@ -25,7 +26,6 @@ from flinklike_spark.datastream.connectors.kafka import (
     KafkaRecordSerializationSchema,
     KafkaSink,
 )
-from flinklike_spark.datastream.connectors.kafka.transaction_admin import TransactionAdmin
 from flinklike_spark.errors import ConfigurationError, JobCancelledError, JobExecutionError
 from tests.kafka.kafka_jobs import NumberPerKey, assert_each_key_exactly_once_in_order, read_committed
 from tests.support.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
@@ -154,7 +154,7 @@ def test_a_savepoint_resumed_against_a_recreated_broker_names_the_cause_and_the_
     """Was: INVALID_PRODUCER_ID_MAPPING "... Is transaction.timeout.ms (900000) shorter than a checkpoint plus a
     restart?", which names the wrong cause: the savepoint's transactions are unknown to the new cluster."""
     from checkpointing import list_completed_checkpoints
-    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from connectors.kafka.testing import LocalKafkaBroker
     from flinklike_spark.state_processor import SavepointWriter
 
     directory = str(tmp_path / "checkpoints")
@@ -302,7 +302,7 @@ def test_the_sink_refuses_bad_settings():
 
 def test_a_sink_flushing_to_a_stopped_broker_is_cancelled_at_once(kafka_cache_dir, tmp_path):
     """A barrier's flush waits up to 120 s for an unreachable broker; a cancel ends that wait (as Flink interrupts)."""
-    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from connectors.kafka.testing import LocalKafkaBroker
     from flinklike_spark.errors import JobCancelledError
 
     with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "broker") as broker:

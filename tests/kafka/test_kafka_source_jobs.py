@@ -241,7 +241,7 @@ def _produce_to(bootstrap: str, topic: str, *, keys_and_partitions: list[tuple[i
 
 @pytest.mark.timeout(240)
 def test_a_job_reads_on_through_a_broker_restart_exactly_once(kafka_cache_dir, tmp_path):
-    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from connectors.kafka.testing import LocalKafkaBroker
 
     with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "kafka") as broker:
         bootstrap = broker.bootstrap_servers

@@ -16,11 +16,11 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
+from connectors.kafka.clients import RateLimitedLibrdkafkaLog  # noqa: E402
 from flinklike_spark import StreamExecutionEnvironment  # noqa: E402
 from flinklike_spark.common.serialization import SimpleStringSchema  # noqa: E402
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy  # noqa: E402
 from flinklike_spark.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource  # noqa: E402
-from flinklike_spark.datastream.connectors.kafka.clients import RateLimitedLibrdkafkaLog  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
 from tests.kafka.kafka_jobs import CheckedSequence, produce_sequences, source  # noqa: E402
 

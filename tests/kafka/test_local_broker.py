@@ -48,7 +48,7 @@ def test_session_broker_serves_a_topic(kafka_broker, kafka_topic):
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_restart_keeps_port_topics_records_and_committed_offsets(kafka_cache_dir, tmp_path):
-    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from connectors.kafka.testing import LocalKafkaBroker
 
     with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "data") as broker:
         bootstrap = broker.bootstrap_servers
@@ -82,14 +82,14 @@ def test_concurrent_jar_fetches_are_safe(tmp_path):
     if shutil.which("mvn") is None:
         pytest.skip("needs Maven ('mvn' is not on PATH)")
     code = (
-        "import sys; from flinklike_spark.datastream.connectors.kafka.local_broker import fetch_kafka_jars;"
+        "import sys; from connectors.kafka.testing import fetch_kafka_jars;"
         "print(fetch_kafka_jars(sys.argv[1]))"
     )
     runs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
             for _ in range(2)]  # fmt: skip
     outputs = [run.communicate(timeout=280)[0].strip() for run in runs]
     assert [run.returncode for run in runs] == [0, 0]
-    from flinklike_spark.datastream.connectors.kafka.local_broker import KAFKA_VERSION, _jar_dir
+    from connectors.kafka.testing import KAFKA_VERSION, _jar_dir
 
     target = _jar_dir(tmp_path, KAFKA_VERSION)
     assert outputs[0] == outputs[1] == str(target)
@@ -100,7 +100,7 @@ def test_concurrent_jar_fetches_are_safe(tmp_path):
 
 def test_random_cluster_ids_never_look_like_an_option():
     # Regression: an id starting with "-" made kafka.tools.StorageTool format fail ("expected one argument").
-    from flinklike_spark.datastream.connectors.kafka.local_broker import _random_cluster_id
+    from connectors.kafka.testing import _random_cluster_id
 
     ids = [_random_cluster_id() for _ in range(3000)]
     assert not [i for i in ids if i.startswith("-")]
@@ -113,7 +113,7 @@ def test_records_with_old_timestamps_are_kept(kafka_cache_dir, tmp_path):
     # Regression: Kafka's default 7-day retention, judged by record timestamps, deleted the tests'
     # records with fixed 2023 timestamps a few minutes into the session (a resumed job then found its
     # offsets out of range). Retention is checked every 0.5 s here instead of every 5 minutes.
-    from flinklike_spark.datastream.connectors.kafka import LocalKafkaBroker
+    from connectors.kafka.testing import LocalKafkaBroker
 
     often = {"log.retention.check.interval.ms": "500", "log.initial.task.delay.ms": "0"}
     with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "data", extra_properties=often) as broker:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from connectors.kafka.source import _java_string_hash, split_owner
 from flinklike_spark.common.serialization import SimpleStringSchema
 from flinklike_spark.connector_api import Boundedness
 from flinklike_spark.datastream.connectors.kafka import (
@@ -14,7 +15,6 @@ from flinklike_spark.datastream.connectors.kafka import (
     KafkaSource,
     KafkaTopicPartition,
 )
-from flinklike_spark.datastream.connectors.kafka.source import _java_string_hash, split_owner
 from flinklike_spark.errors import ConfigurationError
 
 

@@ -1,28 +1,29 @@
-"""PyFlink's ``pyflink.datastream.connectors.kafka`` (on librdkafka, ``pip install flinklike-spark[kafka]``),
-and :class:`LocalKafkaBroker`, a real single-node broker for tests and examples (see docs/kafka.md)."""
+"""PyFlink's ``pyflink.datastream.connectors.kafka``: a face of :mod:`connectors.kafka`, where the Kafka
+connector lives (on librdkafka, ``pip install flinklike-spark[kafka]``; see docs/kafka.md).
 
-from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
-from flinklike_spark.datastream.connectors.kafka.legacy import FlinkKafkaConsumer
-from flinklike_spark.datastream.connectors.kafka.local_broker import LocalKafkaBroker, LocalKafkaBrokerConfig
-from flinklike_spark.datastream.connectors.kafka.offsets import (
+:class:`LocalKafkaBroker` (a real single-node broker for tests and examples) is
+also named here, as earlier versions did; its home is :mod:`connectors.kafka.testing`.
+"""
+
+from connectors.kafka import (
+    DeliveryGuarantee,
+    FlinkFixedPartitioner,
+    FlinkKafkaConsumer,
     KafkaOffsetResetStrategy,
     KafkaOffsetsInitializer,
-    KafkaTopicPartition,
-)
-from flinklike_spark.datastream.connectors.kafka.serialization import (
-    FlinkFixedPartitioner,
     KafkaPartitioner,
-    KafkaRecordSerializationSchema,
-    KafkaRecordSerializationSchemaBuilder,
-    KafkaTopicSelector,
-)
-from flinklike_spark.datastream.connectors.kafka.sink import KafkaSink, KafkaSinkBuilder
-from flinklike_spark.datastream.connectors.kafka.source import (
     KafkaPartitionSplit,
     KafkaRecordDeserializationSchema,
+    KafkaRecordSerializationSchema,
+    KafkaRecordSerializationSchemaBuilder,
+    KafkaSink,
+    KafkaSinkBuilder,
     KafkaSource,
     KafkaSourceBuilder,
+    KafkaTopicPartition,
+    KafkaTopicSelector,
 )
+from connectors.kafka.testing import LocalKafkaBroker, LocalKafkaBrokerConfig
 
 __all__ = [
     "DeliveryGuarantee",

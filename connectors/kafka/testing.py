@@ -39,7 +39,7 @@ import time
 import uuid
 from pathlib import Path
 
-from flinklike_spark.datastream.connectors.kafka.clients import admin_client
+from connectors.kafka.clients import admin_client
 from flinklike_spark.errors import ConfigurationError, FlinklikeError
 
 __all__ = [

@@ -38,6 +38,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
+from connectors.kafka.serialization import KafkaRecordSerializationSchema
+from connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
 from flinklike_spark.common.types import records_of
 from flinklike_spark.connector_api import (
     Committer,
@@ -46,9 +49,6 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
-from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
-from flinklike_spark.datastream.connectors.kafka.serialization import KafkaRecordSerializationSchema
-from flinklike_spark.datastream.connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
 from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError, mark_non_recoverable
 
 __all__ = [

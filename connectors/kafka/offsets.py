@@ -13,7 +13,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client
+from connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = [

@@ -14,9 +14,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from connectors.kafka.offsets import KafkaOffsetResetStrategy, KafkaOffsetsInitializer
+from connectors.kafka.source import KafkaSource
 from flinklike_spark.common.serialization import DeserializationSchema
-from flinklike_spark.datastream.connectors.kafka.offsets import KafkaOffsetResetStrategy, KafkaOffsetsInitializer
-from flinklike_spark.datastream.connectors.kafka.source import KafkaSource
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = ["FlinkKafkaConsumer"]

@@ -18,23 +18,23 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
-from flinklike_spark.connector_api import ReadResult, SourceReader, SourceReaderContext
-from flinklike_spark.datastream.connectors.kafka.offsets import (
+from connectors.kafka.offsets import (
     EARLIEST_OFFSET,
     KafkaOffsetResetStrategy,
     KafkaTopicPartition,
     OffsetsInitializerKind,
 )
-from flinklike_spark.datastream.connectors.kafka.source import (
+from connectors.kafka.source import (
     NO_STOPPING_OFFSET,
     KafkaPartitionSplit,
     split_owner,
 )
+from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
+from flinklike_spark.connector_api import ReadResult, SourceReader, SourceReaderContext
 from flinklike_spark.errors import ConfigurationError, FlinklikeError, MalformedRecordError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream.connectors.kafka.source import KafkaSource
+    from connectors.kafka.source import KafkaSource
 
 __all__ = ["KafkaSourceError", "KafkaSourceReader"]
 

@@ -49,15 +49,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinklike_spark.common.serialization import DeserializationSchema
-from flinklike_spark.connector_api import Boundedness, Source, SourceReader, SourceReaderContext, SourceSplit
-from flinklike_spark.datastream.connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
-from flinklike_spark.datastream.connectors.kafka.offsets import (
+from connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
+from connectors.kafka.offsets import (
     KafkaOffsetsInitializer,
     KafkaTopicPartition,
     OffsetsInitializerKind,
     resolve_offsets,
 )
+from flinklike_spark.common.serialization import DeserializationSchema
+from flinklike_spark.connector_api import Boundedness, Source, SourceReader, SourceReaderContext, SourceSplit
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = [
@@ -328,7 +328,7 @@ class KafkaSource(Source):
         return per_subtask
 
     def create_reader(self, context: SourceReaderContext) -> SourceReader:
-        from flinklike_spark.datastream.connectors.kafka.source_reader import KafkaSourceReader
+        from connectors.kafka.source_reader import KafkaSourceReader
 
         return KafkaSourceReader(self, context)
 
