@@ -28,7 +28,7 @@ from flinklike_spark._runtime.streaming.operators import OperatorContext
 from flinklike_spark._runtime.streaming.process_operators import KeyedProcessOperator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "compare"))
-from engine_flinklike import CountUntil  # noqa: E402 - W2's function, as the peer comparison runs it
+from flinklike_parts import CountUntil  # noqa: E402 - W2's function, as the peer comparison runs it
 
 KEYS = 1000
 SCHEMA = pa.schema([("key", pa.int64()), ("seq", pa.int64())])

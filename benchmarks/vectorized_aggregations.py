@@ -24,7 +24,6 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from flinklike_spark import aggregations as agg
 from flinklike_spark._runtime.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation, KeyedReduceOperator
 from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
@@ -35,6 +34,7 @@ from flinklike_spark._runtime.streaming.vectorized_aggregation import (
 )
 from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark._runtime.streaming.window_operator import WindowOperator
+from flinklike_spark.datastream import aggregations as agg
 from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 KEYS = 1000

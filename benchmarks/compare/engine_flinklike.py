@@ -17,63 +17,18 @@ import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from flinklike_parts import CountUntil, SummarySink
 from workloads import WINDOW_MS, per_key, print_result
 
 from connectors import SequenceSource
 from flinklike_spark import (
     Configuration,
-    KeyedProcessFunction,
-    Sink,
-    SinkWriter,
     StreamExecutionEnvironment,
-    ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flinklike_spark import aggregations as agg
 from flinklike_spark._runtime.minicluster import MiniCluster
+from flinklike_spark.datastream import aggregations as agg
 from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
-
-
-class SummaryWriter(SinkWriter):
-    """Counts rows and sums one column (``column``)."""
-
-    def __init__(self, column: str) -> None:
-        self.column = column
-        self.rows = 0
-        self.total = 0
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        self.rows += batch.num_rows
-        self.total += pc.sum(batch.column(self.column)).as_py() or 0
-
-    def accumulator(self):
-        return {"rows": self.rows, "total": self.total}
-
-
-class SummarySink(Sink):
-    name = "summary"
-
-    def __init__(self, column: str) -> None:
-        self.column = column
-
-    def create_writer(self, context):
-        return SummaryWriter(self.column)
-
-
-class CountUntil(KeyedProcessFunction):
-    """Per-record keyed count in ValueState; emits the key's count when it reaches ``target``."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-
-    def open(self, runtime_context):
-        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
-
-    def process_element(self, value, ctx):
-        current = (self.count.value() or 0) + 1
-        self.count.update(current)
-        if current == self.target:
-            yield {"key": value["key"], "count": current}
 
 
 def _source(records: int, keys: int, batch_size: int, input_dir: str | None):

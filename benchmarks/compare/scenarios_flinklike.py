@@ -37,7 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from engine_flinklike import CountUntil, SummarySink
+from flinklike_parts import CountUntil, SummarySink
 from workloads import exactly_once, latency_metrics, per_key
 
 from checkpointing import latest_completed, list_completed_checkpoints

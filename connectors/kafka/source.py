@@ -39,7 +39,6 @@ combined (minimum over non-idle partitions) in the source operator.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import uuid
@@ -56,6 +55,13 @@ from connectors.kafka.offsets import (
     OffsetsInitializerKind,
     resolve_offsets,
 )
+from connectors.kafka.source_options import (
+    DEFAULT_DISCOVERY_INTERVAL,
+    KafkaRecordDeserializationSchema,
+    KafkaSourceOptions,
+)
+from connectors.kafka.source_reader import KafkaSourceReader
+from connectors.kafka.splits import NO_STOPPING_OFFSET, KafkaPartitionSplit, split_owner
 from flinklike_spark.common.serialization import DeserializationSchema
 from flinklike_spark.connector_api import Boundedness, Source, SourceReader, SourceReaderContext, SourceSplit
 from flinklike_spark.errors import ConfigurationError
@@ -71,9 +77,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-#: no stopping offset (an unbounded split)
-NO_STOPPING_OFFSET = -1
-_DEFAULT_DISCOVERY_INTERVAL = timedelta(minutes=5)
 _MAX_TOPICS_NAMED = 30  # an error lists at most this many of the cluster's topics
 # Java consumer properties without a librdkafka equivalent (or set by the source itself): not passed on.
 _JAVA_ONLY_PROPERTIES = frozenset({
@@ -81,105 +84,6 @@ _JAVA_ONLY_PROPERTIES = frozenset({
     "register.consumer.metrics", "client.id.prefix", "partition.discovery.interval.ms",
     "commit.offsets.on.checkpoint", "request.timeout.ms", "allow.auto.create.topics", "enable.auto.commit",
 })  # fmt: skip
-
-
-def _java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit wrap-around)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def split_owner(topic: str, partition: int, parallelism: int) -> int:
-    """The reader subtask of ``topic``'s ``partition``: Flink's ``KafkaSourceEnumerator.getSplitOwner``.
-
-    Partitions of one topic go round-robin from a start index derived from the
-    topic name, so several topics spread evenly.
-    """
-    start = ((_java_string_hash(topic) * 31) & 0x7FFFFFFF) % parallelism
-    return (start + partition) % parallelism
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class KafkaPartitionSplit(SourceSplit):
-    """One topic partition, positioned at ``next_offset``.
-
-    Attributes:
-        topic, partition: the partition (``split_id`` is ``"<topic>-<partition>"``).
-        next_offset: the offset of the next record to return (``EARLIEST_OFFSET``
-            = -2 before the first record of a partition discovered at run time).
-        stopping_offset: reading ends before this offset (-1: never, unbounded).
-    """
-
-    topic: str
-    partition: int
-    next_offset: int
-    stopping_offset: int = NO_STOPPING_OFFSET
-
-    @property
-    def topic_partition(self) -> KafkaTopicPartition:
-        return KafkaTopicPartition(self.topic, self.partition)
-
-    @property
-    def finished(self) -> bool:
-        return self.stopping_offset != NO_STOPPING_OFFSET and self.next_offset >= self.stopping_offset
-
-
-class KafkaRecordDeserializationSchema:
-    """How a Kafka record becomes a stream record (Flink's ``KafkaRecordDeserializationSchema``).
-
-    Only ``value_only`` is offered: the value's bytes go through a
-    :class:`DeserializationSchema`; records whose value is null (tombstones)
-    or deserializes to None are skipped.
-    """
-
-    def __init__(self, value_schema: DeserializationSchema) -> None:
-        if not isinstance(value_schema, DeserializationSchema):
-            raise ConfigurationError(
-                "KafkaRecordDeserializationSchema.value_only expects a DeserializationSchema "
-                f"(SimpleStringSchema, JsonRowDeserializationSchema, ...), got {value_schema!r}"
-            )
-        self.value_schema = value_schema
-
-    @staticmethod
-    def value_only(value_deserialization_schema: DeserializationSchema) -> KafkaRecordDeserializationSchema:
-        return KafkaRecordDeserializationSchema(value_deserialization_schema)
-
-    def produced_schema(self) -> pa.Schema:
-        return self.value_schema.produced_schema()
-
-    def deserialize(self, values: list[bytes | None]) -> tuple[pa.RecordBatch, list[int] | None]:
-        """The records of ``values`` and, if some were skipped, the indices of those kept (None: all kept)."""
-        kept_indices = None
-        if any(v is None for v in values):
-            kept_indices = [i for i, v in enumerate(values) if v is not None]
-            values = [values[i] for i in kept_indices]
-        batch = self.value_schema.deserialize_batch(values)
-        if batch.num_rows != len(values):  # the schema skipped some: find which, one by one
-            survivors = [i for i, v in enumerate(values) if self.value_schema.deserialize(v) is not None]
-            kept_indices = survivors if kept_indices is None else [kept_indices[i] for i in survivors]
-        return batch, kept_indices
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class KafkaSourceOptions:
-    """The checked configuration of a :class:`KafkaSource` (what the builder builds)."""
-
-    bootstrap_servers: str
-    topics: tuple[str, ...] = ()
-    topic_pattern: str | None = None
-    partitions: tuple[KafkaTopicPartition, ...] = ()
-    group_id: str | None = None
-    client_id_prefix: str = ""
-    properties: tuple[tuple[str, str], ...] = ()
-    starting_offsets: KafkaOffsetsInitializer = KafkaOffsetsInitializer.earliest()
-    stopping_offsets: KafkaOffsetsInitializer | None = None
-    boundedness: Boundedness = Boundedness.CONTINUOUS_UNBOUNDED
-    deserializer: KafkaRecordDeserializationSchema
-    discovery_interval: timedelta | None = _DEFAULT_DISCOVERY_INTERVAL
-    commit_offsets_on_checkpoint: bool = True
 
 
 class KafkaSource(Source):
@@ -328,8 +232,6 @@ class KafkaSource(Source):
         return per_subtask
 
     def create_reader(self, context: SourceReaderContext) -> SourceReader:
-        from connectors.kafka.source_reader import KafkaSourceReader
-
         return KafkaSourceReader(self, context)
 
 
@@ -454,7 +356,7 @@ class KafkaSourceBuilder:
                 "KafkaSource: commit.offsets.on.checkpoint=true needs a consumer group: call set_group_id(...)"
             )
         commit = commit and group_id is not None
-        discovery: timedelta | None = _DEFAULT_DISCOVERY_INTERVAL
+        discovery: timedelta | None = DEFAULT_DISCOVERY_INTERVAL
         if "partition.discovery.interval.ms" in props:
             try:
                 ms = int(props["partition.discovery.interval.ms"])

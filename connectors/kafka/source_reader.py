@@ -14,7 +14,7 @@ import collections
 import logging
 import queue
 import threading
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -24,19 +24,23 @@ from connectors.kafka.offsets import (
     KafkaTopicPartition,
     OffsetsInitializerKind,
 )
-from connectors.kafka.source import (
-    NO_STOPPING_OFFSET,
-    KafkaPartitionSplit,
-    split_owner,
-)
+from connectors.kafka.source_options import KafkaSourceOptions
+from connectors.kafka.splits import NO_STOPPING_OFFSET, KafkaPartitionSplit, split_owner
 from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
 from flinklike_spark.connector_api import ReadResult, SourceReader, SourceReaderContext
 from flinklike_spark.errors import ConfigurationError, FlinklikeError, MalformedRecordError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from connectors.kafka.source import KafkaSource
 
-__all__ = ["KafkaSourceError", "KafkaSourceReader"]
+class ReadableKafkaSource(Protocol):
+    """What a reader uses of its :class:`~connectors.kafka.source.KafkaSource` (which creates it)."""
+
+    options: KafkaSourceOptions
+
+    def consumer_config(self, client_id: str = "") -> dict[str, Any]: ...
+
+    def list_partitions(self, timeout: float = 30.0) -> list[KafkaTopicPartition]: ...
+
+__all__ = ["KafkaSourceError", "KafkaSourceReader", "ReadableKafkaSource"]
 
 _log = logging.getLogger(__name__)
 #: After an empty fetch the task polls again in 5 ms, doubling while fetches stay empty, up to 20 ms: an
@@ -76,7 +80,7 @@ class _Split:
 class KafkaSourceReader(SourceReader):
     """Reads the partitions (splits) one subtask owns; see the module docstring."""
 
-    def __init__(self, source: KafkaSource, context: SourceReaderContext) -> None:
+    def __init__(self, source: ReadableKafkaSource, context: SourceReaderContext) -> None:
         self._source = source
         self._context = context
         self._splits: dict[str, _Split] = {}

@@ -11,7 +11,7 @@ a job gets the same output, checkpoints and rescaling either way.
 
 Example -- a count and a sum per key and 1 s tumbling window::
 
-    from flinklike_spark import aggregations as agg
+    from flinklike_spark.datastream import aggregations as agg
 
     stream.key_by("key").window(TumblingEventTimeWindows.of(Time.seconds(1))).aggregate(
         agg.combine(agg.count(), agg.sum("amount")), agg.KeyedWindowResult("key")

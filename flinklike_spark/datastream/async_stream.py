@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,10 +36,8 @@ from flinklike_spark.datastream.async_retry_strategies import (
     FixedDelayRetryStrategy,
 )
 from flinklike_spark.datastream.functions import AsyncFunction
+from flinklike_spark.datastream.stream_protocols import StreamLike
 from flinklike_spark.errors import ConfigurationError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream.data_stream import DataStream
 
 __all__ = [
     "NO_RETRY_STRATEGY",
@@ -109,7 +107,7 @@ class AsyncDataStream:
     """Factory of asynchronous operators (PyFlink's ``AsyncDataStream``)."""
 
     @staticmethod
-    def _wait(stream: DataStream, function: AsyncFunction, timeout: Any, capacity: int, output_type, ordered: bool):
+    def _wait(stream: StreamLike, function: AsyncFunction, timeout: Any, capacity: int, output_type, ordered: bool):
         from flinklike_spark._runtime.streaming.async_operator import AsyncOperatorDescriptor
 
         if not isinstance(function, AsyncFunction):
@@ -126,35 +124,35 @@ class AsyncDataStream:
         return stream.transform("async_wait", name, descriptor, output_type)
 
     @staticmethod
-    def ordered_wait(data_stream: DataStream, async_function: AsyncFunction, timeout: Any, capacity: int = 100,
-                     output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
+    def ordered_wait(data_stream: StreamLike, async_function: AsyncFunction, timeout: Any, capacity: int = 100,
+                     output_type: pa.Schema | None = None) -> StreamLike:  # fmt: skip
         """Results in the order of the input rows."""
         return AsyncDataStream._wait(data_stream, async_function, timeout, capacity, output_type, True)
 
     @staticmethod
-    def unordered_wait(data_stream: DataStream, async_function: AsyncFunction, timeout: Any, capacity: int = 100,
-                       output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
+    def unordered_wait(data_stream: StreamLike, async_function: AsyncFunction, timeout: Any, capacity: int = 100,
+                       output_type: pa.Schema | None = None) -> StreamLike:  # fmt: skip
         """Results as soon as they complete (watermarks still wait for the requests before them)."""
         return AsyncDataStream._wait(data_stream, async_function, timeout, capacity, output_type, False)
 
     @staticmethod
-    def _wait_with_retry(stream: DataStream, function: AsyncFunction, timeout: Any, strategy: Any, capacity: int,
-                         output_type, ordered: bool) -> DataStream:  # fmt: skip
+    def _wait_with_retry(stream: StreamLike, function: AsyncFunction, timeout: Any, strategy: Any, capacity: int,
+                         output_type, ordered: bool) -> StreamLike:  # fmt: skip
         retrying = RetryingAsyncFunction(function, strategy)
         return AsyncDataStream._wait(stream, retrying, timeout, capacity, output_type, ordered)
 
     @staticmethod
-    def ordered_wait_with_retry(data_stream: DataStream, async_function: AsyncFunction, timeout: Any,
+    def ordered_wait_with_retry(data_stream: StreamLike, async_function: AsyncFunction, timeout: Any,
                                 async_retry_strategy: Any, capacity: int = 100,
-                                output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
+                                output_type: pa.Schema | None = None) -> StreamLike:  # fmt: skip
         """``ordered_wait`` with ``async_retry_strategy``'s retries (the timeout covers all attempts)."""
         return AsyncDataStream._wait_with_retry(data_stream, async_function, timeout, async_retry_strategy,
                                                 capacity, output_type, True)  # fmt: skip
 
     @staticmethod
-    def unordered_wait_with_retry(data_stream: DataStream, async_function: AsyncFunction, timeout: Any,
+    def unordered_wait_with_retry(data_stream: StreamLike, async_function: AsyncFunction, timeout: Any,
                                   async_retry_strategy: Any, capacity: int = 100,
-                                  output_type: pa.Schema | None = None) -> DataStream:  # fmt: skip
+                                  output_type: pa.Schema | None = None) -> StreamLike:  # fmt: skip
         """``unordered_wait`` with ``async_retry_strategy``'s retries (the timeout covers all attempts)."""
         return AsyncDataStream._wait_with_retry(data_stream, async_function, timeout, async_retry_strategy,
                                                 capacity, output_type, False)  # fmt: skip

@@ -8,15 +8,22 @@ are milliseconds (``int``, as in PyFlink) or ``datetime.timedelta``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from flinklike_spark.config import CheckpointingMode
 from flinklike_spark.errors import ConfigurationError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream import StreamExecutionEnvironment
+
+class _Configurable(Protocol):
+    """What a CheckpointConfig uses of its StreamExecutionEnvironment."""
+
+    @property
+    def config(self) -> Any: ...
+
+    def configure(self, values: Mapping[str, Any]) -> Any: ...
 
 __all__ = ["CheckpointConfig", "RuntimeExecutionMode"]
 
@@ -46,7 +53,7 @@ def _millis(value: timedelta | None) -> int:
 class CheckpointConfig:
     """Reads and writes the ``execution.checkpointing.*`` keys of one environment."""
 
-    def __init__(self, env: StreamExecutionEnvironment) -> None:
+    def __init__(self, env: _Configurable) -> None:
         self._env = env
 
     def _set(self, key: str, value: Any) -> CheckpointConfig:

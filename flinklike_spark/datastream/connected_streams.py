@@ -12,12 +12,13 @@ for how the runtime carries the two inputs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.streaming.co_operators import KEY, CoOperatorDescriptor, SideWrapper
+from flinklike_spark.common.typeinfo import to_arrow_schema
 from flinklike_spark.datastream.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
@@ -27,36 +28,30 @@ from flinklike_spark.datastream.functions import (
     KeyedCoProcessFunction,
 )
 from flinklike_spark.datastream.state import MapStateDescriptor
+from flinklike_spark.datastream.stream_protocols import StreamLike
 from flinklike_spark.errors import ConfigurationError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream.data_stream import DataStream
 
 __all__ = ["BroadcastConnectedStream", "BroadcastStream", "ConnectedStreams"]
 
 
-def _unkeyed(stream: DataStream) -> tuple[DataStream, Any]:
+def _unkeyed(stream: StreamLike) -> tuple[StreamLike, Any]:
     """The stream before its key_by (if it is a KeyedStream) and its key (or None)."""
-    from flinklike_spark.datastream.data_stream import DataStream, KeyedStream
-
-    if isinstance(stream, KeyedStream):
-        return DataStream(stream.get_execution_environment(), [(t, None) for t, _ in stream.inputs]), stream.key
+    key = getattr(stream, "key", None)
+    if key is not None:
+        return stream.with_inputs([(t, None) for t, _ in stream.inputs]), key
     return stream, None
 
 
-def _wrap(stream: DataStream, side: int, key: Any) -> DataStream:
+def _wrap(stream: StreamLike, side: int, key: Any) -> StreamLike:
     wrapper = SideWrapper(side, key if isinstance(key, str) else None, None if isinstance(key, str) else key)
     wrapped = stream.map(wrapper)
     wrapped.get_transformation().name = f"Connect input {side + 1}"
     return wrapped
 
 
-def _co_operator(first: DataStream, second: DataStream, name: str, function: Any, output_type, *, keyed: bool,
+def _co_operator(first: StreamLike, second: StreamLike, name: str, function: Any, output_type, *, keyed: bool,
                  first_spec: PartitionerSpec | None, second_spec: PartitionerSpec | None,
-                 broadcast_descriptors: tuple = ()) -> DataStream:  # fmt: skip
-    from flinklike_spark.common.typeinfo import to_arrow_schema
-    from flinklike_spark.datastream.data_stream import DataStream
-
+                 broadcast_descriptors: tuple = ()) -> StreamLike:  # fmt: skip
     env = first.get_execution_environment()
     output_type = to_arrow_schema(output_type)
     descriptor = CoOperatorDescriptor(
@@ -74,7 +69,7 @@ def _co_operator(first: DataStream, second: DataStream, name: str, function: Any
         # keyed: the key every input row carries; what restores check and redistribute state by
         key_field=KEY if keyed else None,
     )
-    return DataStream(env, [(t, None)])
+    return first.with_inputs([(t, None)])
 
 
 def _key_spec(env: Any) -> PartitionerSpec:
@@ -84,7 +79,7 @@ def _key_spec(env: Any) -> PartitionerSpec:
 class ConnectedStreams:
     """Two streams processed together by one two-input function."""
 
-    def __init__(self, first: DataStream, second: DataStream) -> None:
+    def __init__(self, first: StreamLike, second: StreamLike) -> None:
         if first.get_execution_environment() is not second.get_execution_environment():
             raise ConfigurationError("connect() of streams from different environments")
         self._first, self._key1 = _unkeyed(first)
@@ -101,7 +96,7 @@ class ConnectedStreams:
         connected._key1, connected._key2 = key_selector1, key_selector2
         return connected
 
-    def _build(self, name: str, function: Any, output_type: pa.Schema | None) -> DataStream:
+    def _build(self, name: str, function: Any, output_type: pa.Schema | None) -> StreamLike:
         if (self._key1 is None) != (self._key2 is None):
             # A keyed and a non-keyed input may be connected and then keyed both (as in PyFlink), not used so.
             raise ConfigurationError("connect a KeyedStream only with another KeyedStream (or key_by both after connect)")
@@ -112,17 +107,17 @@ class ConnectedStreams:
         return _co_operator(first, second, name, function, output_type, keyed=self.keyed,
                             first_spec=spec, second_spec=spec)  # fmt: skip
 
-    def map(self, func: CoMapFunction, output_type: pa.Schema | None = None) -> DataStream:
+    def map(self, func: CoMapFunction, output_type: pa.Schema | None = None) -> StreamLike:
         if not isinstance(func, CoMapFunction):
             raise TypeError(f"ConnectedStreams.map expects a CoMapFunction, got {func!r}")
         return self._build("Co-Map", func, output_type)
 
-    def flat_map(self, func: CoFlatMapFunction, output_type: pa.Schema | None = None) -> DataStream:
+    def flat_map(self, func: CoFlatMapFunction, output_type: pa.Schema | None = None) -> StreamLike:
         if not isinstance(func, CoFlatMapFunction):
             raise TypeError(f"ConnectedStreams.flat_map expects a CoFlatMapFunction, got {func!r}")
         return self._build("Co-Flat Map", func, output_type)
 
-    def process(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
+    def process(self, func: Any, output_type: pa.Schema | None = None) -> StreamLike:
         if self.keyed and not isinstance(func, KeyedCoProcessFunction):
             raise TypeError(f"keyed ConnectedStreams.process expects a KeyedCoProcessFunction, got {func!r}")
         if not self.keyed and not isinstance(func, CoProcessFunction):
@@ -135,7 +130,7 @@ class ConnectedStreams:
 class BroadcastStream:
     """A stream sent to every parallel instance, carrying the broadcast state descriptors."""
 
-    def __init__(self, stream: DataStream, descriptors: tuple[MapStateDescriptor, ...]) -> None:
+    def __init__(self, stream: StreamLike, descriptors: tuple[MapStateDescriptor, ...]) -> None:
         for descriptor in descriptors:
             if not isinstance(descriptor, MapStateDescriptor):
                 raise ConfigurationError(f"broadcast state needs MapStateDescriptors, got {descriptor!r}")
@@ -146,11 +141,11 @@ class BroadcastStream:
 class BroadcastConnectedStream:
     """A (keyed or not) stream connected with a BroadcastStream."""
 
-    def __init__(self, stream: DataStream, broadcast: BroadcastStream) -> None:
+    def __init__(self, stream: StreamLike, broadcast: BroadcastStream) -> None:
         self._stream, self._key = _unkeyed(stream)
         self._broadcast = broadcast
 
-    def process(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
+    def process(self, func: Any, output_type: pa.Schema | None = None) -> StreamLike:
         keyed = self._key is not None
         if keyed and not isinstance(func, KeyedBroadcastProcessFunction):
             raise TypeError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -18,11 +18,13 @@ from flinklike_spark._runtime.graph.translation import Transformation
 from flinklike_spark.common.typeinfo import to_arrow_schema
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.connector_api import Sink
+from flinklike_spark.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from flinklike_spark.datastream.functions import KeyedProcessFunction, ProcessFunction
+from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.stream_protocols import EnvironmentLike
+from flinklike_spark.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
+from flinklike_spark.datastream.windowed_stream import AllWindowedStream, WindowedStream
 from flinklike_spark.errors import InvalidProgramError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = ["DataStream", "DataStreamSink", "KeyedStream"]
 
@@ -30,13 +32,13 @@ __all__ = ["DataStream", "DataStreamSink", "KeyedStream"]
 class DataStream:
     """A stream of rows (dicts) with one Arrow schema, produced by a transformation."""
 
-    def __init__(self, env: StreamExecutionEnvironment, inputs: list[tuple[Transformation, PartitionerSpec | None]]) -> None:
+    def __init__(self, env: EnvironmentLike, inputs: list[tuple[Transformation, PartitionerSpec | None]]) -> None:
         self._env = env
         self._inputs = inputs
 
     # -- what extensions of the API build on (connect, windows, async I/O, the Spark bridge) ----------
 
-    def get_execution_environment(self) -> StreamExecutionEnvironment:
+    def get_execution_environment(self) -> EnvironmentLike:
         """The environment this stream belongs to (Flink's ``DataStream#getExecutionEnvironment``)."""
         return self._env
 
@@ -45,6 +47,10 @@ class DataStream:
         """What an operator applied to this stream reads: each upstream transformation with the
         partitioner of the edge (None: forward, or rebalance between different parallelisms)."""
         return list(self._inputs)
+
+    def with_inputs(self, inputs: list[tuple[Transformation, PartitionerSpec | None]]) -> DataStream:
+        """A plain (non-keyed) stream of this environment reading ``inputs`` (what the stream extensions build on)."""
+        return DataStream(self._env, inputs)
 
     def get_transformation(self) -> Transformation:
         """The transformation producing this stream (Flink's ``DataStream#getTransformation``).
@@ -141,18 +147,12 @@ class DataStream:
         """Send every row to every consumer subtask; with MapStateDescriptors, a BroadcastStream
         to ``connect`` to (broadcast state)."""
         if broadcast_state_descriptors:
-            from flinklike_spark.datastream.connected_streams import BroadcastStream
 
             return BroadcastStream(self, broadcast_state_descriptors)
         return self._repartition(PartitionerKind.BROADCAST)
 
     def connect(self, ds: Any):
         """Pair with ``ds`` (a DataStream, or a BroadcastStream) for a two-input function."""
-        from flinklike_spark.datastream.connected_streams import (
-            BroadcastConnectedStream,
-            BroadcastStream,
-            ConnectedStreams,
-        )
 
         if isinstance(ds, BroadcastStream):
             return BroadcastConnectedStream(self, ds)
@@ -176,14 +176,12 @@ class DataStream:
 
     def window_all(self, window_assigner: Any):
         """Windows over the whole stream, evaluated by one subtask (parallelism 1, as in Flink)."""
-        from flinklike_spark.datastream.windowed_stream import AllWindowedStream
 
         keyed = self.key_by(_whole_stream_key)
         return AllWindowedStream(keyed, window_assigner)
 
     def count_window_all(self, size: int, slide: int = 0):
         """Count windows over the whole stream (parallelism 1)."""
-        from flinklike_spark.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 
         if slide:
             return self.window_all(CountSlidingWindowAssigner.of(size, slide))
@@ -192,7 +190,6 @@ class DataStream:
     def get_side_output(self, output_tag: Any) -> DataStream:
         """The stream of what this operator emitted under ``output_tag`` (``ctx.output(tag, value)``,
         a yielded ``(tag, value)``, or a window's late data)."""
-        from flinklike_spark.datastream.output_tag import OutputTag
 
         if not isinstance(output_tag, OutputTag):
             raise TypeError(f"get_side_output expects an OutputTag, got {output_tag!r}")
@@ -388,13 +385,11 @@ class KeyedStream(DataStream):
 
     def window(self, window_assigner: Any):
         """Cut each key's elements into windows; end with reduce/aggregate/apply/process."""
-        from flinklike_spark.datastream.windowed_stream import WindowedStream
 
         return WindowedStream(self, window_assigner)
 
     def count_window(self, size: int, slide: int = 0):
         """Windows of ``size`` elements per key, every ``slide`` elements if given (PyFlink's count windows)."""
-        from flinklike_spark.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 
         if slide:
             return self.window(CountSlidingWindowAssigner.of(size, slide))

@@ -421,6 +421,9 @@ class ReducingStateDescriptor(StateDescriptor):
         return self._reduce_function
 
 
+_AGGREGATE_FUNCTION_METHODS = ("create_accumulator", "add", "get_result", "merge")
+
+
 class AggregatingStateDescriptor(StateDescriptor):
     """State holding an accumulator of ``agg_function`` (an :class:`~flinklike_spark.datastream.functions.AggregateFunction`)."""
 
@@ -428,11 +431,9 @@ class AggregatingStateDescriptor(StateDescriptor):
 
     def __init__(self, name: str, agg_function: Any = None, state_type_info: Any = None) -> None:
         super().__init__(name, state_type_info)
-        from flinklike_spark.datastream.functions import (
-            AggregateFunction,  # functions imports this module
-        )
-
-        if not isinstance(agg_function, AggregateFunction):
+        # The methods of an AggregateFunction, looked up by name: the function classes'
+        # module types its state handles with this one, which imports nothing of it.
+        if not all(callable(getattr(agg_function, m, None)) for m in _AGGREGATE_FUNCTION_METHODS):
             raise ConfigurationError(
                 f"AggregatingStateDescriptor {name!r} needs an AggregateFunction (create_accumulator, add, "
                 f"get_result, merge), got {agg_function!r}"

@@ -3,13 +3,13 @@
 As in PyFlink, a windowed stream is configured (``trigger``,
 ``allowed_lateness``, ``side_output_late_data``) and ended by one window
 function call -- ``reduce``, ``aggregate``, ``apply`` or ``process`` -- that
-returns the DataStream of the window results. The work happens in the
+returns the StreamLike of the window results. The work happens in the
 runtime's :class:`~flinklike_spark._runtime.streaming.window_operator.WindowOperator`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -23,13 +23,11 @@ from flinklike_spark.datastream.functions import (
     WindowFunction,
 )
 from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.stream_protocols import KeyedStreamLike, StreamLike
 from flinklike_spark.datastream.window import Time, Trigger, WindowAssigner
 from flinklike_spark.datastream.window.evictors import Evictor
 from flinklike_spark.datastream.window.windows import _millis
 from flinklike_spark.errors import ConfigurationError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark.datastream.data_stream import DataStream, KeyedStream
 
 __all__ = ["AllWindowedStream", "WindowedStream"]
 
@@ -38,14 +36,14 @@ class WindowedStream:
     """A keyed stream cut into windows by ``assigner``.
 
     Args:
-        keyed_stream: the KeyedStream being windowed.
+        keyed_stream: the KeyedStreamLike being windowed.
         assigner: the WindowAssigner.
     """
 
     _keyed_functions = (WindowFunction, ProcessWindowFunction)
     _all = False
 
-    def __init__(self, keyed_stream: KeyedStream, assigner: WindowAssigner) -> None:
+    def __init__(self, keyed_stream: KeyedStreamLike, assigner: WindowAssigner) -> None:
         if not isinstance(assigner, WindowAssigner):
             raise ConfigurationError(f"window() expects a WindowAssigner, got {assigner!r}")
         if assigner.is_event_time() and keyed_stream.get_watermark_strategy() is None:
@@ -143,7 +141,7 @@ class WindowedStream:
             names = " or ".join(t.__name__ for t in allowed)
             raise ConfigurationError(f"{type(self).__name__} expects a {names} here, got {function!r}")
 
-    def _build(self, pane_kind: str, output_type: pa.Schema | None, what: str, **functions: Any) -> DataStream:
+    def _build(self, pane_kind: str, output_type: pa.Schema | None, what: str, **functions: Any) -> StreamLike:
         trigger = self._trigger or self._assigner.get_default_trigger(self._stream.get_execution_environment())
         descriptor = WindowOperatorDescriptor(
             assigner=self._assigner,

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from checkpointing.layout import CHANNEL_STATE, CHECKPOINTS, OPERATOR_STATE
 from checkpointing.schemas import CheckpointKind
 from flinklike_spark.errors import CheckpointNotFoundError
-from flinklike_spark.spark.job_record import JobRecord, read_record
+from flinklike_spark.spark.job_record_table import JobRecord, read_record
 from flinklike_spark.spark.state_views import resolved_operator_state
 
 __all__ = ["channel_state", "checkpoint_history", "job_record", "keyed_state", "operator_state_as_of"]

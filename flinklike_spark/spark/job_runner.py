@@ -14,7 +14,7 @@ embedded MiniCluster (its TaskExecutors are its own children). When its stdin
 reaches EOF (the supervisor stopped it, or died with the query or the Spark
 driver), it cancels the job and exits, so no engine job outlives its Spark query.
 
-The runner is found through the job's record (:mod:`flinklike_spark.spark.job_record`,
+The runner is found through the job's record (:mod:`flinklike_spark.spark.job_record_table`,
 the Delta table ``<dir>/job``), which every process of the query can reach. A
 runner claims the record before it builds the job and releases it with its
 final state; a runner started while another live one holds it (an older one
@@ -58,7 +58,7 @@ from flinklike_spark.errors import ConfigurationError, FlinklikeError, JobCancel
 from flinklike_spark.spark.bridge_progress import ProgressReporter
 from flinklike_spark.spark.bridge_tables import OUTPUT_TABLE, SparkOutputSink
 from flinklike_spark.spark.fed_pipeline import build_fed_pipeline
-from flinklike_spark.spark.job_record import HEARTBEAT_INTERVAL, JobRecord, JobRecordTable, ProcessId, RunnerState
+from flinklike_spark.spark.job_record_table import HEARTBEAT_INTERVAL, JobRecord, JobRecordTable, ProcessId, RunnerState
 from flinklike_spark.spark.pipeline_functions import check_call, resolve_pipeline
 
 __all__ = [

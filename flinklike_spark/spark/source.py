@@ -42,7 +42,7 @@ from flinklike_spark.spark.bridge_tables import (
     conform_batch,
     output_offset,
 )
-from flinklike_spark.spark.job_record import RunnerState
+from flinklike_spark.spark.job_record_table import RunnerState
 from flinklike_spark.spark.job_runner import EngineJob, JobSpec, build_pipeline
 from flinklike_spark.spark.options import ReadOptions, WriteOptions
 

@@ -10,7 +10,7 @@ installs a :class:`WriterJobOwner` there, and the job is supervised like the
 reader's (:class:`~flinklike_spark.spark.job_runner.EngineJob`, the same
 runner process, stdin EOF = stop). Everything the commit and the owner tell
 each other goes through the job's one record
-(:mod:`flinklike_spark.spark.job_record`, the Delta table ``<dir>/job``):
+(:mod:`flinklike_spark.spark.job_record_table`, the Delta table ``<dir>/job``):
 
 1. ``onQueryStarted`` (called synchronously, on the query's thread, before
    ``start()`` returns) makes the query run ``runId`` active in the owner, with
@@ -46,7 +46,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from flinklike_spark.spark.job_record import JobRecord, JobRecordTable, ProcessId, RunnerState, RunRequest
+from flinklike_spark.spark.job_record_table import JobRecord, JobRecordTable, ProcessId, RunnerState, RunRequest
 from flinklike_spark.spark.job_runner import BridgeJobError, EngineJob, JobSpec
 from flinklike_spark.spark.options import WriteOptions
 

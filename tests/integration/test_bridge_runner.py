@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the bridge needs pyspark (the [spark] or [test] extra)")
 
-from flinklike_spark.spark.job_record import RunnerState  # noqa: E402
+from flinklike_spark.spark.job_record_table import RunnerState  # noqa: E402
 from flinklike_spark.spark.job_runner import EngineJob, JobSpec  # noqa: E402
 from tests.spark.pipelines import COUNTED  # noqa: E402
 

@@ -25,7 +25,7 @@ from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 from connectors import read_delta_table  # noqa: E402
 from flinklike_spark.errors import ConfigurationError  # noqa: E402
 from flinklike_spark.spark import writer, writer_jobs  # noqa: E402
-from flinklike_spark.spark.job_record import JobRecordTable, RunnerState, read_record  # noqa: E402
+from flinklike_spark.spark.job_record_table import JobRecordTable, RunnerState, read_record  # noqa: E402
 from flinklike_spark.spark.job_runner import BridgeJobError  # noqa: E402
 from flinklike_spark.spark.options import WriteOptions  # noqa: E402
 from flinklike_spark.spark.writer import FlinklikeStreamWriter  # noqa: E402

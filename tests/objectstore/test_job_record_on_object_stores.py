@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 WRITERS = textwrap.dedent("""
     import dataclasses, json, sys, threading
     from flinklike_spark.config import Configuration
-    from flinklike_spark.spark.job_record import JobRecord, JobRecordTable, RunnerState, read_record
+    from flinklike_spark.spark.job_record_table import JobRecord, JobRecordTable, RunnerState, read_record
     from flinklike_spark.spark.job_runner import RunnerClaim
     directory, config = sys.argv[1], json.loads(sys.argv[2])
     table = JobRecordTable(directory, Configuration(config).storage)

@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from flinklike_spark.spark.job_record import RunnerState, read_record
+from flinklike_spark.spark.job_record_table import RunnerState, read_record
 from tests.spark.bridge_helpers import assert_exactly_once_in_order, rows_in_commit_order, wait_for
 from tests.spark.pipelines import NUM_KEYS
 

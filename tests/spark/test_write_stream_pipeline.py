@@ -20,7 +20,7 @@ import pytest
 from deltalake import DeltaTable
 
 from connectors import read_delta_table
-from flinklike_spark.spark.job_record import RunnerState, read_record
+from flinklike_spark.spark.job_record_table import RunnerState, read_record
 from tests.spark.bridge_helpers import assert_exactly_once_in_order, rows_in_commit_order, wait_for
 from tests.spark.pipelines import FED_KEYS, fed_count_output
 from tests.support.processes import task_executors_under

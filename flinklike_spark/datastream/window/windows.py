@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any, NamedTuple, Protocol
 
+from flinklike_spark.common.time import Time
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = ["MAX_TIMESTAMP", "CountWindow", "GlobalWindow", "Time", "TimeWindow", "Window"]
@@ -19,49 +20,6 @@ __all__ = ["MAX_TIMESTAMP", "CountWindow", "GlobalWindow", "Time", "TimeWindow",
 #: Java's Long.MAX_VALUE: the max timestamp of global and count windows.
 MAX_TIMESTAMP = 2**63 - 1
 _MIN_TIMESTAMP = -(2**63)
-
-
-class Time:
-    """A duration for window sizes (PyFlink's ``pyflink.common.Time``), in milliseconds."""
-
-    __slots__ = ("_ms",)
-
-    def __init__(self, milliseconds: int) -> None:
-        if not isinstance(milliseconds, int) or isinstance(milliseconds, bool):
-            raise ConfigurationError(f"Time needs an int number of milliseconds, got {milliseconds!r}")
-        self._ms = milliseconds
-
-    @staticmethod
-    def milliseconds(milliseconds: int) -> Time:
-        return Time(milliseconds)
-
-    @staticmethod
-    def seconds(seconds: int) -> Time:
-        return Time(seconds * 1000)
-
-    @staticmethod
-    def minutes(minutes: int) -> Time:
-        return Time(minutes * 60_000)
-
-    @staticmethod
-    def hours(hours: int) -> Time:
-        return Time(hours * 3_600_000)
-
-    @staticmethod
-    def days(days: int) -> Time:
-        return Time(days * 86_400_000)
-
-    def to_milliseconds(self) -> int:
-        return self._ms
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Time) and other._ms == self._ms
-
-    def __hash__(self) -> int:
-        return hash(self._ms)
-
-    def __repr__(self) -> str:
-        return f"Time.milliseconds({self._ms})"
 
 
 def _millis(value: Time | timedelta | int, what: str) -> int:

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from flinklike_spark.spark.job_record import (
+from flinklike_spark.spark.job_record_table import (
     STALE_AFTER,
     JobRecord,
     JobRecordTable,

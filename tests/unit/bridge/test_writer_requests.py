@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="writer_jobs is a Spark listener (the [spark] or [test] extra)")
 
-from flinklike_spark.spark.job_record import JobRecord, JobRecordTable, ProcessId, RunnerState  # noqa: E402
+from flinklike_spark.spark.job_record_table import JobRecord, JobRecordTable, ProcessId, RunnerState  # noqa: E402
 from flinklike_spark.spark.job_runner import BridgeJobError, JobSpec  # noqa: E402
 from flinklike_spark.spark.writer_jobs import RunState, RunStatus, request_job, run_status  # noqa: E402
 

@@ -16,7 +16,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from flinklike_spark import aggregations as agg
+from flinklike_spark.datastream import aggregations as agg
 from flinklike_spark._runtime.network.partitioner import key_group_for, key_group_range
 from flinklike_spark._runtime.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation, KeyedReduceOperator
