@@ -27,9 +27,15 @@ import uuid
 from pathlib import Path
 
 from connectors.kafka.testing import LocalKafkaBroker
-from flinklike_spark.common import Types, WatermarkStrategy
+from flinklike_spark import (
+    KeyedProcessFunction,
+    RuntimeContext,
+    StreamExecutionEnvironment,
+    Types,
+    ValueStateDescriptor,
+    WatermarkStrategy,
+)
 from flinklike_spark.common.serialization import SimpleStringSchema
-from flinklike_spark.datastream import StreamExecutionEnvironment
 from flinklike_spark.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaOffsetsInitializer,
@@ -38,8 +44,6 @@ from flinklike_spark.datastream.connectors.kafka import (
     KafkaSource,
 )
 from flinklike_spark.datastream.formats.json import JsonRowDeserializationSchema
-from flinklike_spark.datastream.functions import KeyedProcessFunction, RuntimeContext
-from flinklike_spark.datastream.state import ValueStateDescriptor
 from flinklike_spark.errors import JobCancelledError
 
 CUSTOMERS = 20

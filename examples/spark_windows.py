@@ -26,9 +26,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 
-from flinklike_spark import StreamExecutionEnvironment, WatermarkStrategy
-from flinklike_spark.datastream.functions import ProcessWindowFunction
-from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark import OutputTag, ProcessWindowFunction, StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 N = 3_000  # values 0 .. N-1

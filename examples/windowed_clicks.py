@@ -18,9 +18,7 @@ import sys
 from datetime import timedelta
 
 from connectors import CollectSink
-from flinklike_spark import StreamExecutionEnvironment, WatermarkStrategy
-from flinklike_spark.datastream.functions import ProcessWindowFunction
-from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark import OutputTag, ProcessWindowFunction, StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 
 WINDOW_MS = 10_000
