@@ -2,6 +2,7 @@
 ``connectors.kafka`` (Pulsar and Elasticsearch are not offered: read them with Spark and feed the
 engine through ``writeStream``)."""
 
+from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
 from flinklike_spark.datastream.connectors.file_system import (
     FileSink,
     FileSource,
@@ -10,4 +11,4 @@ from flinklike_spark.datastream.connectors.file_system import (
     StreamFormat,
 )
 
-__all__ = ["FileSink", "FileSource", "OutputFileConfig", "RollingPolicy", "StreamFormat"]
+__all__ = ["DeliveryGuarantee", "FileSink", "FileSource", "OutputFileConfig", "RollingPolicy", "StreamFormat"]
