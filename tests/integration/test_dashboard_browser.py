@@ -19,6 +19,7 @@ from playwright.sync_api import sync_playwright
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import JobCancelledError
+from tests.support.environment import require_environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -28,8 +29,10 @@ DOCS_SCREENSHOT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "dashbo
 
 @pytest.fixture
 def browser():
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (.ci/run does), or set FLINKLIKE_CHROMIUM")
+    require_environment(
+        bool(shutil.which(CHROMIUM)),
+        f"no Chromium at {CHROMIUM}: apt-get install -y chromium (.ci/run does), or set FLINKLIKE_CHROMIUM",
+    )
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
