@@ -52,10 +52,11 @@ def build_fed_pipeline(
         .uid(INPUT_SOURCE_UID)
     )
     args = dict(args or {})
-    check_call(
-        pipeline, function, "a writeStream pipeline is called as function(env, stream, **pipeline.args) (stream: the "
-        "DataStream of the query's rows)", env, stream, **args,
-    )  # fmt: skip
+    how = (
+        "a writeStream pipeline is called as function(env, stream) (stream: the DataStream of the query's rows), "
+        "with option pipeline.args as keyword arguments"
+    )
+    check_call(pipeline, function, how, env, stream, **args)
     result = function(env, stream, **args)
     if result is not None and not isinstance(result, DataStream):
         raise ConfigurationError(

@@ -284,7 +284,8 @@ def build_pipeline(
     function = resolve_pipeline(pipeline)
     env = StreamExecutionEnvironment.get_execution_environment(config)
     args = dict(args or {})
-    check_call(pipeline, function, "a readStream pipeline is called as function(env, **pipeline.args)", env, **args)
+    how = "a readStream pipeline is called as function(env), with option pipeline.args as keyword arguments"
+    check_call(pipeline, function, how, env, **args)
     stream = function(env, **args)
     if not isinstance(stream, DataStream):
         raise ConfigurationError(

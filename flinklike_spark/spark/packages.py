@@ -105,6 +105,7 @@ def package_jars(
             log.warning("cannot resolve %s with spark-submit (%s); Spark resolves it at session start", package, exc)
             return None
     output = done.stdout + done.stderr
+    log.debug("spark-submit's resolution of %s (exit %s):\n%s", package, done.returncode, output)
     for jar in downloads_in(output):
         announce(f"downloaded {jar} (Spark package {package}, once)")
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("FLINKLIKE_JARS=")), None)

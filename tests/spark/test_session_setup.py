@@ -8,6 +8,7 @@ starts it: a session resolving a small package into an empty Ivy directory
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -18,23 +19,12 @@ from pathlib import Path
 import pytest
 
 from flinklike_spark.spark import spark_session
+from flinklike_spark.spark.packages import package_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 
 #: A jar with a parent POM and a BOM, whose jar lookups Spark's default chain sends to every repository.
 PROBE_PACKAGE = "org.slf4j:slf4j-api:2.0.13"
-
-IVY_SCRIPT = textwrap.dedent(
-    """
-    import sys
-    from flinklike_spark.spark import session
-
-    ivy, package = sys.argv[1:3]
-    spark = session("ivy-probe", delta_package=package, config={"spark.ui.enabled": "false", "spark.jars.ivy": ivy})
-    print("ivySettings", spark.conf.get("spark.jars.ivySettings"), flush=True)
-    spark.stop()
-    """
-)
 
 PY_FILES_SCRIPT = textwrap.dedent(
     """
@@ -71,13 +61,15 @@ def test_the_ivy_settings_name_maven_central_as_the_only_resolver():
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_packages_resolve_from_maven_central_only(tmp_path):
-    tmp = tmp_path
-    done = _run(IVY_SCRIPT, str(tmp / "ivy"), PROBE_PACKAGE, cwd=tmp)
-    output = done.stdout + done.stderr
-    assert f"ivySettings {spark_session.IVY_SETTINGS}" in done.stdout, done.stdout
+def test_packages_resolve_from_maven_central_only(tmp_path, caplog, monkeypatch):
+    """session() resolves its package once, in a spark-submit of its own with the project's Ivy settings."""
+    monkeypatch.delenv("DEFAULT_ARTIFACT_REPOSITORY", raising=False)
+    settings = {"spark.jars.ivySettings": spark_session.IVY_SETTINGS, "spark.jars.ivy": str(tmp_path / "ivy")}
+    with caplog.at_level(logging.DEBUG, logger="flinklike_spark.spark.packages"):
+        jars = package_jars(PROBE_PACKAGE, settings, manifest=tmp_path / "packages.json", announce=lambda _: None)
+    output = caplog.text
+    assert jars == [str(tmp_path / "ivy" / "jars" / "org.slf4j_slf4j-api-2.0.13.jar")], output[-3000:]
     assert f":: loading settings :: file = {spark_session.IVY_SETTINGS}" in output, output[-3000:]
-    assert (tmp / "ivy" / "jars" / "org.slf4j_slf4j-api-2.0.13.jar").is_file(), output[-3000:]
     assert "spark-packages" not in output, output[-5000:]
     assert "proxy server" not in output, output[-5000:]
 
