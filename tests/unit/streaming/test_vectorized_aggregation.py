@@ -16,7 +16,6 @@ import random
 import pyarrow as pa
 import pytest
 
-from flinklike_spark.datastream import aggregations as agg
 from flinklike_spark._runtime.network.partitioner import key_group_for, key_group_range
 from flinklike_spark._runtime.record_timestamps import with_timestamps
 from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation, KeyedReduceOperator
@@ -29,6 +28,7 @@ from flinklike_spark._runtime.streaming.vectorized_aggregation import (
 )
 from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark._runtime.streaming.window_operator import WindowOperator
+from flinklike_spark.datastream import aggregations as agg
 from flinklike_spark.datastream.window import SlidingEventTimeWindows, Time, TumblingEventTimeWindows
 from flinklike_spark.errors import ConfigurationError
 from tests.support.outputs import ListOutput
