@@ -45,6 +45,20 @@ def test_session_broker_serves_a_topic(kafka_broker, kafka_topic):
     assert kafka_broker.bootstrap_servers.startswith("127.0.0.1:")
 
 
+def _commit_when_the_coordinator_is_ready(consumer, offset, timeout: float = 60.0) -> None:
+    """Commit ``offset``: a fresh broker's group coordinator answers "load in progress" (retriable) while it
+    loads ``__consumer_offsets``, which a busy machine can stretch past librdkafka's own commit retries."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.commit(offsets=[offset], asynchronous=False)
+            return
+        except confluent_kafka.KafkaException as exc:
+            if not exc.args[0].retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_restart_keeps_port_topics_records_and_committed_offsets(kafka_cache_dir, tmp_path):
@@ -55,7 +69,7 @@ def test_restart_keeps_port_topics_records_and_committed_offsets(kafka_cache_dir
         broker.create_topic("kept", partitions=2)
         _produce(bootstrap, "kept", [b"a", b"b", b"c", b"d"], 2)
         consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g"})
-        consumer.commit(offsets=[confluent_kafka.TopicPartition("kept", 0, 2)], asynchronous=False)
+        _commit_when_the_coordinator_is_ready(consumer, confluent_kafka.TopicPartition("kept", 0, 2))
         consumer.close()
         first_pid = broker.pid
 

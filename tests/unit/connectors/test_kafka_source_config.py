@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.kafka.source import _java_string_hash, split_owner
+from connectors.kafka.splits import _java_string_hash, split_owner
 from flinklike_spark.common.serialization import SimpleStringSchema
 from flinklike_spark.connector_api import Boundedness
 from flinklike_spark.datastream.connectors.kafka import (
