@@ -5,43 +5,8 @@ connector lives (on librdkafka, ``pip install flinklike-spark[kafka]``; see docs
 also named here, as earlier versions did; its home is :mod:`connectors.kafka.testing`.
 """
 
-from connectors.kafka import (
-    DeliveryGuarantee,
-    FlinkFixedPartitioner,
-    FlinkKafkaConsumer,
-    KafkaOffsetResetStrategy,
-    KafkaOffsetsInitializer,
-    KafkaPartitioner,
-    KafkaPartitionSplit,
-    KafkaRecordDeserializationSchema,
-    KafkaRecordSerializationSchema,
-    KafkaRecordSerializationSchemaBuilder,
-    KafkaSink,
-    KafkaSinkBuilder,
-    KafkaSource,
-    KafkaSourceBuilder,
-    KafkaTopicPartition,
-    KafkaTopicSelector,
-)
+from connectors import kafka as _connector
+from connectors.kafka import *  # noqa: F403 - a face: the connector's public names, as its __all__ lists them
 from connectors.kafka.testing import LocalKafkaBroker, LocalKafkaBrokerConfig
 
-__all__ = [
-    "DeliveryGuarantee",
-    "FlinkFixedPartitioner",
-    "FlinkKafkaConsumer",
-    "KafkaOffsetResetStrategy",
-    "KafkaOffsetsInitializer",
-    "KafkaPartitionSplit",
-    "KafkaPartitioner",
-    "KafkaRecordDeserializationSchema",
-    "KafkaRecordSerializationSchema",
-    "KafkaRecordSerializationSchemaBuilder",
-    "KafkaSink",
-    "KafkaSinkBuilder",
-    "KafkaSource",
-    "KafkaSourceBuilder",
-    "KafkaTopicPartition",
-    "KafkaTopicSelector",
-    "LocalKafkaBroker",
-    "LocalKafkaBrokerConfig",
-]
+__all__ = [*_connector.__all__, "LocalKafkaBroker", "LocalKafkaBrokerConfig"]
