@@ -12,7 +12,13 @@ from datetime import timedelta
 from typing import Any
 
 from flinklike_spark._runtime.graph.execution_state import JobStatus
-from flinklike_spark.errors import ConfigurationError, JobClientTimeoutError, JobExecutionError, JobNotRunningError
+from flinklike_spark.errors import (
+    CheckpointStorageError,
+    ConfigurationError,
+    JobClientTimeoutError,
+    JobExecutionError,
+    JobNotRunningError,
+)
 from flinklike_spark.storage import StorageConfig
 
 __all__ = ["JobClient", "JobExecutionResult", "JobResultFuture"]
@@ -269,9 +275,13 @@ class JobClient:
                     copy = SavepointWriter.from_existing_savepoint(info.path, storage=self._storage).write(
                         target, storage=self._storage
                     )
-                except Exception as exc:
-                    raise type(exc)(f"{what} of job {self.job_id} completed at {info.path}, but its copy into "
-                                    f"{target!r} failed: {exc}") from exc  # fmt: skip
+                except Exception as exc:  # the savepoint itself is complete: say where it is
+                    raise CheckpointStorageError(
+                        f"{what} of job {self.job_id} completed at {info.path}, but its copy into {target!r} "
+                        f"failed ({type(exc).__name__}: {exc}); restore from {info.path}, or copy it with "
+                        f"SavepointWriter.from_existing_savepoint(path).write(directory)",
+                        url=target,
+                    ) from exc
                 result.set_result(copy)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 result.set_exception(exc)

@@ -16,7 +16,7 @@ import pytest
 
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
-from flinklike_spark.errors import ConfigurationError, JobCancelledError
+from flinklike_spark.errors import CheckpointStorageError, ConfigurationError, JobCancelledError
 from flinklike_spark.state_processor import SavepointReader
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -113,6 +113,21 @@ def test_pyflink_drain_is_refused_with_what_to_do(tmp_path):
         with pytest.raises(ConfigurationError, match=r"advance_to_end_of_time=True.*not supported.*False"):
             client.stop_with_savepoint(True)
         assert client.get_job_status().name == "RUNNING"
+    finally:
+        client.cancel()
+        with pytest.raises(JobCancelledError):
+            client.wait(60)
+
+
+def test_a_copy_that_cannot_be_written_names_the_completed_savepoint(tmp_path):
+    (tmp_path / "a-file").write_text("not a directory")
+    client = _running_with_records(tmp_path / "ck")
+    try:
+        future = client.trigger_savepoint(str(tmp_path / "a-file" / "savepoints"))
+        with pytest.raises(CheckpointStorageError, match=r"completed at .*/ck/[0-9a-f]{32}/chk-\d+, but its copy") as info:
+            future.result(timeout=120)
+        restorable = str(info.value).split("completed at ")[1].split(",")[0]
+        assert os.path.isdir(restorable)  # the savepoint itself is there, with its _metadata
     finally:
         client.cancel()
         with pytest.raises(JobCancelledError):
