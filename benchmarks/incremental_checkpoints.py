@@ -214,9 +214,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--checkpoints", type=int, default=8, help="checkpoints measured per configuration")
-    parser.add_argument("--rates", type=float, nargs="+", default=[1.0, 10.0], help="percent of keys changed per second")
-    parser.add_argument("--engine-records", type=int, default=4_000_000,
-                        help="records of the engine keyed-count runs (0: skip them)")
+    parser.add_argument(
+        "--rates", type=float, nargs="+", default=[1.0, 10.0], help="percent of keys changed per second"
+    )
+    parser.add_argument(
+        "--engine-records", type=int, default=4_000_000, help="records of the engine keyed-count runs (0: skip them)"
+    )
     parser.add_argument("--engine-rounds", type=int, default=3)
     parser.add_argument("--backends", nargs="+", default=["hashmap", "rocksdb"], choices=["hashmap", "rocksdb"])
     args = parser.parse_args()
@@ -243,13 +246,18 @@ def main() -> None:
               + ", ".join(f"{b} {r['duration'] * 1000:.0f} / {r['cpu'] * 1000:.0f} ms"
                           for b, r in incremental_at_10.items()), flush=True)  # fmt: skip
     off, on = per_record_cost(1_000_000)
-    print(f"per-record value()+update(): {off * 1e9:.0f} ns untracked, {on * 1e9:.0f} ns tracked "
-          f"(+{(on / off - 1) * 100:.1f}%)", flush=True)
+    print(
+        f"per-record value()+update(): {off * 1e9:.0f} ns untracked, {on * 1e9:.0f} ns tracked "
+        f"(+{(on / off - 1) * 100:.1f}%)",
+        flush=True,
+    )
     if args.engine_records:
         full, incremental = engine_throughput(args.engine_records, args.engine_rounds)
-        print(f"engine keyed count, checkpoints every 1 s: {full:,.0f} rec/s with full checkpoints, "
-              f"{incremental:,.0f} rec/s with incremental ones ({(incremental / full - 1) * 100:+.1f}%, "
-              f"medians of {args.engine_rounds} alternating runs)")
+        print(
+            f"engine keyed count, checkpoints every 1 s: {full:,.0f} rec/s with full checkpoints, "
+            f"{incremental:,.0f} rec/s with incremental ones ({(incremental / full - 1) * 100:+.1f}%, "
+            f"medians of {args.engine_rounds} alternating runs)"
+        )
 
 
 if __name__ == "__main__":

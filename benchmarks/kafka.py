@@ -63,9 +63,16 @@ SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 
 # -- input and output -------------------------------------------------------------------------------------
 
+
 def write_input(servers: str, topic: str, records: int, keys: int) -> None:
-    producer = Producer({"bootstrap.servers": servers, "linger.ms": 20, "batch.num.messages": 10000,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": servers,
+            "linger.ms": 20,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     for i in range(records):
         key = i % keys
         while True:
@@ -80,9 +87,14 @@ def write_input(servers: str, topic: str, records: int, keys: int) -> None:
 
 def read_output(servers: str, topic: str, *, committed: bool) -> list[tuple[bytes, int]]:
     """(value, create timestamp ms) of every record of ``topic`` up to its end."""
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": "read_committed" if committed else "read_uncommitted",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         parts = [TopicPartition(topic, p, 0) for p in range(PARTITIONS)]
         ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in parts}
@@ -127,6 +139,7 @@ def create_topics(servers: str, *names: str) -> None:
 
 # -- this engine ------------------------------------------------------------------------------------------
 
+
 class Count(KeyedProcessFunction):
     """A count per key; the output keeps the input's third field (its send time) for latency runs."""
 
@@ -150,33 +163,60 @@ class KeyOfLine:
         return line.partition(",")[0].encode()
 
 
-def engine_job(servers: str, source_topic: str, sink_topic: str, guarantee: DeliveryGuarantee, *, bounded: bool,
-               checkpoint_ms: int, work: Path) -> StreamExecutionEnvironment:
-    env = StreamExecutionEnvironment.get_execution_environment({
-        "parallelism.default": 2, "local.number-taskmanager": 2,
-        "execution.checkpointing.dir": str(work / f"cp-{uuid.uuid4().hex[:6]}"),
-    })
+def engine_job(
+    servers: str,
+    source_topic: str,
+    sink_topic: str,
+    guarantee: DeliveryGuarantee,
+    *,
+    bounded: bool,
+    checkpoint_ms: int,
+    work: Path,
+) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {
+            "parallelism.default": 2,
+            "local.number-taskmanager": 2,
+            "execution.checkpointing.dir": str(work / f"cp-{uuid.uuid4().hex[:6]}"),
+        }
+    )
     env.enable_checkpointing(checkpoint_ms)
-    builder = (KafkaSource.builder().set_bootstrap_servers(servers).set_topics(source_topic)
-               .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-               .set_value_only_deserializer(SimpleStringSchema()))
+    builder = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(servers)
+        .set_topics(source_topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(SimpleStringSchema())
+    )
     if bounded:
         builder.set_bounded(KafkaOffsetsInitializer.latest())
-    sink = (KafkaSink.builder().set_bootstrap_servers(servers)
-            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(sink_topic)
-                                   .set_key_serialization_schema(KeyOfLine())
-                                   .set_value_serialization_schema(SimpleStringSchema()).build())
-            .set_delivery_guarantee(guarantee).set_property("linger.ms", "5").build())
-    (env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "in")
+    sink = (
+        KafkaSink.builder()
+        .set_bootstrap_servers(servers)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic(sink_topic)
+            .set_key_serialization_schema(KeyOfLine())
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(guarantee)
+        .set_property("linger.ms", "5")
+        .build()
+    )
+    (
+        env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "in")
         .map(split_line, output_type=Types.TUPLE([Types.STRING(), Types.STRING()]))
         .key_by(lambda t: t[0], key_type=Types.STRING())
         .process(Count(), output_type=Types.STRING())
-        .sink_to(sink))
+        .sink_to(sink)
+    )
     return env
 
 
-def engine_throughput(servers: str, source: str, records: int, keys: int, guarantee: DeliveryGuarantee,
-                      work: Path) -> dict:
+def engine_throughput(
+    servers: str, source: str, records: int, keys: int, guarantee: DeliveryGuarantee, work: Path
+) -> dict:
     out = f"out-{uuid.uuid4().hex[:8]}"
     create_topics(servers, out)
     started = time.perf_counter()
@@ -191,15 +231,19 @@ def engine_throughput(servers: str, source: str, records: int, keys: int, guaran
 
 # -- Spark ------------------------------------------------------------------------------------------------
 
+
 def spark_session():
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (SparkSession.builder.master("local[2]").appName("kafka-bench")
-            .config("spark.jars.packages", SPARK_KAFKA_PACKAGE)
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate())
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("kafka-bench")
+        .config("spark.jars.packages", SPARK_KAFKA_PACKAGE)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
 
 
 def _spark_count(key, frames, state):
@@ -217,23 +261,33 @@ def _spark_count(key, frames, state):
     state.update((count,))
 
 
-def spark_query(spark, servers: str, source: str, sink: str, work: Path, *, max_offsets: int | None,
-                available_now: bool):
+def spark_query(
+    spark, servers: str, source: str, sink: str, work: Path, *, max_offsets: int | None, available_now: bool
+):
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
-              .option("subscribe", source).option("startingOffsets", "earliest"))
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+    )
     if max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
     lines = reader.load().select(F.col("value").cast("string").alias("line"))
     parts = F.split("line", ",")
     rows = lines.select(F.get(parts, 0).alias("key"), F.coalesce(F.get(parts, 2), F.lit("")).alias("sent"))
-    counted = rows.groupBy("key").applyInPandasWithState(_spark_count, "key string, value string", "count long",
-                                                          "Update", GroupStateTimeout.NoTimeout)
-    writer = (counted.writeStream.format("kafka").option("kafka.bootstrap.servers", servers)
-              .option("topic", sink).option("checkpointLocation", str(work / f"spark-{uuid.uuid4().hex[:6]}"))
-              .outputMode("update"))
+    counted = rows.groupBy("key").applyInPandasWithState(
+        _spark_count, "key string, value string", "count long", "Update", GroupStateTimeout.NoTimeout
+    )
+    writer = (
+        counted.writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("topic", sink)
+        .option("checkpointLocation", str(work / f"spark-{uuid.uuid4().hex[:6]}"))
+        .outputMode("update")
+    )
     if available_now:
         writer = writer.trigger(availableNow=True)
     return writer.start()
@@ -245,18 +299,17 @@ def spark_throughput(spark, servers: str, source: str, records: int, keys: int, 
         out = f"spark-out-{uuid.uuid4().hex[:8]}"
         create_topics(servers, out)
         started = time.perf_counter()
-        query = spark_query(spark, servers, source, out, work, max_offsets=-(-records // batches),
-                            available_now=True)
+        query = spark_query(spark, servers, source, out, work, max_offsets=-(-records // batches), available_now=True)
         query.awaitTermination()
         wall = time.perf_counter() - started
-        busy = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress
-                   if p["numInputRows"]) / 1000
+        busy = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress if p["numInputRows"]) / 1000
         check_counts(read_output(servers, out, committed=False), records, keys, f"spark ({batches} batches)")
         results.append({"busy_s": busy, "wall_s": wall, "rate": records / busy, "batches": batches})
     return max(results, key=lambda r: r["rate"]) | {"sweep": results}
 
 
 # -- latency ----------------------------------------------------------------------------------------------
+
 
 def feed_at_rate(servers: str, topic: str, keys: int, rate: int, seconds: float, stop: threading.Event) -> int:
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 0})
@@ -273,11 +326,16 @@ def feed_at_rate(servers: str, topic: str, keys: int, rate: int, seconds: float,
     return sent
 
 
-def measure_latency(servers: str, topic: str, committed: bool, until: threading.Event, warmup_s: float
-                    ) -> list[float]:
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"lat-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": "read_committed" if committed else "read_uncommitted",
-                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 5})
+def measure_latency(servers: str, topic: str, committed: bool, until: threading.Event, warmup_s: float) -> list[float]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": f"lat-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 5,
+        }
+    )
     consumer.subscribe([topic])
     latencies, started = [], time.monotonic()
     try:
@@ -313,20 +371,27 @@ def latency_run(servers: str, keys: int, rate: int, seconds: float, start_job, c
     stop_job()
     if not measured:
         raise AssertionError("no output measured")
-    return {"sent": sent, "measured": len(measured), "p50_ms": percentile(measured, 0.5),
-            "p99_ms": percentile(measured, 0.99)}
+    return {
+        "sent": sent,
+        "measured": len(measured),
+        "p50_ms": percentile(measured, 0.5),
+        "p99_ms": percentile(measured, 0.99),
+    }
 
 
 def engine_latency_starter(servers: str, guarantee: DeliveryGuarantee, work: Path):
     def start(source: str, out: str):
-        client = engine_job(servers, source, out, guarantee, bounded=False, checkpoint_ms=500,
-                            work=work).execute_async("latency")
+        client = engine_job(servers, source, out, guarantee, bounded=False, checkpoint_ms=500, work=work).execute_async(
+            "latency"
+        )
 
         def stop():
             client.cancel()
             with contextlib.suppress(JobCancelledError):
                 client.wait(60)
+
         return stop
+
     return start
 
 
@@ -334,10 +399,12 @@ def spark_latency_starter(spark, servers: str, work: Path):
     def start(source: str, out: str):
         query = spark_query(spark, servers, source, out, work, max_offsets=None, available_now=False)
         return query.stop
+
     return start
 
 
 # -- main -------------------------------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -349,8 +416,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.records, args.keys, args.rate, args.seconds = 50_000, 100, 2_000, 5.0
-    print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"load {os.getloadavg()[0]:.1f}; records {args.records:,}, keys {args.keys:,}")
+    print(
+        f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"load {os.getloadavg()[0]:.1f}; records {args.records:,}, keys {args.keys:,}"
+    )
     work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
     with LocalKafkaBroker(heap="1g") as broker:
         servers = broker.bootstrap_servers
@@ -362,33 +431,56 @@ def main(argv: list[str] | None = None) -> None:
 
         results = {}
         for guarantee in (DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE):
-            results[guarantee.name] = r = engine_throughput(servers, source, args.records, args.keys, guarantee,
-                                                             work)
-            print(f"engine {guarantee.name:13}: {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
-                  f"{r['wall_s']:.1f} s wall)", flush=True)
+            results[guarantee.name] = r = engine_throughput(servers, source, args.records, args.keys, guarantee, work)
+            print(
+                f"engine {guarantee.name:13}: {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
+                f"{r['wall_s']:.1f} s wall)",
+                flush=True,
+            )
         spark = spark_session()
         spark.sparkContext.setLogLevel("ERROR")
         results["spark"] = r = spark_throughput(spark, servers, source, args.records, args.keys, work)
         sweep = ", ".join(f"{s['batches']} batch(es): {s['rate']:,.0f}" for s in r["sweep"])
-        print(f"spark (best of sweep)   : {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
-              f"{r['wall_s']:.1f} s wall; sweep {sweep})", flush=True)
+        print(
+            f"spark (best of sweep)   : {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
+            f"{r['wall_s']:.1f} s wall; sweep {sweep})",
+            flush=True,
+        )
         for name in ("EXACTLY_ONCE", "AT_LEAST_ONCE"):
             print(f"ratio engine {name} / spark: {results[name]['rate'] / r['rate']:.2f}x")
 
         print(f"latency at {args.rate:,} rec/s for {args.seconds:.0f} s:")
         lat = {
-            "engine AT_LEAST_ONCE": latency_run(servers, args.keys, args.rate, args.seconds,
-                                                engine_latency_starter(servers, DeliveryGuarantee.AT_LEAST_ONCE,
-                                                                       work), committed=False),
+            "engine AT_LEAST_ONCE": latency_run(
+                servers,
+                args.keys,
+                args.rate,
+                args.seconds,
+                engine_latency_starter(servers, DeliveryGuarantee.AT_LEAST_ONCE, work),
+                committed=False,
+            ),
             "engine EXACTLY_ONCE (500 ms checkpoints)": latency_run(
-                servers, args.keys, args.rate, args.seconds,
-                engine_latency_starter(servers, DeliveryGuarantee.EXACTLY_ONCE, work), committed=True),
-            "spark (default trigger)": latency_run(servers, args.keys, args.rate, args.seconds,
-                                                   spark_latency_starter(spark, servers, work), committed=False),
+                servers,
+                args.keys,
+                args.rate,
+                args.seconds,
+                engine_latency_starter(servers, DeliveryGuarantee.EXACTLY_ONCE, work),
+                committed=True,
+            ),
+            "spark (default trigger)": latency_run(
+                servers,
+                args.keys,
+                args.rate,
+                args.seconds,
+                spark_latency_starter(spark, servers, work),
+                committed=False,
+            ),
         }
         for name, r in lat.items():
-            print(f"  {name:42}: p50 {r['p50_ms']:8.1f} ms, p99 {r['p99_ms']:8.1f} ms "
-                  f"({r['measured']:,} of {r['sent']:,} records measured)")
+            print(
+                f"  {name:42}: p50 {r['p50_ms']:8.1f} ms, p99 {r['p99_ms']:8.1f} ms "
+                f"({r['measured']:,} of {r['sent']:,} records measured)"
+            )
         spark_p99 = lat["spark (default trigger)"]["p99_ms"]
         print(f"ratio p99 spark / engine AT_LEAST_ONCE: {spark_p99 / lat['engine AT_LEAST_ONCE']['p99_ms']:.1f}x")
         spark.stop()

@@ -114,8 +114,11 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> 
                 done = list_completed_checkpoints(checkpoints, client.job_id) if client.job_id else []
                 if done and done[-1].trigger_time.timestamp() > all_seen:
                     break
-            wait_for(lambda: len(task_executor_processes()) == 2 + redundant,
-                     f"{2 + redundant} TaskExecutors (now {[p.pid for p in task_executor_processes()]})", 60)
+            wait_for(
+                lambda: len(task_executor_processes()) == 2 + redundant,
+                f"{2 + redundant} TaskExecutors (now {[p.pid for p in task_executor_processes()]})",
+                60,
+            )
             processes = task_executor_processes()
             rss = sum(p.memory_info().rss for p in processes)
             last = done[-1].checkpoint_id
@@ -139,8 +142,10 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> 
                 next_checkpoint = newer[0] if next_checkpoint is None and newer else next_checkpoint
             if first is None or next_checkpoint is None:
                 history = [str(e.root_cause).partition("\n")[0] for e in client.get_exception_history()]
-                raise SystemExit(f"after the kill: first output {first}, next checkpoint {next_checkpoint}; "
-                                 f"status {client.get_job_status()}, restarts {client.num_restarts}: {history}")
+                raise SystemExit(
+                    f"after the kill: first output {first}, next checkpoint {next_checkpoint}; "
+                    f"status {client.get_job_status()}, restarts {client.num_restarts}: {history}"
+                )
             placement = client.get_task_placement()
             restarted_on = {p["resource_id"] for p in placement.values()}
             deployed = max(p["deployed_at"] for p in placement.values())
@@ -165,18 +170,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=100_000)
-    parser.add_argument("--failure", choices=["sigkill", "exception"], default="sigkill",
-                        help="SIGKILL a TaskExecutor, or raise once in a counting subtask")
+    parser.add_argument(
+        "--failure",
+        choices=["sigkill", "exception"],
+        default="sigkill",
+        help="SIGKILL a TaskExecutor, or raise once in a counting subtask",
+    )
     parser.add_argument("--local", choices=["both", "true", "false"], default="both")
-    parser.add_argument("--redundant", type=int, default=0, help="spare TaskExecutors (slotmanager.redundant-taskmanager-num)")
+    parser.add_argument(
+        "--redundant", type=int, default=0, help="spare TaskExecutors (slotmanager.redundant-taskmanager-num)"
+    )
     args = parser.parse_args()
     settings = {"both": (False, True), "true": (True,), "false": (False,)}[args.local]
     load = os.getloadavg()[0]
     results = {local: run(args.keys, args.rate, local, args.failure, args.redundant) for local in settings}
     print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
           f"load {load:.1f} -> {os.getloadavg()[0]:.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
-    print(f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}, "
-          f"{args.redundant} spare TaskExecutors")
+    print(
+        f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}, "
+        f"{args.redundant} spare TaskExecutors"
+    )
     for local, r in results.items():
         print(f"  from-local={str(local).lower():5}  kill->first output {r['first_output']:6.2f} s  "
               f"kill->next checkpoint {r['next_checkpoint']:6.2f} s (it took {r['checkpoint_duration']:5.2f} s)  "

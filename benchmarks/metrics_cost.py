@@ -102,9 +102,11 @@ def main() -> None:
         ratios.append(with_ / without)
         print(f"  round {round_number}: without {without:,.0f} rec/s | with {with_:,.0f} rec/s ({polls} polls) "
               f"| with/without {ratios[-1]:.3f}", flush=True)  # fmt: skip
-    print(f"keyed count, {args.task_managers} TM, {args.records:,} records, polls every {args.poll_interval} s: "
-          f"with/without metrics reporting "
-          f"{statistics.median(ratios):.3f} (median of {args.rounds} rounds; target >= 0.95)")
+    print(
+        f"keyed count, {args.task_managers} TM, {args.records:,} records, polls every {args.poll_interval} s: "
+        f"with/without metrics reporting "
+        f"{statistics.median(ratios):.3f} (median of {args.rounds} rounds; target >= 0.95)"
+    )
 
 
 if __name__ == "__main__":

@@ -105,8 +105,9 @@ def start_job(strategy: str, delay: float, directory: Path):
     env = StreamExecutionEnvironment(config)
     env.disable_operator_chaining()
     (
-        env.from_source(SequenceSource(num_keys=16, records_per_key=None, rows_per_second=40_000, batch_size=256),
-                        name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(num_keys=16, records_per_key=None, rows_per_second=40_000, batch_size=256), name="seq"
+        )  # fmt: skip
         .map(FailOnDemand(str(directory)))
         .sink_to(RateSink(str(directory)))
     )
@@ -196,8 +197,10 @@ def main() -> None:
     before, during, restart = unaffected_throughput(args.delay, args.window)
     print(f"(b) unaffected regions: {before:,.0f} rows/s before, {during:,.0f} rows/s during a {restart:.2f} s "
           f"restart of region {FAILING} ({during / before:.0%})")  # fmt: skip
-    print(f"summary: region {results['region'] * 1000:.0f} ms, full {results['full'] * 1000:.0f} ms "
-          f"(target region < 1000 ms); unaffected throughput {during / before:.0%} (target >= 90%)")
+    print(
+        f"summary: region {results['region'] * 1000:.0f} ms, full {results['full'] * 1000:.0f} ms "
+        f"(target region < 1000 ms); unaffected throughput {during / before:.0%} (target >= 90%)"
+    )
 
 
 if __name__ == "__main__":

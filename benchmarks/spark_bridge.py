@@ -97,8 +97,12 @@ class Recorder:
     def summary(self) -> dict:
         lat = np.concatenate(self.latencies) if self.latencies else np.array([np.nan])
         span = (self.last - self.first) if self.first is not None and self.last > self.first else float("nan")
-        return {"rows": self.rows, "rows_per_s": self.rows / span if span == span else float("nan"),
-                "p50_ms": float(np.nanpercentile(lat, 50)), "p99_ms": float(np.nanpercentile(lat, 99))}
+        return {
+            "rows": self.rows,
+            "rows_per_s": self.rows / span if span == span else float("nan"),
+            "p50_ms": float(np.nanpercentile(lat, 50)),
+            "p99_ms": float(np.nanpercentile(lat, 99)),
+        }
 
 
 def run_bridge(spark, work: Path, pipeline: str, seconds: float) -> dict:

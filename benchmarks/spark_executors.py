@@ -91,8 +91,10 @@ def failover(args: argparse.Namespace) -> None:
     executors = 2 + args.redundant
     cluster = StandaloneCluster(work, cores=executors).start()
     try:
-        conf = cluster.spark_conf() | {"spark.cores.max": str(executors),
-                                       "spark.submit.pyFiles": str(write_project_zip(work / "flinklike.zip"))}
+        conf = cluster.spark_conf() | {
+            "spark.cores.max": str(executors),
+            "spark.submit.pyFiles": str(write_project_zip(work / "flinklike.zip")),
+        }
         os.chdir(work)  # spark-warehouse
         spark = session("bench-spark-failover", master=None, config=conf)
         spark.sparkContext.setLogLevel("ERROR")

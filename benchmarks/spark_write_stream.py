@@ -76,11 +76,14 @@ def run(spark, workdir: str, parallelism: int, rows_per_batch: int, seconds: flo
     job = os.path.join(workdir, f"p{parallelism}", "job")
     out = os.path.join(workdir, f"p{parallelism}", OUT)
     rows = (
-        spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
-        .option("numPartitions", 2).load()
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", 2)
+        .load()
     )
     query = (
-        rows.select("value").writeStream.format("flinklike")
+        rows.select("value")
+        .writeStream.format("flinklike")
         .option("pipeline", "spark_write_stream:passthrough")
         .option("execution.checkpointing.dir", job)
         .option("execution.checkpointing.interval", "1 s")
@@ -102,8 +105,12 @@ def run(spark, workdir: str, parallelism: int, rows_per_batch: int, seconds: flo
         end_rows, end_fed, elapsed = _rows(out), _input_rows_ever(job), time.monotonic() - start
     finally:
         query.stop()
-    return {"parallelism": parallelism, "rows": end_rows - start_rows, "rows_per_s": (end_rows - start_rows) / elapsed,
-            "fed_per_s": (end_fed - start_fed) / elapsed}
+    return {
+        "parallelism": parallelism,
+        "rows": end_rows - start_rows,
+        "rows_per_s": (end_rows - start_rows) / elapsed,
+        "fed_per_s": (end_fed - start_fed) / elapsed,
+    }
 
 
 def main() -> int:
@@ -119,9 +126,11 @@ def main() -> int:
     workdir = tempfile.mkdtemp(prefix="spark-write-stream-")
     results = [run(spark, workdir, p, args.rows_per_batch, args.seconds) for p in (1, 2)]
     spark.stop()
-    print(f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, "
-          f"rate-micro-batch {args.rows_per_batch:,} rows per micro-batch over 2 partitions, "
-          f"{args.seconds:.0f} s per run")
+    print(
+        f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, "
+        f"rate-micro-batch {args.rows_per_batch:,} rows per micro-batch over 2 partitions, "
+        f"{args.seconds:.0f} s per run"
+    )
     print("| source parallelism | rows in the window | rows/s (engine -> Delta) | ratio | rows/s Spark -> input |")
     print("|---:|---:|---:|---:|---:|")
     for r in results:

@@ -43,10 +43,19 @@ def main() -> None:
 
         from flinklike_spark.spark import session
 
-        spark = timed("spark session", lambda: session("state-processor-benchmark", config={"spark.ui.enabled": "false"}))
+        spark = timed(
+            "spark session", lambda: session("state-processor-benchmark", config={"spark.ui.enabled": "false"})
+        )
         events = int(args.keys * 2.5)
-        timed("write the history Delta table", lambda: spark.range(events).select(
-            ((F.col("id") * 48271) % args.keys).alias("key")).write.format("delta").save(f"{directory}/history"))
+        timed(
+            "write the history Delta table",
+            lambda: (
+                spark.range(events)
+                .select(((F.col("id") * 48271) % args.keys).alias("key"))
+                .write.format("delta")
+                .save(f"{directory}/history")
+            ),
+        )
         counts = spark.read.format("delta").load(f"{directory}/history").groupBy("key").agg(F.count("*").alias("count"))
         data = timed("Spark groupBy count + toArrow", counts.toArrow)
     else:
@@ -56,7 +65,9 @@ def main() -> None:
                  .write(f"{directory}/savepoints"))  # fmt: skip
     state = timed("read_keyed_state", lambda: SavepointReader.read(path).read_keyed_state("count"))
     assert state.num_rows == args.keys
-    derived = timed("derive a copy", lambda: SavepointWriter.from_existing_savepoint(path).write(f"{directory}/savepoints"))
+    derived = timed(
+        "derive a copy", lambda: SavepointWriter.from_existing_savepoint(path).write(f"{directory}/savepoints")
+    )
     rng = random.Random(1)
     new = [{"key": rng.randrange(args.keys), "amount": 1} for _ in range(3000)]
     config = {"parallelism.default": 2, "local.number-taskmanager": 2, "execution.state-recovery.path": derived}

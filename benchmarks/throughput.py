@@ -102,9 +102,7 @@ def run_timed(env: StreamExecutionEnvironment, config: Configuration, name: str)
 
 
 def measure(build, records: int, task_managers: int, extra: dict) -> float:
-    config = Configuration(
-        {"parallelism.default": task_managers, "local.number-taskmanager": task_managers, **extra}
-    )
+    config = Configuration({"parallelism.default": task_managers, "local.number-taskmanager": task_managers, **extra})
     env = StreamExecutionEnvironment.get_execution_environment(config)
     build(env, records)
     rows, counted, elapsed = run_timed(env, config, build.__name__)
@@ -120,11 +118,16 @@ def main() -> None:
     parser.add_argument("--records-a", type=int, default=100_000_000)
     parser.add_argument("--records-b", type=int, default=20_000_000)
     parser.add_argument(
-        "--rounds", type=int, default=3,
+        "--rounds",
+        type=int,
+        default=3,
         help="rounds of (1 TM, 2 TM) measured back to back; the medians are reported (default 3)",
     )
     parser.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE",
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="extra configuration, e.g. --conf taskmanager.memory.segment-size=128kb",
     )
     args = parser.parse_args()

@@ -108,7 +108,9 @@ def measure(build, records: int, window_ms: int, parallelism: int) -> float:
     env = StreamExecutionEnvironment.get_execution_environment(config)
     build(env, records, window_ms)
     rows, counted, elapsed = run_timed(env, config, build.__name__)
-    if rows != expected_rows(build, records, window_ms) or (build in (keyed_count, window_count) and counted != records):
+    if rows != expected_rows(build, records, window_ms) or (
+        build in (keyed_count, window_count) and counted != records
+    ):
         raise SystemExit(f"{build.__name__}: {rows} rows counting {counted} records: wrong result")
     return records / elapsed
 

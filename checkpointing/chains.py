@@ -50,7 +50,10 @@ _TIMER_KIND = StateKind.TIMER.value
 def encode_chains(chains: Mapping[tuple[str, int], Iterable[int]]) -> str:
     """The ``state_chains`` property value for ``chains`` (JSON, sorted, readable by Spark's ``from_json``)."""
     return json.dumps(
-        [{"uid": uid, "subtask": subtask, "chain": [int(c) for c in chain]} for (uid, subtask), chain in sorted(chains.items())],
+        [
+            {"uid": uid, "subtask": subtask, "chain": [int(c) for c in chain]}
+            for (uid, subtask), chain in sorted(chains.items())
+        ],
         separators=(",", ":"),
     )
 

@@ -204,9 +204,7 @@ class CheckpointCommitter:
         check_job_id(job_id)
         check_checkpoint_id(checkpoint_id)
         record = (
-            checkpoint_row
-            if isinstance(checkpoint_row, CheckpointRecord)
-            else CheckpointRecord(**dict(checkpoint_row))
+            checkpoint_row if isinstance(checkpoint_row, CheckpointRecord) else CheckpointRecord(**dict(checkpoint_row))
         )
         for h in handles:
             if h.job_id != job_id or h.checkpoint_id != checkpoint_id:
@@ -287,7 +285,9 @@ class CheckpointCommitter:
         if not parents:
             return
         if record.kind is CheckpointKind.SAVEPOINT:
-            raise ValueError(f"savepoint {checkpoint_id} of job {job_id!r} has incremental state; savepoints are self-contained")
+            raise ValueError(
+                f"savepoint {checkpoint_id} of job {job_id!r} has incremental state; savepoints are self-contained"
+            )
         from .reader import read_checkpoints_table
 
         rows = read_checkpoints_table(self._layout, job_id).select(["checkpoint_id", "properties"]).to_pylist()

@@ -108,14 +108,17 @@ def operator_state(
     if resolve:
         table = _resolved(as_layout(base), table, checkpoint_id, job_id, operator_uid).drop_columns(["change"])
     return table.sort_by(
-        [("job_id", "ascending"), ("operator_uid", "ascending"), ("key_group", "ascending"),
-         ("state_name", "ascending"), ("subtask", "ascending")]
+        [
+            ("job_id", "ascending"),
+            ("operator_uid", "ascending"),
+            ("key_group", "ascending"),
+            ("state_name", "ascending"),
+            ("subtask", "ascending"),
+        ]
     )
 
 
-def _resolved(
-    layout, table: pa.Table, checkpoint_id: int, job_id: str | None, operator_uid: str | None
-) -> pa.Table:
+def _resolved(layout, table: pa.Table, checkpoint_id: int, job_id: str | None, operator_uid: str | None) -> pa.Table:
     """``table`` with the rows of every chained (job, operator) replaced by its resolved state."""
     rows = read_checkpoints_table(layout, job_id).filter(pc.equal(pc.field("checkpoint_id"), checkpoint_id))
     for row in rows.select(["job_id", "properties"]).to_pylist():
@@ -147,9 +150,15 @@ def channel_state(
         base, CHANNEL_STATE, job_id=job_id, checkpoint_id=checkpoint_id, filter=_filter(operator_uid)
     )
     table = table.sort_by(
-        [("job_id", "ascending"), ("operator_uid", "ascending"), ("subtask", "ascending"),
-         ("direction", "ascending"), ("gate", "ascending"), ("channel", "ascending"),
-         ("sequence", "ascending")]
+        [
+            ("job_id", "ascending"),
+            ("operator_uid", "ascending"),
+            ("subtask", "ascending"),
+            ("direction", "ascending"),
+            ("gate", "ascending"),
+            ("channel", "ascending"),
+            ("sequence", "ascending"),
+        ]
     )
     if include_payload:
         return table
@@ -192,8 +201,7 @@ def format_rows(table: pa.Table) -> str:
     """Any Arrow table as :func:`format_table` text: column names as header, numbers
     right-aligned, nulls blank. Drop binary columns first; they print as Python bytes."""
     numeric = {
-        i for i, field in enumerate(table.schema)
-        if pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+        i for i, field in enumerate(table.schema) if pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
     }
     rows = [tuple("" if v is None else str(v) for v in row.values()) for row in table.to_pylist()]
     return format_table(table.column_names, rows, right=numeric)
@@ -207,8 +215,18 @@ def format_history(table: pa.Table) -> str:
     """
     if table.num_rows == 0:
         return "no completed checkpoints"
-    header = ("JOB", "ID", "KIND", "MODE", "COMPLETED (UTC)", "DURATION", "ALIGNMENT", "STATE",
-              "CHANNEL STATE", "OPERATORS")
+    header = (
+        "JOB",
+        "ID",
+        "KIND",
+        "MODE",
+        "COMPLETED (UTC)",
+        "DURATION",
+        "ALIGNMENT",
+        "STATE",
+        "CHANNEL STATE",
+        "OPERATORS",
+    )
     rows = [
         (
             row["job_id"],

@@ -115,9 +115,7 @@ class CheckpointLayout:
     delta_storage_options: Mapping[str, str] | None = None
     fsspec_options: Mapping[str, Any] | None = None
     storage: StorageConfig | None = None
-    _tables: threading.local = dataclasses.field(
-        default_factory=threading.local, init=False, repr=False, compare=False
-    )
+    _tables: threading.local = dataclasses.field(default_factory=threading.local, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, (str, os.PathLike)) or not str(self.base_url):

@@ -111,7 +111,7 @@ class CompletedCheckpoint:
     def max_parallelism(self) -> dict[str, int]:
         """Vertex id -> max parallelism at checkpoint time; empty for checkpoints that did not record it."""
         prefix = MAX_PARALLELISM_PROPERTY_PREFIX
-        return {k[len(prefix):]: int(v) for k, v in self.properties.items() if k.startswith(prefix)}
+        return {k[len(prefix) :]: int(v) for k, v in self.properties.items() if k.startswith(prefix)}
 
     @property
     def finished_vertices(self) -> frozenset[str]:
@@ -219,9 +219,7 @@ def list_completed_checkpoints(
     return found
 
 
-def latest_completed(
-    base: Base, job_id: str, *, include_savepoints: bool = True
-) -> CompletedCheckpoint | None:
+def latest_completed(base: Base, job_id: str, *, include_savepoints: bool = True) -> CompletedCheckpoint | None:
     """The completed checkpoint of ``job_id`` with the highest id, or None. Not validated."""
     found = list_completed_checkpoints(base, job_id, include_savepoints=include_savepoints)
     return found[-1] if found else None
@@ -274,12 +272,9 @@ def _committed_files(
     return sorted(out)
 
 
-def _corrupt(
-    layout: CheckpointLayout, job_id: str, checkpoint_id: int, path: str, what: str
-) -> CorruptCheckpointError:
+def _corrupt(layout: CheckpointLayout, job_id: str, checkpoint_id: int, path: str, what: str) -> CorruptCheckpointError:
     return CorruptCheckpointError(
-        f"checkpoint {checkpoint_id} of job {job_id!r} under {layout.base_url!r} is corrupt: "
-        f"file {path} {what}",
+        f"checkpoint {checkpoint_id} of job {job_id!r} under {layout.base_url!r} is corrupt: file {path} {what}",
         url=layout.base_url,
         job_id=job_id,
         checkpoint_id=checkpoint_id,
@@ -398,7 +393,10 @@ def verify_checkpoint(base: Base, job_id: str, checkpoint_id: int, *, full: bool
                 _check_file(layout, job_id, cid, path, size, footer=True)
             except CorruptCheckpointError as exc:
                 raise _corrupt(
-                    layout, job_id, checkpoint_id, path,
+                    layout,
+                    job_id,
+                    checkpoint_id,
+                    path,
                     f"(shared with checkpoint {cid} in its incremental chain) is bad: {exc}",
                 ) from exc
             if full:
@@ -640,13 +638,19 @@ def read_channel_state(
             batches = list(pa.ipc.open_stream(row["payload"]))
         except pa.ArrowException as exc:
             raise _corrupt(
-                layout, job_id, checkpoint_id, layout.table_path(CHANNEL_STATE),
+                layout,
+                job_id,
+                checkpoint_id,
+                layout.table_path(CHANNEL_STATE),
                 f"has an unreadable payload at gate {row['gate']} channel {row['channel']} "
                 f"sequence {row['sequence']} ({exc})",
             ) from exc
         if len(batches) != 1 or batches[0].num_rows != row["rows"]:
             raise _corrupt(
-                layout, job_id, checkpoint_id, layout.table_path(CHANNEL_STATE),
+                layout,
+                job_id,
+                checkpoint_id,
+                layout.table_path(CHANNEL_STATE),
                 f"has a payload at gate {row['gate']} channel {row['channel']} sequence "
                 f"{row['sequence']} that is not one batch of {row['rows']} rows",
             )

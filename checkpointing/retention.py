@@ -194,7 +194,9 @@ def _delete(layout: CheckpointLayout, table: str, predicate: str) -> tuple[Delta
     return dt, sorted(strip_protocol(uri) for uri in before - after)
 
 
-def _delete_rows(layout: CheckpointLayout, job_id: str, dropped: tuple[int, ...]) -> tuple[DeltaTable | None, list[str]]:
+def _delete_rows(
+    layout: CheckpointLayout, job_id: str, dropped: tuple[int, ...]
+) -> tuple[DeltaTable | None, list[str]]:
     """Delete the ``checkpoints`` rows of the ``dropped`` checkpoints of ``job_id``.
 
     The committer writes each completion row as a file of its own, so the rows

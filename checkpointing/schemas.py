@@ -125,6 +125,7 @@ class SnapshotAlignment(StrEnum):
         seen = set(alignments)
         return next((mode for mode in (cls.SWITCHED, cls.UNALIGNED) if mode in seen), cls.ALIGNED)
 
+
 #: Partition columns of ``operator_state`` and ``channel_state``.
 STATE_PARTITION_COLUMNS: Final = ("job_id", "checkpoint_id")
 

@@ -35,7 +35,9 @@ def _check(name: object, kind: object, what: str) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"{what}: name must be a non-empty string, got {name!r}")
     if not isinstance(kind, StateKind):
-        raise TypeError(f"{what} {name!r}: kind must be a StateKind, got {kind!r}; valid: {[k.name for k in StateKind]}")
+        raise TypeError(
+            f"{what} {name!r}: kind must be a StateKind, got {kind!r}; valid: {[k.name for k in StateKind]}"
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -562,7 +562,9 @@ class SnapshotWriter:
                 pa.array([state_name]).take(zeros),
                 pa.array([kind.value]).take(zeros),
                 pa.array(_dumps_all(keys), type=pa.binary()),
-                pa.nulls(rows, pa.binary()) if change == CHANGE_DELETE else pa.array(_dumps_all(values), type=pa.binary()),
+                pa.nulls(rows, pa.binary())
+                if change == CHANGE_DELETE
+                else pa.array(_dumps_all(values), type=pa.binary()),
                 _reprs(keys),
                 pa.nulls(rows, pa.string()) if change == CHANGE_DELETE else _reprs(values),
                 pa.nulls(rows, pa.string()) if change is None else pa.array([change]).take(zeros),
@@ -593,7 +595,12 @@ class SnapshotWriter:
         order = (
             [("key_group", "ascending"), ("state_name", "ascending")]
             if table == OPERATOR_STATE
-            else [("direction", "ascending"), ("gate", "ascending"), ("channel", "ascending"), ("sequence", "ascending")]
+            else [
+                ("direction", "ascending"),
+                ("gate", "ascending"),
+                ("channel", "ascending"),
+                ("sequence", "ascending"),
+            ]
         )
         data = data.sort_by(order)
         self._files.append(self._write_file(table, data))
@@ -638,9 +645,7 @@ def _stats_json(table: TableName, data: pa.Table) -> str:
         mins[name] = bounds["min"].as_py()
         maxs[name] = bounds["max"].as_py()
     nulls = {name: data[name].null_count for name in data.column_names}
-    return json.dumps(
-        {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
-    )
+    return json.dumps({"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
 def _cleanup_after(failure: BaseException, cleanup: Callable[[], None]) -> None:

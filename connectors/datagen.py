@@ -72,12 +72,7 @@ def _check_positive_int(name: str, value: object) -> int:
 
 
 def _check_positive_rate(name: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise ConfigurationError(f"{name} must be a finite number > 0 (or None for no limit), got {value!r}")
     return float(value)
 

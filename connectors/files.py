@@ -474,7 +474,9 @@ class FileSink(Sink):
         if not isinstance(part_prefix, str) or not part_prefix or "/" in part_prefix:
             raise ConfigurationError(f"part_prefix must be a non-empty file name prefix, got {part_prefix!r}")
         if part_suffix is not None and (not isinstance(part_suffix, str) or "/" in part_suffix):
-            raise ConfigurationError(f"part_suffix must be a file name suffix (e.g. '.txt') or None, got {part_suffix!r}")
+            raise ConfigurationError(
+                f"part_suffix must be a file name suffix (e.g. '.txt') or None, got {part_suffix!r}"
+            )
         self.path = path
         self.format = format
         self.part_prefix = part_prefix

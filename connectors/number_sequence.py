@@ -68,7 +68,9 @@ class NumberSequenceReader(SourceReader):
         for index, split in enumerate(self._splits):
             if split.next_number <= split.last:
                 stop = min(split.last + 1, split.next_number + max_rows)
-                batch = pa.RecordBatch.from_arrays([pa.array(range(split.next_number, stop), pa.int64())], schema=_SCHEMA)
+                batch = pa.RecordBatch.from_arrays(
+                    [pa.array(range(split.next_number, stop), pa.int64())], schema=_SCHEMA
+                )
                 self._splits[index] = dataclasses.replace(split, next_number=stop)
                 return ReadResult(batch=batch)
         return ReadResult(end_of_input=True)

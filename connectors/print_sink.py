@@ -110,7 +110,11 @@ def _java_text(value: Any, arrow: pa.DataType) -> str:
     if isinstance(value, tuple) and pa.types.is_struct(arrow):  # Flink's Tuple: (f0,f1)
         return "(" + ",".join(_java_text(v, arrow.field(i).type) for i, v in enumerate(value)) + ")"
     if isinstance(value, Row) and pa.types.is_struct(arrow):  # Flink's Row: +I[f0, f1]
-        return f"{value.get_row_kind()}[" + ", ".join(_java_text(v, arrow.field(i).type) for i, v in enumerate(value)) + "]"
+        return (
+            f"{value.get_row_kind()}["
+            + ", ".join(_java_text(v, arrow.field(i).type) for i, v in enumerate(value))
+            + "]"
+        )
     if isinstance(value, list) and (pa.types.is_list(arrow) or pa.types.is_large_list(arrow)):  # a java.util.List
         return "[" + ", ".join(_java_text(v, arrow.value_type) for v in value) + "]"
     return str(value)

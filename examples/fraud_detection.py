@@ -82,8 +82,10 @@ def detect_fraud(env: StreamExecutionEnvironment):
         )
         .uid("transactions")
         .set_parallelism(1)  # one generator: event time never runs ahead of a card's transactions
-        .map(lambda row: {"card": row["key"], "seq": row["seq"], "amount": amount(row["key"], row["seq"])},
-             output_type=pa.schema([("card", pa.int64()), ("seq", pa.int64()), ("amount", pa.float64())]))
+        .map(
+            lambda row: {"card": row["key"], "seq": row["seq"], "amount": amount(row["key"], row["seq"])},
+            output_type=pa.schema([("card", pa.int64()), ("seq", pa.int64()), ("amount", pa.float64())]),
+        )
         .set_parallelism(1)  # chained to the generator: a rebalance here would reorder a card's transactions
     )
     return transactions.key_by("card").process(FraudDetector(), output_type=ALERTS).uid("fraud-detector")
@@ -129,8 +131,9 @@ def main(work: Path) -> None:
     found = spark.read.format("delta").load(str(work / "alerts"))
     rows = {(r.card, r.seq) for r in found.select("card", "seq").collect()}
     expected = expected_alerts()
-    print(f"{found.count()} alerts over {CARDS} cards x {TRANSACTIONS_PER_CARD} transactions "
-          f"(expected {len(expected)})")
+    print(
+        f"{found.count()} alerts over {CARDS} cards x {TRANSACTIONS_PER_CARD} transactions (expected {len(expected)})"
+    )
     print(f"exactly once and as expected: {rows == expected and found.count() == len(expected)}")
     found.orderBy("card", "seq").show(5)
     spark.stop()

@@ -77,8 +77,9 @@ def write_orders(servers: str, topic: str, order_ids: range) -> None:
     producer.flush(60)
 
 
-def job(servers: str, orders: str, totals: str, work: Path, *, parallelism: int, resume: bool
-        ) -> StreamExecutionEnvironment:
+def job(
+    servers: str, orders: str, totals: str, work: Path, *, parallelism: int, resume: bool
+) -> StreamExecutionEnvironment:
     config = {
         "parallelism.default": parallelism,
         "execution.checkpointing.dir": str(work / "checkpoints"),
@@ -112,10 +113,13 @@ def job(servers: str, orders: str, totals: str, work: Path, *, parallelism: int,
         .build()
     )
     (
-        env.from_source(source, WatermarkStrategy.no_watermarks(), "orders").uid("orders")
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "orders")
+        .uid("orders")
         .key_by(lambda order: order["customer"], key_type=Types.INT())
-        .process(RunningTotal(), output_type=Types.STRING()).uid("running-total")
-        .sink_to(sink).uid("totals")
+        .process(RunningTotal(), output_type=Types.STRING())
+        .uid("running-total")
+        .sink_to(sink)
+        .uid("totals")
     )
     return env
 
@@ -123,8 +127,14 @@ def job(servers: str, orders: str, totals: str, work: Path, *, parallelism: int,
 def read_committed_lines(servers: str, topic: str) -> list[str]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"check-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
@@ -166,8 +176,10 @@ def run(servers: str, work: Path) -> bool:
     finally:
         with contextlib.suppress(JobCancelledError):
             client.wait(60)
-    print(f"stopped with savepoint {savepoint.checkpoint_id} after "
-          f"{len(read_committed_lines(servers, totals))} committed totals")
+    print(
+        f"stopped with savepoint {savepoint.checkpoint_id} after "
+        f"{len(read_committed_lines(servers, totals))} committed totals"
+    )
 
     write_orders(servers, orders, range(half, ORDERS_PER_CUSTOMER))
     client = job(servers, orders, totals, work, parallelism=3, resume=True).execute_async("running totals, resumed")

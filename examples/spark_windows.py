@@ -56,8 +56,13 @@ def event_ms(value: int) -> int:
 class SumWindow(ProcessWindowFunction):
     def process(self, key, context, elements):
         values = [e["value"] for e in elements]
-        yield {"kind": "window", "key": key, "window_start": context.window().start, "count": len(values),
-               "total": sum(values)}
+        yield {
+            "kind": "window",
+            "key": key,
+            "window_start": context.window().start,
+            "count": len(values),
+            "total": sum(values),
+        }
 
 
 def windows(env: StreamExecutionEnvironment, stream):
@@ -66,8 +71,9 @@ def windows(env: StreamExecutionEnvironment, stream):
         timedelta(milliseconds=OUT_OF_ORDERNESS_MS)
     ).with_timestamp_assigner("ts")
     sums = (
-        stream.map(lambda r: {"key": r["value"] % KEYS, "value": r["value"], "ts": event_ms(r["value"])},
-                   output_type=TIMED)
+        stream.map(
+            lambda r: {"key": r["value"] % KEYS, "value": r["value"], "ts": event_ms(r["value"])}, output_type=TIMED
+        )
         .assign_timestamps_and_watermarks(strategy)
         .key_by("key")
         .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
@@ -76,8 +82,13 @@ def windows(env: StreamExecutionEnvironment, stream):
         .uid("window-sums")
     )
     late = sums.get_side_output(LATE).map(
-        lambda r: {"kind": "late", "key": r["key"], "window_start": r["ts"] - r["ts"] % WINDOW_MS, "count": 1,
-                   "total": r["value"]},
+        lambda r: {
+            "kind": "late",
+            "key": r["key"],
+            "window_start": r["ts"] - r["ts"] % WINDOW_MS,
+            "count": 1,
+            "total": r["value"],
+        },
         output_type=RESULT,
     )
     return sums.union(late)
@@ -110,8 +121,11 @@ def check(rows: list[dict]) -> str | None:
     fired = collections.Counter((r["key"], r["window_start"]) for r in rows if r["kind"] == "window")
     if any(n > 1 for n in fired.values()):
         return f"windows fired more than once: {[w for w, n in fired.items() if n > 1][:5]}"
-    got = {(r["key"], r["window_start"]): [r["count"], r["total"]] for r in rows
-           if r["kind"] == "window" and r["window_start"] + WINDOW_MS <= bound}
+    got = {
+        (r["key"], r["window_start"]): [r["count"], r["total"]]
+        for r in rows
+        if r["kind"] == "window" and r["window_start"] + WINDOW_MS <= bound
+    }
     if got != dict(expected):
         missing = sorted(set(expected) - set(got))[:5]
         wrong = sorted(w for w in set(expected) & set(got) if expected[w] != got[w])[:5]
@@ -125,18 +139,26 @@ def main(workdir: str) -> int:
     spark = session("spark-windows", config={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     values = (
-        spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 500).option("numPartitions", 2).load()
-        .where(f"value < {N}").select("value")
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 500)
+        .option("numPartitions", 2)
+        .load()
+        .where(f"value < {N}")
+        .select("value")
     )
     results = transform(
-        values, "spark_windows:windows", os.path.join(workdir, "job"),
+        values,
+        "spark_windows:windows",
+        os.path.join(workdir, "job"),
         trigger={"processingTime": "1 second"},
         **{"parallelism.default": "2", "execution.checkpointing.interval": "500 ms"},
     )
     out = os.path.join(workdir, "windows")
     (
-        results.writeStream.format("delta").option("checkpointLocation", os.path.join(workdir, "spark-out"))
-        .trigger(processingTime="1 second").start(out)
+        results.writeStream.format("delta")
+        .option("checkpointLocation", os.path.join(workdir, "spark-out"))
+        .trigger(processingTime="1 second")
+        .start(out)
     )
     deadline = time.monotonic() + 900
     problem, rows = "no output", []

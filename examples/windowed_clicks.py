@@ -92,8 +92,10 @@ def main() -> int:
         window = (row["user"], row["window_start"])
         final[window] = max(final.get(window, 0), row["clicks"])
     late = late_sink.rows(result)
-    print(f"{len(rows)} clicks -> {len(firings)} window firings for {len(final)} (user, window) pairs, "
-          f"{len(firings) - len(final)} of them late firings; {len(late)} clicks to the side output")
+    print(
+        f"{len(rows)} clicks -> {len(firings)} window firings for {len(final)} (user, window) pairs, "
+        f"{len(firings) - len(final)} of them late firings; {len(late)} clicks to the side output"
+    )
     for (user, start), n in sorted(final.items())[:5]:
         print(f"  {user} [{start}, {start + WINDOW_MS}): {n} clicks")
     want, want_late = expected(rows)

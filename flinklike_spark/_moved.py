@@ -42,8 +42,16 @@ MOVED_MODULES: Mapping[str, str] = {
     # The Kafka connector lives in connectors/kafka/; flinklike_spark.datastream.connectors.kafka is its face.
     **{
         f"flinklike_spark.datastream.connectors.kafka.{name}": f"connectors.kafka.{name}"
-        for name in ("clients", "legacy", "offsets", "serialization", "sink", "source", "source_reader",
-                     "transaction_admin")
+        for name in (
+            "clients",
+            "legacy",
+            "offsets",
+            "serialization",
+            "sink",
+            "source",
+            "source_reader",
+            "transaction_admin",
+        )
     },  # fmt: skip
     "flinklike_spark.datastream.connectors.kafka.local_broker": "connectors.kafka.testing",
 }

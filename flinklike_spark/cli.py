@@ -149,9 +149,7 @@ def _run_target(target: str, args: list[str]) -> None:
     """
     if target.endswith(".py") or ":" not in target:
         if not os.path.isfile(target):
-            raise _UsageError(
-                f"no such file: {target!r} (give a Python file, e.g. my_job.py, or module:function)"
-            )
+            raise _UsageError(f"no such file: {target!r} (give a Python file, e.g. my_job.py, or module:function)")
         sys.argv = [target, *args]
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
         runpy.run_path(target, run_name="__main__")
@@ -167,8 +165,14 @@ def _run_target(target: str, args: list[str]) -> None:
         raise _UsageError(f"no module {module_name!r} on the path (target {target!r}, form module:function)")
     function = getattr(importlib.import_module(module_name), function_name, None)
     if not callable(function):
-        what = "has no attribute" if function is None else f"has {type(function).__name__} {function_name!r}, not a function,"
-        raise _UsageError(f"module {module_name!r} {what} {function_name!r} to run (target {target!r}, form module:function)")
+        what = (
+            "has no attribute"
+            if function is None
+            else f"has {type(function).__name__} {function_name!r}, not a function,"
+        )
+        raise _UsageError(
+            f"module {module_name!r} {what} {function_name!r} to run (target {target!r}, form module:function)"
+        )
     result = function(*args)
     if isinstance(result, StreamExecutionEnvironment):
         result.execute(function_name)
@@ -380,18 +384,26 @@ def _add_run_parser(commands) -> None:
     run = commands.add_parser("run", help="run a pipeline (on the embedded local cluster, or on Spark executors)")
     run.add_argument("target", help="a script FILE.py or package.module:function")
     run.add_argument(
-        "--target", "-t", dest="execution_target", choices=[t.value for t in ExecutionTarget], default=None,
+        "--target",
+        "-t",
+        dest="execution_target",
+        choices=[t.value for t in ExecutionTarget],
+        default=None,
         help="where jobs run (execution.target): local (embedded cluster, the default) or spark (TaskExecutors "
         "on the executors of the program's SparkSession, JobMaster in this driver)",
     )
     run.add_argument(
-        "--no-progress", action="store_true",
+        "--no-progress",
+        action="store_true",
         help="do not show live progress (a line per job: its status; 'in' and 'out': the records all its tasks "
         "received and emitted, summed over every operator, so a record counts once per operator it passes; "
         "the share of task time backpressured; the restarts)",
     )
     run.add_argument(
-        "--progress-interval", type=_positive_seconds, default=None, metavar="SECONDS",
+        "--progress-interval",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
         help="seconds between progress reports (default: 1 on a terminal, 5 otherwise)",
     )
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the program")
@@ -406,17 +418,14 @@ def _add_run_parser(commands) -> None:
 
 
 def _add_directory_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "dir", help="checkpoint directory (execution.checkpointing.dir): local path or fsspec URL"
-    )
-    parser.add_argument(
-        "--job", type=_job_id, metavar="JOB_ID", help="only this job (default: every job in DIR)"
-    )
+    parser.add_argument("dir", help="checkpoint directory (execution.checkpointing.dir): local path or fsspec URL")
+    parser.add_argument("--job", type=_job_id, metavar="JOB_ID", help="only this job (default: every job in DIR)")
 
 
 def _add_checkpoints_parser(commands) -> None:
     checkpoints = commands.add_parser(
-        "checkpoints", help="list the completed checkpoints and savepoints in a checkpoint directory",
+        "checkpoints",
+        help="list the completed checkpoints and savepoints in a checkpoint directory",
         description="Print the checkpoint history of DIR, oldest first: job, id, kind, mode, completion time, "
         "duration, alignment time, state and channel-state sizes. Prints 'no completed checkpoints' when "
         "there are none; exits 2 when DIR does not exist or holds no checkpoint tables.",
@@ -427,7 +436,8 @@ def _add_checkpoints_parser(commands) -> None:
 
 def _add_inspect_parser(commands) -> None:
     inspect = commands.add_parser(
-        "inspect", help="print the stored state rows of one operator in one checkpoint",
+        "inspect",
+        help="print the stored state rows of one operator in one checkpoint",
         description="Print the operator_state rows (subtask, key_group, state_name, state_kind, key_repr, "
         "value_repr) of operator UID in checkpoint N, or with --channel-state its channel_state rows "
         "(subtask, direction, gate, channel, sequence, rows, payload_bytes). Without --job, rows of every "
@@ -435,21 +445,21 @@ def _add_inspect_parser(commands) -> None:
         "unknown checkpoint id or uid exits 2 and lists the valid ones.",
     )
     _add_directory_arguments(inspect)
-    inspect.add_argument(
-        "--checkpoint", required=True, type=_int_at_least(0), metavar="N", help="checkpoint id"
-    )
-    inspect.add_argument(
-        "--operator", required=True, metavar="UID", help="operator uid (as set with .uid())"
-    )
+    inspect.add_argument("--checkpoint", required=True, type=_int_at_least(0), metavar="N", help="checkpoint id")
+    inspect.add_argument("--operator", required=True, metavar="UID", help="operator uid (as set with .uid())")
     inspect.add_argument(
         "--channel-state", action="store_true", help="show in-flight buffers (channel_state) instead of state"
     )
     inspect.add_argument(
-        "--limit", type=_int_at_least(1), metavar="N",
+        "--limit",
+        type=_int_at_least(1),
+        metavar="N",
         help="print at most N rows (a note with the total goes to stderr)",
     )
     inspect.add_argument(
-        "--format", choices=["table", "json"], default="table",
+        "--format",
+        choices=["table", "json"],
+        default="table",
         help="fixed-width table (default) or a JSON array of row objects with every non-binary column",
     )
     inspect.set_defaults(handler=_inspect_command)

@@ -163,7 +163,9 @@ def parse_restart_strategy(value: object, *, key: str) -> RestartStrategyType:
         return value
     strategy = _RESTART_STRATEGY_ALIASES.get(str(value).strip().lower())
     if strategy is None:
-        raise ConfigurationError(f"{key}: invalid value {value!r}; valid values: {', '.join(_RESTART_STRATEGY_ALIASES)}")
+        raise ConfigurationError(
+            f"{key}: invalid value {value!r}; valid values: {', '.join(_RESTART_STRATEGY_ALIASES)}"
+        )
     return strategy
 
 
@@ -175,5 +177,7 @@ def parse_reporter_factory(value: object, *, key: str) -> str | None:
     if value is None or value == "":
         return None
     if str(value).strip() != PROMETHEUS_REPORTER_FACTORY:
-        raise ConfigurationError(f"{key}: unknown reporter factory {value!r}; valid values: {PROMETHEUS_REPORTER_FACTORY}")
+        raise ConfigurationError(
+            f"{key}: unknown reporter factory {value!r}; valid values: {PROMETHEUS_REPORTER_FACTORY}"
+        )
     return PROMETHEUS_REPORTER_FACTORY

@@ -399,9 +399,7 @@ class CorruptCheckpointError(CheckpointStorageError):
 
 
 def _rebuild_corrupt_checkpoint_error(message, url, job_id, checkpoint_id, path):
-    return CorruptCheckpointError(
-        message, url=url, job_id=job_id, checkpoint_id=checkpoint_id, path=path
-    )
+    return CorruptCheckpointError(message, url=url, job_id=job_id, checkpoint_id=checkpoint_id, path=path)
 
 
 class PartitionNotFoundError(NetworkError, LookupError):
@@ -572,7 +570,7 @@ def import_error_hint(exc: ImportError) -> str:
     for package, extra in _EXTRA_OF_PACKAGE.items():
         if package in text:
             return (
-                f'install the object-store extra on every machine that runs TaskExecutors: '
+                f"install the object-store extra on every machine that runs TaskExecutors: "
                 f'pip install "flinklike-spark[{extra}]"'
             )
     module = getattr(exc, "name", None)

@@ -289,7 +289,9 @@ class JobClient:
         taken.add_done_callback(lambda done: threading.Thread(target=finish, args=(done,), daemon=True).start())
         return result
 
-    def _start_savepoint(self, trigger: Callable[[], concurrent.futures.Future], what: str) -> concurrent.futures.Future:
+    def _start_savepoint(
+        self, trigger: Callable[[], concurrent.futures.Future], what: str
+    ) -> concurrent.futures.Future:
         with self._lock:
             status = self._status()
             if status.is_globally_terminal:

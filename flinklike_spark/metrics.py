@@ -157,7 +157,9 @@ class MetricRegistry:
             self._metrics[name] = metric
             return metric
         if type(known) is not type(metric):
-            raise ValueError(f"metric {name!r} is a {type(known).__name__}, cannot register it as a {type(metric).__name__}")
+            raise ValueError(
+                f"metric {name!r} is a {type(known).__name__}, cannot register it as a {type(metric).__name__}"
+            )
         return known
 
     def snapshot(self) -> dict[str, float]:

@@ -63,11 +63,13 @@ DIRECTORY_GROUPS = {"sparkcluster": "sparkcluster", "objectstore": "objectstore"
 #: Slow modules whose tests are independent of each other (each runs its own subprocess or job in its own
 #: directory, with no module-scoped fixture): spread one test at a time like unit tests, not kept on one
 #: worker (the PyFlink programs alone are minutes of real PyFlink JVMs, one after another otherwise).
-INDEPENDENT_MODULES = frozenset({
-    "compat/test_pyflink_programs.py",
-    "compat/test_pyflink_examples.py",
-    "integration/test_docs_blocks.py",
-})
+INDEPENDENT_MODULES = frozenset(
+    {
+        "compat/test_pyflink_programs.py",
+        "compat/test_pyflink_examples.py",
+        "integration/test_docs_blocks.py",
+    }
+)
 #: Session-scoped fixture -> the group of every test that uses it, outside those directories.
 FIXTURE_GROUPS = {"spark": "spark"}
 

@@ -109,7 +109,9 @@ def flow(workload: str, records: int, keys: int, parts: int, sink: Summary) -> D
         op.output("out", counts, sink)
         return f
     if workload == "W2v":
-        clock = win.EventClock(lambda row: EPOCH + timedelta(milliseconds=row[1]), wait_for_system_duration=timedelta(days=1))
+        clock = win.EventClock(
+            lambda row: EPOCH + timedelta(milliseconds=row[1]), wait_for_system_duration=timedelta(days=1)
+        )
         windower = win.TumblingWindower(length=timedelta(milliseconds=WINDOW_MS), align_to=EPOCH)
         out = win.count_window("count", s, clock, windower, lambda row: str(row[0]))
         op.output("out", op.map("value", out.down, lambda kv: kv[1][1]), sink)

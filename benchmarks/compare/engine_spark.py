@@ -152,7 +152,9 @@ def main() -> None:
             totals = {"rows": len(latest), "sum": sum(latest.values())}
         summary = {"rows": totals["rows"], "total": totals["sum"]} if args.workload == "W1" else totals
     spark.stop()
-    print_result(busy_ms / 1000, summary, wall_seconds=wall, micro_batches=len(progress), max_files_per_trigger=per_trigger)
+    print_result(
+        busy_ms / 1000, summary, wall_seconds=wall, micro_batches=len(progress), max_files_per_trigger=per_trigger
+    )
 
 
 if __name__ == "__main__":

@@ -61,7 +61,9 @@ class _Reader(SourceReader):
                     return ReadResult(end_of_input=True)
                 self.current = self.pending.pop(0)
                 self.batches = self._open(self.current)
-            batch, self.leftover = (self.leftover, None) if self.leftover is not None else (next(self.batches, None), None)
+            batch, self.leftover = (
+                (self.leftover, None) if self.leftover is not None else (next(self.batches, None), None)
+            )
             if batch is not None:
                 if batch.num_rows > max_rows:
                     batch, self.leftover = batch.slice(0, max_rows), batch.slice(max_rows)

@@ -40,7 +40,9 @@ class Peer:
 
 
 PEERS: dict[str, Peer] = {
-    "bytewax": Peer(name="bytewax", packages=("bytewax==0.21.1", "pyarrow>=17", "numpy>=1.26"), probe="import bytewax, pyarrow"),
+    "bytewax": Peer(
+        name="bytewax", packages=("bytewax==0.21.1", "pyarrow>=17", "numpy>=1.26"), probe="import bytewax, pyarrow"
+    ),
     # PyFlink's Python worker needs find_libpython in the interpreter's env (thread mode embeds it).
     "pyflink": Peer(
         name="pyflink",
@@ -48,7 +50,9 @@ PEERS: dict[str, Peer] = {
         probe="import pyflink.datastream, find_libpython",
     ),
     "spark": Peer(
-        name="spark", packages=("pyspark==4.2.0", "pandas>=2.1,<3", "pyarrow>=17"), probe="import pyspark, pandas, pyarrow"
+        name="spark",
+        packages=("pyspark==4.2.0", "pandas>=2.1,<3", "pyarrow>=17"),
+        probe="import pyspark, pandas, pyarrow",
     ),
 }
 

@@ -248,13 +248,17 @@ def scenario_report(scenarios: list[Outcome], workloads: list[str], args) -> lis
             else:
                 lines.append(f"| {_engine_label(o.variant)} | " + " | ".join(f(o.metrics) for _, f in columns) + " |")
         for engine in SCENARIO_ENGINES:
-            if engine not in args.engines or any(o.variant.engine == engine and o.workload == workload for o in scenarios):
+            if engine not in args.engines or any(
+                o.variant.engine == engine and o.workload == workload for o in scenarios
+            ):
                 continue
             reason = (f"not run: {NOT_RUN[(engine, workload)]}" if (engine, workload) in NOT_RUN
                       else args.skipped.get(engine) or next((r for (e, w, _), r in QUICK_SKIPS.items()
                                                             if args.quick and e == engine and w == workload), "—"))  # fmt: skip
             lines.append(f"| {engine} | {reason} |" + " |" * (len(columns) - 1))
-        skipped_modes = [r for (e, w, _m), r in QUICK_SKIPS.items() if args.quick and e == "flinklike" and w == workload]
+        skipped_modes = [
+            r for (e, w, _m), r in QUICK_SKIPS.items() if args.quick and e == "flinklike" and w == workload
+        ]
         lines += [f"| {_engine_label(Variant('flinklike', SCENARIO_PARALLELISM, 'readStream'))} | {r} |"
                   + " |" * (len(columns) - 1) for r in skipped_modes]  # fmt: skip
     lines += ["", "Scenario targets (from the runs above):", ""]
@@ -296,7 +300,9 @@ def scenario_targets(scenarios: list[Outcome]) -> list[str]:
         ours = _metrics(scenarios, "W5", "flinklike", mode)
         label = _engine_label(Variant("flinklike", SCENARIO_PARALLELISM, mode))
         if ours and spark and ours["p99_ms"] and spark["p99_ms"]:
-            verdict = "met" if ours["p99_ms"] < spark["p99_ms"] else f"missed by {ours['p99_ms'] / spark['p99_ms']:.1f}x"
+            verdict = (
+                "met" if ours["p99_ms"] < spark["p99_ms"] else f"missed by {ours['p99_ms'] / spark['p99_ms']:.1f}x"
+            )
             lines.append(f"- W5 p99 below Spark's, {label}: {_ms(ours['p99_ms'])} ms vs {_ms(spark['p99_ms'])} ms — "
                          f"{verdict}")  # fmt: skip
         else:
@@ -373,5 +379,3 @@ def draw_chart(best, engines, workloads, path: Path, started: datetime.datetime)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-

@@ -74,7 +74,11 @@ from workloads import SCENARIOS, WORKLOADS, expected  # noqa: E402
 
 
 def command(
-    variant: Variant, workload: str, records: int, pythons: dict[str, Path], quick: bool = False,
+    variant: Variant,
+    workload: str,
+    records: int,
+    pythons: dict[str, Path],
+    quick: bool = False,
     input_dir: Path | None = None,
 ) -> tuple[list[str], dict]:
     script = HERE / f"engine_{ENGINE_SCRIPT.get(variant.engine, variant.engine)}.py"
@@ -102,7 +106,12 @@ def command(
 
 
 def run_one(
-    variant: Variant, workload: str, records: int, pythons: dict[str, Path], timeout: float, quick: bool = False,
+    variant: Variant,
+    workload: str,
+    records: int,
+    pythons: dict[str, Path],
+    timeout: float,
+    quick: bool = False,
     input_dir: Path | None = None,
 ) -> Outcome:
     outcome = Outcome(variant, workload, records, load=os.getloadavg()[0])
@@ -175,6 +184,7 @@ def machine_description() -> dict:
         "others": [f"{cpu:.0f}% {cmd}" for cpu, cmd in others[:6]],
     }
 
+
 def scenario_plan(args, pythons: dict[str, Path]) -> list[tuple[Variant, str]]:
     """The scenario runs: one per (engine, workload, mode) that runs here; this project's first."""
     plan = []
@@ -188,7 +198,9 @@ def scenario_plan(args, pythons: dict[str, Path]) -> list[tuple[Variant, str]]:
                 plan.append((Variant(engine, SCENARIO_PARALLELISM, mode), workload))
     # This project's runs first, then the peers that the targets compare with, so a budget cut costs the rest
     order = [("flinklike", None), ("spark", "W5"), ("spark", "W4"), ("pyflink", "W4")]
-    plan.sort(key=lambda item: next(i for i, (e, w) in enumerate(order) if e == item[0].engine and w in (None, item[1])))
+    plan.sort(
+        key=lambda item: next(i for i, (e, w) in enumerate(order) if e == item[0].engine and w in (None, item[1]))
+    )
     return plan
 
 
@@ -231,7 +243,9 @@ def run_throughput(args, pythons: dict[str, Path], timeout: float, clock: float)
     file_records = [RECORDS[w][v.engine][quick] for v, w in sweep if v.engine in ("flinklike-parquet", "spark")]
     if file_records:
         seconds = ensure_input(str(args.input_dir), max(file_records), KEYS, FILE_ROWS[quick])
-        print(f"  shared Parquet input: {max(file_records):,} records in {args.input_dir} ({seconds:.1f} s)", flush=True)
+        print(
+            f"  shared Parquet input: {max(file_records):,} records in {args.input_dir} ({seconds:.1f} s)", flush=True
+        )
     # Every workload on every engine once (its first setting) before the other settings: a budget
     # cut on a loaded machine then costs settings, not whole workloads.
     order = {(v, w): i for i, (v, w) in enumerate(sweep)}
@@ -270,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--install", action=argparse.BooleanOptionalAction, default=None,
                         help="create missing peer venvs (default: yes, except with --quick)")  # fmt: skip
     parser.add_argument("--parallelism", default=None, help="comma-separated parallelisms (default 1,2; quick: 1)")
-    parser.add_argument("--modes", default=None, help="PyFlink's execution modes (default thread,process; quick: thread)")
+    parser.add_argument(
+        "--modes", default=None, help="PyFlink's execution modes (default thread,process; quick: thread)"
+    )
     parser.add_argument("--venv-dir", type=Path, default=default_venv_dir())
     parser.add_argument("--out", default=str(REPO / "docs"))
     parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600; quick: 120)")
@@ -330,8 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     report = write_report(best, scenario_outcomes, machine, args, started, (time.monotonic() - clock) / 60)
     print(report.read_text(), flush=True)
     # A run the budget cut is reported as not run; a run that failed or whose result was wrong fails the harness.
-    failed_ours = [o for o in outcomes
-                   if o.variant.engine.startswith("flinklike") and o.error and not o.error.startswith("not run:")]
+    failed_ours = [
+        o
+        for o in outcomes
+        if o.variant.engine.startswith("flinklike") and o.error and not o.error.startswith("not run:")
+    ]
     return 1 if failed_ours else 0
 
 

@@ -42,7 +42,9 @@ class FlinkKafkaConsumer(KafkaSource):
             .set_bootstrap_servers(properties["bootstrap.servers"])
             .set_topics(*([topics] if isinstance(topics, str) else topics))
             .set_value_only_deserializer(deserialization_schema)
-            .set_properties({k: v for k, v in properties.items() if k not in ("bootstrap.servers", "auto.offset.reset")})
+            .set_properties(
+                {k: v for k, v in properties.items() if k not in ("bootstrap.servers", "auto.offset.reset")}
+            )
         )
         group_id = properties.get("group.id")
         if group_id:
@@ -73,7 +75,9 @@ class FlinkKafkaConsumer(KafkaSource):
     def set_start_from_group_offsets(self) -> FlinkKafkaConsumer:
         if not self.options.group_id:
             raise ConfigurationError("FlinkKafkaConsumer.set_start_from_group_offsets needs 'group.id' in properties")
-        return self._replace(starting_offsets=KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.LATEST))
+        return self._replace(
+            starting_offsets=KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.LATEST)
+        )
 
     def disable_filter_restored_partitions_with_subscribed_topics(self) -> FlinkKafkaConsumer:
         return self  # restored partitions are always those of the subscribed topics here

@@ -108,12 +108,18 @@ class KafkaOffsetsInitializer:
         checked = []
         for tp, offset in dict(offsets).items():
             if not isinstance(tp, KafkaTopicPartition):
-                raise ConfigurationError(f"KafkaOffsetsInitializer.offsets: keys must be KafkaTopicPartition, got {tp!r}")
+                raise ConfigurationError(
+                    f"KafkaOffsetsInitializer.offsets: keys must be KafkaTopicPartition, got {tp!r}"
+                )
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise ConfigurationError(f"KafkaOffsetsInitializer.offsets: offset of {tp} must be an int >= 0, got {offset!r}")
+                raise ConfigurationError(
+                    f"KafkaOffsetsInitializer.offsets: offset of {tp} must be an int >= 0, got {offset!r}"
+                )
             checked.append((tp, offset))
         return KafkaOffsetsInitializer(
-            kind=OffsetsInitializerKind.SPECIFIED, reset_strategy=offset_reset_strategy, specified=tuple(sorted(checked))
+            kind=OffsetsInitializerKind.SPECIFIED,
+            reset_strategy=offset_reset_strategy,
+            specified=tuple(sorted(checked)),
         )
 
 

@@ -51,8 +51,9 @@ class KafkaPartitioner(abc.ABC):
         """Called once per sink subtask before the first ``partition`` call."""
 
     @abc.abstractmethod
-    def partition(self, record: Any, key: bytes | None, value: bytes | None, target_topic: str,
-                  partitions: list[int]) -> int:
+    def partition(
+        self, record: Any, key: bytes | None, value: bytes | None, target_topic: str, partitions: list[int]
+    ) -> int:
         """One of ``partitions`` (the topic's partition ids, sorted)."""
 
 
@@ -81,8 +82,15 @@ def _check_schema(schema: Any, what: str) -> Any:
 class KafkaRecordSerializationSchema:
     """Turns records into (topic, key, value, partition); build one with :meth:`builder`."""
 
-    def __init__(self, *, topic: str | None, topic_selector: KafkaTopicSelector | None, value_schema: Any,
-                 key_schema: Any = None, partitioner: KafkaPartitioner | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        topic: str | None,
+        topic_selector: KafkaTopicSelector | None,
+        value_schema: Any,
+        key_schema: Any = None,
+        partitioner: KafkaPartitioner | None = None,
+    ) -> None:
         self.topic = topic
         self.topic_selector = topic_selector
         self.value_schema = value_schema
@@ -98,8 +106,10 @@ class KafkaRecordSerializationSchema:
         """``(topic, key bytes or None, value bytes, partition or None)`` of one record."""
         topic = self.topic if self.topic_selector is None else self.topic_selector.apply(record)
         if not isinstance(topic, str) or not topic:
-            raise FunctionResultError(f"KafkaSink: the topic selector returned {topic!r} for {record!r}; "
-                                      f"it must return a topic name (a non-empty str)")
+            raise FunctionResultError(
+                f"KafkaSink: the topic selector returned {topic!r} for {record!r}; "
+                f"it must return a topic name (a non-empty str)"
+            )
         key = self.key_schema.serialize(record) if self.key_schema is not None else None
         value = self.value_schema.serialize(record)
         partition = None
@@ -130,8 +140,9 @@ class KafkaRecordSerializationSchemaBuilder:
         self._topic = topic
         return self
 
-    def set_topic_selector(self, topic_selector: KafkaTopicSelector | Callable[[Any], str]
-                           ) -> KafkaRecordSerializationSchemaBuilder:
+    def set_topic_selector(
+        self, topic_selector: KafkaTopicSelector | Callable[[Any], str]
+    ) -> KafkaRecordSerializationSchemaBuilder:
         if self._topic is not None:
             raise ConfigurationError("set_topic_selector: a topic is already set; use one or the other")
         if isinstance(topic_selector, KafkaTopicSelector):
@@ -148,8 +159,7 @@ class KafkaRecordSerializationSchemaBuilder:
         self._key_schema = _check_schema(key_serialization_schema, "set_key_serialization_schema")
         return self
 
-    def set_value_serialization_schema(self, value_serialization_schema: Any
-                                       ) -> KafkaRecordSerializationSchemaBuilder:
+    def set_value_serialization_schema(self, value_serialization_schema: Any) -> KafkaRecordSerializationSchemaBuilder:
         self._value_schema = _check_schema(value_serialization_schema, "set_value_serialization_schema")
         return self
 
@@ -163,10 +173,15 @@ class KafkaRecordSerializationSchemaBuilder:
 
     def build(self) -> KafkaRecordSerializationSchema:
         if self._topic is None and self._topic_selector is None:
-            raise ConfigurationError("KafkaRecordSerializationSchema: set_topic(...) or set_topic_selector(...) "
-                                     "is required")
+            raise ConfigurationError(
+                "KafkaRecordSerializationSchema: set_topic(...) or set_topic_selector(...) is required"
+            )
         if self._value_schema is None:
             raise ConfigurationError("KafkaRecordSerializationSchema: set_value_serialization_schema(...) is required")
-        return KafkaRecordSerializationSchema(topic=self._topic, topic_selector=self._topic_selector,
-                                              value_schema=self._value_schema, key_schema=self._key_schema,
-                                              partitioner=self._partitioner)
+        return KafkaRecordSerializationSchema(
+            topic=self._topic,
+            topic_selector=self._topic_selector,
+            value_schema=self._value_schema,
+            key_schema=self._key_schema,
+            partitioner=self._partitioner,
+        )

@@ -100,9 +100,7 @@ def _confluent():
     try:
         import confluent_kafka
     except ImportError as e:  # pragma: no cover - the kafka extra is part of the test extra
-        raise ImportError(
-            "KafkaSink needs confluent-kafka: pip install 'flinklike-spark[kafka]'"
-        ) from e
+        raise ImportError("KafkaSink needs confluent-kafka: pip install 'flinklike-spark[kafka]'") from e
     return confluent_kafka
 
 
@@ -130,9 +128,15 @@ class KafkaSink(TwoPhaseCommittingSink):
     ``EXACTLY_ONCE`` sink's topic must set ``isolation.level=read_committed``.
     """
 
-    def __init__(self, *, bootstrap_servers: str, record_serializer: KafkaRecordSerializationSchema,
-                 delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.NONE,
-                 transactional_id_prefix: str | None = None, properties: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str,
+        record_serializer: KafkaRecordSerializationSchema,
+        delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.NONE,
+        transactional_id_prefix: str | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> None:
         if not bootstrap_servers:
             raise ConfigurationError("KafkaSink: set_bootstrap_servers(...) is required")
         if not isinstance(record_serializer, KafkaRecordSerializationSchema):
@@ -167,8 +171,10 @@ class KafkaSink(TwoPhaseCommittingSink):
         return KafkaSinkBuilder()
 
     def __repr__(self) -> str:
-        return (f"KafkaSink(bootstrap_servers={self.bootstrap_servers!r}, "
-                f"delivery_guarantee={self.delivery_guarantee.name})")
+        return (
+            f"KafkaSink(bootstrap_servers={self.bootstrap_servers!r}, "
+            f"delivery_guarantee={self.delivery_guarantee.name})"
+        )
 
     def producer_config(self) -> dict[str, str]:
         config = {"bootstrap.servers": self.bootstrap_servers, **self.properties}
@@ -240,7 +246,9 @@ class KafkaSinkBuilder:
         resumes from checkpoints and savepoints of the same job).
         """
         if not isinstance(transactional_id_prefix, str) or not transactional_id_prefix:
-            raise ConfigurationError(f"transactional id prefix must be a non-empty str, got {transactional_id_prefix!r}")
+            raise ConfigurationError(
+                f"transactional id prefix must be a non-empty str, got {transactional_id_prefix!r}"
+            )
         if len(transactional_id_prefix.encode()) > 6400:
             raise ConfigurationError("transactional id prefix is longer than 6400 bytes (Flink's maximum)")
         self._transactional_id_prefix = transactional_id_prefix
@@ -257,9 +265,13 @@ class KafkaSinkBuilder:
     def build(self) -> KafkaSink:
         if self._record_serializer is None:
             raise ConfigurationError("KafkaSink: set_record_serializer(...) is required")
-        return KafkaSink(bootstrap_servers=self._bootstrap_servers or "", record_serializer=self._record_serializer,
-                         delivery_guarantee=self._delivery_guarantee,
-                         transactional_id_prefix=self._transactional_id_prefix, properties=self._properties)
+        return KafkaSink(
+            bootstrap_servers=self._bootstrap_servers or "",
+            record_serializer=self._record_serializer,
+            delivery_guarantee=self._delivery_guarantee,
+            transactional_id_prefix=self._transactional_id_prefix,
+            properties=self._properties,
+        )
 
 
 def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str, str], broker_id: int) -> int:
@@ -270,7 +282,8 @@ def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
     try:
         configs = admin.describe_configs([resource], request_timeout=_DESCRIBE_TIMEOUT_S)[resource].result(
-            timeout=_DESCRIBE_TIMEOUT_S)
+            timeout=_DESCRIBE_TIMEOUT_S
+        )
     except kafka.KafkaException as e:
         raise ConfigurationError(f"KafkaSink: cannot read broker {broker_id}'s configuration: {e}") from e
     finally:
@@ -322,8 +335,9 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
             return []
         tid, producer = self._transactional_id, self._producer
         described = self._admin.describe(tid)
-        committable = KafkaCommittable(transactional_id=tid, producer_id=described.producer_id,
-                                       producer_epoch=described.producer_epoch)
+        committable = KafkaCommittable(
+            transactional_id=tid, producer_id=described.producer_id, producer_epoch=described.producer_epoch
+        )
         with _AWAITING_LOCK:
             _AWAITING_COMMIT[tid] = producer
         self._producer = self._transactional_id = None
@@ -457,8 +471,9 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
             match = pattern.fullmatch(txn.transactional_id)
             if match is None or int(match.group(1)) % ctx.parallelism != ctx.subtask_index:
                 continue
-            _log.info("KafkaSink subtask %s: aborting lingering transaction %s", ctx.subtask_index,
-                      txn.transactional_id)
+            _log.info(
+                "KafkaSink subtask %s: aborting lingering transaction %s", ctx.subtask_index, txn.transactional_id
+            )
             producer = self._new_producer({"transactional.id": txn.transactional_id})
             producer.init_transactions(_ADMIN_TIMEOUT_S * 2)
             producer.close()
@@ -504,8 +519,11 @@ class KafkaCommitter(Committer):
                     described = None
                 else:
                     raise self._unknown(committable, f"{e}; {not_described}") from e
-            if described is not None and described.state == "CompleteCommit" \
-                    and described.producer_id == committable.producer_id:
+            if (
+                described is not None
+                and described.state == "CompleteCommit"
+                and described.producer_id == committable.producer_id
+            ):
                 return  # committed before (a newer epoch of the same producer id: the commit bumped it)
             if described is not None and described.producer_id != committable.producer_id:
                 raise self._unknown(committable, f"{e}; the id belongs to producer id {described.producer_id} "
@@ -535,4 +553,3 @@ class KafkaCommitter(Committer):
         if self._admin is not None:
             self._admin.close()
             self._admin = None
-

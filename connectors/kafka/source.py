@@ -216,7 +216,10 @@ class KafkaSource(Source):
         stops = resolve_offsets(o.stopping_offsets, partitions, config) if o.stopping_offsets is not None else {}
         return [
             KafkaPartitionSplit(
-                split_id=str(tp), topic=tp.topic, partition=tp.partition, next_offset=starts[tp],
+                split_id=str(tp),
+                topic=tp.topic,
+                partition=tp.partition,
+                next_offset=starts[tp],
                 stopping_offset=stops.get(tp, NO_STOPPING_OFFSET),
             )  # fmt: skip
             for tp in partitions

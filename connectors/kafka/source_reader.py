@@ -40,6 +40,7 @@ class ReadableKafkaSource(Protocol):
 
     def list_partitions(self, timeout: float = 30.0) -> list[KafkaTopicPartition]: ...
 
+
 __all__ = ["KafkaSourceError", "KafkaSourceReader", "ReadableKafkaSource"]
 
 _log = logging.getLogger(__name__)
@@ -135,8 +136,11 @@ class KafkaSourceReader(SourceReader):
             closing.start()
             closing.join(_CLOSE_TIMEOUT_SECONDS)
             if closing.is_alive():
-                _log.warning("KafkaSource: the consumer did not close within %.0f s (offset commits to an "
-                             "unreachable group coordinator?); left behind", _CLOSE_TIMEOUT_SECONDS)
+                _log.warning(
+                    "KafkaSource: the consumer did not close within %.0f s (offset commits to an "
+                    "unreachable group coordinator?); left behind",
+                    _CLOSE_TIMEOUT_SECONDS,
+                )
 
     # -- reading ---------------------------------------------------------------------------------------
 

@@ -124,7 +124,9 @@ def fetch_kafka_jars(cache_dir: Path | None = None, *, version: str = KAFKA_VERS
         try:
             (work / "pom.xml").write_text(_POM.format(version=version))
             jars = work / "jars"
-            _log.info("fetching org.apache.kafka:kafka_2.13:%s and its dependencies with Maven into %s", version, target)
+            _log.info(
+                "fetching org.apache.kafka:kafka_2.13:%s and its dependencies with Maven into %s", version, target
+            )
             try:
                 done = subprocess.run(
                     [mvn, "-B", "-q", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
@@ -239,8 +241,8 @@ class LocalKafkaBroker:
             config = dataclasses.replace(config, **overrides)
         self.config = config
         self._owns_data_dir = config.data_dir is None
-        self.data_dir = Path(config.data_dir) if config.data_dir is not None else Path(
-            tempfile.mkdtemp(prefix="flinklike-kafka-")
+        self.data_dir = (
+            Path(config.data_dir) if config.data_dir is not None else Path(tempfile.mkdtemp(prefix="flinklike-kafka-"))
         )
         self.port = config.port or _free_port()
         self.controller_port = config.controller_port or _free_port()

@@ -47,13 +47,21 @@ _COORDINATOR_LOAD_IN_PROGRESS = 14
 _COORDINATOR_NOT_AVAILABLE = 15
 _NOT_COORDINATOR = 16
 _CONCURRENT_TRANSACTIONS = 51
-_RETRIABLE = frozenset({_COORDINATOR_LOAD_IN_PROGRESS, _COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR,
-                        _CONCURRENT_TRANSACTIONS})
+_RETRIABLE = frozenset(
+    {_COORDINATOR_LOAD_IN_PROGRESS, _COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR, _CONCURRENT_TRANSACTIONS}
+)
 _ERROR_NAMES = {
-    3: "UNKNOWN_TOPIC_OR_PARTITION", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
-    16: "NOT_COORDINATOR", 47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE",
-    49: "INVALID_PRODUCER_ID_MAPPING", 51: "CONCURRENT_TRANSACTIONS", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-    90: "PRODUCER_FENCED", 105: "TRANSACTIONAL_ID_NOT_FOUND",
+    3: "UNKNOWN_TOPIC_OR_PARTITION",
+    14: "COORDINATOR_LOAD_IN_PROGRESS",
+    15: "COORDINATOR_NOT_AVAILABLE",
+    16: "NOT_COORDINATOR",
+    47: "INVALID_PRODUCER_EPOCH",
+    48: "INVALID_TXN_STATE",
+    49: "INVALID_PRODUCER_ID_MAPPING",
+    51: "CONCURRENT_TRANSACTIONS",
+    53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    90: "PRODUCER_FENCED",
+    105: "TRANSACTIONAL_ID_NOT_FOUND",
 }
 
 
@@ -184,7 +192,7 @@ class _Reader:
         length = self.uvarint() - 1
         if length < 0:
             return None
-        value = bytes(self.data[self.pos:self.pos + length]).decode()
+        value = bytes(self.data[self.pos : self.pos + length]).decode()
         self.pos += length
         return value
 
@@ -334,14 +342,16 @@ class TransactionAdmin:
         body = _Writer().compact_array([transactional_id], _Writer.compact_string).no_tags().bytes()
         reader = self._call(self._connection(self.coordinator(transactional_id)), _DESCRIBE_TRANSACTIONS, 0, body)
         reader.int32()  # throttle
-        (error, tid, txn_state, timeout_ms, producer_id, epoch), = reader.compact_array(state)
+        ((error, tid, txn_state, timeout_ms, producer_id, epoch),) = reader.compact_array(state)
         if error != _NONE:
             raise KafkaProtocolError("DescribeTransactions", error, transactional_id)
-        return TransactionDescription(transactional_id=tid, state=txn_state, producer_id=producer_id,
-                                      producer_epoch=epoch, timeout_ms=timeout_ms)
+        return TransactionDescription(
+            transactional_id=tid, state=txn_state, producer_id=producer_id, producer_epoch=epoch, timeout_ms=timeout_ms
+        )
 
-    def list_open(self, brokers: Iterable[tuple[str, int]], *, states: tuple[str, ...] = ("Ongoing",)
-                  ) -> list[OpenTransaction]:
+    def list_open(
+        self, brokers: Iterable[tuple[str, int]], *, states: tuple[str, ...] = ("Ongoing",)
+    ) -> list[OpenTransaction]:
         """The transactions in ``states`` that any of ``brokers`` coordinates (ask every broker of the cluster)."""
 
         def row(reader: _Reader) -> OpenTransaction:
@@ -351,8 +361,13 @@ class TransactionAdmin:
             reader.skip_tags()
             return OpenTransaction(transactional_id=tid, producer_id=producer_id, state=txn_state)
 
-        body = (_Writer().compact_array(list(states), _Writer.compact_string)
-                .compact_array([], _Writer.int64).no_tags().bytes())
+        body = (
+            _Writer()
+            .compact_array(list(states), _Writer.compact_string)
+            .compact_array([], _Writer.int64)
+            .no_tags()
+            .bytes()
+        )
         found: list[OpenTransaction] = []
         for address in brokers:
             reader = self._call(self._connection(address), _LIST_TRANSACTIONS, 0, body)
@@ -364,8 +379,16 @@ class TransactionAdmin:
             found.extend(reader.compact_array(row))
         return found
 
-    def end(self, transactional_id: str, producer_id: int, producer_epoch: int, *, commit: bool,
-            attempts: int = 20, backoff: float = 0.1) -> None:
+    def end(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        attempts: int = 20,
+        backoff: float = 0.1,
+    ) -> None:
         """Commit (or abort) the transaction that (``producer_id``, ``producer_epoch``) holds under the id.
 
         Retries while the coordinator is moving or busy (``CONCURRENT_TRANSACTIONS``,
@@ -376,8 +399,15 @@ class TransactionAdmin:
         """
         import time
 
-        body = (_Writer().compact_string(transactional_id).int64(producer_id).int16(producer_epoch)
-                .int8(1 if commit else 0).no_tags().bytes())
+        body = (
+            _Writer()
+            .compact_string(transactional_id)
+            .int64(producer_id)
+            .int16(producer_epoch)
+            .int8(1 if commit else 0)
+            .no_tags()
+            .bytes()
+        )
         error = _NONE
         for attempt in range(attempts):
             try:

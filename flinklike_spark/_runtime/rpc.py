@@ -83,6 +83,7 @@ def rpc_name(message_type: type) -> str:
     """The action type that carries messages of ``message_type`` (its qualified name)."""
     return message_type.__qualname__
 
+
 AUTH_HEADER = "authorization"
 _TOKEN_CONTEXT = b"flinklike-spark/flight-auth/v1"
 _SECRET_MIN_BYTES = 16

@@ -32,6 +32,7 @@ __all__ = ["loads", "loads_many"]
 
 _UNPICKLE_LOCK = threading.RLock()
 
+
 def loads(data: bytes | bytearray | memoryview | Any) -> Any:
     """``cloudpickle.loads(data)``, one thread of this process at a time."""
     with _UNPICKLE_LOCK:

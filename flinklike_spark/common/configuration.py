@@ -1,5 +1,4 @@
-"""PyFlink's pyflink.common.configuration.
-"""
+"""PyFlink's pyflink.common.configuration."""
 
 from flinklike_spark.config import Configuration
 

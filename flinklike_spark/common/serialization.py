@@ -204,5 +204,7 @@ class Encoder:
             ConfigurationError: a charset other than UTF-8 (the only one written here).
         """
         if charset_name.replace("-", "").upper() != "UTF8":
-            raise ConfigurationError(f"Encoder.simple_string_encoder: charset {charset_name!r} is not supported; use 'UTF-8'")
+            raise ConfigurationError(
+                f"Encoder.simple_string_encoder: charset {charset_name!r} is not supported; use 'UTF-8'"
+            )
         return Encoder(charset_name)

@@ -151,7 +151,4 @@ def to_arrow_schema(output_type: Any) -> pa.Schema | None:
         if pa.types.is_struct(arrow):  # pragma: no cover - every struct type is named or positional
             raise ConfigurationError(f"Types.{output_type.name} cannot describe a stream")
         return pa.schema([_field("f0", output_type)], metadata={_RECORD_KIND_KEY: "value"})
-    raise ConfigurationError(
-        f"output_type must be a pyarrow.Schema or a Types.* type information, got {output_type!r}"
-    )
-
+    raise ConfigurationError(f"output_type must be a pyarrow.Schema or a Types.* type information, got {output_type!r}")

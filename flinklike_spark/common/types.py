@@ -383,8 +383,7 @@ def plain_values_cause(batch: pa.RecordBatch, field: str, producer: str | None =
     what = "pickled Python objects" if kind == RecordKind.PICKLED else "values of a basic type"
     first = repr(sample[0]) if sample else "?"
     text = (
-        f"{who} emitted plain values ({what}, e.g. {first[:80]}), not rows with fields, so there is no field "
-        f"{field!r}"
+        f"{who} emitted plain values ({what}, e.g. {first[:80]}), not rows with fields, so there is no field {field!r}"
     )
     nones = sum(value is None for value in sample)
     if sample and nones == len(sample):

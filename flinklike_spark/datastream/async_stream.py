@@ -91,6 +91,7 @@ class RetryingAsyncFunction(AsyncFunction):
 
 # -- the stream factory -----------------------------------------------------------------------------
 
+
 def _timeout_ms(timeout: Any) -> int:
     from flinklike_spark.datastream.window import Time
 

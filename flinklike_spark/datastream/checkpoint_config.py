@@ -25,6 +25,7 @@ class _Configurable(Protocol):
 
     def configure(self, values: Mapping[str, Any]) -> Any: ...
 
+
 __all__ = ["CheckpointConfig", "RuntimeExecutionMode"]
 
 

@@ -73,7 +73,9 @@ def _co_operator(first: StreamLike, second: StreamLike, name: str, function: Any
 
 
 def _key_spec(env: Any) -> PartitionerSpec:
-    return PartitionerSpec(kind=PartitionerKind.HASH, key_field=KEY, max_parallelism=env.config.pipeline.max_parallelism)
+    return PartitionerSpec(
+        kind=PartitionerKind.HASH, key_field=KEY, max_parallelism=env.config.pipeline.max_parallelism
+    )
 
 
 class ConnectedStreams:
@@ -99,7 +101,9 @@ class ConnectedStreams:
     def _build(self, name: str, function: Any, output_type: pa.Schema | None) -> StreamLike:
         if (self._key1 is None) != (self._key2 is None):
             # A keyed and a non-keyed input may be connected and then keyed both (as in PyFlink), not used so.
-            raise ConfigurationError("connect a KeyedStream only with another KeyedStream (or key_by both after connect)")
+            raise ConfigurationError(
+                "connect a KeyedStream only with another KeyedStream (or key_by both after connect)"
+            )
         env = self._first.get_execution_environment()
         first = _wrap(self._first, 0, self._key1)
         second = _wrap(self._second, 1, self._key2)
@@ -152,7 +156,9 @@ class BroadcastConnectedStream:
                 f"a keyed stream connected with a broadcast stream needs a KeyedBroadcastProcessFunction, got {func!r}"
             )
         if not keyed and not isinstance(func, BroadcastProcessFunction):
-            raise TypeError(f"a stream connected with a broadcast stream needs a BroadcastProcessFunction, got {func!r}")
+            raise TypeError(
+                f"a stream connected with a broadcast stream needs a BroadcastProcessFunction, got {func!r}"
+            )
         env = self._stream.get_execution_environment()
         first = _wrap(self._stream, 0, self._key)
         second = _wrap(self._broadcast._stream, 1, None)

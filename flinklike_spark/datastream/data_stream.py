@@ -147,7 +147,6 @@ class DataStream:
         """Send every row to every consumer subtask; with MapStateDescriptors, a BroadcastStream
         to ``connect`` to (broadcast state)."""
         if broadcast_state_descriptors:
-
             return BroadcastStream(self, broadcast_state_descriptors)
         return self._repartition(PartitionerKind.BROADCAST)
 
@@ -360,8 +359,12 @@ class KeyedStream(DataStream):
 
         schema = self.get_output_schema()
         if isinstance(field, str) and schema is not None and field not in schema.names:
-            raise KeyError(f"{aggregation}({field!r}): the stream has no field {field!r}; its fields are {schema.names}")
-        return self._keyed("keyed_reduce", f"Keyed Aggregation ({aggregation})", FieldAggregation(aggregation, field), schema)
+            raise KeyError(
+                f"{aggregation}({field!r}): the stream has no field {field!r}; its fields are {schema.names}"
+            )
+        return self._keyed(
+            "keyed_reduce", f"Keyed Aggregation ({aggregation})", FieldAggregation(aggregation, field), schema
+        )
 
     def sum(self, position_to_sum: str | int = 0) -> DataStream:
         """Rolling sum of one field per key; the other fields are those of the key's first record."""

@@ -447,9 +447,7 @@ class BroadcastProcessFunction(Function):
     def process_element(self, value: Any, ctx: BroadcastProcessFunction.ReadOnlyContext) -> Iterable[Any] | None: ...
 
     @abc.abstractmethod
-    def process_broadcast_element(
-        self, value: Any, ctx: BroadcastProcessFunction.Context
-    ) -> Iterable[Any] | None: ...
+    def process_broadcast_element(self, value: Any, ctx: BroadcastProcessFunction.Context) -> Iterable[Any] | None: ...
 
 
 class KeyedBroadcastProcessFunction(Function):

@@ -157,7 +157,9 @@ class StateTtlConfig:
         def in_full_snapshot(self) -> bool:
             return self.Strategies.FULL_STATE_SCAN_SNAPSHOT in self._strategies
 
-        def get_incremental_cleanup_strategy(self) -> StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy | None:
+        def get_incremental_cleanup_strategy(
+            self,
+        ) -> StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy | None:
             """The incremental strategy in effect (the default one when cleanup in background is on)."""
             configured = self._strategies.get(self.Strategies.INCREMENTAL_CLEANUP)
             if configured is None and self._is_cleanup_in_background:
@@ -273,16 +275,22 @@ class StateTtlConfig:
             self._strategies[StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] = None
             return self
 
-        def cleanup_incrementally(self, cleanup_size: int, run_cleanup_for_every_record: bool) -> StateTtlConfig.Builder:
+        def cleanup_incrementally(
+            self, cleanup_size: int, run_cleanup_for_every_record: bool
+        ) -> StateTtlConfig.Builder:
             """Check ``cleanup_size`` entries for expiry on every access of the state (heap backend).
 
             With ``run_cleanup_for_every_record`` also each time the operator sets
             the key of the next record or timer.
             """
             if isinstance(cleanup_size, bool) or not isinstance(cleanup_size, int) or cleanup_size < 0:
-                raise ConfigurationError(f"cleanup_incrementally: cleanup_size must be an int >= 0, got {cleanup_size!r}")
+                raise ConfigurationError(
+                    f"cleanup_incrementally: cleanup_size must be an int >= 0, got {cleanup_size!r}"
+                )
             self._strategies[StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP] = (
-                StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy(cleanup_size, bool(run_cleanup_for_every_record))
+                StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy(
+                    cleanup_size, bool(run_cleanup_for_every_record)
+                )
             )
             return self
 
@@ -290,8 +298,10 @@ class StateTtlConfig:
             self, query_time_after_num_entries: int, periodic_compaction_time: Any = timedelta(days=30)
         ) -> StateTtlConfig.Builder:
             """Clean up expired entries in RocksDB compactions; applies to the RocksDB backend only."""
-            if isinstance(query_time_after_num_entries, bool) or not isinstance(query_time_after_num_entries, int) or (
-                query_time_after_num_entries < 0
+            if (
+                isinstance(query_time_after_num_entries, bool)
+                or not isinstance(query_time_after_num_entries, int)
+                or (query_time_after_num_entries < 0)
             ):
                 raise ConfigurationError(
                     f"cleanup_in_rocksdb_compact_filter: query_time_after_num_entries must be an int >= 0, "

@@ -97,7 +97,9 @@ class WindowedStream:
         if not (isinstance(reduce_function, ReduceFunction) or callable(reduce_function)):
             raise ConfigurationError(f"reduce expects a ReduceFunction or a callable, got {reduce_function!r}")
         self._check_window_function(window_function, optional=True)
-        output = output_type if output_type is not None or window_function is not None else self._stream.get_output_schema()
+        output = (
+            output_type if output_type is not None or window_function is not None else self._stream.get_output_schema()
+        )
         return self._build(
             PaneKind.REDUCE, output, "Reduce", reduce_function=reduce_function, window_function=window_function
         )

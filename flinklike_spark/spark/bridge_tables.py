@@ -224,7 +224,8 @@ def stage_batches(
         The staged file, or None when there were no rows.
     """
     relative = (
-        f"part-{uuid.uuid4().hex}-c000.zstd.parquet" if partition is None
+        f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
+        if partition is None
         else f"part-{partition:05d}-{uuid.uuid4().hex}-c000.zstd.parquet"
     )
     full = f"{table.root}/{relative}"
@@ -461,8 +462,9 @@ class SparkInputSource(Source):
 
     def create_splits(self, parallelism: int) -> list[SparkInputSplit]:
         count = max(1, parallelism)
-        return [SparkInputSplit(split_id=f"spark-input-{i:05d}-of-{count:05d}", index=i, count=count)
-                for i in range(count)]
+        return [
+            SparkInputSplit(split_id=f"spark-input-{i:05d}-of-{count:05d}", index=i, count=count) for i in range(count)
+        ]
 
     def create_reader(self, context: SourceReaderContext) -> SparkInputReader:
         return SparkInputReader(self)

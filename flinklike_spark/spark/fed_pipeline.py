@@ -45,12 +45,14 @@ def build_fed_pipeline(
     function = resolve_pipeline(pipeline)
     directory = config.checkpointing.directory
     env = StreamExecutionEnvironment.get_execution_environment(config)
-    stream = (
-        env.from_source(SparkInputSource(f"{str(directory).rstrip('/')}/{INPUT_TABLE}", input_schema,
-                                         num_retained_checkpoints=config.checkpointing.num_retained),
-                        name="Source: Spark")
-        .uid(INPUT_SOURCE_UID)
-    )
+    stream = env.from_source(
+        SparkInputSource(
+            f"{str(directory).rstrip('/')}/{INPUT_TABLE}",
+            input_schema,
+            num_retained_checkpoints=config.checkpointing.num_retained,
+        ),
+        name="Source: Spark",
+    ).uid(INPUT_SOURCE_UID)
     args = dict(args or {})
     how = (
         "a writeStream pipeline is called as function(env, stream) (stream: the DataStream of the query's rows), "

@@ -55,7 +55,9 @@ def _latest(spark: SparkSession, directory, job_id: str | None, checkpoint_id: i
     return rows[0]
 
 
-def _not_found(spark: SparkSession, directory, job_id: str | None, checkpoint_id: int | None) -> CheckpointNotFoundError:
+def _not_found(
+    spark: SparkSession, directory, job_id: str | None, checkpoint_id: int | None
+) -> CheckpointNotFoundError:
     """The checkpoint asked for is not there: name it and list the checkpoints and savepoints that are."""
     wanted = " ".join(
         ["no completed checkpoint"]
@@ -101,8 +103,13 @@ def keyed_state(
     if state_name is not None:
         df = df.where(F.col("state_name") == state_name)
     return df.select(
-        "job_id", "checkpoint_id", "state_name", F.col("key_repr").alias("key"), F.col("value_repr").alias("value"),
-        "key_group", "subtask",
+        "job_id",
+        "checkpoint_id",
+        "state_name",
+        F.col("key_repr").alias("key"),
+        F.col("value_repr").alias("value"),
+        "key_group",
+        "subtask",
     ).orderBy("state_name", "key")
 
 
@@ -162,9 +169,7 @@ def operator_state_as_of(
     )
 
 
-def job_record(
-    directory: str | os.PathLike[str], storage: Mapping[str, str] | None = None
-) -> JobRecord | None:
+def job_record(directory: str | os.PathLike[str], storage: Mapping[str, str] | None = None) -> JobRecord | None:
     """The record of the engine job behind a ``readStream`` or ``writeStream`` query (pid, job id, state, error).
 
     Args:

@@ -449,8 +449,7 @@ class EngineJob:
             self._finished = True
             return
         if process is not None:
-            _log.warning("engine job runner exited with %s; resuming it from its latest checkpoint",
-                         process.returncode)
+            _log.warning("engine job runner exited with %s; resuming it from its latest checkpoint", process.returncode)
         self._spawn()
 
     def _spawn(self) -> None:

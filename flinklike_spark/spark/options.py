@@ -76,13 +76,15 @@ def _pipeline_args(bridge: Mapping[str, str], what: str) -> dict[str, Any]:
     if text is None:
         return {}
     if not bridge.get("pipeline"):
-        raise ConfigurationError(f"{what}: option pipeline.args is given without option pipeline (the function it is for)")
+        raise ConfigurationError(
+            f"{what}: option pipeline.args is given without option pipeline (the function it is for)"
+        )
     try:
         args = json.loads(text)
     except ValueError as exc:
         raise ConfigurationError(
             f"{what}: option pipeline.args={text!r} is not JSON ({exc}); give a JSON object, e.g. "
-            f"json.dumps({{\"threshold\": 500}}), whose entries the pipeline function gets as keyword arguments"
+            f'json.dumps({{"threshold": 500}}), whose entries the pipeline function gets as keyword arguments'
         ) from None
     if not isinstance(args, dict):
         raise ConfigurationError(
@@ -134,8 +136,12 @@ class ReadOptions:
                 )
         flink_options, config = _config(flink, directory, what)
         return ReadOptions(
-            pipeline=pipeline, directory=directory, config=config, flink_options=flink_options,
-            max_checkpoints_per_trigger=limit, pipeline_args=_pipeline_args(bridge, what),
+            pipeline=pipeline,
+            directory=directory,
+            config=config,
+            flink_options=flink_options,
+            max_checkpoints_per_trigger=limit,
+            pipeline_args=_pipeline_args(bridge, what),
         )
 
 
@@ -180,8 +186,13 @@ class WriteOptions:
         if pipeline:  # the job runs with the query: every Flink key is the job's configuration
             flink_options, config = _config(flink, directory, what)
             return WriteOptions(
-                directory=directory, query_id=bridge.get("queryid") or "default", checkpoint_location=location or None,
-                storage=config.storage, pipeline=pipeline, config=config, flink_options=flink_options,
+                directory=directory,
+                query_id=bridge.get("queryid") or "default",
+                checkpoint_location=location or None,
+                storage=config.storage,
+                pipeline=pipeline,
+                config=config,
+                flink_options=flink_options,
                 pipeline_args=_pipeline_args(bridge, what),
             )
         _pipeline_args(bridge, what)  # refuses pipeline.args without pipeline

@@ -84,9 +84,9 @@ class FlinklikeDataSource(DataSource):
         read = ReadOptions.parse(self.options)
         if read.pipeline is None:
             raise ConfigurationError(
-                'spark.readStream.format("flinklike"): option \'pipeline\' is required: \'module:function\' '
+                "spark.readStream.format(\"flinklike\"): option 'pipeline' is required: 'module:function' "
                 "building the job on a StreamExecutionEnvironment and returning the DataStream whose rows go to "
-                "Spark; or, to read the stream that the pipeline of a df.writeStream.format(\"flinklike\") query "
+                'Spark; or, to read the stream that the pipeline of a df.writeStream.format("flinklike") query '
                 "on the same directory returns, give its schema with .schema(...)"
             )
         _, stream = build_pipeline(read.pipeline, read.config, read.pipeline_args)

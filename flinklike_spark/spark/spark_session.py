@@ -210,10 +210,10 @@ def _java_cause(exc: BaseException) -> str | None:
     followed by the stack trace and its ``Caused by: ...`` lines.
     """
     lines = str(exc).splitlines()
-    causes = [line[len(": "):].strip() for line in lines if line.startswith(": ")][:1]
+    causes = [line[len(": ") :].strip() for line in lines if line.startswith(": ")][:1]
     if not causes:
         return None
-    causes += [line[len("Caused by: "):].strip() for line in lines if line.startswith("Caused by: ")]
+    causes += [line[len("Caused by: ") :].strip() for line in lines if line.startswith("Caused by: ")]
     return causes[0] if len(causes) == 1 else f"{causes[0]} (caused by {causes[-1]})"
 
 

@@ -194,7 +194,7 @@ class SparkTaskExecutorLauncher:
             outcome = f"its Spark stage failed: {_summary(text)}"
             if _NOT_IMPORTABLE in text:
                 with self._lock:
-                    self._failure = _summary(text[text.index(_NOT_IMPORTABLE):])
+                    self._failure = _summary(text[text.index(_NOT_IMPORTABLE) :])
             if not self._closed.is_set():
                 log.warning("Spark stage %s of TaskExecutor %s ended: %s", stage.group, stage.resource_id, outcome)
         finally:

@@ -321,8 +321,11 @@ class WriterJobOwner(StreamingQueryListener):
     def _join(thread: threading.Thread) -> None:
         thread.join(_CLOSE_WAIT_SECONDS)
         if thread.is_alive():
-            _log.warning("flinklike writer thread %s still runs after %.0f s; not waiting for it any longer",
-                         thread.name, _CLOSE_WAIT_SECONDS)
+            _log.warning(
+                "flinklike writer thread %s still runs after %.0f s; not waiting for it any longer",
+                thread.name,
+                _CLOSE_WAIT_SECONDS,
+            )
 
 
 def query_write_options(spark, event) -> WriteOptions | None:

@@ -61,7 +61,9 @@ def as_storage(storage: StorageConfig | Mapping[str, Any] | None) -> StorageConf
         return storage
     if isinstance(storage, Mapping):
         return StorageConfig.from_configuration(storage)
-    raise StateProcessorError(f"storage must be a StorageConfig or a mapping of s3.* / fs.azure.* keys, got {storage!r}")
+    raise StateProcessorError(
+        f"storage must be a StorageConfig or a mapping of s3.* / fs.azure.* keys, got {storage!r}"
+    )
 
 
 def key_values(keys: list[Any]) -> pa.Array:
@@ -214,7 +216,9 @@ class SavepointReader:
             StateNotFoundError: the operator has no such broadcast state (names those it has).
         """
         rows = self._rows(operator, keyed=False)
-        names = sorted({n[len(BROADCAST_PREFIX):] for n in rows["state_name"].to_pylist() if n.startswith(BROADCAST_PREFIX)})
+        names = sorted(
+            {n[len(BROADCAST_PREFIX) :] for n in rows["state_name"].to_pylist() if n.startswith(BROADCAST_PREFIX)}
+        )
         if state_name not in names:
             raise StateNotFoundError(
                 f"operator {as_identifier(operator).uid!r} in {self.path} has no broadcast state {state_name!r}; "

@@ -45,7 +45,9 @@ __all__ = [
 #: Suffix of the column holding the last access time of a state with time-to-live.
 TTL_SUFFIX: Final = "_ttl_timestamp"
 #: The keyed state kinds a user function holds (timers are read separately).
-KEYED_KINDS: Final = frozenset({StateKind.VALUE, StateKind.LIST, StateKind.MAP, StateKind.REDUCING, StateKind.AGGREGATING})
+KEYED_KINDS: Final = frozenset(
+    {StateKind.VALUE, StateKind.LIST, StateKind.MAP, StateKind.REDUCING, StateKind.AGGREGATING}
+)
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
 

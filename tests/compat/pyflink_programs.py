@@ -206,7 +206,9 @@ def pyflink_python(*, install: bool = False) -> Path | None:
     ``install``: create and install the venv if it is missing (pip, from PyPI; minutes).
     """
     peers = _peers()
-    return peers.ensure_venv(peers.PEERS["pyflink"], peers.default_venv_dir(), install=install, log=lambda *a, **k: None)
+    return peers.ensure_venv(
+        peers.PEERS["pyflink"], peers.default_venv_dir(), install=install, log=lambda *a, **k: None
+    )
 
 
 def why_pyflink_cannot_run() -> str | None:

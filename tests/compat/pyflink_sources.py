@@ -11,7 +11,9 @@ import zipfile
 from pathlib import Path
 
 PYFLINK_VERSION = "2.3.0"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "flinklike-spark" / f"pyflink-{PYFLINK_VERSION}"
+CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "flinklike-spark" / f"pyflink-{PYFLINK_VERSION}"
+)
 _IMPORT = re.compile(r"^\s*(from|import)\s+pyflink\b")
 
 
@@ -53,6 +55,8 @@ def with_imports_changed(source: str) -> str:
             line = re.sub(r"\bpyflink\b", "flinklike_spark", line)
         lines.append(line)
     changed = "\n".join(lines) + "\n"
-    rest = [line for line in changed.splitlines() if re.search(r"\bpyflink\b", line) and not line.lstrip().startswith("#")]
+    rest = [
+        line for line in changed.splitlines() if re.search(r"\bpyflink\b", line) and not line.lstrip().startswith("#")
+    ]
     assert not rest, f"pyflink outside the imports: {rest}"
     return changed

@@ -38,7 +38,9 @@ from tests.compat.pyflink_programs import (  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help=f"programs (default: all of {', '.join(PROGRAMS)})")
-    parser.add_argument("--check", action="store_true", help="compare with the recorded outputs; write only verified.json")
+    parser.add_argument(
+        "--check", action="store_true", help="compare with the recorded outputs; write only verified.json"
+    )
     parser.add_argument("--install", action="store_true", help="create the PyFlink venv if it is missing")
     args = parser.parse_args(argv)
     unknown = [name for name in args.names if name not in PROGRAMS]

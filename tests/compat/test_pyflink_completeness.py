@@ -45,16 +45,28 @@ UNSUPPORTED: dict[tuple[str, str], str] = {
     ("pyflink.datastream.functions", "SourceFunction"): "Java SourceFunctions; sources implement Source (from_source)",
     ("pyflink.datastream", "SinkFunction"): "Java SinkFunctions; sinks implement Sink (sink_to / add_sink)",
     ("pyflink.datastream.functions", "SinkFunction"): "Java SinkFunctions; sinks implement Sink (sink_to / add_sink)",
-    ("pyflink.datastream", "SlotSharingGroup"): "one default slot sharing group (Flink's default); no fine-grained resources",
+    (
+        "pyflink.datastream",
+        "SlotSharingGroup",
+    ): "one default slot sharing group (Flink's default); no fine-grained resources",
     ("pyflink.datastream", "MemorySize"): "memory sizes are configuration strings ('128 mb'), parsed by the keys",
     ("pyflink.datastream.functions", "AsyncFunctionDescriptor"): "PyFlink's internal operator descriptor",
     ("pyflink.datastream.functions", "BaseBroadcastProcessFunction"): (
         "PyFlink's internal common base; subclass BroadcastProcessFunction or KeyedBroadcastProcessFunction"
     ),
     ("pyflink.datastream.state", "OperatorStateStore"): "operator (non-keyed) state of user functions is not offered",
-    ("pyflink.datastream.window", "TimeWindowSerializer"): "records travel as Arrow columns or pickles, not JVM serializers",
-    ("pyflink.datastream.window", "CountWindowSerializer"): "records travel as Arrow columns or pickles, not JVM serializers",
-    ("pyflink.datastream.window", "GlobalWindowSerializer"): "records travel as Arrow columns or pickles, not JVM serializers",
+    (
+        "pyflink.datastream.window",
+        "TimeWindowSerializer",
+    ): "records travel as Arrow columns or pickles, not JVM serializers",
+    (
+        "pyflink.datastream.window",
+        "CountWindowSerializer",
+    ): "records travel as Arrow columns or pickles, not JVM serializers",
+    (
+        "pyflink.datastream.window",
+        "GlobalWindowSerializer",
+    ): "records travel as Arrow columns or pickles, not JVM serializers",
     ("pyflink.common", "ConfigOptions"): "keys are plain strings with Flink's names (ConfigOption describes them)",
     ("pyflink.common", "ExecutionConfig"): "configuration is Flink's keys (env.configure); no ExecutionConfig object",
     ("pyflink.common", "TypeSerializer"): "records travel as Arrow columns or pickles, not JVM serializers",
@@ -62,7 +74,10 @@ UNSUPPORTED: dict[tuple[str, str], str] = {
     ("pyflink.common", "InputDependencyConstraint"): _JAVA + " (deprecated batch scheduling)",
     ("pyflink.common", "JobID"): "job ids are strings (JobClient.job_id)",
     ("pyflink.common", "JobStatus"): "JobClient.get_job_status() returns the engine's JobStatus enum (same names)",
-    ("pyflink.common", "RestartStrategies"): "restart strategies are Flink's restart-strategy.* keys, as in PyFlink 2.x",
+    (
+        "pyflink.common",
+        "RestartStrategies",
+    ): "restart strategies are Flink's restart-strategy.* keys, as in PyFlink 2.x",
     ("pyflink.common", "RestartStrategyConfiguration"): "restart strategies are Flink's restart-strategy.* keys",
     ("pyflink.common", "Instant"): "timestamps are epoch milliseconds (ints) and datetime values",
     ("pyflink.common", "AssignerWithPeriodicWatermarksWrapper"): _JAVA + " (legacy watermark assigners)",
@@ -100,7 +115,9 @@ def test_the_checked_in_list_is_pyflinks():
     upstream = []
     for module in dict.fromkeys(m for m, _ in public_names()):
         path = module.removeprefix("pyflink.").replace(".", "/")
-        source = upstream_source(f"{path}/__init__.py" if module in ("pyflink.datastream", "pyflink.common") else f"{path}.py")
+        source = upstream_source(
+            f"{path}/__init__.py" if module in ("pyflink.datastream", "pyflink.common") else f"{path}.py"
+        )
         for node in ast.parse(source).body:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
                 upstream += [(module, element.value) for element in node.value.elts]

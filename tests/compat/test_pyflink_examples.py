@@ -93,7 +93,10 @@ def test_windowing_sliding_time_window(tmp_path):
 
 def test_windowing_session_with_gap_window(tmp_path):
     # times 1, 2, 3, 4, 8, 9, 15 with a 5 ms gap: [1, 9 + 5) holds six, [15, 20) one
-    assert sorted(run_example("windowing/session_with_gap_window.py", tmp_path)) == [("hi", 1, 14, 6), ("hi", 15, 20, 1)]
+    assert sorted(run_example("windowing/session_with_gap_window.py", tmp_path)) == [
+        ("hi", 1, 14, 6),
+        ("hi", 15, 20, 1),
+    ]
 
 
 def test_windowing_session_with_dynamic_gap_window(tmp_path):

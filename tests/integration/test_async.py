@@ -71,7 +71,9 @@ class Slow(AsyncFunction):
 
 def build(config: dict, rate: float | None) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment(config)
-    source = env.from_source(SequenceSource(num_keys=8, records_per_key=400, rows_per_second=rate), name="seq").uid("seq")
+    source = env.from_source(SequenceSource(num_keys=8, records_per_key=400, rows_per_second=rate), name="seq").uid(
+        "seq"
+    )
     AsyncDataStream.ordered_wait(source, Slow(), 5_000, capacity=50).uid("async").key_by("key").process(
         ExactCount()
     ).uid("count").sink_to(CollectSink("counts"))

@@ -15,6 +15,7 @@ from flinklike_spark.datastream.window import TumblingEventTimeWindows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
+
 class SecondField(TimestampAssigner):
     def extract_timestamp(self, value, record_timestamp):
         return value[1]

@@ -53,7 +53,10 @@ def test_big_dec_fields_keep_their_scale_through_aggregations_keyed_state_and_a_
     assert _by_key(CollectSink.rows(result, name="min")) == {
         "a": ["1.50", "1.50", "1.50"], "b": ["-0.125", "-0.125", "-0.125"]
     }  # fmt: skip
-    assert _by_key(CollectSink.rows(result, name="max")) == {"a": ["1.50", "2.5", "2.5"], "b": ["-0.125", "1000", "1000"]}
+    assert _by_key(CollectSink.rows(result, name="max")) == {
+        "a": ["1.50", "2.5", "2.5"],
+        "b": ["-0.125", "1000", "1000"],
+    }
     # Decimal("1.50") == Decimal("1.5"): one key (Python's equality), on one subtask, with one count
     counts = sorted(CollectSink.rows(result, name="count"))
     assert sorted(c for k, c in counts if k in ("1.50", "1.5")) == [1, 2]

@@ -46,8 +46,11 @@ def test_the_runner_reports_its_dashboard_and_the_engines_progress(tmp_path):
     job = EngineJob(
         JobSpec(
             pipeline="tests.spark.pipelines:keyed_count",
-            config={"execution.checkpointing.interval": "200 ms", "execution.checkpointing.dir": str(tmp_path),
-                    "rest.port": 0},  # fmt: skip
+            config={
+                "execution.checkpointing.interval": "200 ms",
+                "execution.checkpointing.dir": str(tmp_path),
+                "rest.port": 0,
+            },  # fmt: skip
             schema=COUNTED,
             directory=str(tmp_path),
         )
@@ -63,8 +66,12 @@ def test_the_runner_reports_its_dashboard_and_the_engines_progress(tmp_path):
         # task metrics are at most metrics.fetcher.update-interval (10 s) old, reports come every 5 s
         progress = wait_for(
             "progress with completed checkpoints and records in the runner's record",
-            lambda: (p := job.record.progress) and p["numberOfCompletedCheckpoints"] >= 1
-            and source_records(p)["write-records"] > 0 and p,
+            lambda: (
+                (p := job.record.progress)
+                and p["numberOfCompletedCheckpoints"] >= 1
+                and source_records(p)["write-records"] > 0
+                and p
+            ),
             timeout=60,
         )
         assert progress["state"] == "RUNNING" and progress["numRestarts"] == 0
@@ -92,8 +99,11 @@ def test_two_supervisors_of_one_job_never_run_it_twice(tmp_path):
 
     spec = JobSpec(
         pipeline="tests.spark.pipelines:keyed_count",
-        config={"execution.checkpointing.interval": "200 ms", "execution.checkpointing.dir": str(tmp_path),
-                "rest.port": 0},  # fmt: skip
+        config={
+            "execution.checkpointing.interval": "200 ms",
+            "execution.checkpointing.dir": str(tmp_path),
+            "rest.port": 0,
+        },  # fmt: skip
         schema=COUNTED,
         directory=str(tmp_path),
     )

@@ -74,8 +74,9 @@ def run_with_faults(tmp_path: Path, mode: str) -> None:
     env = StreamExecutionEnvironment.get_execution_environment(config)
     (
         env.from_source(
-            SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, rows_per_second=ROWS_PER_SECOND,
-                           batch_size=20),  # fmt: skip
+            SequenceSource(
+                num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, rows_per_second=ROWS_PER_SECOND, batch_size=20
+            ),  # fmt: skip
             name="seq",
         )
         .uid("seq")

@@ -76,7 +76,9 @@ def test_exceeding_the_tolerance_is_a_job_failure_the_restart_strategy_handles(t
         "restart-strategy.fixed-delay.attempts": 1,
         "restart-strategy.fixed-delay.delay": "0 ms",
     }
-    client = break_after_submission(build(config, seconds_per_record=0.001), directory, "restarted on checkpoint failures")
+    client = break_after_submission(
+        build(config, seconds_per_record=0.001), directory, "restarted on checkpoint failures"
+    )
     with pytest.raises(JobExecutionError, match="tolerable-failed-checkpoints: 1"):
         client.wait(timeout=120)
     assert client.num_restarts == 1

@@ -72,7 +72,9 @@ def test_run_module_function_and_bad_target(tmp_path, monkeypatch):
 def test_run_file_can_import_modules_next_to_it(tmp_path):
     # `python job.py` puts job.py's directory on sys.path; `flinklike run job.py` must too,
     # and the TaskExecutor processes must import the helper the map function lives in.
-    (tmp_path / "local_helpers.py").write_text("def double(row):\n    return {'key': row['key'], 'seq': 2 * row['seq']}\n")
+    (tmp_path / "local_helpers.py").write_text(
+        "def double(row):\n    return {'key': row['key'], 'seq': 2 * row['seq']}\n"
+    )
     (tmp_path / "job.py").write_text(
         textwrap.dedent(
             """
@@ -175,8 +177,12 @@ def test_run_of_a_job_cancelled_over_rest_prints_one_line_and_exits_3(tmp_path):
     assert "Traceback" not in stderr, stderr
     lines = [ln for ln in stderr.splitlines() if ln.startswith("flinklike run:")]
     assert len(lines) == 1, stderr
-    assert lines[0].startswith(f"flinklike run: job {job_id} was cancelled by a REST request (PATCH /jobs/{job_id}"), lines
-    assert re.search(rf"last completed checkpoint: {re.escape(str(tmp_path / 'ck'))}/{job_id}/chk-\d+$", lines[0]), lines
+    assert lines[0].startswith(f"flinklike run: job {job_id} was cancelled by a REST request (PATCH /jobs/{job_id}"), (
+        lines
+    )
+    assert re.search(rf"last completed checkpoint: {re.escape(str(tmp_path / 'ck'))}/{job_id}/chk-\d+$", lines[0]), (
+        lines
+    )
 
 
 def test_run_help_documents_the_exit_status_of_a_cancelled_job():

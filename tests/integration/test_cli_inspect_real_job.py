@@ -97,13 +97,13 @@ def test_counter_state_of_the_savepoint_matches_the_source_positions(capsys, rea
     assert sorted(column(out, "key_repr")) == [f"'k{k}'" for k in range(NUM_KEYS)]
     assert set(column(out, "state_name")) == {"count"} and set(column(out, "state_kind")) == {"value"}
 
-    code, out, _ = cli(capsys, "inspect", directory, "--checkpoint", savepoint, "--operator", "counter",
-                       "--format", "json")
+    code, out, _ = cli(
+        capsys, "inspect", directory, "--checkpoint", savepoint, "--operator", "counter", "--format", "json"
+    )
     counts = json.loads(out)
     assert code == 0 and {r["operator_uid"] for r in counts} == {"counter"}
     assert "key" not in counts[0] and "value" not in counts[0]
-    code, out, _ = cli(capsys, "inspect", directory, "--checkpoint", savepoint, "--operator", "seq",
-                       "--format", "json")
+    code, out, _ = cli(capsys, "inspect", directory, "--checkpoint", savepoint, "--operator", "seq", "--format", "json")
     splits = json.loads(out)
     assert code == 0 and [r["state_kind"] for r in splits] == ["source_split", "source_split"]
     emitted = sum(int(re.search(r"next_row=(\d+)", r["value_repr"]).group(1)) for r in splits)
@@ -118,8 +118,9 @@ def test_channel_state_of_an_unaligned_checkpoint(capsys, real_job):
     unaligned = max(completed, key=lambda c: c.channel_state_bytes)
     assert unaligned.mode == "unaligned" and unaligned.channel_state_bytes > 0
     [uid, *_] = cp_inspect.channel_state(directory, unaligned.checkpoint_id)["operator_uid"].to_pylist()
-    code, out, err = cli(capsys, "inspect", directory, "--checkpoint", unaligned.checkpoint_id,
-                         "--operator", uid, "--channel-state")
+    code, out, err = cli(
+        capsys, "inspect", directory, "--checkpoint", unaligned.checkpoint_id, "--operator", uid, "--channel-state"
+    )
     assert (code, err) == (0, "")
     assert header(out) == CHANNEL_COLUMNS
     assert all(int(n) > 0 for n in column(out, "payload_bytes"))
@@ -129,8 +130,9 @@ def test_channel_state_of_an_unaligned_checkpoint(capsys, real_job):
 @pytest.mark.timeout(120)
 def test_limit(capsys, real_job):
     directory, _, completed = real_job
-    code, out, err = cli(capsys, "inspect", directory, "--checkpoint", completed[-1].checkpoint_id,
-                         "--operator", "counter", "--limit", 2)
+    code, out, err = cli(
+        capsys, "inspect", directory, "--checkpoint", completed[-1].checkpoint_id, "--operator", "counter", "--limit", 2
+    )
     assert code == 0 and len(out.splitlines()) == 3
     assert err.strip() == f"(showing 2 of {NUM_KEYS} rows)"
 
@@ -156,9 +158,8 @@ def test_unknown_operator_lists_the_operators_of_the_checkpoint(capsys, real_job
     assert (code, out) == (2, "")
     assert f"operator 'countr' has no operator_state rows in checkpoint {savepoint}" in err
     assert "operators with operator_state rows there: counter, seq" in err
-    code, _, err = cli(capsys, "inspect", directory, "--checkpoint", savepoint, "--operator", "counter",
-                       "--channel-state")
+    code, _, err = cli(
+        capsys, "inspect", directory, "--checkpoint", savepoint, "--operator", "counter", "--channel-state"
+    )
     assert code == 2
     assert "operators with channel_state rows there: none (aligned checkpoints" in err
-
-

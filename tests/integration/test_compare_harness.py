@@ -61,7 +61,8 @@ def test_quick_mode_writes_a_checked_report(tmp_path):
                              sanity), (workload, engine, sanity)  # fmt: skip
     assert (tmp_path / "benchmarks-compare-scenarios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ours = {
-        workload: re.search(rf"### {workload}:.*?\n\| flinklike \| ([^\n]*)", report, re.S) for workload in ("W3", "W4", "W5")
+        workload: re.search(rf"### {workload}:.*?\n\| flinklike \| ([^\n]*)", report, re.S)
+        for workload in ("W3", "W4", "W5")
     }
     assert all(ours.values()), report
     # W3: aligned and unaligned medians from at least 2 checkpoints each, the ratio, both throughputs

@@ -47,7 +47,7 @@ def test_a_task_executor_that_crashes_prints_the_stack_of_the_crashing_function(
         env.execute("segfault")
     err = capfd.readouterr().err
     assert FATAL in err, err[-3000:]
-    stack = err[err.index(FATAL):]
+    stack = err[err.index(FATAL) :]
     assert "in map" in stack and "test_crash_tracebacks.py" in stack, stack[:3000]
 
 
@@ -111,4 +111,3 @@ def test_a_benchmark_engine_prints_its_stack_on_a_crash():
             leftover.kill()
     err = err.decode(errors="replace")
     assert FATAL in err and "engine_flinklike.py" in err, err[-3000:]
-

@@ -34,7 +34,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 )
 def test_delta_output_is_exactly_once_across_stop_and_resume(tmp_path, mode, resume_parallelism):
     directory, table = str(tmp_path / "checkpoints"), tmp_path / "out"
-    run_and_cancel(build(checkpoint_config(directory, mode), table, seconds_per_record=0.0003), directory, checkpoints=3)
+    run_and_cancel(
+        build(checkpoint_config(directory, mode), table, seconds_per_record=0.0003), directory, checkpoints=3
+    )
     committed = len(rows_in_commit_order(table)) if (table / "_delta_log").exists() else 0
     assert 0 < committed < NUM_KEYS * RECORDS_PER_KEY, "stopped too late or nothing was committed at checkpoints"
 

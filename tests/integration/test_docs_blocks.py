@@ -95,8 +95,9 @@ def _run(command: list[str], *, cwd: Path, env: dict[str, str], timeout: float) 
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
-        pytest.fail(f"{command} did not finish within {timeout} s\n--- stdout\n{stdout[-4000:]}\n"
-                    f"--- stderr\n{stderr[-6000:]}")
+        pytest.fail(
+            f"{command} did not finish within {timeout} s\n--- stdout\n{stdout[-4000:]}\n--- stderr\n{stderr[-6000:]}"
+        )
     finally:
         try:  # children a block left behind (a TaskExecutor of a crashed job)
             os.killpg(process.pid, signal.SIGKILL)
@@ -143,12 +144,13 @@ def test_block_runs(steps, files, error, tmp_path, request):
     for number, group in enumerate(_groups(steps)):
         script = tmp_path / f"doc_block_{number}.{'py' if group[0].language == PYTHON else 'sh'}"
         script.write_text("".join(text(b) for b in group))
-        command = [sys.executable, str(script)] if group[0].language == PYTHON else ["bash", "-euo", "pipefail",
-                                                                                      str(script)]
+        command = (
+            [sys.executable, str(script)] if group[0].language == PYTHON else ["bash", "-euo", "pipefail", str(script)]
+        )
         cwd = ROOT if group[-1].cwd_repo else tmp_path
         done = _run(command, cwd=cwd, env=env, timeout=timeout)
         where = ", ".join(b.where for b in group)
-        traceback = done.stderr[done.stderr.rfind("Traceback (most recent call last)"):][:5000]
+        traceback = done.stderr[done.stderr.rfind("Traceback (most recent call last)") :][:5000]
         assert done.returncode == 0, (
             f"the block(s) {where} exited with {done.returncode}\n--- stdout\n{done.stdout[-4000:]}\n"
             f"--- the last Python traceback\n{traceback}\n--- stderr\n{done.stderr[-4000:]}"

@@ -39,8 +39,10 @@ def windowed(configure):
         {"parallelism.default": 1, "flinklike.local.taskmanager-mode": "thread"}
     )
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ByTimestamp())
-    keyed = env.from_collection(EVENTS, type_info=ROW).assign_timestamps_and_watermarks(strategy).key_by(
-        lambda r: r[0], key_type=Types.STRING()
+    keyed = (
+        env.from_collection(EVENTS, type_info=ROW)
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(lambda r: r[0], key_type=Types.STRING())
     )
     configure(keyed).sink_to(CollectSink("out"))
     return sorted(CollectSink.rows(env.execute("evictors"), name="out"))

@@ -19,7 +19,11 @@ def run_example(name: str, *args: str) -> str:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / name), *args],
-        capture_output=True, text=True, timeout=240, env=env, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=ROOT,
     )
     assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
@@ -50,11 +54,14 @@ def test_fraud_detection_example_through_spark(tmp_path):
     env.pop("PYSPARK_PYTHON", None)  # the example's session() sets it, as on a fresh machine
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "fraud_detection.py"), str(tmp_path)],
-        capture_output=True, text=True, timeout=850, env=env, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=850,
+        env=env,
+        cwd=ROOT,
     )
     assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout}\n{done.stderr[-5000:]}"
     assert "exactly once and as expected: True" in done.stdout, done.stdout
-
 
 
 def test_pyflink_program_with_only_its_imports_changed():

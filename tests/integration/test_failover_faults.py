@@ -45,8 +45,10 @@ def keyed_env(extra: dict | None = None) -> StreamExecutionEnvironment:
 def run_keyed(env: StreamExecutionEnvironment, function: MapFunction):
     (
         # 3 s of input: the injected failures (after ~0.3 s) hit tasks long before their input ends
-        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, rows_per_second=400,
-                                       batch_size=20), name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, rows_per_second=400, batch_size=20),
+            name="seq",
+        )  # fmt: skip
         .rebalance()
         .map(function)
         .key_by("key")
@@ -136,7 +138,9 @@ class AlwaysFails(MapFunction):
 
 
 def test_an_exhausted_restart_strategy_fails_the_job_with_every_cause():
-    with pytest.raises(JobExecutionError, match="recovery is suppressed by FixedDelayRestartBackoffTimeStrategy") as failure:
+    with pytest.raises(
+        JobExecutionError, match="recovery is suppressed by FixedDelayRestartBackoffTimeStrategy"
+    ) as failure:
         run_keyed(keyed_env({"restart-strategy.fixed-delay.attempts": 2}), AlwaysFails())
     assert str(failure.value).count("always") >= 3  # the last cause and the history of all three
     assert_no_task_executor_left()
@@ -193,8 +197,9 @@ def test_a_second_failure_while_a_restart_is_pending_restarts_both_regions_once(
     )
     env.disable_operator_chaining()
     (
-        env.from_source(SequenceSource(num_keys=4, records_per_key=None, rows_per_second=800, batch_size=10),
-                        name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(num_keys=4, records_per_key=None, rows_per_second=800, batch_size=10), name="seq"
+        )  # fmt: skip
         .uid("seq")
         .map(FailTwoRegionsOnce())
         .uid("map")
@@ -205,12 +210,12 @@ def test_a_second_failure_while_a_restart_is_pending_restarts_both_regions_once(
     try:
         wait_for(lambda: all(any(a == 1 for a, _, _ in progress(tmp_path, s)) for s in (1, 2)), "both regions back")
         history = client.get_exception_history()
-        assert [sorted(e.restarted) for e in history] == [
-            ["map-1", "seq-1", "sink-1"], ["map-2", "seq-2", "sink-2"]
-        ]
+        assert [sorted(e.restarted) for e in history] == [["map-1", "seq-1", "sink-1"], ["map-2", "seq-2", "sink-2"]]
         assert history[1].timestamp.timestamp() - history[0].timestamp.timestamp() < 2.0, "not while pending"
         attempts = client.get_attempt_numbers()
-        assert {k: a for k, a in attempts.items() if a} == {f"{v}-{s}": 1 for v in ("seq", "map", "sink") for s in (1, 2)}
+        assert {k: a for k, a in attempts.items() if a} == {
+            f"{v}-{s}": 1 for v in ("seq", "map", "sink") for s in (1, 2)
+        }
     finally:
         client.cancel()
         with pytest.raises(JobExecutionError):
@@ -266,8 +271,9 @@ def test_a_frozen_task_executor_is_declared_lost_replaced_and_the_job_recovers(t
     )
     env.disable_operator_chaining()
     (
-        env.from_source(SequenceSource(num_keys=2, records_per_key=None, rows_per_second=200, batch_size=10),
-                        name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(num_keys=2, records_per_key=None, rows_per_second=200, batch_size=10), name="seq"
+        )  # fmt: skip
         .uid("seq")
         .sink_to(ProgressSink(str(tmp_path)))
         .uid("sink")
@@ -279,7 +285,9 @@ def test_a_frozen_task_executor_is_declared_lost_replaced_and_the_job_recovers(t
         victim.send_signal(signal.SIGSTOP)
         wait_for(lambda: client.get_exception_history(), "the frozen TaskExecutor declared lost", timeout=30)
         assert "heartbeat" in str(client.get_exception_history()[0].root_cause)
-        wait_for(lambda: not victim.is_running() or victim.status() == psutil.STATUS_ZOMBIE, "the frozen process killed")
+        wait_for(
+            lambda: not victim.is_running() or victim.status() == psutil.STATUS_ZOMBIE, "the frozen process killed"
+        )
         restarted = {int(k.rsplit("-", 1)[1]) for k in client.get_exception_history()[0].restarted}
         assert restarted, "the frozen TaskExecutor's region restarted"
         wait_for(lambda: all(any(a >= 1 for a, _, _ in progress(tmp_path, s)) for s in restarted),
@@ -306,8 +314,9 @@ def test_a_restore_point_that_cannot_be_restored_fails_the_job_at_once(tmp_path)
     directory = tmp_path / "checkpoints"
     env = keyed_env({"execution.checkpointing.dir": str(directory), "restart-strategy.fixed-delay.attempts": 100})
     (
-        env.from_source(SequenceSource(num_keys=4, records_per_key=None, rows_per_second=400, batch_size=20),
-                        name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(num_keys=4, records_per_key=None, rows_per_second=400, batch_size=20), name="seq"
+        )  # fmt: skip
         .key_by("key")
         .process(Count())
         .uid("count")
@@ -352,8 +361,10 @@ class SlowToRestart(FailsOnceInSubtaskZero):
 def test_a_task_executor_dying_while_the_restarted_tasks_deploy_is_one_more_restart():
     env = keyed_env()
     (
-        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, rows_per_second=400,
-                                       batch_size=20), name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, rows_per_second=400, batch_size=20),
+            name="seq",
+        )  # fmt: skip
         .rebalance()
         .map(SlowToRestart())
         .key_by("key")

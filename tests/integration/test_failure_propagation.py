@@ -50,8 +50,9 @@ def test_a_sink_path_of_an_unknown_scheme_fails_the_submission_naming_the_cause(
     """It once failed the first task (fast, with the user's exception); now the storage probe at submission
     refuses it before any task runs, naming the path and the cause (see tests/integration/test_storage_probe.py)."""
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
-    env.from_source(SequenceSource(num_keys=10, records_per_key=10), name="seq").key_by("key").map(lambda r: r) \
-        .sink_to(DeltaSink("nosuchfs://bucket/table"))
+    env.from_source(SequenceSource(num_keys=10, records_per_key=10), name="seq").key_by("key").map(lambda r: r).sink_to(
+        DeltaSink("nosuchfs://bucket/table")
+    )
     started = time.monotonic()
     with pytest.raises(StorageUnavailableError) as info:
         env.execute_async("unknown scheme")

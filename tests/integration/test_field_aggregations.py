@@ -51,7 +51,9 @@ def test_tuples_by_position():
 
 def test_positional_rows_by_position():
     rows = [Row(*t) for t in TUPLES]
-    out = run_aggregations(rows, Types.ROW([Types.STRING(), Types.INT(), Types.INT()]), 2, lambda r: r[0], Types.STRING())
+    out = run_aggregations(
+        rows, Types.ROW([Types.STRING(), Types.INT(), Types.INT()]), 2, lambda r: r[0], Types.STRING()
+    )
     assert [tuple(r) for r in out["min_by"]] == [("k", 2, 9), ("k", 2, 1), ("k", 2, 0), ("k", 2, 0)]
     assert [tuple(r) for r in out["sum"]] == [("k", 2, 9), ("k", 2, 10), ("k", 2, 10), ("k", 2, 15)]
     assert all(isinstance(r, Row) for r in out["sum"])

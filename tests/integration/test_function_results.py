@@ -88,11 +88,13 @@ def test_wrong_return_type_names_operator_and_contract(case):
 def test_program_errors_fail_at_once_under_a_restart_strategy(tmp_path, error):
     """Under checkpointing the default restart strategy restarts failed tasks; a program error
     would fail again on the replayed input, so it fails the job without a restart."""
-    env = StreamExecutionEnvironment.get_execution_environment({
-        "flinklike.local.taskmanager-mode": "thread",
-        "execution.checkpointing.interval": "100ms",
-        "execution.checkpointing.dir": str(tmp_path / "ck"),
-    })
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {
+            "flinklike.local.taskmanager-mode": "thread",
+            "execution.checkpointing.interval": "100ms",
+            "execution.checkpointing.dir": str(tmp_path / "ck"),
+        }
+    )
     stream = env.from_source(SequenceSource(num_keys=2, records_per_key=3), name="seq")
     if error == "FunctionResultError":
         stream = stream.map(lambda r: 5, output_type=KEY_ROW)

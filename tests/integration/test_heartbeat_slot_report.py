@@ -17,8 +17,12 @@ from flinklike_spark._runtime.minicluster import MiniCluster
 @pytest.mark.timeout(60)
 def test_a_slot_held_for_an_unknown_allocation_is_freed_by_the_next_heartbeat():
     config = Configuration(
-        {"flinklike.local.taskmanager-mode": "thread", "heartbeat.interval": "100 ms", "heartbeat.timeout": "10 s",
-         "taskmanager.slot.timeout": "5 min"}  # only the heartbeat may free it
+        {
+            "flinklike.local.taskmanager-mode": "thread",
+            "heartbeat.interval": "100 ms",
+            "heartbeat.timeout": "10 s",
+            "taskmanager.slot.timeout": "5 min",
+        }  # only the heartbeat may free it
     )
     with MiniCluster(config) as cluster:
         [executor] = cluster.launcher.executors.values()

@@ -42,7 +42,9 @@ def test_savepoint_and_cancel_of_a_finished_job_say_it_finished(tmp_path):
     client = environment(tmp_path, records_per_key=5).execute_async("short")
     wait_for_status(client, "FINISHED")
     # Finished, its cluster still up (nobody waited yet) ...
-    with pytest.raises(JobNotRunningError, match=f"cannot take a savepoint of job {client.job_id}: it is already FINISHED"):
+    with pytest.raises(
+        JobNotRunningError, match=f"cannot take a savepoint of job {client.job_id}: it is already FINISHED"
+    ):
         client.trigger_savepoint(timeout=30)
     with pytest.raises(JobNotRunningError, match=f"job {client.job_id} was not cancelled: it already FINISHED"):
         client.cancel()
@@ -88,7 +90,9 @@ def test_stop_with_savepoint_timeout_says_what_timed_out_and_what_it_waits_for(t
         {"flinklike.local.taskmanager-mode": "thread", "execution.checkpointing.dir": str(tmp_path / "ck")}
     )
     source = SequenceSource(num_keys=2, records_per_key=10**9, rows_per_second=100)
-    env.from_source(source, name="seq").key_by("key").map(BlockUntilFlag(flag)).uid("blocked").sink_to(CollectSink("out"))
+    env.from_source(source, name="seq").key_by("key").map(BlockUntilFlag(flag)).uid("blocked").sink_to(
+        CollectSink("out")
+    )
     client = env.execute_async("blocked")
     try:
         wait_for_status(client, "RUNNING")
@@ -102,9 +106,7 @@ def test_stop_with_savepoint_timeout_says_what_timed_out_and_what_it_waits_for(t
         assert message.startswith(f"stop-with-savepoint of job {client.job_id} did not complete within 1 s (savepoint ")
         # The blocked map (chained with the sink) has not acknowledged; the sources have.
         assert "waits for acknowledgements from ['blocked-0#0/" in message, message
-        assert message.endswith(
-            "; the job stops when its savepoint completes, or keeps running if the savepoint fails"
-        )
+        assert message.endswith("; the job stops when its savepoint completes, or keeps running if the savepoint fails")
         assert isinstance(info.value, TimeoutError)
     finally:
         # As in Flink, the client's timeout does not abort the operation: once the task

@@ -67,7 +67,10 @@ def test_scrape_of_a_running_job(tmp_path):
             completed = families.get("flink_jobmanager_job_numberOfCompletedCheckpoints", [])
             records = families.get("flink_taskmanager_job_task_numRecordsIn", [])
             return (
-                completed and completed[0].value >= 2 and len(records) == 4 and all(s.value > 0 for s in records)
+                completed
+                and completed[0].value >= 2
+                and len(records) == 4
+                and all(s.value > 0 for s in records)
                 and families
             )
 

@@ -124,7 +124,9 @@ def test_a_copy_that_cannot_be_written_names_the_completed_savepoint(tmp_path):
     client = _running_with_records(tmp_path / "ck")
     try:
         future = client.trigger_savepoint(str(tmp_path / "a-file" / "savepoints"))
-        with pytest.raises(CheckpointStorageError, match=r"completed at .*/ck/[0-9a-f]{32}/chk-\d+, but its copy") as info:
+        with pytest.raises(
+            CheckpointStorageError, match=r"completed at .*/ck/[0-9a-f]{32}/chk-\d+, but its copy"
+        ) as info:
             future.result(timeout=120)
         restorable = str(info.value).split("completed at ")[1].split(",")[0]
         assert os.path.isdir(restorable)  # the savepoint itself is there, with its _metadata

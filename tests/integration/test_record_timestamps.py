@@ -190,8 +190,11 @@ def test_pyflink_intro_example_with_rows_from_a_typed_collection():
         for sp in splits:
             yield s[0], sp
 
-    ds = ds.map(lambda i: (i[0] + 1, i[1])).flat_map(split).key_by(lambda i: i[1]).reduce(
-        lambda i, j: (i[0] + j[0], i[1])
+    ds = (
+        ds.map(lambda i: (i[0] + 1, i[1]))
+        .flat_map(split)
+        .key_by(lambda i: i[1])
+        .reduce(lambda i, j: (i[0] + j[0], i[1]))
     )
     got = list(ds.execute_and_collect("intro"))
 
@@ -206,8 +209,9 @@ def test_pyflink_intro_example_with_rows_from_a_typed_collection():
         assert [n for n, w in got if w == word] == [n for n, w in expected if w == word]
 
     e = env()
-    named = e.from_collection([(1, "aaa"), (2, "bb")], type_info=Types.ROW_NAMED(["id", "info"],
-                                                                                 [Types.INT(), Types.STRING()]))
+    named = e.from_collection(
+        [(1, "aaa"), (2, "bb")], type_info=Types.ROW_NAMED(["id", "info"], [Types.INT(), Types.STRING()])
+    )
     assert sorted(named.map(lambda r: Row(id=r.id * 10, info=r.info.upper())).execute_and_collect("named"),
                   key=lambda r: r.id) == [Row(id=10, info="AAA"), Row(id=20, info="BB")]  # fmt: skip
 

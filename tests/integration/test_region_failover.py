@@ -38,8 +38,9 @@ def start(tmp_path: Path, strategy: str):
     )
     env.disable_operator_chaining()
     (
-        env.from_source(SequenceSource(num_keys=4, records_per_key=None, rows_per_second=800, batch_size=10),
-                        name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(num_keys=4, records_per_key=None, rows_per_second=800, batch_size=10), name="seq"
+        )  # fmt: skip
         .uid("seq")
         .map(FailingMapper(300, subtask=FAILING_SUBTASK))
         .uid("map")

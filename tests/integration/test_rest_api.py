@@ -99,7 +99,9 @@ def _check_every_get(base: str, job_id: str, state: str, *, checkpointing: bool)
         names = {m["id"] for m in get(f"{base}/jobs/{job_id}/vertices/{vertex['id']}/subtasks/metrics")}
         assert {"numRecordsIn", "numRecordsOutPerSecond", "busyTimeMsPerSecond"} <= names, names
         assert {m["id"] for m in get(f"{base}/jobs/{job_id}/vertices/{vertex['id']}/metrics")} >= {
-            "0.numRecordsIn", "1.numRecordsIn"}
+            "0.numRecordsIn",
+            "1.numRecordsIn",
+        }
     status, body = request(f"{base}/jobs/{job_id}/checkpoints")
     status_config, config = request(f"{base}/jobs/{job_id}/checkpoints/config")
     if checkpointing:
@@ -215,8 +217,11 @@ def test_running_job_checkpoints_savepoint_and_cancel(tmp_path):
 
         job = wait_for(
             "records counted on both vertices",
-            lambda: (d := get(f"{base}/jobs/{job_id}")) and all(v["metrics"]["read-records"] > 0 for v in d["vertices"])
-            and d,
+            lambda: (
+                (d := get(f"{base}/jobs/{job_id}"))
+                and all(v["metrics"]["read-records"] > 0 for v in d["vertices"])
+                and d
+            ),
         )
         _check_job_details(job, job_id, "RUNNING")
         source, keyed = job["vertices"]
@@ -229,8 +234,11 @@ def test_running_job_checkpoints_savepoint_and_cancel(tmp_path):
         _check_vertex_endpoints(base, job_id, keyed["id"], running=True)
         watermarks = wait_for(
             "watermarks of the keyed vertex",
-            lambda: (w := get(f"{base}/jobs/{job_id}/vertices/{keyed['id']}/watermarks"))
-            and all(int(m["value"]) > MIN_WATERMARK for m in w) and w,
+            lambda: (
+                (w := get(f"{base}/jobs/{job_id}/vertices/{keyed['id']}/watermarks"))
+                and all(int(m["value"]) > MIN_WATERMARK for m in w)
+                and w
+            ),
         )
         assert sorted(m["id"] for m in watermarks) == ["0.currentInputWatermark", "1.currentInputWatermark"]
 
@@ -344,7 +352,9 @@ def test_failed_job_reports_the_exception_history_and_its_checkpoints(tmp_path):
         first = entries[-1]
         assert first["exceptionName"].endswith("ValueError")
         assert "rest test rejects" in first["stacktrace"]
-        assert first["taskName"].startswith("failing -> Sink: CollectSink (") and first["timestamp"] >= job["start-time"]
+        assert (
+            first["taskName"].startswith("failing -> Sink: CollectSink (") and first["timestamp"] >= job["start-time"]
+        )
         assert first["endpoint"].startswith("127.0.0.1:") and first["taskManagerId"].startswith("taskmanager-")
         assert get(f"{base}/overview")["jobs-failed"] == 1
         assert {m["id"]: m["value"] for m in get(f"{base}/jobs/{job_id}/metrics?get=numRestarts")} == {

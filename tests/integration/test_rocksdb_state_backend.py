@@ -147,7 +147,8 @@ def test_state_larger_than_memory_survives_a_killed_task_executor_within_its_mem
             def whole_state_checkpointed() -> bool:
                 assert not client.done(), f"the job ended ({client.get_job_status()}) before a checkpoint held all keys"
                 return bool(client.job_id) and any(
-                    c.state_bytes >= 0.9 * NUM_KEYS * BLOB_BYTES for c in list_completed_checkpoints(directory, client.job_id)
+                    c.state_bytes >= 0.9 * NUM_KEYS * BLOB_BYTES
+                    for c in list_completed_checkpoints(directory, client.job_id)
                 )
 
             wait_for(whole_state_checkpointed, "a checkpoint of the whole state", 120)

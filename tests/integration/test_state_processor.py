@@ -69,8 +69,10 @@ def test_bootstrapped_state_gives_the_result_of_replaying_the_whole_history(tmp_
         transformation = OperatorTransformation.bootstrap_with(data).key_by("key").states("count")
     else:
         transformation = OperatorTransformation.bootstrap_with(history).key_by("key").transform(CountBootstrap())
-    path = SavepointWriter.new_savepoint().with_operator(OperatorIdentifier.for_uid("count"), transformation).write(
-        str(tmp_path / "savepoints")
+    path = (
+        SavepointWriter.new_savepoint()
+        .with_operator(OperatorIdentifier.for_uid("count"), transformation)
+        .write(str(tmp_path / "savepoints"))
     )
     # resumed at another parallelism than the savepoint was written with
     config = CONFIG | {"parallelism.default": 3, "execution.state-recovery.path": path}
@@ -79,12 +81,14 @@ def test_bootstrapped_state_gives_the_result_of_replaying_the_whole_history(tmp_
     history_counts = Counter(e["key"] for e in history)
     assert set(resumed) == {e["key"] for e in new}
     for key, emitted in resumed.items():
-        assert emitted == replayed[key][history_counts[key]:], f"key {key}"
+        assert emitted == replayed[key][history_counts[key] :], f"key {key}"
 
 
 def _run_all_kinds(directory: str, config: dict) -> str:
     """Run AllKinds on an unbounded sequence until a few thousand events were counted; stop with a savepoint."""
-    env = StreamExecutionEnvironment.get_execution_environment(CONFIG | config | {"execution.checkpointing.dir": directory})
+    env = StreamExecutionEnvironment.get_execution_environment(
+        CONFIG | config | {"execution.checkpointing.dir": directory}
+    )
     (
         env.from_source(SequenceSource(num_keys=40, records_per_key=None, rows_per_second=4000), name="seq").uid("seq")
         .key_by("key").process(AllKinds()).uid("kinds")
@@ -141,7 +145,9 @@ def test_round_trip_of_every_kind_resumes_the_job_exactly(tmp_path):
     path = _run_all_kinds(str(tmp_path / "cp"), {})
     reader = SavepointReader.read(path)
     state = reader.read_keyed_state("kinds")
-    transformation = OperatorTransformation.bootstrap_with(state).key_by("key").states(*all_kinds_descriptors().values())
+    transformation = (
+        OperatorTransformation.bootstrap_with(state).key_by("key").states(*all_kinds_descriptors().values())
+    )
     written = (
         SavepointWriter.from_existing_savepoint(path)
         .remove_operator("seq")
@@ -273,7 +279,10 @@ def test_derived_savepoint_of_an_incremental_or_rocksdb_checkpoint_resumes_exact
     directory = str(tmp_path / "checkpoints")
     extra = {"state.backend.type": backend}
     if incremental:
-        extra |= {"execution.checkpointing.incremental": True, "execution.checkpointing.incremental.max-chain-length": 5}
+        extra |= {
+            "execution.checkpointing.incremental": True,
+            "execution.checkpointing.incremental.max-chain-length": 5,
+        }
     job_id = run_and_cancel(build(checkpoint_config(directory, "aligned") | extra), directory, checkpoints=3)
     latest = list_completed_checkpoints(directory, job_id)[-1]
     if incremental:
@@ -288,8 +297,12 @@ def test_derived_savepoint_of_an_incremental_or_rocksdb_checkpoint_resumes_exact
     copy = SavepointReader.read(derived)
     assert copy.checkpoint.kind == "savepoint" and "state_chains" not in copy.checkpoint.properties
     assert copy.read_keyed_state("count").equals(reader.read_keyed_state("count"))
-    resumed = build(checkpoint_config(directory, "aligned") | extra | {
-        "execution.state-recovery.path": derived, "parallelism.default": 3}, seconds_per_record=0).execute("resumed")
+    resumed = build(
+        checkpoint_config(directory, "aligned")
+        | extra
+        | {"execution.state-recovery.path": derived, "parallelism.default": 3},
+        seconds_per_record=0,
+    ).execute("resumed")
     counts = {row["key"]: row["count"] for row in CollectSink.rows(resumed)}
     assert counts == {key: RECORDS_PER_KEY for key in range(NUM_KEYS)}
 
@@ -304,7 +317,9 @@ def test_change_max_parallelism_and_remove_an_operator(tmp_path):
     ).with_operator(
         "other", OperatorTransformation.bootstrap_with(data).key_by("key").states("count")
     ).write(base)  # fmt: skip
-    second = SavepointWriter.from_existing_savepoint(first).remove_operator("other").with_max_parallelism(32).write(base)
+    second = (
+        SavepointWriter.from_existing_savepoint(first).remove_operator("other").with_max_parallelism(32).write(base)
+    )
     reader = SavepointReader.read(second)
     assert reader.operator_uids() == ["count"] and reader.max_parallelism == {"count": 32}
     assert max(reader.read_keyed_state("count")["key_group"].to_pylist()) < 32
@@ -366,7 +381,9 @@ def test_bootstrap_one_million_keys_from_a_delta_table_with_spark(spark, tmp_pat
     # new events: 3000 over 2000 old keys and 100 keys the history never saw
     rng = random.Random(7)
     old_keys = rng.sample(range(ONE_MILLION), 2000)
-    new = [{"key": rng.choice(old_keys + list(range(ONE_MILLION, ONE_MILLION + 100))), "amount": 1} for _ in range(3000)]
+    new = [
+        {"key": rng.choice(old_keys + list(range(ONE_MILLION, ONE_MILLION + 100))), "amount": 1} for _ in range(3000)
+    ]
     resumed = counts_per_key(run_count_job(CONFIG | {"execution.state-recovery.path": path}, new))
 
     # what a job that processed the whole history and then the new events ends with, computed by Spark

@@ -19,7 +19,9 @@ def test_a_task_executor_that_is_gone_is_replaced_by_a_new_one():
         first, second = sorted(cluster.launcher.executors)
         cluster.launcher.executors[first].close()
         deadline = time.monotonic() + 20
-        while not (cluster.resource_manager.num_registered() == 2 and not cluster.resource_manager.is_registered(first)):
+        while not (
+            cluster.resource_manager.num_registered() == 2 and not cluster.resource_manager.is_registered(first)
+        ):
             assert time.monotonic() < deadline, "no replacement registered"
             time.sleep(0.1)
         assert cluster.resource_manager.is_registered(second)

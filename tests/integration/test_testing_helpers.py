@@ -37,8 +37,12 @@ class SlowOrderedCount(KeyedProcessFunction):
 def job(source: TestingSource, config: dict):
     env = StreamExecutionEnvironment.get_execution_environment(config)
     stream = (
-        env.from_source(source, name="testing").uid("testing").set_parallelism(1)
-        .key_by("k").process(SlowOrderedCount()).uid("count")
+        env.from_source(source, name="testing")
+        .uid("testing")
+        .set_parallelism(1)
+        .key_by("k")
+        .process(SlowOrderedCount())
+        .uid("count")
     )
     return env, stream
 
@@ -69,9 +73,9 @@ def test_abort_is_recovered_by_the_default_restart_strategy_exactly_once(tmp_pat
 
 def test_testing_source_without_markers_is_a_bounded_collection():
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
-    rows = collect(env.from_source(TestingSource([{"x": i} for i in range(10)], batch_size=3)).map(
-        lambda r: {"x": r["x"] * 2}
-    ))
+    rows = collect(
+        env.from_source(TestingSource([{"x": i} for i in range(10)], batch_size=3)).map(lambda r: {"x": r["x"] * 2})
+    )
     assert sorted(r["x"] for r in rows) == list(range(0, 20, 2))
 
 
@@ -86,8 +90,9 @@ def test_failing_mapper_fails_one_subtask_once_and_the_restart_is_exactly_once(t
     }
     env = StreamExecutionEnvironment.get_execution_environment(config)
     (
-        env.from_source(SequenceSource(num_keys=6, records_per_key=400, rows_per_second=2000, batch_size=20),
-                        name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(num_keys=6, records_per_key=400, rows_per_second=2000, batch_size=20), name="seq"
+        )  # fmt: skip
         .map(FailingMapper(fail_after=300, subtask=1))
         .key_by("key")
         .process(PerKeySeqCount())

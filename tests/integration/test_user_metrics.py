@@ -37,7 +37,8 @@ def test_counters_gauges_meters_and_distributions_are_reported_per_task():
     )
     (
         env.from_source(SequenceSource(num_keys=4, records_per_key=None, rows_per_second=400), name="seq")
-        .map(Measured()).name("measured")
+        .map(Measured())
+        .name("measured")
         .sink_to(CollectSink("out"))
     )
     client = env.execute_async("metrics")

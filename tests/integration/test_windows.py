@@ -168,7 +168,9 @@ def test_windows_keyed_transformations_and_side_outputs_against_python():
     assert sorted(CollectSink.rows(result, name="late"), key=repr) == sorted(late, key=repr)
     assert late, "the data has late elements"
 
-    sessions = collections.Counter((r["user"], r["start"], r["end"], r["n"]) for r in CollectSink.rows(result, name="sessions"))
+    sessions = collections.Counter(
+        (r["user"], r["start"], r["end"], r["n"]) for r in CollectSink.rows(result, name="sessions")
+    )
     assert sessions == expected_sessions(rows, 60, delay)
     assert any(n > 1 for *_, n in sessions), "some sessions merged"
 
@@ -214,6 +216,7 @@ def test_execute_runs_only_the_new_pipeline_and_duplicate_sink_names_fail():
 
 
 # -- resume ------------------------------------------------------------------------------------
+
 
 def test_window_job_stopped_with_savepoint_resumes_at_another_parallelism_identically(tmp_path):
     uninterrupted = build_resumable({"parallelism.default": 2}, rows_per_second=None).execute("whole")

@@ -39,8 +39,15 @@ SCHEMA = StructType([StructField("value", LongType())])
 
 
 def options_for(job_dir, pipeline: str, **flink) -> WriteOptions:
-    return WriteOptions.parse({"execution.checkpointing.dir": str(job_dir), "pipeline": pipeline,
-                               "checkpointLocation": "/ckpt/a", "execution.checkpointing.interval": "200 ms", **flink})
+    return WriteOptions.parse(
+        {
+            "execution.checkpointing.dir": str(job_dir),
+            "pipeline": pipeline,
+            "checkpointLocation": "/ckpt/a",
+            "execution.checkpointing.interval": "200 ms",
+            **flink,
+        }
+    )
 
 
 def writer_for(job_dir, pipeline: str, **flink) -> FlinklikeStreamWriter:
@@ -78,11 +85,17 @@ def test_the_owner_runs_the_job_of_a_run_and_stops_it_with_the_query(tmp_path):
         assert read_record(str(job_dir)).state is RunnerState.RUNNING
         micro_batch(w, run_id, 1, list(range(40, 80)))
         out = fed_count_output(str(job_dir))
-        wait_for(lambda: read_delta_table(out).num_rows == 80 if DeltaTable.is_deltatable(out)
-                 else False, timeout=120, what="the job's output")
+        wait_for(
+            lambda: read_delta_table(out).num_rows == 80 if DeltaTable.is_deltatable(out) else False,
+            timeout=120,
+            what="the job's output",
+        )
         owner.onQueryTerminated(event(run_id))
-        wait_for(lambda: read_record(str(job_dir)).state is RunnerState.STOPPED, timeout=120,
-                 what="the job to stop with the query")
+        wait_for(
+            lambda: read_record(str(job_dir)).state is RunnerState.STOPPED,
+            timeout=120,
+            what="the job to stop with the query",
+        )
         assert status(job_dir, run_id).state is RunState.STOPPED
     finally:
         owner.close()
@@ -137,8 +150,9 @@ def test_a_pipeline_returning_a_stream_commits_its_rows_for_a_reader(tmp_path):
 
         def doubled():
             path = str(job_dir / "output")
-            return sorted(read_delta_table(path).column("doubled").to_pylist()) \
-                if DeltaTable.is_deltatable(path) else []
+            return (
+                sorted(read_delta_table(path).column("doubled").to_pylist()) if DeltaTable.is_deltatable(path) else []
+            )
 
         assert wait_for(lambda: doubled() == [2, 4, 6] and doubled(), timeout=120, what="the output table")
     finally:
@@ -163,5 +177,7 @@ def test_close_returns_only_once_the_owners_thread_is_out_of_delta(tmp_path, mon
     owner.onQueryTerminated(event(run_id))  # the owner's thread now marks the run's request ended
     assert inside.wait(30), "the owner's thread did not update the record"
     owner.close()
-    alive = [t.name for t in set(threading.enumerate()) - others if t.name.startswith(("flinklike-writer-jobs", "stop-"))]
+    alive = [
+        t.name for t in set(threading.enumerate()) - others if t.name.startswith(("flinklike-writer-jobs", "stop-"))
+    ]
     assert alive == [], f"close() returned while {alive} still ran"

@@ -104,13 +104,15 @@ def read_committed(bootstrap_servers: str, topic: str, *, timeout: float = 60.0)
     committed after a lingering transaction are not returned, so exactly-once
     checks on the result also catch a transaction that a restore failed to abort.
     """
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap_servers,
-        "group.id": f"check-{uuid.uuid4().hex[:8]}",
-        "isolation.level": "read_committed",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
         partitions = [TopicPartition(topic, p, 0) for p in sorted(metadata.partitions)]
@@ -169,8 +171,9 @@ class NumberPerKey(KeyedProcessFunction):
         yield f"{value['key']},{value['seq']},{seen + 1}"
 
 
-def assert_each_key_exactly_once_in_order(records: list[tuple[bytes, bytes, int]], num_keys: int,
-                                          records_per_key: int) -> None:
+def assert_each_key_exactly_once_in_order(
+    records: list[tuple[bytes, bytes, int]], num_keys: int, records_per_key: int
+) -> None:
     """Per key, the values read are ``seq`` 0..records_per_key-1 exactly once, in order, with the state chain intact."""
     per_key: dict[int, list[int]] = {}
     for _key, value, _partition in records:

@@ -92,29 +92,34 @@ def pipeline(servers: str, in_topic: str, out_topic: str, config: Configuration)
         .build()
     )
     ds = env.from_source(source, WatermarkStrategy.for_monotonous_timestamps(), "kafka source").uid("source")
-    ds.key_by(lambda r: r["key"], key_type=Types.INT()).process(CountPerKey(), output_type=Types.STRING()) \
-        .uid("count").sink_to(sink).uid("sink")
+    ds.key_by(lambda r: r["key"], key_type=Types.INT()).process(CountPerKey(), output_type=Types.STRING()).uid(
+        "count"
+    ).sink_to(sink).uid("sink")
     return env
 
 
 MODE_SETTINGS = {
     "aligned": {},
     "unaligned": {"execution.checkpointing.unaligned.enabled": "true"},
-    "aligned-with-timeout": {"execution.checkpointing.unaligned.enabled": "true",
-                             "execution.checkpointing.aligned-checkpoint-timeout": "5 ms"},
+    "aligned-with-timeout": {
+        "execution.checkpointing.unaligned.enabled": "true",
+        "execution.checkpointing.aligned-checkpoint-timeout": "5 ms",
+    },
 }
 
 
 def configuration(directory: str, parallelism: int, **extra: str) -> Configuration:
-    return Configuration({
-        "parallelism.default": str(parallelism),
-        "local.number-taskmanager": "2",
-        "execution.checkpointing.dir": directory,
-        "restart-strategy.type": "fixed-delay",
-        "restart-strategy.fixed-delay.attempts": "5",
-        "restart-strategy.fixed-delay.delay": "200 ms",
-        **extra,
-    })
+    return Configuration(
+        {
+            "parallelism.default": str(parallelism),
+            "local.number-taskmanager": "2",
+            "execution.checkpointing.dir": directory,
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "5",
+            "restart-strategy.fixed-delay.delay": "200 ms",
+            **extra,
+        }
+    )
 
 
 def committed_lines(servers: str, topic: str) -> int:
@@ -122,8 +127,9 @@ def committed_lines(servers: str, topic: str) -> int:
 
 
 @pytest.mark.parametrize("mode", list(MODE_SETTINGS))
-def test_kafka_to_kafka_exactly_once_through_a_kill_and_a_resume_at_parallelism_3(kafka_broker, kafka_topic,
-                                                                                    tmp_path, mode):
+def test_kafka_to_kafka_exactly_once_through_a_kill_and_a_resume_at_parallelism_3(
+    kafka_broker, kafka_topic, tmp_path, mode
+):
     servers = kafka_broker.bootstrap_servers
     in_topic, out_topic = kafka_topic(partitions=4), kafka_topic(partitions=4)
     directory = str(tmp_path / "checkpoints")
@@ -145,8 +151,9 @@ def test_kafka_to_kafka_exactly_once_through_a_kill_and_a_resume_at_parallelism_
         raise
 
     produce_sequences(servers, in_topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4, first_seq=PER_KEY)
-    config = configuration(str(tmp_path / "checkpoints-2"), 3, **MODE_SETTINGS[mode],
-                           **{"execution.state-recovery.path": directory})
+    config = configuration(
+        str(tmp_path / "checkpoints-2"), 3, **MODE_SETTINGS[mode], **{"execution.state-recovery.path": directory}
+    )
     client = pipeline(servers, in_topic, out_topic, config).execute_async("e2e resumed at parallelism 3")
     try:
         wait_for(lambda: committed_lines(servers, out_topic) >= 2 * NUM_KEYS * PER_KEY, "all output", 180)
@@ -166,18 +173,21 @@ def test_the_job_recovers_when_the_broker_restarts_under_it(kafka_cache_dir, tmp
         servers = broker.bootstrap_servers
         in_topic, out_topic = broker.create_topic("in", partitions=4), broker.create_topic("out", partitions=4)
         produce_sequences(servers, in_topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4)
-        config = configuration(str(tmp_path / "checkpoints"), 2, **{
-            "restart-strategy.fixed-delay.attempts": "30",
-            "restart-strategy.fixed-delay.delay": "1 s",
-        })
+        config = configuration(
+            str(tmp_path / "checkpoints"),
+            2,
+            **{
+                "restart-strategy.fixed-delay.attempts": "30",
+                "restart-strategy.fixed-delay.delay": "1 s",
+            },
+        )
         client = pipeline(servers, in_topic, out_topic, config).execute_async("broker restart")
         try:
             wait_for(lambda: committed_lines(servers, out_topic) > 0, "output before the broker stops", 120)
             broker.stop()
             time.sleep(3)
             broker.start()
-            produce_sequences(servers, in_topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4,
-                              first_seq=PER_KEY)
+            produce_sequences(servers, in_topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4, first_seq=PER_KEY)
             wait_for(lambda: committed_lines(servers, out_topic) >= 2 * NUM_KEYS * PER_KEY, "all output", 240)
             time.sleep(1.0)
         finally:
@@ -221,8 +231,13 @@ def test_the_kafka_example_runs_as_documented(kafka_cache_dir, tmp_path):
 
     root = Path(__file__).resolve().parents[2]
     env = os.environ | {"PYTHONPATH": str(root), "FLINKLIKE_CACHE": str(kafka_cache_dir)}
-    done = subprocess.run([sys.executable, str(root / "examples" / "kafka_exactly_once.py"),
-                           "--work-dir", str(tmp_path)], capture_output=True, text=True, timeout=360, env=env)
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "kafka_exactly_once.py"), "--work-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=360,
+        env=env,
+    )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
     assert "stopped with savepoint" in done.stdout
     assert "10000 totals" in done.stdout and "exactly once (read_committed): True" in done.stdout

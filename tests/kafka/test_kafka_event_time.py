@@ -62,8 +62,11 @@ def test_record_timestamps_are_event_time_and_watermarks_are_per_partition(kafka
         {"parallelism.default": 1, "taskmanager.memory.segment-size": "2kb"}
     )
     rows = list(
-        env.from_source(_source(kafka_broker.bootstrap_servers, topic, bounded=True),
-                        WatermarkStrategy.for_monotonous_timestamps(), "kafka")  # fmt: skip
+        env.from_source(
+            _source(kafka_broker.bootstrap_servers, topic, bounded=True),
+            WatermarkStrategy.for_monotonous_timestamps(),
+            "kafka",
+        )  # fmt: skip
         .key_by(lambda value: 0)
         .process(TimestampAndWatermark())
         .execute_and_collect("per-partition watermarks")

@@ -60,16 +60,26 @@ def kafka_sink(bootstrap_servers: str, topic: str, guarantee: DeliveryGuarantee,
     return builder.build()
 
 
-def build(config: dict, sink: KafkaSink, *, records_per_key: int = RECORDS_PER_KEY, seconds_per_record: float = 0.0,
-          rows_per_second: float | None = None) -> StreamExecutionEnvironment:
+def build(
+    config: dict,
+    sink: KafkaSink,
+    *,
+    records_per_key: int = RECORDS_PER_KEY,
+    seconds_per_record: float = 0.0,
+    rows_per_second: float | None = None,
+) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment(config)
-    source = SequenceSource(num_keys=NUM_KEYS, records_per_key=records_per_key, rows_per_second=rows_per_second,
-                            batch_size=64)
+    source = SequenceSource(
+        num_keys=NUM_KEYS, records_per_key=records_per_key, rows_per_second=rows_per_second, batch_size=64
+    )
     (
-        env.from_source(source, name="seq").uid("seq")
+        env.from_source(source, name="seq")
+        .uid("seq")
         .key_by("key")
-        .process(NumberPerKey(seconds_per_record)).uid("number")
-        .sink_to(sink).uid("kafka")
+        .process(NumberPerKey(seconds_per_record))
+        .uid("number")
+        .sink_to(sink)
+        .uid("kafka")
     )
     return env
 
@@ -99,8 +109,9 @@ def test_a_bounded_job_writes_every_record_once(kafka_broker, kafka_topic, guara
 @pytest.mark.timeout(120)
 def test_a_transaction_timeout_above_the_brokers_maximum_fails_at_submission(kafka_broker, kafka_topic):
     topic = kafka_topic()
-    sink = kafka_sink(kafka_broker.bootstrap_servers, topic, DeliveryGuarantee.EXACTLY_ONCE,
-                      transaction_timeout_ms="3600000")
+    sink = kafka_sink(
+        kafka_broker.bootstrap_servers, topic, DeliveryGuarantee.EXACTLY_ONCE, transaction_timeout_ms="3600000"
+    )
     started = time.monotonic()
     with pytest.raises(ConfigurationError) as raised:
         build({"parallelism.default": 1}, sink).execute("too long a timeout")
@@ -140,8 +151,7 @@ def test_exactly_once_across_cancel_and_resume(kafka_broker, kafka_topic, tmp_pa
     servers = kafka_broker.bootstrap_servers
     directory = str(tmp_path / "checkpoints")
     sink = kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE)
-    run_and_cancel(build(checkpoint_config(directory, mode), sink, rows_per_second=1500), directory,
-                   checkpoints=3)
+    run_and_cancel(build(checkpoint_config(directory, mode), sink, rows_per_second=1500), directory, checkpoints=3)
     config = checkpoint_config(directory, mode, resume_parallelism) | {"execution.state-recovery.path": directory}
     build(config, sink).execute("resume kafka")
     assert_each_key_exactly_once_in_order(read_committed(servers, topic), NUM_KEYS, RECORDS_PER_KEY)
@@ -208,8 +218,9 @@ def test_exactly_once_through_a_killed_task_executor(kafka_broker, kafka_topic, 
     env = build(config, kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE), rows_per_second=1500)
     client = env.execute_async("kafka through a kill")
     try:
-        wait_for(lambda: client.job_id and len(list_completed_checkpoints(directory, client.job_id)) >= 2,
-                 "two checkpoints")
+        wait_for(
+            lambda: client.job_id and len(list_completed_checkpoints(directory, client.job_id)) >= 2, "two checkpoints"
+        )
         task_executor_processes()[0].send_signal(signal.SIGKILL)
         client.wait(timeout=240)
     except BaseException:
@@ -261,8 +272,11 @@ def test_a_task_executor_killed_between_pre_commit_and_commit_loses_nothing(kafk
     topic = kafka_topic(partitions=2)
     servers = kafka_broker.bootstrap_servers
     base = kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE)
-    sink = KillingKafkaSink(bootstrap_servers=servers, record_serializer=base.record_serializer,
-                            delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    sink = KillingKafkaSink(
+        bootstrap_servers=servers,
+        record_serializer=base.record_serializer,
+        delivery_guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+    )
     sink.marker = tmp_path / "killed"
     directory = str(tmp_path / "checkpoints")
     config = checkpoint_config(directory, "aligned") | {
@@ -284,20 +298,34 @@ def test_a_task_executor_killed_between_pre_commit_and_commit_loses_nothing(kafk
 
 
 def test_the_sink_refuses_bad_settings():
-    record_serializer = (KafkaRecordSerializationSchema.builder().set_topic("t")
-                         .set_value_serialization_schema(SimpleStringSchema()).build())
+    record_serializer = (
+        KafkaRecordSerializationSchema.builder()
+        .set_topic("t")
+        .set_value_serialization_schema(SimpleStringSchema())
+        .build()
+    )
     with pytest.raises(ConfigurationError, match="set_bootstrap_servers"):
         KafkaSink.builder().set_record_serializer(record_serializer).build()
     with pytest.raises(ConfigurationError, match="transactional.id"):
-        (KafkaSink.builder().set_bootstrap_servers("x:1").set_record_serializer(record_serializer)
-         .set_property("transactional.id", "mine").build())
+        (
+            KafkaSink.builder()
+            .set_bootstrap_servers("x:1")
+            .set_record_serializer(record_serializer)
+            .set_property("transactional.id", "mine")
+            .build()
+        )
     with pytest.raises(ConfigurationError, match="set_topic"):
         KafkaRecordSerializationSchema.builder().set_value_serialization_schema(SimpleStringSchema()).build()
     with pytest.raises(ConfigurationError, match="serialize"):
         KafkaRecordSerializationSchema.builder().set_topic("t").set_value_serialization_schema(42)
     with pytest.raises(ConfigurationError, match="'not-a-number'"):
-        (KafkaSink.builder().set_bootstrap_servers("x:1").set_record_serializer(record_serializer)
-         .set_property("transaction.timeout.ms", "not-a-number").build())
+        (
+            KafkaSink.builder()
+            .set_bootstrap_servers("x:1")
+            .set_record_serializer(record_serializer)
+            .set_property("transaction.timeout.ms", "not-a-number")
+            .build()
+        )
 
 
 def test_a_sink_flushing_to_a_stopped_broker_is_cancelled_at_once(kafka_cache_dir, tmp_path):

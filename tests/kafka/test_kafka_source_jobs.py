@@ -30,8 +30,9 @@ def test_bounded_read_of_four_partitions_is_exactly_once_and_in_order(kafka_brok
     produce_sequences(kafka_broker.bootstrap_servers, topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=4)
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
     rows = (
-        env.from_source(source(kafka_broker.bootstrap_servers, topic, bounded=True), WatermarkStrategy.no_watermarks(),
-                        "kafka")  # fmt: skip
+        env.from_source(
+            source(kafka_broker.bootstrap_servers, topic, bounded=True), WatermarkStrategy.no_watermarks(), "kafka"
+        )  # fmt: skip
         .key_by(lambda r: r["key"])
         .process(CheckedSequence())
         .execute_and_collect("bounded kafka read")
@@ -118,8 +119,11 @@ def test_resume_at_another_parallelism_reads_no_partition_twice_and_skips_none(k
 
     def pipeline(env):  # discovery on: a restored split given to a non-owner would be read again by its owner
         return (
-            env.from_source(source(bootstrap, topic, bounded=False, **{"partition.discovery.interval.ms": "200"}),
-                            WatermarkStrategy.no_watermarks(), "kafka")  # fmt: skip
+            env.from_source(
+                source(bootstrap, topic, bounded=False, **{"partition.discovery.interval.ms": "200"}),
+                WatermarkStrategy.no_watermarks(),
+                "kafka",
+            )  # fmt: skip
             .uid("kafka")
             .key_by(lambda r: r["key"])
             .process(CheckedSequence(seconds_per_record=0.002))
@@ -164,8 +168,9 @@ def test_offsets_are_in_the_checkpoint_and_committed_to_the_group_on_completion(
     directory = tmp_path / "checkpoints"
     env = StreamExecutionEnvironment.get_execution_environment(_config(directory, 2))
     (
-        env.from_source(source(bootstrap, topic, bounded=False, group_id=group), WatermarkStrategy.no_watermarks(),
-                        "kafka")  # fmt: skip
+        env.from_source(
+            source(bootstrap, topic, bounded=False, group_id=group), WatermarkStrategy.no_watermarks(), "kafka"
+        )  # fmt: skip
         .uid("kafka")
         .sink_to(CollectSink("rows"))
     )
@@ -173,6 +178,7 @@ def test_offsets_are_in_the_checkpoint_and_committed_to_the_group_on_completion(
     checker = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     partitions = [TopicPartition(topic, p) for p in range(4)]
     try:
+
         def all_committed() -> bool:
             try:
                 return sum(max(tp.offset, 0) for tp in checker.committed(partitions, timeout=10)) == total
@@ -204,8 +210,11 @@ def test_partition_discovery_reads_partitions_added_while_the_job_runs(kafka_bro
     produce_sequences(bootstrap, topic, num_keys=1, per_key=100, partitions=1)
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
     rows = (
-        env.from_source(source(bootstrap, topic, bounded=False, **{"partition.discovery.interval.ms": "300"}),
-                        WatermarkStrategy.no_watermarks(), "kafka")  # fmt: skip
+        env.from_source(
+            source(bootstrap, topic, bounded=False, **{"partition.discovery.interval.ms": "300"}),
+            WatermarkStrategy.no_watermarks(),
+            "kafka",
+        )  # fmt: skip
         .key_by(lambda r: r["key"])
         .process(CheckedSequence())
         .execute_and_collect("discovery")

@@ -95,10 +95,7 @@ def test_concurrent_jar_fetches_are_safe(tmp_path):
 
     if shutil.which("mvn") is None:
         pytest.skip("needs Maven ('mvn' is not on PATH)")
-    code = (
-        "import sys; from connectors.kafka.testing import fetch_kafka_jars;"
-        "print(fetch_kafka_jars(sys.argv[1]))"
-    )
+    code = "import sys; from connectors.kafka.testing import fetch_kafka_jars;print(fetch_kafka_jars(sys.argv[1]))"
     runs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
             for _ in range(2)]  # fmt: skip
     outputs = [run.communicate(timeout=280)[0].strip() for run in runs]

@@ -108,4 +108,3 @@ def test_row_field_extractor_example_writes_keys_and_values(kafka_broker, tmp_pa
                       ("user-003", "purchase")]  # fmt: skip
     printed = [line for line in done.stdout.splitlines() if line.startswith("Sending: User=")]
     assert len(printed) == 4, done.stdout[-2000:]
-

@@ -49,8 +49,12 @@ def test_concurrent_commits_from_several_processes_lose_nothing(store):
     schema = pa.schema([("writer", pa.int64()), ("commit", pa.int64())])
     BridgeTable(url, storage=store.storage).create(schema)
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, url, str(w), str(COMMITS), json.dumps(store.config)],
-                         stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, str(w), str(COMMITS), json.dumps(store.config)],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
         for w in range(PROCESSES)
     ]
     for process in writers:

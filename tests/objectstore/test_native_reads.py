@@ -173,7 +173,10 @@ def test_each_reading_path_exits_cleanly_in_many_short_processes(s3_server):
 
     table, checkpoints = s3_server.url("stress-table"), s3_server.url("stress-checkpoints")
     write_table(s3_server, table, rows=50, files=20)  # many files: many reads on Arrow's I/O threads
-    config = s3_server.config | {"execution.checkpointing.interval": "300ms", "execution.checkpointing.dir": checkpoints}
+    config = s3_server.config | {
+        "execution.checkpointing.interval": "300ms",
+        "execution.checkpointing.dir": checkpoints,
+    }
     env = StreamExecutionEnvironment.get_execution_environment(config)
     source = SequenceSource(num_keys=20, records_per_key=None, rows_per_second=200)
     env.from_source(source).key_by("key").process(Count()).uid("count").sink_to(DeltaSink(s3_server.url("out")))

@@ -121,7 +121,10 @@ def test_an_endpoint_that_never_answers_fails_the_probe_at_its_timeout():
 @pytest.mark.slow
 def test_the_probe_leaves_no_object_behind(s3_server):
     checkpoints, table = s3_server.url("checkpoints"), s3_server.url("table")
-    config = s3_server.config | {"execution.checkpointing.interval": "200ms", "execution.checkpointing.dir": checkpoints}
+    config = s3_server.config | {
+        "execution.checkpointing.interval": "200ms",
+        "execution.checkpointing.dir": checkpoints,
+    }
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.from_source(SequenceSource(num_keys=2, records_per_key=5)).sink_to(DeltaSink(table))
     env.execute("probed on S3")

@@ -109,9 +109,7 @@ def test_credentials_appear_in_no_log_repr_error_or_checkpoint_row(store, caplog
         env = build(config, table, seconds_per_record=0.002, rows_per_second=200)
         job_id = run_and_cancel(env, layout, checkpoints=2)
         # a failing job: the bucket / container does not exist (the start-up probe refuses it)
-        broken = job_config(store, missing, "aligned") | {
-            "restart-strategy.type": "none"
-        }
+        broken = job_config(store, missing, "aligned") | {"restart-strategy.type": "none"}
         with pytest.raises(StorageUnavailableError) as failure:
             build(broken, table, seconds_per_record=0, rows_per_second=500).execute("fails")
     captured = capfd.readouterr()
@@ -119,8 +117,16 @@ def test_credentials_appear_in_no_log_repr_error_or_checkpoint_row(store, caplog
         "log records": "\n".join(r.getMessage() + str(r.exc_info or "") for r in caplog.records),
         "stdout/stderr (TaskExecutors)": captured.out + captured.err,
         "error": f"{failure.value!r} {failure.value} {failure.value.__cause__!r}",
-        "reprs": " ".join(repr(x) for x in (Configuration(config), layout, env, DeltaSink(table).with_storage(
-            Configuration(config).storage), list_completed_checkpoints(layout, job_id))),
+        "reprs": " ".join(
+            repr(x)
+            for x in (
+                Configuration(config),
+                layout,
+                env,
+                DeltaSink(table).with_storage(Configuration(config).storage),
+                list_completed_checkpoints(layout, job_id),
+            )
+        ),
     }
     for name in (CHECKPOINTS, OPERATOR_STATE, "channel_state"):
         dt = layout.open_table(name)

@@ -59,7 +59,7 @@ def assert_exactly_once_in_order(rows: list[dict], keys, *, min_per_key: int) ->
             first_bad = next(i for i, s in enumerate(seqs) if s != i)
             raise AssertionError(
                 f"key {key}: {dup} duplicates, lost {lost}, first out of place at row {first_bad}: "
-                f"{seqs[max(0, first_bad - 3): first_bad + 3]}"
+                f"{seqs[max(0, first_bad - 3) : first_bad + 3]}"
             )
         assert len(seqs) >= min_per_key, f"key {key}: only {len(seqs)} rows, expected >= {min_per_key}"
     return {k: len(v) for k, v in per_key.items()}

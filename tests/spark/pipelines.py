@@ -89,9 +89,8 @@ def not_a_stream(env: StreamExecutionEnvironment):
 
 def bad_rows(env: StreamExecutionEnvironment):
     """Declares an int ``count`` but emits text in it."""
-    return (
-        env.from_source(SequenceSource(num_keys=2, records_per_key=None, rows_per_second=100), name="seq")
-        .map(lambda r: {"key": r["key"], "seq": r["seq"], "count": "many"}, output_type=COUNTED)
+    return env.from_source(SequenceSource(num_keys=2, records_per_key=None, rows_per_second=100), name="seq").map(
+        lambda r: {"key": r["key"], "seq": r["seq"], "count": "many"}, output_type=COUNTED
     )
 
 
@@ -110,8 +109,10 @@ def fed_count(env: StreamExecutionEnvironment, stream):
     key's values come from one Spark partition, in order: seq 0, 1, 2, ... per key.
     """
     (
-        stream.map(lambda r: {"key": r["value"] % FED_KEYS, "seq": r["value"] // FED_KEYS},
-                   output_type=pa.schema([("key", pa.int64()), ("seq", pa.int64())]))
+        stream.map(
+            lambda r: {"key": r["value"] % FED_KEYS, "seq": r["value"] // FED_KEYS},
+            output_type=pa.schema([("key", pa.int64()), ("seq", pa.int64())]),
+        )
         .key_by("key")
         .process(Count(), output_type=COUNTED)
         .uid("counter")
@@ -133,8 +134,9 @@ def _fail_on_five(row: dict) -> dict:
 def fed_failing(env: StreamExecutionEnvironment, stream):
     """A writeStream pipeline whose map fails on value 5 (run it with restart-strategy.type none)."""
     (
-        stream.map(_fail_on_five, output_type=pa.schema([("value", pa.int64())]))
-        .sink_to(DeltaSink(fed_count_output(env.config.checkpointing.directory)))
+        stream.map(_fail_on_five, output_type=pa.schema([("value", pa.int64())])).sink_to(
+            DeltaSink(fed_count_output(env.config.checkpointing.directory))
+        )
     )
 
 

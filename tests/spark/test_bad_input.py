@@ -26,7 +26,9 @@ def load(spark, tmp_path, **options):
 @pytest.mark.timeout(300)
 def test_unknown_option_names_the_key_and_the_valid_ones(spark, tmp_path):
     with pytest.raises(Exception, match=r"unknown configuration key 'execution\.checkpointing\.intervall'") as info:
-        load(spark, tmp_path, pipeline="tests.spark.pipelines:keyed_count", **{"execution.checkpointing.intervall": "1s"})
+        load(
+            spark, tmp_path, pipeline="tests.spark.pipelines:keyed_count", **{"execution.checkpointing.intervall": "1s"}
+        )
     assert "execution.checkpointing.interval" in str(info.value)  # the suggestion
 
 
@@ -71,7 +73,8 @@ def test_pipeline_without_schema_needs_one_from_spark(spark, tmp_path):
     with pytest.raises(Exception, match=r"without a declared schema: pass output_type="):
         load(spark, tmp_path, pipeline="tests.spark.pipelines:no_schema")
     df = (
-        spark.readStream.format("flinklike").schema("key long, seq long")
+        spark.readStream.format("flinklike")
+        .schema("key long, seq long")
         .option("pipeline", "tests.spark.pipelines:no_schema")
         .option("execution.checkpointing.dir", str(tmp_path / "job"))
         .load()
@@ -82,8 +85,9 @@ def test_pipeline_without_schema_needs_one_from_spark(spark, tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_rows_not_matching_the_declared_schema_fail_the_query(spark, tmp_path):
-    df = load(spark, tmp_path, pipeline="tests.spark.pipelines:bad_rows",
-              **{"execution.checkpointing.interval": "200 ms"})
+    df = load(
+        spark, tmp_path, pipeline="tests.spark.pipelines:bad_rows", **{"execution.checkpointing.interval": "200 ms"}
+    )
     query = df.writeStream.format("noop").trigger(processingTime="500 milliseconds").start()
     try:
         with pytest.raises(Exception, match=r"count.*many|many.*count|do not fit the declared schema"):
@@ -103,8 +107,9 @@ def run_session(code: str, env: dict, timeout: int = 300) -> subprocess.Complete
             print("SparkSetupError:", exc)
         """
     ).format(code=code)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+    )
 
 
 def base_env() -> dict:
@@ -140,7 +145,8 @@ def test_pyspark_python_without_the_project(tmp_path):
 def test_delta_jar_that_cannot_be_resolved(tmp_path):
     package = "io.delta:delta-spark_4.2_2.13:0.0.1-no-such-version"
     done = run_session(
-        f"session(delta_package={package!r}, config={{'spark.jars.ivy': {str(tmp_path / 'ivy')!r}}})", base_env(),
+        f"session(delta_package={package!r}, config={{'spark.jars.ivy': {str(tmp_path / 'ivy')!r}}})",
+        base_env(),
         timeout=360,
     )
     # The JVM did not start (the package cannot be resolved): the error says so and names the package.

@@ -55,8 +55,14 @@ def test_spark_reads_the_sink_output_exactly_once(spark, written):
         "max(count) AS final_count FROM out GROUP BY key ORDER BY key"
     ).collect()
     assert [r.asDict() for r in rows] == [
-        {"key": k, "n": RECORDS_PER_KEY, "distinct_seq": RECORDS_PER_KEY, "lo": 0, "hi": RECORDS_PER_KEY - 1,
-         "final_count": RECORDS_PER_KEY}
+        {
+            "key": k,
+            "n": RECORDS_PER_KEY,
+            "distinct_seq": RECORDS_PER_KEY,
+            "lo": 0,
+            "hi": RECORDS_PER_KEY - 1,
+            "final_count": RECORDS_PER_KEY,
+        }
         for k in range(NUM_KEYS)
     ]
     history = spark.sql(f"DESCRIBE HISTORY delta.`{output}`").collect()

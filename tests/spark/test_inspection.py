@@ -104,8 +104,14 @@ def test_time_travel_to_an_older_checkpoint(spark, job):
     ids = {r.checkpoint_id for r in then.select("checkpoint_id").distinct().collect()}
     assert older.checkpoint_id in ids
     assert max(ids) == older.checkpoint_id, "the table as of an older checkpoint holds no newer checkpoint"
-    now = {r.checkpoint_id for r in spark.read.format("delta").load(f"{directory}/operator_state")
-           .select("checkpoint_id").distinct().collect()}
+    now = {
+        r.checkpoint_id
+        for r in spark.read.format("delta")
+        .load(f"{directory}/operator_state")
+        .select("checkpoint_id")
+        .distinct()
+        .collect()
+    }
     assert max(now) > older.checkpoint_id
 
 

@@ -13,7 +13,9 @@ from flinklike_spark.spark.options import ReadOptions, WriteOptions
 
 def test_fold_key_case_restores_flinks_spelling_and_keeps_unknown_keys():
     assert fold_key_case({"taskmanager.numberoftaskslots": "2", "no.such.key": "x"}) == {
-        "taskmanager.numberOfTaskSlots": "2", "no.such.key": "x"}
+        "taskmanager.numberOfTaskSlots": "2",
+        "no.such.key": "x",
+    }
 
 
 def test_read_options_from_lower_cased_spark_options():

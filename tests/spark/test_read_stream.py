@@ -67,26 +67,36 @@ def test_read_stream_exactly_once_across_query_restart_and_job_kill(spark, tmp_p
     spans = checkpoints_per_batch(first)
     assert spans and max(spans) <= 3, spans
     # Spark stops the source worker after stop() returns; the worker's EOF stops the job.
-    wait_for(lambda: read_record(str(job_dir)).state is RunnerState.STOPPED, timeout=120,
-             what="the engine job to stop with its query")
+    wait_for(
+        lambda: read_record(str(job_dir)).state is RunnerState.STOPPED,
+        timeout=120,
+        what="the engine job to stop with its query",
+    )
     stopped_pid = read_record(str(job_dir)).pid
 
     second = start_query(spark, job_dir, spark_checkpoint, out)
-    wait_for(lambda: rows_written(second) >= 200, timeout=400, what="the restarted query to write rows",
-             query=second)
+    wait_for(lambda: rows_written(second) >= 200, timeout=400, what="the restarted query to write rows", query=second)
     # The restarted query first re-reads output committed before the stop; the job resumes meanwhile.
     before = wait_for(
         lambda: (r := read_record(str(job_dir))).pid != stopped_pid and r.state is RunnerState.RUNNING and r,
-        timeout=400, what="the restarted query's engine job", query=second,
+        timeout=400,
+        what="the restarted query's engine job",
+        query=second,
     )
     os.kill(before.pid, signal.SIGKILL)  # the engine job dies without any chance to clean up
     wait_for(
         lambda: (r := read_record(str(job_dir))).pid != before.pid and r.state is RunnerState.RUNNING,
-        timeout=120, what="the engine job to be resumed", query=second,
+        timeout=120,
+        what="the engine job to be resumed",
+        query=second,
     )
     resumed_at = rows_written(second)
-    wait_for(lambda: rows_written(second) >= resumed_at + 200, timeout=400,
-             what="rows after the engine job resumed", query=second)
+    wait_for(
+        lambda: rows_written(second) >= resumed_at + 200,
+        timeout=400,
+        what="rows after the engine job resumed",
+        query=second,
+    )
     second.stop()
 
     counts = assert_exactly_once_in_order(rows_in_commit_order(out), range(NUM_KEYS), min_per_key=100)

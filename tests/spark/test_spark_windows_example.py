@@ -24,7 +24,11 @@ def test_spark_windows_example(tmp_path):
     env = os.environ | {"PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable, "PYTHONFAULTHANDLER": "1"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "spark_windows.py"), str(tmp_path)],
-        capture_output=True, text=True, timeout=1100, env=env, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1100,
+        env=env,
+        cwd=ROOT,
     )
     assert done.returncode == 0, f"exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     assert "matches the plain-Python computation" in done.stdout

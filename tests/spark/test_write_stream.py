@@ -53,8 +53,7 @@ def start_job(job_dir, out):
 
 def rate(spark):
     return (
-        spark.readStream.format("rate").option("rowsPerSecond", 100).option("numPartitions", 1).load()
-        .select("value")
+        spark.readStream.format("rate").option("rowsPerSecond", 100).option("numPartitions", 1).load().select("value")
     )
 
 
@@ -77,8 +76,12 @@ def run_with_replay(spark, tmp_path, start_query, app_id: str) -> None:
     client = start_job(job_dir, out)
     try:
         first = start_query(spark_checkpoint)
-        wait_for(lambda: len([p for p in first.recentProgress if p["numInputRows"]]) >= 3, timeout=400,
-                 what="three micro-batches with rows", query=first)
+        wait_for(
+            lambda: len([p for p in first.recentProgress if p["numInputRows"]]) >= 3,
+            timeout=400,
+            what="three micro-batches with rows",
+            query=first,
+        )
         first.stop()
         # Simulate a crash after the sink committed micro-batch N but before Spark's commit log
         # recorded it: Spark re-runs its latest planned batch when its commit entry is missing.
@@ -93,8 +96,12 @@ def run_with_replay(spark, tmp_path, start_query, app_id: str) -> None:
         written = input_rows(job_dir)
 
         second = start_query(spark_checkpoint)
-        wait_for(lambda: any(p["batchId"] == replayed for p in second.recentProgress), timeout=400,
-                 what=f"Spark to replay micro-batch {replayed}", query=second)
+        wait_for(
+            lambda: any(p["batchId"] == replayed for p in second.recentProgress),
+            timeout=400,
+            what=f"Spark to replay micro-batch {replayed}",
+            query=second,
+        )
         # Spark goes on with new micro-batches right after the replay, so count the input
         # table's commits of the replayed batch rather than its rows.
         assert commits_of(job_dir, f"{app_id}@{replayed}") == 1, "the replayed micro-batch must not add input"
@@ -120,7 +127,8 @@ def run_with_replay(spark, tmp_path, start_query, app_id: str) -> None:
 def test_write_stream_replayed_batch_is_ignored(spark, tmp_path):
     def start_query(checkpoint):
         return (
-            rate(spark).writeStream.format("flinklike")
+            rate(spark)
+            .writeStream.format("flinklike")
             .option("execution.checkpointing.dir", str(tmp_path / "job"))
             .option("queryId", "rate")
             .option("checkpointLocation", str(checkpoint))
@@ -135,7 +143,8 @@ def test_write_stream_replayed_batch_is_ignored(spark, tmp_path):
 def test_foreach_batch_feeder_replayed_batch_is_ignored(spark, tmp_path):
     def start_query(checkpoint):
         return (
-            rate(spark).writeStream.foreachBatch(feed_job(tmp_path / "job", "rate-feeder"))
+            rate(spark)
+            .writeStream.foreachBatch(feed_job(tmp_path / "job", "rate-feeder"))
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime="500 milliseconds")
             .start()
@@ -144,14 +153,13 @@ def test_foreach_batch_feeder_replayed_batch_is_ignored(spark, tmp_path):
     run_with_replay(spark, tmp_path, start_query, input_app_id("rate-feeder"))
 
 
-def test_write_stream_with_a_new_checkpoint_location_under_the_same_query_id_fails_instead_of_dropping(
-    spark, tmp_path
-):
+def test_write_stream_with_a_new_checkpoint_location_under_the_same_query_id_fails_instead_of_dropping(spark, tmp_path):
     job_dir = tmp_path / "job"
 
     def start_query(checkpoint):
         return (
-            rate(spark).writeStream.format("flinklike")
+            rate(spark)
+            .writeStream.format("flinklike")
             .option("execution.checkpointing.dir", str(job_dir))
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime="500 milliseconds")

@@ -35,9 +35,12 @@ ROWS_PER_BATCH = 200
 
 def start_query(spark, job_dir: Path, checkpoint: Path):
     rows = (
-        spark.readStream.format("rate-micro-batch").option("rowsPerBatch", ROWS_PER_BATCH)
-        .option("numPartitions", 2).load()
-        .where(f"value < {TOTAL}").select("value")
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", ROWS_PER_BATCH)
+        .option("numPartitions", 2)
+        .load()
+        .where(f"value < {TOTAL}")
+        .select("value")
     )
     return (
         rows.writeStream.format("flinklike")
@@ -80,17 +83,26 @@ def test_a_query_runs_its_job_exactly_once_across_restarts_and_a_task_executor_k
 
     def running_job(other_than: int | None = None, query=None):
         return wait_for(
-            lambda: (r := read_record(str(job_dir))) is not None and r.pid != other_than
-            and r.state is RunnerState.RUNNING and r,
-            timeout=400, what="the query's engine job to run", query=query,
+            lambda: (
+                (r := read_record(str(job_dir))) is not None
+                and r.pid != other_than
+                and r.state is RunnerState.RUNNING
+                and r
+            ),
+            timeout=400,
+            what="the query's engine job to run",
+            query=query,
         )
 
     first = start_query(spark, job_dir, checkpoint)
     record = running_job(query=first)
     wait_for(lambda: output_rows(out) >= 300, timeout=400, what="output of the first run", query=first)
     first.stop()
-    wait_for(lambda: read_record(str(job_dir)).state is RunnerState.STOPPED, timeout=120,
-             what="the engine job to stop with its query")
+    wait_for(
+        lambda: read_record(str(job_dir)).state is RunnerState.STOPPED,
+        timeout=120,
+        what="the engine job to stop with its query",
+    )
 
     second = start_query(spark, job_dir, checkpoint)
     record = running_job(other_than=record.pid, query=second)
@@ -100,12 +112,19 @@ def test_a_query_runs_its_job_exactly_once_across_restarts_and_a_task_executor_k
     assert victims, f"no TaskExecutor processes under the runner {record.pid}"
     os.kill(victims[0], signal.SIGKILL)
     after_kill = output_rows(out)
-    wait_for(lambda: output_rows(out) >= after_kill + 300, timeout=400,
-             what="output after the TaskExecutor was killed", query=second)
+    wait_for(
+        lambda: output_rows(out) >= after_kill + 300,
+        timeout=400,
+        what="output after the TaskExecutor was killed",
+        query=second,
+    )
     assert read_record(str(job_dir)).pid == record.pid, "the engine recovers in place; the runner did not restart"
     second.stop()
-    wait_for(lambda: read_record(str(job_dir)).state is RunnerState.STOPPED, timeout=120,
-             what="the engine job to stop with its query")
+    wait_for(
+        lambda: read_record(str(job_dir)).state is RunnerState.STOPPED,
+        timeout=120,
+        what="the engine job to stop with its query",
+    )
 
     third = start_query(spark, job_dir, checkpoint)
     running_job(other_than=record.pid, query=third)

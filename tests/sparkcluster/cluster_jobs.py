@@ -249,8 +249,12 @@ def regions(spark, args: dict, kill=None) -> dict:
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.disable_operator_chaining()
     (
-        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=args["records_per_key"],
-                                       rows_per_second=args["rate"], batch_size=64), name="seq")  # fmt: skip
+        env.from_source(
+            SequenceSource(
+                num_keys=NUM_KEYS, records_per_key=args["records_per_key"], rows_per_second=args["rate"], batch_size=64
+            ),
+            name="seq",
+        )  # fmt: skip
         .uid("seq")
         .map(Pass(args.get("seconds_per_record", 0.0002)))
         .uid("map")
@@ -307,8 +311,14 @@ def regions(spark, args: dict, kill=None) -> dict:
         survivor_rate_before=_rate(samples, survivor, killed_at - 5, killed_at),
         survivor_rate_during=None if recovered_at is None else _rate(samples, survivor, killed_at, recovered_at),
         task_executors_before=before,
-        redeployed_on=sorted({p[f"{v}-{victim}"]["resource_id"] for _, _, p in samples for v in ("seq", "map", "delta")
-                              if p[f"{v}-{victim}"]["attempt"] >= 1 and p[f"{v}-{victim}"]["resource_id"]}),
+        redeployed_on=sorted(
+            {
+                p[f"{v}-{victim}"]["resource_id"]
+                for _, _, p in samples
+                for v in ("seq", "map", "delta")
+                if p[f"{v}-{victim}"]["attempt"] >= 1 and p[f"{v}-{victim}"]["resource_id"]
+            }
+        ),
         redeployed_at=round(max(final[f"{v}-{victim}"]["deployed_at"] for v in ("seq", "map", "delta")) - killed_at, 2),
         replacements_registered={r: round(t - killed_at, 2) for r, t in registrations.items()},
     )

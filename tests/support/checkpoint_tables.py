@@ -24,7 +24,9 @@ MAX_KEY_GROUPS = 8
 
 
 def batch(start: int, n: int) -> pa.RecordBatch:
-    return pa.record_batch({"k": pa.array(range(start, start + n), pa.int64()), "s": [f"v{i}" for i in range(start, start + n)]})
+    return pa.record_batch(
+        {"k": pa.array(range(start, start + n), pa.int64()), "s": [f"v{i}" for i in range(start, start + n)]}
+    )
 
 
 def write_subtask(base, checkpoint_id: int, subtask: int, *, job: str = JOB, value_offset: int = 0) -> StateHandle:

@@ -18,7 +18,14 @@ import pyarrow.parquet as pq
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
 
-__all__ = ["NUM_KEYS", "RECORDS_PER_KEY", "SlowPassThrough", "assert_exactly_once_in_order", "build", "rows_in_commit_order"]
+__all__ = [
+    "NUM_KEYS",
+    "RECORDS_PER_KEY",
+    "SlowPassThrough",
+    "assert_exactly_once_in_order",
+    "build",
+    "rows_in_commit_order",
+]
 
 NUM_KEYS = 12
 RECORDS_PER_KEY = 3_000

@@ -79,7 +79,9 @@ def assert_resumed(result, uninterrupted_windows):
     for key in range(NUM_KEYS):
         want = sorted(total for k, total in expected_counts if k == key)
         got = sorted(total for k, total in count_windows.elements() if k == key)
-        assert got and got == want[len(want) - len(got) :], f"key {key}: count windows {got}, expected a suffix of {want}"
+        assert got and got == want[len(want) - len(got) :], (
+            f"key {key}: count windows {got}, expected a suffix of {want}"
+        )
 
 
 def observed_resumable(result):

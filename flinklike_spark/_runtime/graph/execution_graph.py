@@ -477,9 +477,7 @@ class ExecutionGraph:
         try:
             return self._job_vertices[job_vertex_id]
         except KeyError:
-            raise KeyError(
-                f"unknown job vertex {job_vertex_id!r}; known: {sorted(self._job_vertices)}"
-            ) from None
+            raise KeyError(f"unknown job vertex {job_vertex_id!r}; known: {sorted(self._job_vertices)}") from None
 
     @property
     def job_graph(self) -> JobGraph:

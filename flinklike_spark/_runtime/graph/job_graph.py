@@ -118,8 +118,7 @@ class JobVertex:
             raise ValueError(f"vertex {self.name!r}: parallelism must be >= 1, got {self.parallelism}")
         if self.max_parallelism < self.parallelism:
             raise ValueError(
-                f"vertex {self.name!r}: max_parallelism {self.max_parallelism} "
-                f"is below parallelism {self.parallelism}"
+                f"vertex {self.name!r}: max_parallelism {self.max_parallelism} is below parallelism {self.parallelism}"
             )
 
 

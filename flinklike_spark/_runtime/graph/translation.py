@@ -59,6 +59,7 @@ class Transformation:
     # declared schemas of side outputs (tag id -> schema, or None to infer)
     side_output_schemas: dict[str, pa.Schema | None] = dataclasses.field(default_factory=dict)
 
+
 def upstream_closure(transformations: list[Transformation], pending: Iterable[Transformation]) -> list[Transformation]:
     """``pending`` and, as in Flink, every transformation they read from, in definition order."""
     needed: set[int] = set()
@@ -203,8 +204,10 @@ class JobGraphBuilder:
 
         def edge_spec(upstream: Transformation, t: Transformation, spec: PartitionerSpec | None):
             if spec is None:
-                kind = PartitionerKind.FORWARD if parallelism[upstream.id] == parallelism[t.id] else (
-                    PartitionerKind.REBALANCE
+                kind = (
+                    PartitionerKind.FORWARD
+                    if parallelism[upstream.id] == parallelism[t.id]
+                    else (PartitionerKind.REBALANCE)
                 )
                 return PartitionerSpec(kind=kind)
             if spec.kind is PartitionerKind.FORWARD and parallelism[upstream.id] != parallelism[t.id]:

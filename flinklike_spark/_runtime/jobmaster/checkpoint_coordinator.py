@@ -493,9 +493,7 @@ class CheckpointCoordinator:
                     time.sleep(0.05 * (attempt + 1))
 
         duration = timedelta(seconds=time.monotonic() - pending.started)
-        pending.commit = self._run_storage(
-            commit, then=lambda f: self._committed(pending, mode, duration, f, finished)
-        )
+        pending.commit = self._run_storage(commit, then=lambda f: self._committed(pending, mode, duration, f, finished))
 
     def _fully_finished(self, finished: set[ExecutionVertexID]) -> frozenset[str]:
         """Ids of the job vertices all of whose subtasks are in ``finished``."""
@@ -521,7 +519,11 @@ class CheckpointCoordinator:
             return False
 
     def _committed(
-        self, pending: _Pending, mode: str, record_duration: timedelta, commit: concurrent.futures.Future,
+        self,
+        pending: _Pending,
+        mode: str,
+        record_duration: timedelta,
+        commit: concurrent.futures.Future,
         finished: frozenset[str] = frozenset(),
     ) -> None:
         error = commit.exception()
@@ -584,9 +586,7 @@ class CheckpointCoordinator:
         handles = [h for ack in pending.acks for h in ack.handles]
         if handles:
             self._run_storage(self._discard_files, handles)
-        pending.future.set_exception(
-            CheckpointFailedError(f"{pending.kind} {pending.checkpoint_id} failed: {reason}")
-        )
+        pending.future.set_exception(CheckpointFailedError(f"{pending.kind} {pending.checkpoint_id} failed: {reason}"))
         if counts:
             self._consecutive_failures += 1
             tolerable = self._options.tolerable_failures

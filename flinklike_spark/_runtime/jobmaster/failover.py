@@ -49,7 +49,9 @@ class FailoverStrategy(abc.ABC):
     """Chooses the execution vertices to restart after a task failure."""
 
     @abc.abstractmethod
-    def get_tasks_needing_restart(self, failed: ExecutionVertexID, cause: BaseException) -> frozenset[ExecutionVertexID]:
+    def get_tasks_needing_restart(
+        self, failed: ExecutionVertexID, cause: BaseException
+    ) -> frozenset[ExecutionVertexID]:
         """The vertices to restart when ``failed`` failed with ``cause`` (always contains ``failed``)."""
 
 
@@ -59,7 +61,9 @@ class RestartAllFailoverStrategy(FailoverStrategy):
     def __init__(self, graph: ExecutionGraph) -> None:
         self._all = frozenset(graph.vertex_ids())
 
-    def get_tasks_needing_restart(self, failed: ExecutionVertexID, cause: BaseException) -> frozenset[ExecutionVertexID]:
+    def get_tasks_needing_restart(
+        self, failed: ExecutionVertexID, cause: BaseException
+    ) -> frozenset[ExecutionVertexID]:
         if failed not in self._all:
             raise KeyError(f"execution vertex {failed} is not part of this job")
         return self._all
@@ -71,7 +75,9 @@ class RestartPipelinedRegionFailoverStrategy(FailoverStrategy):
     def __init__(self, topology: PipelinedRegionTopology) -> None:
         self._topology = topology
 
-    def get_tasks_needing_restart(self, failed: ExecutionVertexID, cause: BaseException) -> frozenset[ExecutionVertexID]:
+    def get_tasks_needing_restart(
+        self, failed: ExecutionVertexID, cause: BaseException
+    ) -> frozenset[ExecutionVertexID]:
         start = self._topology.region_of(failed)
         seen: dict[int, PipelinedRegion] = {start.id: start}
         stack = [start]
@@ -218,4 +224,3 @@ class ExecutionFailureHandler:
             f"{str(e.root_cause).splitlines()[0] if str(e.root_cause) else ''}"
             for e in self._history
         )
-

@@ -104,7 +104,9 @@ class FailoverCoordinator:
 
     def on_task_failure(self, execution: Execution, cause: BaseException) -> None:
         """A running job's task failed (the scheduler's TaskFailureListener)."""
-        self._maybe_restart(self._handler.get_failure_handling_result(execution.vertex_id, cause), str(execution.attempt_id))
+        self._maybe_restart(
+            self._handler.get_failure_handling_result(execution.vertex_id, cause), str(execution.attempt_id)
+        )
 
     def handle_global_failure(self, cause: BaseException) -> None:
         """A failure of the job as a whole: restart every task, or fail."""

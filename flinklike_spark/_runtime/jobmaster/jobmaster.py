@@ -238,7 +238,9 @@ class JobMaster:
         if self.checkpoints is not None:
             self.checkpoints.start()
 
-    def _send_to_task(self, execution: Execution, call: Callable[[TaskExecutorGateway], Any]) -> concurrent.futures.Future:
+    def _send_to_task(
+        self, execution: Execution, call: Callable[[TaskExecutorGateway], Any]
+    ) -> concurrent.futures.Future:
         """``call`` on the gateway of the TaskExecutor running ``execution`` (False if it has no slot)."""
         slot: LogicalSlot | None = execution.assigned_slot
         if slot is None:

@@ -166,7 +166,9 @@ class ResourceManager:
                 return False
             executor.last_heartbeat = time.monotonic()
             known = {a for (rid, _), a in self._allocated.items() if rid == resource_id}
-            orphans = [s.allocation_id for s in slot_report.slot_statuses if not s.is_free and s.allocation_id not in known]
+            orphans = [
+                s.allocation_id for s in slot_report.slot_statuses if not s.is_free and s.allocation_id not in known
+            ]
         for allocation_id in orphans:
             log.info("TaskExecutor %s holds slot %s, which no job uses; freeing it", resource_id, allocation_id)
             self.call_async(resource_id, lambda gateway, a=allocation_id: gateway.free_slot(a))
@@ -445,6 +447,3 @@ class ResourceManager:
         for executor in executors:
             executor.gateway.close()
         self.io.shutdown(wait=False, cancel_futures=True)
-
-
-

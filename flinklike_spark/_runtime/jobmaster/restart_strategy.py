@@ -123,9 +123,7 @@ class ExponentialDelayConfig:
         if not self.backoff_multiplier > 1:
             raise ConfigurationError(f"{prefix}backoff-multiplier must be > 1, got {self.backoff_multiplier}")
         if self.reset_backoff_threshold <= timedelta(0):
-            raise ConfigurationError(
-                f"{prefix}reset-backoff-threshold must be > 0, got {self.reset_backoff_threshold}"
-            )
+            raise ConfigurationError(f"{prefix}reset-backoff-threshold must be > 0, got {self.reset_backoff_threshold}")
         if not 0 <= self.jitter_factor <= 1:
             raise ConfigurationError(f"{prefix}jitter-factor must be within 0..1, got {self.jitter_factor}")
         if self.attempts_before_reset_backoff < 1:
@@ -135,6 +133,7 @@ class ExponentialDelayConfig:
 
 
 RestartStrategyConfig = NoRestartConfig | FixedDelayConfig | FailureRateConfig | ExponentialDelayConfig
+
 
 def restart_strategy_config(config: Configuration) -> RestartStrategyConfig:
     """The typed restart strategy of ``config`` (Flink's default when ``restart-strategy.type`` is unset).
@@ -274,7 +273,10 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
         now = self._clock()
         if self._next_restart is not None and now <= self._next_restart:
             return False  # a restart is still pending: this failure is part of that attempt
-        if self._next_restart is not None and now - self._next_restart >= self._config.reset_backoff_threshold.total_seconds():
+        if (
+            self._next_restart is not None
+            and now - self._next_restart >= self._config.reset_backoff_threshold.total_seconds()
+        ):
             self._attempt = 0
         self._next_restart = now + self._backoff_of_attempt(self._attempt)
         self._attempt += 1

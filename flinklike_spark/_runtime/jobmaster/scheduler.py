@@ -228,8 +228,7 @@ class DefaultScheduler:
             if future is None:
                 future = concurrent.futures.Future()
                 future.set_exception(
-                    request_error
-                    or SlotAllocationError(f"slot allocator returned no slot request for {vertex_id}")
+                    request_error or SlotAllocationError(f"slot allocator returned no slot request for {vertex_id}")
                 )
             handles.append(_DeploymentHandle(version=versions[vertex_id], execution=execution, slot_future=future))
         self._wait_for_all_slots_and_deploy(handles)

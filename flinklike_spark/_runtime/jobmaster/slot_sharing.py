@@ -21,6 +21,7 @@ from flinklike_spark.errors import (
 
 __all__ = ["LogicalSlot", "SharedSlotAllocator"]
 
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LogicalSlot:
     """One execution's share of a physical slot (Flink's ``LogicalSlot``)."""
@@ -66,7 +67,9 @@ class SharedSlotAllocator:
             # Local recovery: slots whose previous TaskExecutor is alive ask first, so a slot whose
             # TaskExecutor was lost cannot take the survivor's free slot from the subtasks whose
             # local state is there (the RM serves requests as they come).
-            requests = sorted(requests, key=lambda v: not self._rm.is_registered(self._previous.get(v.subtask_index, "")))
+            requests = sorted(
+                requests, key=lambda v: not self._rm.is_registered(self._previous.get(v.subtask_index, ""))
+            )
         for vertex_id in requests:
             index = vertex_id.subtask_index
             shared = self._shared.get(index)

@@ -36,6 +36,7 @@ from flinklike_spark.errors import (
 
 __all__ = ["RpcTaskDeployer"]
 
+
 class RpcTaskDeployer:
     """Builds TaskDeploymentDescriptors and submits / cancels tasks over RPC."""
 
@@ -134,7 +135,9 @@ class RpcTaskDeployer:
             config=self._config,
             checkpointing=self._checkpointing,
             lineage_id=self._lineage_id,
-            restore=None if restore is None else dataclasses.replace(
+            restore=None
+            if restore is None
+            else dataclasses.replace(
                 restore,
                 gates=tuple(
                     RestoreGate(

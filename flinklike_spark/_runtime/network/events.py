@@ -100,13 +100,10 @@ class CheckpointOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.checkpoint_type, CheckpointKind):
             raise ValueError(
-                f"checkpoint_type must be one of {[t.name for t in CheckpointKind]}, "
-                f"got {self.checkpoint_type!r}"
+                f"checkpoint_type must be one of {[t.name for t in CheckpointKind]}, got {self.checkpoint_type!r}"
             )
         if not isinstance(self.alignment, AlignmentType):
-            raise ValueError(
-                f"alignment must be one of {[a.name for a in AlignmentType]}, got {self.alignment!r}"
-            )
+            raise ValueError(f"alignment must be one of {[a.name for a in AlignmentType]}, got {self.alignment!r}")
         if self.checkpoint_type is CheckpointKind.SAVEPOINT and self.alignment is AlignmentType.UNALIGNED:
             raise ValueError("a savepoint is always aligned; got alignment UNALIGNED")
         timeout = self.aligned_checkpoint_timeout
@@ -231,7 +228,12 @@ class EndOfData:
 
 
 RuntimeEvent = (
-    CheckpointBarrier | EventAnnouncement | CancelCheckpointMarker | Watermark | WatermarkStatus | EndOfPartition
+    CheckpointBarrier
+    | EventAnnouncement
+    | CancelCheckpointMarker
+    | Watermark
+    | WatermarkStatus
+    | EndOfPartition
     | EndOfData
 )
 """Any event that can travel in a channel."""
@@ -328,9 +330,7 @@ def encode_event(event: RuntimeEvent) -> bytes:
         return _HEADER.pack(ENCODING_VERSION, _Tag.BARRIER) + _barrier_payload(event)
     if isinstance(event, EventAnnouncement):
         if not isinstance(event.announced_event, CheckpointBarrier):
-            raise TypeError(
-                f"only checkpoint barriers can be announced, got {type(event.announced_event).__name__}"
-            )
+            raise TypeError(f"only checkpoint barriers can be announced, got {type(event.announced_event).__name__}")
         return (
             _HEADER.pack(ENCODING_VERSION, _Tag.ANNOUNCEMENT)
             + _pack_long("sequence_number", event.sequence_number)
@@ -427,6 +427,5 @@ def decode_event(data: bytes | bytearray | memoryview) -> RuntimeEvent:
         _expect_length(payload, 0, "end-of-data")
         return EndOfData()
     raise EventDecodingError(
-        f"unknown event tag {tag}; valid tags are "
-        + ", ".join(f"{t.value} ({t.name})" for t in _Tag)
+        f"unknown event tag {tag}; valid tags are " + ", ".join(f"{t.value} ({t.name})" for t in _Tag)
     )

@@ -139,10 +139,7 @@ class LocalInputChannel(InputChannel):
         self._jumped: dict[int, list] = {}
 
     def __repr__(self) -> str:
-        return (
-            f"LocalInputChannel({self.channel_index}, {self.partition_id!r}, "
-            f"subpartition={self.subpartition})"
-        )
+        return f"LocalInputChannel({self.channel_index}, {self.partition_id!r}, subpartition={self.subpartition})"
 
     def start(self) -> None:
         """Wait for the partition and attach a reader to the subpartition.

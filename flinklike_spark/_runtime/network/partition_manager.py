@@ -55,9 +55,7 @@ class ResultPartitionManager:
             self._partitions[partition.partition_id] = partition
             self._condition.notify_all()
 
-    def get(
-        self, partition_id: str, *, timeout: float, cancelled: Callable[[], bool] | None = None
-    ) -> ResultPartition:
+    def get(self, partition_id: str, *, timeout: float, cancelled: Callable[[], bool] | None = None) -> ResultPartition:
         """Return the partition ``partition_id``, waiting up to ``timeout`` seconds for it.
 
         Args:

@@ -246,9 +246,7 @@ class _SubpartitionStream:
                 if element.is_buffer:
                     # Coalesce the data buffers the credit covers: the per-message cost
                     # (a Flight write, a receiver wake-up) dominates small buffers.
-                    more, overtaker = self._more_buffers(
-                        subpartition_reader, element, min(credit, _MAX_COALESCED) - 1
-                    )
+                    more, overtaker = self._more_buffers(subpartition_reader, element, min(credit, _MAX_COALESCED) - 1)
                     batch += more
                 with self._cond:
                     self._credit -= len(batch)

@@ -417,7 +417,9 @@ class _KeyFieldHashSelector(ChannelSelector):
                 return [(0, batch)] if self.num_channels == 1 else _split_by_keys(
                     batch, keys, self.max_parallelism, self.num_channels)  # fmt: skip
         if index < 0:
-            missing = f"hash partitioning key field {self.key_field!r} is not in the batch; fields are {batch.schema.names}"
+            missing = (
+                f"hash partitioning key field {self.key_field!r} is not in the batch; fields are {batch.schema.names}"
+            )
             cause = plain_values_cause(strip_timestamps(batch), self.key_field, self.producer)
             if cause is not None:
                 missing = f"key_by({self.key_field!r}): {cause} ({missing})"

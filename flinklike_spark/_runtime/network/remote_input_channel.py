@@ -419,9 +419,7 @@ class RemoteInputChannel(InputChannel):
                 with self._cond:
                     ended = self._end_received or self._closed
                 if not ended:
-                    raise BrokenChannelError(
-                        f"{self!r}: the producer ended the stream before EndOfPartition"
-                    ) from None
+                    raise BrokenChannelError(f"{self!r}: the producer ended the stream before EndOfPartition") from None
                 return
             except wire.FLIGHT_ERRORS as e:
                 with self._cond:

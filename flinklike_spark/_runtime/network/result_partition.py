@@ -194,7 +194,7 @@ class ResultPartition:
             for index in range(sub.num_priority, len(sub.queue)):
                 element, nbytes = sub.queue[index]
                 if element.sequence_number == sequence_number and element.buffer is None:
-                    jumped = [e.buffer for e, _ in list(sub.queue)[sub.num_priority:index] if e.buffer is not None]
+                    jumped = [e.buffer for e, _ in list(sub.queue)[sub.num_priority : index] if e.buffer is not None]
                     del sub.queue[index]
                     sub.queue.insert(sub.num_priority, (dataclasses.replace(element, is_priority=True), nbytes))
                     sub.num_priority += 1
@@ -263,9 +263,7 @@ class ResultPartition:
                 self._writable(0)
             if self._finished:
                 return
-            listeners = [
-                self._append_event(sub, EndOfPartition()) for sub in self._subpartitions if not sub.finished
-            ]
+            listeners = [self._append_event(sub, EndOfPartition()) for sub in self._subpartitions if not sub.finished]
             self._finished = True
         for listener in listeners:
             if listener is not None:

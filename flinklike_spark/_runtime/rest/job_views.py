@@ -481,8 +481,12 @@ def checkpoint_details(master, checkpoint_id: int) -> dict[str, Any] | None:
             "end_to_end_duration": _ms((s.ack_time - stats.trigger_time).total_seconds()),
             "state_size": s.state_size,
             "checkpointed_size": s.state_size,
-            "alignment": {"buffered": 0, "processed": 0, "persisted": s.persisted_data,
-                          "duration": _ms(s.alignment.total_seconds())},  # fmt: skip
+            "alignment": {
+                "buffered": 0,
+                "processed": 0,
+                "persisted": s.persisted_data,
+                "duration": _ms(s.alignment.total_seconds()),
+            },  # fmt: skip
             "unaligned_checkpoint": s.mode is not SnapshotAlignment.ALIGNED,
         }
         for s in stats.subtasks
@@ -506,7 +510,8 @@ def checkpoint_config(master, config) -> dict[str, Any] | None:
         "externalization": {"enabled": storage.outlives_job, "delete_on_cancellation": not storage.outlives_job},
         "state_backend": "HashMapStateBackend",
         "checkpoint_storage": (
-            f"DeltaCheckpointStorage ({options.directory})" if storage.outlives_job
+            f"DeltaCheckpointStorage ({options.directory})"
+            if storage.outlives_job
             else f"JobManagerCheckpointStorage (for the job's lifetime: {storage.options.directory})"
         ),
         "unaligned_checkpoints": options.unaligned,

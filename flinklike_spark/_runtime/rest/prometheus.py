@@ -144,8 +144,13 @@ def job_samples(masters: Iterable, metrics_of: Callable[[str], dict[str, float] 
                     continue
                 if "." in name:  # a user metric: <operator>.<group...>.<name>
                     operator, _, rest = name.partition(".")
-                    samples.append(MetricSample(name=prometheus_name("taskmanager", "job", "task", "operator", rest),
-                                                labels=(*task, ("operator_name", operator)), value=float(value)))
+                    samples.append(
+                        MetricSample(
+                            name=prometheus_name("taskmanager", "job", "task", "operator", rest),
+                            labels=(*task, ("operator_name", operator)),
+                            value=float(value),
+                        )
+                    )
                 else:
                     samples.append(MetricSample(name=prometheus_name("taskmanager", "job", "task", name),
                                                 labels=task, value=float(value)))  # fmt: skip

@@ -115,8 +115,9 @@ class RestServerEndpoint:
         except OSError as exc:
             if options.port_explicit or exc.errno != errno.EADDRINUSE:
                 raise OSError(
-                    exc.errno, f"cannot bind the REST server to {options.bind_address}:{options.port} "
-                    f"(rest.bind-address, rest.port): {exc.strerror}; set rest.port to a free port or 0"
+                    exc.errno,
+                    f"cannot bind the REST server to {options.bind_address}:{options.port} "
+                    f"(rest.bind-address, rest.port): {exc.strerror}; set rest.port to a free port or 0",
                 ) from exc
             server = ThreadingHTTPServer((options.bind_address, 0), handler)
             log.info("port %d is taken; the REST server uses port %d (set rest.port to choose)", options.port,
@@ -249,8 +250,12 @@ class RestServerEndpoint:
             "timezone-offset": offset * 1000,
             "flink-version": job_views.FLINK_VERSION,
             "flink-revision": "flinklike-spark",
-            "features": {"web-submit": False, "web-cancel": self._options.cancel_enabled, "web-history": False,
-                         "web-rescale": False},  # fmt: skip
+            "features": {
+                "web-submit": False,
+                "web-cancel": self._options.cancel_enabled,
+                "web-history": False,
+                "web-rescale": False,
+            },  # fmt: skip
         }
 
     def get_overview(self, **_) -> tuple[HTTPStatus, Any]:
@@ -322,7 +327,9 @@ class RestServerEndpoint:
 
     def get_checkpoints(self, *, job_id: str, **_) -> tuple[HTTPStatus, Any]:
         job = self._job(job_id)
-        return HTTPStatus.OK, self._checkpointing(job, self._on_main_thread(lambda: job_views.checkpoint_statistics(job)))
+        return HTTPStatus.OK, self._checkpointing(
+            job, self._on_main_thread(lambda: job_views.checkpoint_statistics(job))
+        )
 
     def get_checkpoint_config(self, *, job_id: str, **_) -> tuple[HTTPStatus, Any]:
         job = self._job(job_id)
@@ -503,7 +510,9 @@ def _handler_class(endpoint: RestServerEndpoint) -> type[BaseHTTPRequestHandler]
                     try:
                         body = json.loads(raw) if raw.strip() else None
                     except ValueError:
-                        raise RestError(HTTPStatus.BAD_REQUEST, f"the request body is not JSON: {raw[:100]!r}") from None
+                        raise RestError(
+                            HTTPStatus.BAD_REQUEST, f"the request body is not JSON: {raw[:100]!r}"
+                        ) from None
                 status, payload = endpoint.dispatch(method, url.path, query, body)
             except RestError as exc:
                 self._send_json(exc.status, {"errors": [str(exc)]})

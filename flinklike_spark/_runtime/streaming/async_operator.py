@@ -74,7 +74,11 @@ class AsyncWaitOperator(StreamOperator):
         if restored is None:
             return
         ctx = self.context
-        mine = [e for e in restored.operator if e.state_name == _IN_FLIGHT and e.subtask % ctx.parallelism == ctx.subtask_index]
+        mine = [
+            e
+            for e in restored.operator
+            if e.state_name == _IN_FLIGHT and e.subtask % ctx.parallelism == ctx.subtask_index
+        ]
         self._restored = [e.value for e in sorted(mine, key=lambda e: (e.subtask, e.key))]
 
     def open(self) -> None:
@@ -165,4 +169,6 @@ class AsyncWaitOperator(StreamOperator):
         rows = [(index, (copy_record(row), timestamp)) for index, (row, timestamp, _) in enumerate(self._queue)]
         if not rows:
             return OperatorSnapshot()
-        return OperatorSnapshot(operator=[OperatorStateSnapshot(name=_IN_FLIGHT, kind=StateKind.OPERATOR, entries=rows)])
+        return OperatorSnapshot(
+            operator=[OperatorStateSnapshot(name=_IN_FLIGHT, kind=StateKind.OPERATOR, entries=rows)]
+        )

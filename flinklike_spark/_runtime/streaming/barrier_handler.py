@@ -226,10 +226,7 @@ class SingleCheckpointBarrierHandler:
 
     def is_checkpoint_pending(self) -> bool:
         """True between the first barrier/announcement of a checkpoint and its completion or abort."""
-        return (
-            self._current_checkpoint_id >= 0
-            and self._current_checkpoint_id != self._last_cancelled_or_completed_id
-        )
+        return self._current_checkpoint_id >= 0 and self._current_checkpoint_id != self._last_cancelled_or_completed_id
 
     def get_checkpoint_result(self, checkpoint_id: int) -> CheckpointBarrierResult | None:
         """What happened to ``checkpoint_id`` here, or None if unknown (or evicted from the history)."""

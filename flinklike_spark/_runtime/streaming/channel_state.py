@@ -78,9 +78,7 @@ class ResultSubpartitionInfo:
 
     def __post_init__(self) -> None:
         if self.partition_index < 0 or self.subpartition_index < 0:
-            raise ValueError(
-                f"subpartition indices must be >= 0, got {self.partition_index}/{self.subpartition_index}"
-            )
+            raise ValueError(f"subpartition indices must be >= 0, got {self.partition_index}/{self.subpartition_index}")
 
     def __str__(self) -> str:
         return f"{self.partition_index}:{self.subpartition_index}"

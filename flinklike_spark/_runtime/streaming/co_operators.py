@@ -190,7 +190,9 @@ class _TwoInput:
         snapshot = snapshot or OperatorSnapshot()
         for name, entries in self.broadcast_states.items():
             rows = [(key, value) for key, value in pickle.loads(pickle.dumps(entries)).items()]
-            snapshot.operator.append(OperatorStateSnapshot(name=_BROADCAST_PREFIX + name, kind=StateKind.OPERATOR, entries=rows))
+            snapshot.operator.append(
+                OperatorStateSnapshot(name=_BROADCAST_PREFIX + name, kind=StateKind.OPERATOR, entries=rows)
+            )
         return snapshot
 
     def initialize_state(self, restored: RestoredState | None) -> None:

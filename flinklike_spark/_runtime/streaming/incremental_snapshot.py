@@ -56,7 +56,6 @@ __all__ = [
 MAX_UNCONFIRMED: Final = 8
 
 
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class KeyedSnapshot:
     """The keyed part of an operator subtask's snapshot: full entries or changes (never both).
@@ -89,7 +88,11 @@ class IncrementalConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.materialize_interval, timedelta) or self.materialize_interval <= timedelta(0):
             raise ValueError(f"materialize_interval must be a positive timedelta, got {self.materialize_interval!r}")
-        if isinstance(self.max_chain_length, bool) or not isinstance(self.max_chain_length, int) or self.max_chain_length < 1:
+        if (
+            isinstance(self.max_chain_length, bool)
+            or not isinstance(self.max_chain_length, int)
+            or self.max_chain_length < 1
+        ):
             raise ValueError(f"max_chain_length must be an int >= 1, got {self.max_chain_length!r}")
 
     @classmethod
@@ -99,7 +102,10 @@ class IncrementalConfig:
         Without ``execution.checkpointing.interval`` only savepoints are taken, which are
         always full: tracking changes would cost per record and never be used.
         """
-        if not config.get("execution.checkpointing.incremental") or config.get("execution.checkpointing.interval") is None:
+        if (
+            not config.get("execution.checkpointing.incremental")
+            or config.get("execution.checkpointing.interval") is None
+        ):
             return None
         return cls(
             materialize_interval=config.get("state.backend.changelog.periodic-materialize.interval"),
@@ -170,7 +176,10 @@ class IncrementalKeyedSnapshots:
             return True
         if len(self._confirmed) >= self._config.max_chain_length:
             return True
-        if self._materialized_at is None or now - self._materialized_at >= self._config.materialize_interval.total_seconds():
+        if (
+            self._materialized_at is None
+            or now - self._materialized_at >= self._config.materialize_interval.total_seconds()
+        ):
             return True
         unconfirmed = [s for c, s in self._pending.items() if c > self._confirmed_id]
         return len(unconfirmed) >= MAX_UNCONFIRMED or any(s.full or s.changes is None for s in unconfirmed)

@@ -267,5 +267,3 @@ class FieldAggregation(ReduceFunction):
 
     def __call__(self, value1: Any, value2: Any) -> Any:
         return self.reduce(value1, value2)
-
-

@@ -131,7 +131,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     @classmethod
     def from_context(cls, context: StateBackendContext) -> HeapKeyedStateBackend:
-        return cls(max_parallelism=context.max_parallelism, clock_ms=context.clock_ms, track_changes=context.incremental)
+        return cls(
+            max_parallelism=context.max_parallelism, clock_ms=context.clock_ms, track_changes=context.incremental
+        )
 
     #: Maps a stored key to the key whose group it belongs to (the scoped window backend overrides it).
     _group_key: Callable[[Any], Any] | None = None
@@ -146,8 +148,10 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     @property
     def tracks_changes(self) -> bool:
-        return self._track_in_handles and not self._ttl and not any(
-            d.ttl_config is not None for d in self._descriptors.values()
+        return (
+            self._track_in_handles
+            and not self._ttl
+            and not any(d.ttl_config is not None for d in self._descriptors.values())
         )
 
     def _columns(self, keys: list, values: list) -> KeyedColumns:

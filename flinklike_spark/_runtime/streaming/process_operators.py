@@ -235,7 +235,5 @@ class KeyedProcessOperator(ProcessOperator):
     def on_processing_time(self, now_ms: int) -> None:
         out: list[dict] = []
         out_ts: list = []
-        self.timers.advance_processing_time(
-            now_ms, lambda ts, key, domain: self._fire(ts, key, domain, out, out_ts)
-        )
+        self.timers.advance_processing_time(now_ms, lambda ts, key, domain: self._fire(ts, key, domain, out, out_ts))
         self._emit(out, out_ts, "on_timer")

@@ -44,6 +44,7 @@ class TableOwner(Protocol):
 
     def _scan(self, reader: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
 
+
 __all__ = ["SIZE_SAMPLE", "RocksTable", "dumps", "dumps_all", "entry_size"]
 
 #: Entries sampled to re-estimate a cache's size (at snapshots and once a second while records flow).

@@ -97,7 +97,14 @@ class RowsConverter:
     """Turns lists of records (dicts, Rows, tuples, values) into RecordBatches of one fixed schema."""
 
     __slots__ = (
-        "_big_dec", "_declared", "_declared_kind", "_field_set", "_names", "_nested", "_pickle_undeclared", "schema",
+        "_big_dec",
+        "_declared",
+        "_declared_kind",
+        "_field_set",
+        "_names",
+        "_nested",
+        "_pickle_undeclared",
+        "schema",
         "stream_name",
     )
 
@@ -285,7 +292,7 @@ class RowsConverter:
                     return (
                         f"stream {self.stream_name!r}: field {name!r} of record {_short(row)} has value {value!r}, "
                         f"which is not valid Unicode text ({exc.reason} at position {exc.start}: "
-                        f"{exc.object[exc.start:exc.end]!r}); strings must be encodable as UTF-8 "
+                        f"{exc.object[exc.start : exc.end]!r}); strings must be encodable as UTF-8 "
                         f"(decode bytes with errors='replace', or send them as bytes)"
                     )
         return f"stream {self.stream_name!r}: a string is not valid Unicode text: {exc}"

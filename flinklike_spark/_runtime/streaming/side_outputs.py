@@ -65,4 +65,3 @@ class SideOutputCollector:
         buffers, self._buffers = self._buffers, {}
         for tag_id, (values, stamps) in buffers.items():
             self._operator.side_outputs[tag_id].emit_rows(values, stamps)
-

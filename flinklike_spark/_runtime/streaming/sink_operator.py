@@ -1,5 +1,4 @@
-"""The sink operator: writes to a ``SinkWriter`` and, for a two-phase committing sink, commits after checkpoints.
-"""
+"""The sink operator: writes to a ``SinkWriter`` and, for a two-phase committing sink, commits after checkpoints."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The source operator: head of a source chain, polling its reader for batches and watermarks.
-"""
+"""The source operator: head of a source chain, polling its reader for batches and watermarks."""
 
 from __future__ import annotations
 

@@ -75,8 +75,7 @@ def unregister_state_backend(name: str) -> None:
     """
     if name in _BUILT_IN or name not in _FACTORIES:
         raise ConfigurationError(
-            f"cannot unregister state backend {name!r}; registered by modules: "
-            f"{sorted(set(_FACTORIES) - _BUILT_IN)}"
+            f"cannot unregister state backend {name!r}; registered by modules: {sorted(set(_FACTORIES) - _BUILT_IN)}"
         )
     del _FACTORIES[name]
 

@@ -361,8 +361,10 @@ class StreamTask:
         self.gates = list(input_gates)
         self.mailbox = Mailbox()
         # A source operator's own count is what its network outputs count again: sinks are added, sources not.
-        counters = [*chain.network_outputs, *(op for op in chain.operators
-                                              if hasattr(op, "records_out") and not isinstance(op, SourceOperator))]
+        counters = [
+            *chain.network_outputs,
+            *(op for op in chain.operators if hasattr(op, "records_out") and not isinstance(op, SourceOperator)),
+        ]
         registry = chain.operators[0].context.metric_registry if chain.operators else None
         self.metrics = TaskMetrics(
             count_out=lambda: sum(c.records_out for c in counters),
@@ -483,9 +485,7 @@ class StreamTask:
 
     def _awaits_final_checkpoint(self) -> bool:
         checkpoints = self.checkpoints
-        return (
-            checkpoints is not None and checkpoints.final_checkpoint and not checkpoints.final_checkpoint_completed
-        )
+        return checkpoints is not None and checkpoints.final_checkpoint and not checkpoints.final_checkpoint_completed
 
     def _replay_channel_state(self) -> None:
         """Restored in-flight data goes first: the producer's overtaken output, then unprocessed input."""

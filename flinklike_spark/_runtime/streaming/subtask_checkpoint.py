@@ -66,6 +66,7 @@ __all__ = ["AsyncCheckpointRunnable", "SubtaskCheckpointCoordinator"]
 
 log = logging.getLogger(__name__)
 
+
 class AsyncCheckpointState(enum.Enum):
     RUNNING = "running"
     COMPLETED = "completed"
@@ -550,7 +551,8 @@ class SubtaskCheckpointCoordinator:
         if channel_state is not None and not channel_state.done():
             channel_state.set_exception(
                 CheckpointDeclinedError(
-                    f"checkpoint {checkpoint_id} was discarded", checkpoint_id=checkpoint_id,
+                    f"checkpoint {checkpoint_id} was discarded",
+                    checkpoint_id=checkpoint_id,
                     reason=CheckpointDeclineReason.CHECKPOINT_ABORTED,
                 )  # fmt: skip
             )

@@ -270,8 +270,11 @@ class VectorizedWindowAggregateOperator(StreamOperator):
         wf = self.window_function
         if wf is not None:
             key = pane.column(_KEY)
-            arrays += [key.cast(_widened(key.type)), pa.array(np.full(n, start, np.int64)),
-                       pa.array(np.full(n, start + self.size, np.int64))]
+            arrays += [
+                key.cast(_widened(key.type)),
+                pa.array(np.full(n, start, np.int64)),
+                pa.array(np.full(n, start + self.size, np.int64)),
+            ]
             names += [wf.key_name, wf.start_name, wf.end_name]
         for column, name in zip(self.columns, self._acc_names):
             arrays.append(pane.column(name))
@@ -471,6 +474,7 @@ class VectorizedRollingAggregateOperator(StreamOperator):
         """Per row of the combined table: the position of the row whose other fields the result has
         (the group's first, or for min_by/max_by its best so far) and the result's field value (None: as is)."""
         import pandas as pd  # imported when a rolling aggregation first runs, not with every TaskExecutor
+
         positions = np.arange(len(groups))
         grouped_values = pd.Series(values).groupby(groups, sort=False)
         grouped_positions = pd.Series(positions).groupby(groups, sort=False)

@@ -74,4 +74,3 @@ class WindowOperatorDescriptor:
 
     def functions(self) -> list[Any]:
         return [f for f in (self.reduce_function, self.aggregate_function, self.window_function) if f is not None]
-

@@ -198,7 +198,6 @@ class _AssignerContext(WindowAssigner.WindowAssignerContext):
         return self._op.runtime_context
 
 
-
 class WindowOperator(StreamOperator):
     """Runs one keyed (or ``window_all``) window; see the module docstring for the state layout."""
 
@@ -539,8 +538,8 @@ class WindowOperator(StreamOperator):
             ctx = self._window_ctx
             ctx.current_window = window
             self.scoped.current_key = (key, window)
-            produced = wf.process(key, ctx, elements) if isinstance(wf, ProcessWindowFunction) else (
-                wf.process(ctx, elements)
+            produced = (
+                wf.process(key, ctx, elements) if isinstance(wf, ProcessWindowFunction) else (wf.process(ctx, elements))
             )
         elif isinstance(wf, WindowFunction):
             produced = wf.apply(key, window, elements)
@@ -624,12 +623,17 @@ class WindowOperator(StreamOperator):
                                      lambda: key_groups_of(keys, max_parallelism)),
             ))  # fmt: skip
         if self.merging_sets:
-            keyed.append(KeyedStateSnapshot(
-                name=MERGING_SET_STATE,
-                kind=StateKind.VALUE,  # key -> the live session windows
-                entries=[(key_group_for(k, max_parallelism), k, sorted(v)) for k, v in self.merging_sets.items()],
-            ))
-        for name, queue in ((EVENT_TIMERS_STATE, self.timers.event_time), (PROCESSING_TIMERS_STATE, self.timers.processing_time)):
+            keyed.append(
+                KeyedStateSnapshot(
+                    name=MERGING_SET_STATE,
+                    kind=StateKind.VALUE,  # key -> the live session windows
+                    entries=[(key_group_for(k, max_parallelism), k, sorted(v)) for k, v in self.merging_sets.items()],
+                )
+            )
+        for name, queue in (
+            (EVENT_TIMERS_STATE, self.timers.event_time),
+            (PROCESSING_TIMERS_STATE, self.timers.processing_time),
+        ):
             entries = [(key_group_for(ns[0], max_parallelism), ns, ts) for ts, ns in queue.entries()]
             if entries:
                 keyed.append(KeyedStateSnapshot(name=name, kind=StateKind.TIMER, entries=entries))
@@ -650,6 +654,6 @@ class WindowOperator(StreamOperator):
             elif name == PROCESSING_TIMERS_STATE:
                 self.timers.processing_time.add(entry.value, entry.key)
             elif name.startswith(SCOPED_STATE_PREFIX):
-                self.scoped.restore_entry(name[len(SCOPED_STATE_PREFIX):], entry.key, entry.value)
+                self.scoped.restore_entry(name[len(SCOPED_STATE_PREFIX) :], entry.key, entry.value)
             else:
                 self.global_state.restore_entry(name, entry.key, entry.value)

@@ -150,11 +150,9 @@ class WindowStateStore(KeyedStateStore):
         return self._get(state_descriptor, AggregatingStateDescriptor)
 
 
-
 class MergeCollector(MergingWindowAssigner.MergeCallback):
     def __init__(self) -> None:
         self.merges: list[tuple[list[Any], Any]] = []
 
     def merge(self, to_be_merged, merge_result) -> None:
         self.merges.append((list(to_be_merged), merge_result))
-

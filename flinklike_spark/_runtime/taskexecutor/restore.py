@@ -132,7 +132,9 @@ def _in_flight(tdd: TaskDeploymentDescriptor, key_groups: range) -> list[pa.Reco
         share = _share_of(gate.partitioner, tdd, old_consumers, key_groups)
         for old in range(old_consumers):
             if share.takes(old):
-                inputs += [(share, b.batch) for b in _read(restore, tdd.vertex_id, old, "input") if b.gate == gate_index]
+                inputs += [
+                    (share, b.batch) for b in _read(restore, tdd.vertex_id, old, "input") if b.gate == gate_index
+                ]
         for old in range(restore.parallelism.get(gate.producer_vertex_id, 0)):
             for buffer in _read(restore, gate.producer_vertex_id, old, "output"):
                 # ``channel`` of an output buffer is the old consumer subtask it was meant for.
@@ -194,4 +196,3 @@ def _keyed_filter(spec: PartitionerSpec, max_parallelism: int, key_groups: range
         return batch.filter(pa.array(mask)) if not mask.all() else batch
 
     return keep
-

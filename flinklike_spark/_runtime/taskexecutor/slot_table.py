@@ -558,8 +558,7 @@ class TaskSlotTable:
     def _check_started(self, operation: str) -> None:
         if self.state is TaskSlotTableState.CREATED:
             raise SlotAllocationError(
-                f"TaskSlotTable is CREATED; {operation} is valid only in RUNNING, CLOSING or CLOSED; "
-                f"call start() first"
+                f"TaskSlotTable is CREATED; {operation} is valid only in RUNNING, CLOSING or CLOSED; call start() first"
             )
 
     def _require_slot(self, allocation_id: AllocationID) -> TaskSlot:

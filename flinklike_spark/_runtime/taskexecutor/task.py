@@ -105,8 +105,8 @@ class Task:
     ) -> None:
         self.tdd = tdd
         #: task-local recovery: this subtask's local snapshot copies, or None (disabled)
-        self._local_state = None if local_state is None else local_state.for_subtask(
-            tdd.job_id, tdd.vertex_id, tdd.subtask_index
+        self._local_state = (
+            None if local_state is None else local_state.for_subtask(tdd.job_id, tdd.vertex_id, tdd.subtask_index)
         )
         #: 1.0: this attempt restored its keyed state from a local copy, 0.0: from Delta; unset: no restore
         self._restored_from_local: float | None = None
@@ -171,7 +171,9 @@ class Task:
         if checkpoints is None:
             return
         if completed:
-            stream_task.mailbox.put("checkpoint complete", lambda: checkpoints.notify_checkpoint_complete(checkpoint_id))
+            stream_task.mailbox.put(
+                "checkpoint complete", lambda: checkpoints.notify_checkpoint_complete(checkpoint_id)
+            )
         else:
             stream_task.mailbox.put("checkpoint aborted", lambda: checkpoints.notify_checkpoint_aborted(checkpoint_id))
 
@@ -313,12 +315,12 @@ class Task:
             schema = producer.network_output_schema(index)
             converter = RowsConverter(schema, stream_name=producer.name)
             selector = create_channel_selector(
-                deployment.partitioner, deployment.num_subpartitions, subtask_index=tdd.subtask_index,
+                deployment.partitioner,
+                deployment.num_subpartitions,
+                subtask_index=tdd.subtask_index,
                 producer=f"operator {producer.name!r} (uid {producer.uid!r})",
             )
-            outputs.append(
-                RecordWriterOutput(partition, selector, converter, segment_size=network.segment_size)
-            )
+            outputs.append(RecordWriterOutput(partition, selector, converter, segment_size=network.segment_size))
             partitions.append(partition)
         gates = []
         timeout = network.partition_request_timeout.total_seconds()

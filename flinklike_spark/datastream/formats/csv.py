@@ -136,7 +136,9 @@ class CsvRowSerializationSchema(SerializationSchema):
         self._names = row_schema(where, type_info).names
         self.field_delimiter = _char(where, "field delimiter", field_delimiter)
         if line_delimiter not in ("\n", "\r", "\r\n", ""):
-            raise ConfigurationError(f"{where}: line delimiter must be '\\n', '\\r', '\\r\\n' or '', got {line_delimiter!r}")
+            raise ConfigurationError(
+                f"{where}: line delimiter must be '\\n', '\\r', '\\r\\n' or '', got {line_delimiter!r}"
+            )
         self.line_delimiter = line_delimiter
         self.array_element_delimiter = array_element_delimiter
         self.quote_character = _char(where, "quote character", quote_character)

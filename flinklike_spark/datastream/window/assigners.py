@@ -110,7 +110,6 @@ class _TimeAssigner(WindowAssigner):
 
 
 class _Tumbling(_TimeAssigner):
-
     def __init__(self, size: int, offset: int = 0) -> None:
         _check_size_offset(type(self).__name__, size, offset)
         self.size = size
@@ -140,7 +139,6 @@ class TumblingProcessingTimeWindows(_Tumbling):
 
 
 class _Sliding(_TimeAssigner):
-
     def __init__(self, size: int, slide: int, offset: int = 0) -> None:
         _check_size_offset(type(self).__name__, size, offset, slide)
         self.size = size
@@ -179,7 +177,6 @@ class SessionWindowTimeGapExtractor(abc.ABC):
 
 
 class _Sessions(_TimeAssigner, MergingWindowAssigner):
-
     def __init__(self, gap: int | None = None, extractor: SessionWindowTimeGapExtractor | Callable | None = None):
         if extractor is None and (gap is None or gap <= 0):
             raise ConfigurationError(f"{type(self).__name__}: the session gap must be positive, got {gap} ms")
@@ -199,7 +196,9 @@ class _Sessions(_TimeAssigner, MergingWindowAssigner):
     def _gap_of(self, element) -> int:
         if self.extractor is None:
             return self.gap
-        extract = self.extractor.extract if isinstance(self.extractor, SessionWindowTimeGapExtractor) else self.extractor
+        extract = (
+            self.extractor.extract if isinstance(self.extractor, SessionWindowTimeGapExtractor) else self.extractor
+        )
         gap = extract(element)
         if not isinstance(gap, int) or gap <= 0:
             raise ConfigurationError(f"the session gap extractor returned {gap!r} for {element!r}; it must be > 0 ms")
@@ -330,4 +329,3 @@ class CountSlidingWindowAssigner(WindowAssigner):
 
     def __repr__(self) -> str:
         return f"CountSlidingWindowAssigner({self.window_size}, {self.window_slide})"
-

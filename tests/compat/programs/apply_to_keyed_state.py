@@ -17,7 +17,6 @@ RULES = MapStateDescriptor("rules", Types.STRING(), Types.LONG())
 
 
 class ApplyRules(KeyedBroadcastProcessFunction):
-
     def open(self, runtime_context: RuntimeContext):
         self.sum = runtime_context.get_state(SUMS)
 
@@ -48,7 +47,6 @@ class ApplyRules(KeyedBroadcastProcessFunction):
 
 
 class Ts(TimestampAssigner):
-
     def extract_timestamp(self, value, record_timestamp):
         return value[2]
 
@@ -62,12 +60,15 @@ def main():
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     records = [("a", 1, 10), ("b", 2, 20), ("c", 3, 30), ("a", 4, 40), ("b", 5, 50), ("d", 6, 60), ("c", 7, 70)]
-    keyed = env.from_collection(records, type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()])) \
-        .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts())) \
+    keyed = (
+        env.from_collection(records, type_info=Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]))
+        .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts()))
         .key_by(lambda r: r[0], key_type=Types.STRING())
+    )
     rule_type = Types.TUPLE([Types.STRING(), Types.STRING(), Types.LONG()])
-    rules = env.from_collection([("scale", "a", 10), ("ban", "b", 0), ("scale", "d", 100)], type_info=rule_type) \
-        .map(slowly, output_type=rule_type)
+    rules = env.from_collection([("scale", "a", 10), ("ban", "b", 0), ("scale", "d", 100)], type_info=rule_type).map(
+        slowly, output_type=rule_type
+    )
     sums = keyed.connect(rules.broadcast(RULES)).process(ApplyRules(), output_type=Types.STRING())
     for line in sorted(sums.execute_and_collect()):
         print(line)

@@ -10,7 +10,6 @@ from pyflink.datastream.functions import AsyncRetryStrategy
 
 
 class FlakyLookup(AsyncFunction):
-
     def open(self, runtime_context):
         self.attempts = {}
 
@@ -34,15 +33,21 @@ def main():
     out = Types.TUPLE([Types.INT(), Types.INT()])
 
     fixed = AsyncRetryStrategy.fixed_delay(
-        3, 10, async_retry_predicates.empty_result_predicate, async_retry_predicates.has_exception_predicate)
-    unordered = AsyncDataStream.unordered_wait_with_retry(
-        ds, FlakyLookup(), Time.seconds(10), fixed, output_type=out)
+        3, 10, async_retry_predicates.empty_result_predicate, async_retry_predicates.has_exception_predicate
+    )
+    unordered = AsyncDataStream.unordered_wait_with_retry(ds, FlakyLookup(), Time.seconds(10), fixed, output_type=out)
 
     backoff = AsyncRetryStrategy.exponential_backoff(
-        4, 5, 40, 2.0, async_retry_predicates.empty_result_predicate,
-        lambda error: async_retry_predicates.exception_type_predicate(error, ValueError))
+        4,
+        5,
+        40,
+        2.0,
+        async_retry_predicates.empty_result_predicate,
+        lambda error: async_retry_predicates.exception_type_predicate(error, ValueError),
+    )
     ordered = AsyncDataStream.ordered_wait_with_retry(
-        ds, FlakyLookup(), Time.seconds(10), backoff, capacity=4, output_type=out)
+        ds, FlakyLookup(), Time.seconds(10), backoff, capacity=4, output_type=out
+    )
 
     print("unordered (sorted):", sorted(unordered.execute_and_collect()))
     print("ordered:", list(ordered.execute_and_collect()))

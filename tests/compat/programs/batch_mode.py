@@ -9,7 +9,6 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 
 class Count(KeyedProcessFunction):
-
     def open(self, runtime_context: RuntimeContext):
         self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.INT()))
 
@@ -24,15 +23,20 @@ def main():
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)
     env.set_parallelism(2)
     words = "to be or not to be that is the question to be".split()
-    pairs = env.from_collection([(w, i) for i, w in enumerate(words)],
-                                type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
-    counts = pairs.map(lambda p: (p[0], 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()])) \
-        .key_by(lambda p: p[0], key_type=Types.STRING()).reduce(lambda a, b: (a[0], a[1] + b[1]))
+    pairs = env.from_collection(
+        [(w, i) for i, w in enumerate(words)], type_info=Types.TUPLE([Types.STRING(), Types.INT()])
+    )
+    counts = (
+        pairs.map(lambda p: (p[0], 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
+        .key_by(lambda p: p[0], key_type=Types.STRING())
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+    )
     print("reduce:", sorted(counts.execute_and_collect()))
     sums = pairs.key_by(lambda p: p[0], key_type=Types.STRING()).sum(1)
     print("sum:", sorted(sums.execute_and_collect()))
     seconds = pairs.key_by(lambda p: p[0], key_type=Types.STRING()).process(
-        Count(), output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT()]))
+        Count(), output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT()])
+    )
     print("process:", sorted(seconds.execute_and_collect()))
 
 

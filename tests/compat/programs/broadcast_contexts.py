@@ -13,7 +13,6 @@ RULES = MapStateDescriptor("rules", Types.STRING(), Types.INT())
 
 
 class Echo(BroadcastProcessFunction[tuple, tuple, tuple]):
-
     def process_element(self, value, ctx: BroadcastProcessFunction.ReadOnlyContext):
         yield "element", value[0], value[1] * 2
 
@@ -23,7 +22,6 @@ class Echo(BroadcastProcessFunction[tuple, tuple, tuple]):
 
 
 class Join(KeyedBroadcastProcessFunction[str, tuple, tuple, tuple]):
-
     def open(self, runtime_context: RuntimeContext):
         self.pending = runtime_context.get_list_state(ListStateDescriptor("pending", Types.INT()))
 
@@ -43,7 +41,6 @@ class Join(KeyedBroadcastProcessFunction[str, tuple, tuple, tuple]):
 
 
 class Ts(TimestampAssigner):
-
     def extract_timestamp(self, value, record_timestamp):
         return value[2]
 
@@ -53,17 +50,23 @@ def main():
     env.set_parallelism(2)
     events = env.from_collection(
         [("a", 1, 10), ("b", 2, 20), ("a", 3, 20), ("c", 4, 30), ("b", 5, 40)],
-        type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()]))
+        type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()]),
+    )
     events = events.assign_timestamps_and_watermarks(
-        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts()))
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts())
+    )
     rules = env.from_collection([("a", 10), ("b", 100)], type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
 
     echoed = events.connect(rules.broadcast(RULES)).process(
-        Echo(), output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT()]))
+        Echo(), output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT()])
+    )
     print("broadcast process:", sorted(echoed.execute_and_collect()))
 
-    joined = events.key_by(lambda e: e[0], key_type=Types.STRING()).connect(rules.broadcast(RULES)).process(
-        Join(), output_type=Types.PICKLED_BYTE_ARRAY())
+    joined = (
+        events.key_by(lambda e: e[0], key_type=Types.STRING())
+        .connect(rules.broadcast(RULES))
+        .process(Join(), output_type=Types.PICKLED_BYTE_ARRAY())
+    )
     print("keyed broadcast process:", sorted(joined.execute_and_collect()))
 
 

@@ -20,7 +20,6 @@ def show(records):
 
 
 class Total(KeyedProcessFunction):
-
     def open(self, runtime_context):
         self.seen = runtime_context.get_state(ValueStateDescriptor("seen", Types.PICKLED_BYTE_ARRAY()))
 
@@ -31,7 +30,6 @@ class Total(KeyedProcessFunction):
 
 
 class Route(ProcessFunction):
-
     def process_element(self, value, ctx):
         yield PAIRS, (value[0], value[1] * 100)
         yield OBJECTS, {value[0]: [value[1]]}
@@ -39,7 +37,6 @@ class Route(ProcessFunction):
 
 
 class Both(CoMapFunction):
-
     def map1(self, value):
         return value
 
@@ -48,7 +45,6 @@ class Both(CoMapFunction):
 
 
 class Ts(TimestampAssigner):
-
     def extract_timestamp(self, value, record_timestamp):
         return value[1] * 1000
 
@@ -61,9 +57,14 @@ def main():
     print("map of tuples:", show(pairs.map(lambda t: (t[0] * 2, t[1]), output_type=PAIR).execute_and_collect()))
     totals = pairs.key_by(lambda t: t[0]).process(Total(), output_type=PAIR)
     print("keyed process:", show(totals.execute_and_collect()))
-    windowed = pairs.assign_timestamps_and_watermarks(
-        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts())).key_by(lambda t: t[0]).window(
-        TumblingEventTimeWindows.of(Time.seconds(10))).reduce(lambda a, b: (a[0], a[1] + b[1]), output_type=PAIR)
+    windowed = (
+        pairs.assign_timestamps_and_watermarks(
+            WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts())
+        )
+        .key_by(lambda t: t[0])
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]), output_type=PAIR)
+    )
     print("window reduce:", show(windowed.execute_and_collect()))
     connected = pairs.connect(env.from_collection(["c"], type_info=Types.STRING())).map(Both(), output_type=PAIR)
     print("connect:", show(connected.execute_and_collect()))
@@ -84,8 +85,10 @@ def main():
     # (collected as they are, PyFlink hands pickled fields over as bytearrays: a function sees the values)
     seen = with_fields.map(lambda t: f"{t[0]} {t[1]!r} {t[2]!r}", output_type=Types.STRING())
     print("pickled fields:", list(seen.execute_and_collect()))
-    print("pickled to STRING:", list(pickled.map(lambda v: type(v).__name__, output_type=Types.STRING())
-                                     .execute_and_collect()))
+    print(
+        "pickled to STRING:",
+        list(pickled.map(lambda v: type(v).__name__, output_type=Types.STRING()).execute_and_collect()),
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ class Remember(MapFunction):
 
 
 class Tag(CoMapFunction):
-
     def map1(self, value):
         return "left", value
 
@@ -47,8 +46,13 @@ def main():
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     print("parallelism:", env.get_parallelism(), "max parallelism:", env.get_max_parallelism())
-    print("chaining:", env.is_chaining_enabled(), "checkpointing:", env.get_checkpointing_mode(),
-          env.get_checkpoint_interval())
+    print(
+        "chaining:",
+        env.is_chaining_enabled(),
+        "checkpointing:",
+        env.get_checkpointing_mode(),
+        env.get_checkpoint_interval(),
+    )
     env.enable_checkpointing(60000)
     print("checkpointing enabled:", env.get_checkpointing_mode(), env.get_checkpoint_interval())
     env.set_max_parallelism(64)
@@ -59,8 +63,15 @@ def main():
     keyed = plus.key_by(lambda x: x % 2, key_type=Types.INT())
     keyed.reduce(lambda a, b: a + b).name("sum").print()
     print("names:", numbers.get_name(), plus.get_name())
-    print("default names:", [env.from_collection([1]).get_name(), numbers.map(lambda x: x).get_name(),
-                             numbers.filter(lambda x: x).get_name(), keyed.reduce(lambda a, b: a).get_name()])
+    print(
+        "default names:",
+        [
+            env.from_collection([1]).get_name(),
+            numbers.map(lambda x: x).get_name(),
+            numbers.filter(lambda x: x).get_name(),
+            keyed.reduce(lambda a, b: a).get_name(),
+        ],
+    )
     keys, lines = plan_lines(env)
     print("plan keys:", keys)
     for line in lines:
@@ -71,8 +82,10 @@ def main():
             getattr(keyed, method)()
             print(f"KeyedStream.{method}: allowed")
         except Exception as error:  # PyFlink raises a plain Exception
-            print(f"KeyedStream.{method}: raised an Exception: {isinstance(error, Exception)};",
-                  str(error).split(" (")[0].rstrip("."))
+            print(
+                f"KeyedStream.{method}: raised an Exception: {isinstance(error, Exception)};",
+                str(error).split(" (")[0].rstrip("."),
+            )
 
     with tempfile.TemporaryDirectory() as directory:
         module = os.path.join(directory, "compat_helper_module.py")
@@ -82,7 +95,8 @@ def main():
         env2.set_parallelism(1)
         env2.add_python_file(module)
         tripled = env2.from_collection([1, 2], type_info=Types.INT()).map(
-            lambda x: __import__("compat_helper_module").triple(x), output_type=Types.INT())
+            lambda x: __import__("compat_helper_module").triple(x), output_type=Types.INT()
+        )
         print("add_python_file:", sorted(tripled.execute_and_collect()))
 
         out_dir = os.path.join(directory, "out")
@@ -99,8 +113,11 @@ def main():
     env4.set_parallelism(2)
     left = env4.from_collection([1, 2, 3], type_info=Types.INT()).key_by(lambda x: x % 2, key_type=Types.INT())
     right = env4.from_collection([10, 11], type_info=Types.INT())
-    tagged = left.connect(right).key_by(lambda x: x % 2, lambda y: y % 2, key_type=Types.INT()).map(
-        Tag(), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
+    tagged = (
+        left.connect(right)
+        .key_by(lambda x: x % 2, lambda y: y % 2, key_type=Types.INT())
+        .map(Tag(), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
+    )
     print("connected:", sorted(tagged.execute_and_collect()))
 
 

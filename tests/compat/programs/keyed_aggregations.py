@@ -12,8 +12,10 @@ def main():
     env.set_parallelism(1)
     tuples = env.from_collection(DATA, type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.DOUBLE()]))
     by_key = tuples.key_by(lambda t: t[0], key_type=Types.STRING())
-    rows = env.from_collection([Row(name=n, count=c, score=s) for n, c, s in DATA], type_info=Types.ROW_NAMED(
-        ["name", "count", "score"], [Types.STRING(), Types.INT(), Types.DOUBLE()]))
+    rows = env.from_collection(
+        [Row(name=n, count=c, score=s) for n, c, s in DATA],
+        type_info=Types.ROW_NAMED(["name", "count", "score"], [Types.STRING(), Types.INT(), Types.DOUBLE()]),
+    )
     rows_by_key = rows.key_by(lambda r: r.name, key_type=Types.STRING())
 
     labelled = [
@@ -31,13 +33,20 @@ def main():
     ]
     numbers = env.from_collection([5, 3, 8, 1, 4], type_info=Types.INT())
     by_parity = numbers.key_by(lambda n: n % 2, key_type=Types.INT())
-    labelled += [("number sum()", by_parity.sum()), ("number max()", by_parity.max()),
-                 ("number min_by()", by_parity.min_by())]
+    labelled += [
+        ("number sum()", by_parity.sum()),
+        ("number max()", by_parity.max()),
+        ("number min_by()", by_parity.min_by()),
+    ]
 
     # One job: every aggregation's records, labelled, in one stream (each label's in order: one subtask each)
-    tagged = [stream.map(lambda r, label=label: (label, str(r) if isinstance(r, Row) else repr(r)),
-                         output_type=Types.TUPLE([Types.STRING(), Types.STRING()]))
-              for label, stream in labelled]
+    tagged = [
+        stream.map(
+            lambda r, label=label: (label, str(r) if isinstance(r, Row) else repr(r)),
+            output_type=Types.TUPLE([Types.STRING(), Types.STRING()]),
+        )
+        for label, stream in labelled
+    ]
     by_label = {label: [] for label, _ in labelled}
     for label, record in tagged[0].union(*tagged[1:]).execute_and_collect():
         by_label[label].append(record)

@@ -7,7 +7,6 @@ from pyflink.datastream.functions import MapFunction, RuntimeContext
 
 
 class Measured(MapFunction):
-
     def open(self, runtime_context: RuntimeContext):
         group = runtime_context.get_metrics_group().add_group("compat")
         self.seen = group.counter("seen")
@@ -33,8 +32,9 @@ def main():
     env.set_parallelism(1)
     data = [("a", 1), ("b", -2), ("a", 3), ("c", 4), ("b", -5)]
     ds = env.from_collection(data, type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
-    out = ds.map(Measured(), output_type=Types.TUPLE(
-        [Types.STRING(), Types.INT(), Types.LONG(), Types.LONG(), Types.LONG()]))
+    out = ds.map(
+        Measured(), output_type=Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG(), Types.LONG(), Types.LONG()])
+    )
     for record in out.execute_and_collect():
         print(record)
 

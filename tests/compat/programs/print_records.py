@@ -15,10 +15,13 @@ def main():
     numbers.map(lambda i: (i, "x", [i]) if i > 1 else {i}).print("undeclared")
     numbers.map(lambda i: f"text {i}").print("strings")
     numbers.map(lambda i: Row("r", i * 0.5), output_type=Types.ROW([Types.STRING(), Types.DOUBLE()])).print("ROW")
-    numbers.map(lambda i: Row(name="n", v=i if i > 1 else None),
-                output_type=Types.ROW_NAMED(["name", "v"], [Types.STRING(), Types.INT()])).print("ROW_NAMED")
-    numbers.map(lambda i: ("t", i, i > 1), output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.BOOLEAN()])
-                ).print("TUPLE")
+    numbers.map(
+        lambda i: Row(name="n", v=i if i > 1 else None),
+        output_type=Types.ROW_NAMED(["name", "v"], [Types.STRING(), Types.INT()]),
+    ).print("ROW_NAMED")
+    numbers.map(
+        lambda i: ("t", i, i > 1), output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.BOOLEAN()])
+    ).print("TUPLE")
     numbers.map(lambda i: 10.0 ** (i * 3), output_type=Types.DOUBLE()).print("DOUBLE")
     numbers.map(lambda i: i / 8, output_type=Types.FLOAT()).print("FLOAT")
     numbers.map(lambda i: i % 2 == 0, output_type=Types.BOOLEAN()).print("BOOLEAN")

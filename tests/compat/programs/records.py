@@ -7,7 +7,6 @@ from pyflink.datastream import StreamExecutionEnvironment
 
 
 class Point:
-
     def __init__(self, x, y):
         self.x, self.y = x, y
 
@@ -22,7 +21,9 @@ def main():
     positional = env.from_collection([Row(1, "one"), Row(2, "two")], type_info=Types.ROW([Types.INT(), Types.STRING()]))
     print("ROW str:", [str(r) for r in positional.execute_and_collect()])
     print("ROW fields:", [(r.f0, r[1], r.as_dict()) for r in positional.execute_and_collect()])
-    mapped = positional.map(lambda r: Row(r.f0 * 10, r.f1.upper()), output_type=Types.ROW([Types.LONG(), Types.STRING()]))
+    mapped = positional.map(
+        lambda r: Row(r.f0 * 10, r.f1.upper()), output_type=Types.ROW([Types.LONG(), Types.STRING()])
+    )
     print("ROW mapped:", [repr(r) for r in mapped.execute_and_collect()])
 
     named_type = Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
@@ -30,7 +31,9 @@ def main():
     print("ROW_NAMED:", [(str(r), r.id, r["name"]) for r in named.execute_and_collect()])
 
     nested_type = Types.ROW_NAMED(["id", "inner"], [Types.INT(), Types.ROW([Types.STRING(), Types.DOUBLE()])])
-    nested = env.from_collection([Row(id=1, inner=Row("x", 0.5)), Row(id=2, inner=Row("y", 1.5))], type_info=nested_type)
+    nested = env.from_collection(
+        [Row(id=1, inner=Row("x", 0.5)), Row(id=2, inner=Row("y", 1.5))], type_info=nested_type
+    )
     print("nested ROW:", [(str(r), r.inner.f0, type(r.inner).__name__) for r in nested.execute_and_collect()])
     tuple_type = Types.TUPLE([Types.INT(), Types.TUPLE([Types.STRING(), Types.INT()])])
     nested_tuples = env.from_collection([(1, ("a", 2)), (3, ("b", 4))], type_info=tuple_type)

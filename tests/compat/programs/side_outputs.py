@@ -10,7 +10,6 @@ ODD_TOTALS = OutputTag("odd-totals", Types.TUPLE([Types.STRING(), Types.LONG()])
 
 
 class SplitBySize(ProcessFunction):
-
     def process_element(self, value, ctx: ProcessFunction.Context):
         if value[1] < 10:
             yield SMALL, Row(value[0], value[1])
@@ -19,7 +18,6 @@ class SplitBySize(ProcessFunction):
 
 
 class RunningTotal(KeyedProcessFunction):
-
     def open(self, runtime_context):
         self.totals = {}
 
@@ -40,7 +38,8 @@ def main():
     split = ds.process(SplitBySize(), output_type=pair)
     small = split.get_side_output(SMALL)
     totals = ds.key_by(lambda r: r[0], key_type=Types.STRING()).process(
-        RunningTotal(), output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
+        RunningTotal(), output_type=Types.TUPLE([Types.STRING(), Types.LONG()])
+    )
     odd = totals.get_side_output(ODD_TOTALS)
 
     with split.execute_and_collect() as results:

@@ -29,7 +29,6 @@ def show(records):
 
 
 class Scale(CoFlatMapFunction):
-
     def flat_map1(self, value):
         yield value * 10
         yield Row(value, "left")
@@ -40,7 +39,6 @@ class Scale(CoFlatMapFunction):
 
 
 class Describe(CoMapFunction):
-
     def map1(self, value):
         return "left", value, type(value).__name__
 
@@ -49,7 +47,6 @@ class Describe(CoMapFunction):
 
 
 class Pair(KeyedCoProcessFunction):
-
     def open(self, runtime_context):
         self.last = runtime_context.get_state(ValueStateDescriptor("last", Types.PICKLED_BYTE_ARRAY()))
 
@@ -63,7 +60,6 @@ class Pair(KeyedCoProcessFunction):
 
 
 class Lookup(BroadcastProcessFunction):
-
     def process_element(self, value, ctx):
         yield value, type(value).__name__
 
@@ -73,7 +69,6 @@ class Lookup(BroadcastProcessFunction):
 
 
 class KeyedLookup(KeyedBroadcastProcessFunction):
-
     def process_element(self, value, ctx):
         yield ctx.get_current_key(), value
 
@@ -82,7 +77,6 @@ class KeyedLookup(KeyedBroadcastProcessFunction):
 
 
 class SplitOdd(ProcessFunction):
-
     def process_element(self, value, ctx):
         if value % 2:
             yield ODD, Row(value, {value})
@@ -91,13 +85,11 @@ class SplitOdd(ProcessFunction):
 
 
 class Ts(TimestampAssigner):
-
     def extract_timestamp(self, value, record_timestamp):
         return value[1] * 1000
 
 
 class Collect(ProcessWindowFunction):
-
     def process(self, key, context, elements):
         yield Row(key, context.window().start, sorted(e[1] for e in elements))
 
@@ -112,8 +104,7 @@ def main():
     both = doubled.connect(others).map(Describe()).union(doubled)
     print("co_map with a second consumer:", show(both.execute_and_collect()))
 
-    keyed = ints.key_by(lambda i: i % 2).connect(
-        others.key_by(lambda i: i % 2)).process(Pair())
+    keyed = ints.key_by(lambda i: i % 2).connect(others.key_by(lambda i: i % 2)).process(Pair())
     print("keyed connect:", show(keyed.execute_and_collect()))
     rules = env.from_collection([("a", 1), ("b", 2.5, "extra")]).broadcast(RULES)
     words = env.from_collection([Row("a", 1), ("b",), "c"])
@@ -135,12 +126,16 @@ def main():
     print("main output:", show(split.execute_and_collect()))
     print("untyped side output:", show(odd.execute_and_collect()))
 
-    events = env.from_collection([("a", 1), ("b", 2), ("a", 4), ("a", 12), ("b", 3.5)]).assign_timestamps_and_watermarks(
-        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts()))
+    events = env.from_collection(
+        [("a", 1), ("b", 2), ("a", 4), ("a", 12), ("b", 3.5)]
+    ).assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts()))
     windows = events.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(10)))
     print("window process:", show(windows.process(Collect()).execute_and_collect()))
-    reduced = events.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(10))).reduce(
-        lambda a, b: (a[0], a[1] + b[1]))
+    reduced = (
+        events.key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+    )
     print("window reduce:", show(reduced.execute_and_collect()))
     counted = events.key_by(lambda e: e[0]).count_window(2).reduce(lambda a, b: Row(a[0], a[1], b[1]))
     print("count window:", show(counted.execute_and_collect()))

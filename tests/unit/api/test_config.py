@@ -162,7 +162,9 @@ def test_task_manager_working_dir_is_a_local_directory_for_task_executor_process
     from flinklike_spark._runtime.cluster.local_launchers import private_working_dir
 
     assert Configuration({}).cluster.task_manager_working_dir is None
-    assert Configuration({"process.taskmanager.working-dir": tmp_path}).cluster.task_manager_working_dir == str(tmp_path)
+    assert Configuration({"process.taskmanager.working-dir": tmp_path}).cluster.task_manager_working_dir == str(
+        tmp_path
+    )
     with pytest.raises(ConfigurationError, match="must be a local directory, got the URL 's3://b/tm'"):
         _ = Configuration({"process.taskmanager.working-dir": "s3://b/tm"}).cluster
     with pytest.raises(ConfigurationError, match="needs TaskExecutor processes"):

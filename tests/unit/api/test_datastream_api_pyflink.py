@@ -155,9 +155,7 @@ def make_keyed(kind, function, *, key_field="user", restored=None):
     spec = OperatorSpec(uid="op", name="op", kind=kind, function=function, key_field=key_field)
     op = create_operator(spec)
     out = ListOutput()
-    op.setup(
-        OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0), out
-    )
+    op.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0), out)
     op.initialize_state(restored)
     op.open()
     return op, out
@@ -221,9 +219,11 @@ def test_timestamp_assigner_objects():
         def extract_timestamp(self, value, record_timestamp):
             return value["t"] * 1000
 
-    generator = WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=1)).with_timestamp_assigner(
-        FromField()
-    ).create_generator()
+    generator = (
+        WatermarkStrategy.for_bounded_out_of_orderness(timedelta(seconds=1))
+        .with_timestamp_assigner(FromField())
+        .create_generator()
+    )
     assert generator.assign(pa.RecordBatch.from_pylist([{"t": 5}, {"t": 3}])) == [5000, 3000]
     assert generator.current_watermark() == 5000 - 1000 - 1
     assert generator.assign(pa.RecordBatch.from_pylist([{"t": 2}])) == [2000]
@@ -234,7 +234,9 @@ def read_all(source, parallelism, max_rows=3):
     rows = []
     for split_owner in range(parallelism):
         reader = source.create_reader(SourceReaderContext(subtask_index=split_owner, parallelism=parallelism))
-        reader.add_splits([s for i, s in enumerate(source.create_splits(parallelism)) if i % parallelism == split_owner])
+        reader.add_splits(
+            [s for i, s in enumerate(source.create_splits(parallelism)) if i % parallelism == split_owner]
+        )
         while not (result := reader.poll_next(max_rows)).end_of_input:
             rows.extend(result.batch.to_pylist())
     return rows

@@ -99,7 +99,12 @@ EARLIER_PATHS = {
     "flinklike_spark.datastream.window": ["TumblingEventTimeWindows", "CountEvictor"],
     "flinklike_spark.datastream.async_retry_strategies": ["FixedDelayRetryStrategy", "NO_RETRY_STRATEGY"],
     "flinklike_spark.common.time": ["Duration", "Time"],
-    "flinklike_spark.datastream.connectors.kafka": ["KafkaSource", "KafkaSink", "LocalKafkaBroker", "DeliveryGuarantee"],
+    "flinklike_spark.datastream.connectors.kafka": [
+        "KafkaSource",
+        "KafkaSink",
+        "LocalKafkaBroker",
+        "DeliveryGuarantee",
+    ],
     "flinklike_spark.datastream.connectors.kafka.source": ["KafkaSource", "KafkaSourceBuilder"],
     "flinklike_spark.datastream.connectors.kafka.sink": ["KafkaSink"],
     "flinklike_spark.datastream.connectors.kafka.local_broker": ["LocalKafkaBroker", "LocalKafkaBrokerConfig"],

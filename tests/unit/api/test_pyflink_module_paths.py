@@ -51,6 +51,7 @@ def test_a_pyflink_program_with_only_its_import_prefix_changed_translates():
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
+
     class SecondField(TimestampAssigner):
         def extract_timestamp(self, value, record_timestamp):
             return value[1]

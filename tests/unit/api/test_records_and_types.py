@@ -52,8 +52,11 @@ def test_row_follows_pyflink_semantics():
     ("records", "schema", "kind"),
     [
         ([{"a": 1, "b": "x"}, {"a": 2, "b": "y"}], None, None),
-        ([Row(a=1, b="x"), Row(a=2, b="y")], to_arrow_schema(Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.STRING()])),
-         b"row"),
+        (
+            [Row(a=1, b="x"), Row(a=2, b="y")],
+            to_arrow_schema(Types.ROW_NAMED(["a", "b"], [Types.INT(), Types.STRING()])),
+            b"row",
+        ),
         ([Row(a=1, b="x"), Row(a=2, b="y")], None, b"pickled"),  # undeclared: pickled, as in PyFlink
         ([Row(1, "x"), Row(2, "y")], to_arrow_schema(Types.ROW([Types.LONG(), Types.STRING()])), b"positional-row"),
         ([(1, "x"), (2, "y")], to_arrow_schema(Types.TUPLE([Types.INT(), Types.STRING()])), b"tuple"),

@@ -199,7 +199,9 @@ def test_get_aggregating_state_from_a_keyed_process_functions_runtime_context(st
         def emit_watermark(self, timestamp):
             pass
 
-    op = create_operator(OperatorSpec(uid="p", name="p", kind="keyed_process", function=RunningAverage(), key_field="k"))
+    op = create_operator(
+        OperatorSpec(uid="p", name="p", kind="keyed_process", function=RunningAverage(), key_field="k")
+    )
     out = Rows()
     op.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128, attempt_number=0,
                              state_backend_type=state_backend_type, rocksdb=rocksdb_options), out)  # fmt: skip
@@ -361,7 +363,9 @@ def test_incremental_cleanup_removes_expired_keys_nobody_reads(backend, state_ba
     assert b.num_keys() == (0 if state_backend_type is StateBackendType.HASHMAP else 10)
 
 
-def test_cleanup_for_every_record_runs_when_the_key_changes_and_default_cleanup_can_be_disabled(backend, state_backend_type):
+def test_cleanup_for_every_record_runs_when_the_key_changes_and_default_cleanup_can_be_disabled(
+    backend, state_backend_type
+):
     clock = ManualClock(START_MS)
     b = backend(clock)
     per_record = b.get_state(with_ttl(ValueStateDescriptor("v"), ttl_config(10, incremental=(5, True))),

@@ -42,5 +42,7 @@ def test_parallelism_above_max_parallelism_names_both_keys():
         {"parallelism.default": 4, "pipeline.max-parallelism": 2, "flinklike.local.taskmanager-mode": "thread"}
     )
     env.from_collection([{"key": 1}]).key_by("key").map(lambda r: r).sink_to(CollectSink("out"))
-    with pytest.raises(ConfigurationError, match=r"parallelism 4 \(parallelism\.default\), above pipeline\.max-parallelism 2"):
+    with pytest.raises(
+        ConfigurationError, match=r"parallelism 4 \(parallelism\.default\), above pipeline\.max-parallelism 2"
+    ):
         env.execute("too parallel")

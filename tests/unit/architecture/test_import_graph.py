@@ -107,9 +107,7 @@ def test_the_graph_counts_type_only_and_lazy_imports(tmp_path):
     package = tmp_path / "planted"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "a.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from planted.b import B\n"
-    )
+    (package / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from planted.b import B\n")
     (package / "b.py").write_text("def f():\n    from planted import a\n")
     graph = _import_graph(tmp_path, ("planted",))
     assert graph["planted.a"] == {"planted.b"} and graph["planted.b"] == {"planted.a"}
@@ -186,7 +184,11 @@ def test_no_product_file_exceeds_700_lines():
 def test_the_network_layer_imports_nothing_above_it():
     graph = _import_graph()
     network = [m for m in graph if m.startswith("flinklike_spark._runtime.network.")]
-    above = ("flinklike_spark._runtime.streaming", "flinklike_spark._runtime.taskexecutor", "flinklike_spark._runtime.jobmaster")
+    above = (
+        "flinklike_spark._runtime.streaming",
+        "flinklike_spark._runtime.taskexecutor",
+        "flinklike_spark._runtime.jobmaster",
+    )
     assert network, "the network package moved: update this test"
     upward = {m: sorted(t for t in graph[m] if t.startswith(above)) for m in network}
     assert all(not targets for targets in upward.values()), upward
@@ -200,6 +202,7 @@ def test_the_jobmaster_side_of_checkpoints_imports_nothing_of_the_task_side():
         "flinklike_spark._runtime.jobmaster.checkpoint_coordinator",
         "flinklike_spark._runtime.jobmaster.checkpoint_stats",
     )
+
     def task_side(module: str) -> bool:
         return module.startswith("flinklike_spark._runtime.streaming.") or module in {
             "flinklike_spark._runtime.taskexecutor.task",

@@ -66,8 +66,15 @@ def _live_process() -> subprocess.Popen:
 
 
 def _held_by(table: JobRecordTable, holder: ProcessId, *, updated: float | None = None) -> None:
-    table.update(lambda _: JobRecord(pid=holder.pid, host=holder.host, started=holder.started,
-                                     state=RunnerState.RUNNING, updated=time.time() if updated is None else updated))
+    table.update(
+        lambda _: JobRecord(
+            pid=holder.pid,
+            host=holder.host,
+            started=holder.started,
+            state=RunnerState.RUNNING,
+            updated=time.time() if updated is None else updated,
+        )
+    )
 
 
 def test_a_claim_held_by_a_live_runner_is_refused_and_one_held_by_a_dead_runner_is_taken_over(tmp_path):

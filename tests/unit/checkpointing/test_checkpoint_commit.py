@@ -83,7 +83,9 @@ def test_recommit_does_not_duplicate_rows(base):
     handles = [write_subtask(base, 1, s) for s in (0, 1)]
     committer = CheckpointCommitter(base)
     first = committer.commit(JOB, 1, handles, record())
-    versions = {t: DeltaTable(os.path.join(base, t)).version() for t in ("operator_state", "channel_state", "checkpoints")}
+    versions = {
+        t: DeltaTable(os.path.join(base, t)).version() for t in ("operator_state", "channel_state", "checkpoints")
+    }
     second = CheckpointCommitter(base).commit(JOB, 1, handles, record())
     assert not first.already_committed and second.already_committed
     assert _rows(base, "operator_state") == 18

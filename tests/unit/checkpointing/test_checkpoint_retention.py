@@ -42,9 +42,7 @@ def test_retain_keeps_newest_and_savepoints_and_vacuums(base):
     on_disk = _files_on_disk(base, "operator_state")
     for cid in (1, 3):
         assert not any(f"checkpoint_id={cid}/" in p for p in on_disk)
-        assert all(
-            not os.path.exists(os.path.join(base, f.table, f.path)) for h in handles[cid] for f in h.files
-        )
+        assert all(not os.path.exists(os.path.join(base, f.table, f.path)) for h in handles[cid] for f in h.files)
     assert any(p.endswith(".parquet") for p in result.vacuumed_files)
     # The in-flight checkpoint's uncommitted files survive the vacuum.
     assert all(os.path.exists(os.path.join(base, f.table, f.path)) for f in in_flight.files)

@@ -25,7 +25,9 @@ from tests.support.cli import CHANNEL_COLUMNS, STATE_COLUMNS, cli, column, heade
 def test_missing_path_file_and_foreign_directory_are_errors_naming_the_path(capsys, tmp_path):
     missing = tmp_path / "nope"
     assert cli(capsys, "checkpoints", missing) == (
-        2, "", f"flinklike checkpoints: error: checkpoint directory {str(missing)!r} does not exist\n"
+        2,
+        "",
+        f"flinklike checkpoints: error: checkpoint directory {str(missing)!r} does not exist\n",
     )
     code, _, err = cli(capsys, "inspect", missing, "--checkpoint", 1, "--operator", UID)
     assert code == 2 and "does not exist" in err and str(missing) in err
@@ -56,8 +58,9 @@ def test_channel_state_rows_without_payload(capsys, base):
     # per subtask: 3 input buffers of 2, 3, 4 rows, then one output buffer of 1 row
     assert column(out, "direction") == ["input"] * 3 + ["output"] + ["input"] * 3 + ["output"]
     assert column(out, "rows") == ["2", "3", "4", "1"] * 2
-    code, out, _ = cli(capsys, "inspect", base, "--checkpoint", 1, "--operator", UID, "--channel-state",
-                       "--format", "json")
+    code, out, _ = cli(
+        capsys, "inspect", base, "--checkpoint", 1, "--operator", UID, "--channel-state", "--format", "json"
+    )
     rows = json.loads(out)
     assert code == 0 and len(rows) == 8 and "payload" not in rows[0] and rows[0]["payload_bytes"] > 0
 
@@ -80,7 +83,9 @@ def test_jobs_sharing_a_directory(capsys, base):
     complete(base, 2, job="job-b")
     code, out, _ = cli(capsys, "checkpoints", base)
     assert code == 0 and list(zip(column(out, "JOB"), column(out, "ID"))) == [
-        ("job-a", "1"), ("job-b", "1"), ("job-b", "2"),
+        ("job-a", "1"),
+        ("job-b", "1"),
+        ("job-b", "2"),
     ]
     # rows of several jobs: a job_id column is added
     code, out, _ = cli(capsys, "inspect", base, "--checkpoint", 1, "--operator", UID)
@@ -90,15 +95,18 @@ def test_jobs_sharing_a_directory(capsys, base):
     assert code == 0 and header(out) == STATE_COLUMNS and len(out.splitlines()) == 19
 
     code, _, err = cli(capsys, "inspect", base, "--checkpoint", 2, "--operator", UID, "--job", "job-a")
-    assert code == 2 and err.rstrip().endswith("checkpoint 2 of job 'job-a' not found in " + repr(base)
-                                               + "; existing checkpoint ids: 1")
+    assert code == 2 and err.rstrip().endswith(
+        "checkpoint 2 of job 'job-a' not found in " + repr(base) + "; existing checkpoint ids: 1"
+    )
     code, _, err = cli(capsys, "inspect", base, "--checkpoint", 7, "--operator", UID)
     assert code == 2 and err.rstrip().endswith("existing checkpoint ids: 1 (job job-a); 1, 2 (job job-b)")
     code, _, err = cli(capsys, "inspect", base, "--checkpoint", 1, "--operator", UID, "--job", "job-c")
     assert code == 2 and "holds no checkpoints of job 'job-c'; job ids there: job-a, job-b" in err
 
     assert cli(capsys, "checkpoints", base, "--job", "job-c") == (
-        0, "no completed checkpoints\n", f"(of job 'job-c'; jobs in {base!r}: job-a, job-b)\n"
+        0,
+        "no completed checkpoints\n",
+        f"(of job 'job-c'; jobs in {base!r}: job-a, job-b)\n",
     )
 
 

@@ -20,9 +20,11 @@ def _append_row(layout: CheckpointLayout, checkpoint_id: int) -> None:
         for f in CHECKPOINTS_SCHEMA
         if f.name not in ("job_id", "checkpoint_id", "kind")
     }
-    table = pa.table(
-        {**columns, "job_id": ["j"], "checkpoint_id": [checkpoint_id], "kind": ["CHECKPOINT"]}
-    ).select(CHECKPOINTS_SCHEMA.names).cast(CHECKPOINTS_SCHEMA)
+    table = (
+        pa.table({**columns, "job_id": ["j"], "checkpoint_id": [checkpoint_id], "kind": ["CHECKPOINT"]})
+        .select(CHECKPOINTS_SCHEMA.names)
+        .cast(CHECKPOINTS_SCHEMA)
+    )
     write_deltalake(layout.table_uri(CHECKPOINTS), table, mode="append")
 
 

@@ -96,7 +96,9 @@ def test_a_savepoint_barrier_arrives_with_its_kind_as_the_enum(served):
 def test_every_message_field_names_a_type_not_any():
     import flinklike_spark._runtime.gateways as gateways
 
-    messages = [getattr(gateways, name) for name in gateways.__all__ if dataclasses.is_dataclass(getattr(gateways, name))]
+    messages = [
+        getattr(gateways, name) for name in gateways.__all__ if dataclasses.is_dataclass(getattr(gateways, name))
+    ]
     assert TriggerCheckpoint in messages
     untyped = [(m.__name__, f.name) for m in messages for f in dataclasses.fields(m) if "Any" in str(f.type)]
     assert untyped == []

@@ -23,8 +23,12 @@ def start_reader(source, splits, *, subtask, parallelism):
 def readers_for(source, parallelism):
     splits = source.create_splits(parallelism)
     return [
-        start_reader(source, [s for i, s in enumerate(splits) if i % parallelism == subtask],
-                     subtask=subtask, parallelism=parallelism)
+        start_reader(
+            source,
+            [s for i, s in enumerate(splits) if i % parallelism == subtask],
+            subtask=subtask,
+            parallelism=parallelism,
+        )
         for subtask in range(parallelism)
     ]
 

@@ -276,7 +276,9 @@ def test_file_sink_rolls_parts(base):
 
 
 def test_file_sink_bad_arguments():
-    with pytest.raises(ConfigurationError, match="format must be one of \\['json', 'lines', 'parquet', 'string'\\], got 'csv'"):
+    with pytest.raises(
+        ConfigurationError, match="format must be one of \\['json', 'lines', 'parquet', 'string'\\], got 'csv'"
+    ):
         FileSink("x", format="csv")
     with pytest.raises(ConfigurationError, match="max_rows_per_part must be a positive int"):
         FileSink("x", max_rows_per_part=0)

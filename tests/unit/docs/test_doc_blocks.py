@@ -14,17 +14,27 @@ def page(tmp_path, text: str):
 
 
 def test_blocks_their_attributes_and_what_runs(tmp_path):
-    blocks = parse_blocks(page(tmp_path, (
-        "intro\n"
-        "```python name=setup\nx = 1\n```\n"
-        "```python continues=setup\nprint(x)\n```\n"
-        "```python file=my_jobs.py\ndef build(env): ...\n```\n"
-        "```bash cwd=repo\nls flinklike_spark\n```\n"
-        '```bash no-run reason="installs the package"\npip install .\n```\n'
-        "```yaml\na: 1\n```\n"
-    )))
+    blocks = parse_blocks(
+        page(
+            tmp_path,
+            (
+                "intro\n"
+                "```python name=setup\nx = 1\n```\n"
+                "```python continues=setup\nprint(x)\n```\n"
+                "```python file=my_jobs.py\ndef build(env): ...\n```\n"
+                "```bash cwd=repo\nls flinklike_spark\n```\n"
+                '```bash no-run reason="installs the package"\npip install .\n```\n'
+                "```yaml\na: 1\n```\n"
+            ),
+        )
+    )
     assert [(b.language, b.line) for b in blocks] == [
-        (PYTHON, 2), (PYTHON, 5), (PYTHON, 8), (SHELL, 11), (SHELL, 14), ("yaml", 17)
+        (PYTHON, 2),
+        (PYTHON, 5),
+        (PYTHON, 8),
+        (SHELL, 11),
+        (SHELL, 14),
+        ("yaml", 17),
     ]
     assert [b.runs for b in blocks] == [True, True, False, True, False, False]
     assert blocks[0].code == "x = 1\n" and blocks[2].file == "my_jobs.py" and blocks[3].cwd_repo

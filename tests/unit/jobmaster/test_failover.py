@@ -76,32 +76,24 @@ def test_mixed_graph_restarts_the_connected_part_only():
 
 
 def test_forward_then_rebalance_is_one_region():
-    graph = execution_graph(
-        {"src": 2, "map": 2, "sink": 2}, [("src", "map", FORWARD), ("map", "sink", REBALANCE)]
-    )
+    graph = execution_graph({"src": 2, "map": 2, "sink": 2}, [("src", "map", FORWARD), ("map", "sink", REBALANCE)])
     assert restart_set(graph, "region", vid("src", 1)) == {"src-0", "src-1", "map-0", "map-1", "sink-0", "sink-1"}
 
 
 def test_union_of_forward_inputs_joins_both_inputs_of_the_same_index():
-    graph = execution_graph(
-        {"a": 3, "b": 3, "union": 3}, [("a", "union", FORWARD), ("b", "union", FORWARD)]
-    )
+    graph = execution_graph({"a": 3, "b": 3, "union": 3}, [("a", "union", FORWARD), ("b", "union", FORWARD)])
     assert restart_set(graph, "region", vid("a", 1)) == {"a-1", "b-1", "union-1"}
     assert restart_set(graph, "region", vid("union", 0)) == {"a-0", "b-0", "union-0"}
 
 
 def test_union_of_a_forward_and_an_all_to_all_input_merges_everything():
-    graph = execution_graph(
-        {"a": 2, "b": 2, "union": 2}, [("a", "union", FORWARD), ("b", "union", REBALANCE)]
-    )
+    graph = execution_graph({"a": 2, "b": 2, "union": 2}, [("a", "union", FORWARD), ("b", "union", REBALANCE)])
     assert len(restart_set(graph, "region", vid("a", 0))) == 6
 
 
 def test_consumer_regions_of_blocking_edges_restart_transitively():
     # Flink restarts the regions consuming the failed region's results (only blocking edges separate them)
-    graph = execution_graph(
-        {"src": 2, "mid": 2, "end": 2}, [("src", "mid", FORWARD), ("mid", "end", FORWARD)]
-    )
+    graph = execution_graph({"src": 2, "mid": 2, "end": 2}, [("src", "mid", FORWARD), ("mid", "end", FORWARD)])
     topology = compute_pipelined_regions(graph, is_pipelined=lambda edge: False)
     strategy = RestartPipelinedRegionFailoverStrategy(topology)
     restarted = {str(v) for v in strategy.get_tasks_needing_restart(vid("src", 1), ERROR)}
@@ -114,7 +106,9 @@ def test_unknown_strategy_type_is_rejected():
     graph = execution_graph({"src": 1}, [])
     with pytest.raises(ValueError, match="nearby"):
         create_failover_strategy("nearby", graph)
-    assert isinstance(create_failover_strategy(FailoverStrategyType.REGION, graph), RestartPipelinedRegionFailoverStrategy)
+    assert isinstance(
+        create_failover_strategy(FailoverStrategyType.REGION, graph), RestartPipelinedRegionFailoverStrategy
+    )
 
 
 _RESTART_TWICE = FixedDelayConfig(attempts=2, delay=timedelta(milliseconds=10))

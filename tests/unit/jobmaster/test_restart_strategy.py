@@ -40,7 +40,9 @@ def test_defaults_follow_flink_none_without_checkpointing_exponential_with():
     )
     # an explicit none wins over the checkpointing default; Flink's aliases are accepted
     for alias in ("none", "off", "disable"):
-        assert restart_strategy_config(with_checkpoints.with_values({"restart-strategy.type": alias})) == NoRestartConfig()
+        assert (
+            restart_strategy_config(with_checkpoints.with_values({"restart-strategy.type": alias})) == NoRestartConfig()
+        )
 
 
 def test_string_options_are_parsed():
@@ -203,8 +205,12 @@ def test_exponential_delay_jitter_stays_within_its_bounds_and_varies():
     for seed in range(200):
         clock = ManualClock(1000.0)
         strategy = create_restart_strategy(
-            ExponentialDelayConfig(initial_backoff=timedelta(seconds=1), max_backoff=timedelta(seconds=100),
-                                   backoff_multiplier=2.0, jitter_factor=0.25),  # fmt: skip
+            ExponentialDelayConfig(
+                initial_backoff=timedelta(seconds=1),
+                max_backoff=timedelta(seconds=100),
+                backoff_multiplier=2.0,
+                jitter_factor=0.25,
+            ),  # fmt: skip
             clock=clock,
             rng=random.Random(seed),
         )
@@ -220,8 +226,12 @@ def test_exponential_delay_jitter_stays_within_its_bounds_and_varies():
 def test_exponential_delay_jitter_never_goes_below_initial_or_above_max():
     clock = ManualClock(1000.0)
     strategy = create_restart_strategy(
-        ExponentialDelayConfig(initial_backoff=timedelta(seconds=1), max_backoff=timedelta(seconds=1.2),
-                               backoff_multiplier=2.0, jitter_factor=1.0),  # fmt: skip
+        ExponentialDelayConfig(
+            initial_backoff=timedelta(seconds=1),
+            max_backoff=timedelta(seconds=1.2),
+            backoff_multiplier=2.0,
+            jitter_factor=1.0,
+        ),  # fmt: skip
         clock=clock,
         rng=random.Random(3),
     )

@@ -416,7 +416,9 @@ def test_restart_waits_for_the_backoff_and_the_cancellations_then_restores_befor
     h = _running_harness()
     restored: list[list[ExecutionVertexID]] = []
     done = h.scheduler.restart_vertices(
-        [SRC0, SINK0], delay=timedelta(seconds=2), restore=lambda ids: restored.append((ids, len(h.slots.request_batches)))
+        [SRC0, SINK0],
+        delay=timedelta(seconds=2),
+        restore=lambda ids: restored.append((ids, len(h.slots.request_batches))),
     )
     h.report(SRC0, S.CANCELED)
     h.report(SINK0, S.CANCELED)

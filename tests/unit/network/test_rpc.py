@@ -117,7 +117,7 @@ def free_port() -> int:
 def test_round_trip_of_payloads_and_results(node, client):
     node.register_handler(Echo, lambda message: message.value)
     node.register_handler(Add, lambda message: message.a + message.b)
-    node.register_handler(MakeFn, lambda message: (lambda x: x * message.k))  # closures travel with cloudpickle
+    node.register_handler(MakeFn, lambda message: lambda x: x * message.k)  # closures travel with cloudpickle
 
     assert client.call(Echo()) is None
     assert client.call(Echo({"a": [1, 2.5, "x"], "b": (None, b"\x00")})) == {"a": [1, 2.5, "x"], "b": (None, b"\x00")}
@@ -132,7 +132,9 @@ def test_a_message_of_another_type_under_a_registered_name_is_refused(node, secr
     node.register_handler(Echo, calls.append)
     raw = flight.FlightClient(node.address)
     try:
-        [result] = raw.do_action(flight.Action(rpc_name(Echo), pickle.dumps(Add(1, 2))), call_options(auth_token(secret)))
+        [result] = raw.do_action(
+            flight.Action(rpc_name(Echo), pickle.dumps(Add(1, 2))), call_options(auth_token(secret))
+        )
     finally:
         raw.close()
     assert result.body.to_pybytes()[:1] == b"\x01"  # an error answer

@@ -95,7 +95,9 @@ def deployment_payloads(count: int) -> list[bytes]:
             allocation_id=f"a{i}", operators=vertex.operators, input_gates=(), result_partitions=(), splits=(),
             config=Configuration(),
         )  # fmt: skip
-        payloads.append(cloudpickle.dumps(SubmitTask(descriptor=tdd)))  # neighbours start from different connectors modules
+        payloads.append(
+            cloudpickle.dumps(SubmitTask(descriptor=tdd))
+        )  # neighbours start from different connectors modules
     return payloads
 
 

@@ -38,7 +38,9 @@ def test_the_first_report_gives_averages_since_the_start_and_user_metrics_keep_t
 
 def test_time_shares_never_exceed_a_second_per_second():
     # racy reads of the task's counters may add up to slightly more than the wall time
-    metrics = flink_task_metrics(raw(2.0, 0, 0, idle=1.6, backpressured=0.6), raw(1.0, 0, 0, idle=0.5, backpressured=0.0))
+    metrics = flink_task_metrics(
+        raw(2.0, 0, 0, idle=1.6, backpressured=0.6), raw(1.0, 0, 0, idle=0.5, backpressured=0.0)
+    )
     assert metrics["idleTimeMsPerSecond"] == pytest.approx(1000.0)
     assert metrics["backPressuredTimeMsPerSecond"] == 0.0 and metrics["busyTimeMsPerSecond"] == 0.0
 

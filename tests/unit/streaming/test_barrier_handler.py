@@ -239,7 +239,11 @@ def test_aligned_blocks_each_channel_until_the_last_barrier_then_snapshots_and_r
     result = h.get_checkpoint_result(1)
     assert result.status is CheckpointStatus.COMPLETED and result.alignment is SnapshotAlignment.ALIGNED
     assert result.alignment_duration == timedelta(seconds=0.75) == h.alignment_duration
-    assert [s for _, s in h.state_history] == [S.WAITING_FOR_FIRST_BARRIER, S.COLLECTING_BARRIERS, S.WAITING_FOR_FIRST_BARRIER]
+    assert [s for _, s in h.state_history] == [
+        S.WAITING_FOR_FIRST_BARRIER,
+        S.COLLECTING_BARRIERS,
+        S.WAITING_FOR_FIRST_BARRIER,
+    ]
     assert env.controller.inits == []  # no channel state for aligned checkpoints
 
 
@@ -547,7 +551,9 @@ class BarrierHandlerMachine(RuleBasedStateMachine):
 
     def buffers_before(self, channel, checkpoint_id) -> list[int]:
         end = self.gate_of(channel).terminator_seq(channel, checkpoint_id)
-        return [e.seq for e in self.gate_of(channel).logs[channel] if e.kind == "buffer" and (end is None or e.seq < end)]
+        return [
+            e.seq for e in self.gate_of(channel).logs[channel] if e.kind == "buffer" and (end is None or e.seq < end)
+        ]
 
     def _on_trigger(self, barrier):
         n = barrier.checkpoint_id
@@ -569,8 +575,11 @@ class BarrierHandlerMachine(RuleBasedStateMachine):
     # -- upstream ------------------------------------------------------------------
 
     @precondition(lambda self: len(self.checkpoints) < 8)
-    @rule(skip=st.integers(0, 2), kind=st.sampled_from(["aligned", "timeout", "unaligned", "savepoint"]),
-          timeout=st.sampled_from([0.0, 0.5, 1.5, 3.0]))
+    @rule(
+        skip=st.integers(0, 2),
+        kind=st.sampled_from(["aligned", "timeout", "unaligned", "savepoint"]),
+        timeout=st.sampled_from([0.0, 0.5, 1.5, 3.0]),
+    )
     def trigger(self, skip, kind, timeout):
         if self.mode is M.ALIGNED and kind == "unaligned":
             kind = "aligned"
@@ -700,7 +709,7 @@ class BarrierHandlerMachine(RuleBasedStateMachine):
             recorded = self.env.writer.get_result(n)
             for c in self.env.channels:
                 before = self.buffers_before(c, n)
-                expected = before[self.snapshot_consumed[n][c]:]
+                expected = before[self.snapshot_consumed[n][c] :]
                 got = [b.column(0)[0].as_py() for b in recorded.input_batches(c)]
                 assert got == expected, (n, c, got, expected)
             self.verified.add(n)
@@ -728,8 +737,12 @@ class BarrierHandlerMachine(RuleBasedStateMachine):
         if not h.is_checkpoint_pending():
             return
         n = h.latest_checkpoint_id
-        ended = {c for c in self.env.channels if any(e.kind == "eop" for e in self.gate_of(c).logs[c])
-                 and not any(e.kind == "eop" for e in self.gate_of(c).queues[c])}
+        ended = {
+            c
+            for c in self.env.channels
+            if any(e.kind == "eop" for e in self.gate_of(c).logs[c])
+            and not any(e.kind == "eop" for e in self.gate_of(c).queues[c])
+        }
         assert not all(self.barrier_consumed[c] == n or c in ended for c in self.env.channels), (
             f"checkpoint {n} still pending although every channel delivered its barrier or ended"
         )

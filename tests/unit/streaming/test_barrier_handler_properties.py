@@ -373,9 +373,7 @@ class Driver:
     # -- gate side -----------------------------------------------------------------------
 
     def deliverable(self) -> list[InputChannelInfo]:
-        return [
-            c for c in self.channels if self.queue[c] and (c not in self.blocked or self.queue[c][0].priority)
-        ]
+        return [c for c in self.channels if self.queue[c] and (c not in self.blocked or self.queue[c][0].priority)]
 
     def _insert_priority(self, c: InputChannelInfo, q: Queued) -> None:
         queue = self.queue[c]

@@ -304,7 +304,9 @@ def test_random_batches_with_prefetch_and_incremental_snapshots_rebuild_the_heap
         heap_states, rocks_states = _states(heap), _states(rocks)
         view = _entries_of(rocks.snapshot_entries())
         for batch_number in range(60):
-            keys = [rng.choice([rng.randrange(20_000), f"k{rng.randrange(40)}"]) for _ in range(rng.randrange(1, 2_500))]
+            keys = [
+                rng.choice([rng.randrange(20_000), f"k{rng.randrange(40)}"]) for _ in range(rng.randrange(1, 2_500))
+            ]
             rocks.prefetch(keys)
             for i, key in enumerate(keys):
                 op = rng.randrange(8)

@@ -22,7 +22,11 @@ def round_trip(records, type_info=None):
 def test_rows_and_tuples_mix_on_a_declared_named_row_stream():
     named = Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
     out = round_trip([Row(id=3, name="three"), (4, "four"), Row(5, "five")], named)
-    assert [(type(r).__name__, r.id, r.name) for r in out] == [("Row", 3, "three"), ("Row", 4, "four"), ("Row", 5, "five")]
+    assert [(type(r).__name__, r.id, r.name) for r in out] == [
+        ("Row", 3, "three"),
+        ("Row", 4, "four"),
+        ("Row", 5, "five"),
+    ]
 
 
 def test_rows_and_tuples_mix_on_a_declared_tuple_stream():
@@ -34,7 +38,9 @@ def test_dicts_stay_refused_on_a_declared_tuple_stream_and_a_wrong_arity_is_name
     with pytest.raises(SchemaMismatchError, match="is not a tuple"):
         round_trip([(1,), {"id": 1}], Types.TUPLE([Types.INT()]))
     with pytest.raises(SchemaMismatchError, match=r"has 3 fields, the stream's schema .* has 2"):
-        round_trip([Row(id=1, name="a"), (2, "b", "extra")], Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()]))
+        round_trip(
+            [Row(id=1, name="a"), (2, "b", "extra")], Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
+        )
 
 
 def test_an_object_of_a_class_pickle_cannot_name_is_pickled_by_value():

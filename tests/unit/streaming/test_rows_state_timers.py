@@ -78,7 +78,9 @@ class TestKeyedState:
         items.add("x")
         snapshot = backend.snapshot_entries()
         items.add("y")
-        assert snapshot == [KeyedStateSnapshot(name="l", kind=StateKind.LIST, entries=[(key_group_for(1, 128), 1, ["x"])])]
+        assert snapshot == [
+            KeyedStateSnapshot(name="l", kind=StateKind.LIST, entries=[(key_group_for(1, 128), 1, ["x"])])
+        ]
 
 
 class TestTimers:

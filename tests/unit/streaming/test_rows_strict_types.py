@@ -35,7 +35,9 @@ def test_a_float_in_an_inferred_int_field_is_refused_in_a_later_batch():
 
 def test_a_struct_that_gains_a_field_is_refused_not_cut():
     converter = converter_fixed_by([{"key": 1, "s": {"a": 1}}])
-    with pytest.raises(SchemaMismatchError, match=r"field 's' .* fields \['b'\] that the stream's type struct<a: int64>"):
+    with pytest.raises(
+        SchemaMismatchError, match=r"field 's' .* fields \['b'\] that the stream's type struct<a: int64>"
+    ):
         converter.to_batch([{"key": 1, "s": {"a": 2, "b": 3}}])
 
 

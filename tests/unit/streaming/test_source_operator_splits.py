@@ -68,8 +68,15 @@ class Events:
 
 
 def run(source: Scripted, polls: int, strategy=None) -> Events:
-    operator = create_operator(OperatorSpec(uid="src", name="src", kind="source", function=source,
-                                            timestamp_strategy=strategy or WatermarkStrategy.for_monotonous_timestamps()))
+    operator = create_operator(
+        OperatorSpec(
+            uid="src",
+            name="src",
+            kind="source",
+            function=source,
+            timestamp_strategy=strategy or WatermarkStrategy.for_monotonous_timestamps(),
+        )
+    )
     events = Events()
     operator.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128,
                                    attempt_number=0, clock_ms=lambda: 0), events)  # fmt: skip

@@ -180,8 +180,9 @@ def registered():
 
 
 def _operator(clock, *, restored=None, incremental=None):
-    op = create_operator(OperatorSpec(uid="every", name="every", kind="keyed_process", function=EveryState(),
-                                      key_field="k"))
+    op = create_operator(
+        OperatorSpec(uid="every", name="every", kind="keyed_process", function=EveryState(), key_field="k")
+    )
     out = ListOutput()
     context = OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=MAX_PARALLELISM,
                               attempt_number=0, clock_ms=clock, state_backend_type=NAME, incremental=incremental)  # fmt: skip

@@ -173,10 +173,7 @@ def test_a_write_error_after_another_writer_finished_is_reported_and_leaves_no_f
     monkeypatch.setattr(SnapshotWriter, "_write_file", failing_second_write)
     storage = tmp_path / "checkpoints"
     with subtask_of_two_channels(storage, channel_state_timeout=5.0) as (coordinator, _reports):
-        snapshots = [
-            (uid, OperatorSnapshot(keyed=[_count([(0, "k", 1), (1, "j", 2)])]))
-            for uid in ("first", "second")
-        ]
+        snapshots = [(uid, OperatorSnapshot(keyed=[_count([(0, "k", 1), (1, "j", 2)])])) for uid in ("first", "second")]
         with pytest.raises(OSError, match="Read-only file system"):
             coordinator._write(1, snapshots, None, lambda: False)
     assert calls == ["first", "second"]

@@ -150,8 +150,12 @@ class Pending:
 
 
 def test_async_in_flight_plain_values_and_rows_are_checkpointed_as_they_are():
-    spec = OperatorSpec(uid="a", name="async", kind="async_wait",
-                        function=AsyncOperatorDescriptor(function=Pending(), timeout_ms=3_600_000, capacity=10, ordered=True))
+    spec = OperatorSpec(
+        uid="a",
+        name="async",
+        kind="async_wait",
+        function=AsyncOperatorDescriptor(function=Pending(), timeout_ms=3_600_000, capacity=10, ordered=True),
+    )
     operator = create_operator(spec)
     operator.setup(OperatorContext(task_name="t", subtask_index=0, parallelism=1, max_parallelism=128,
                                    attempt_number=0), Collecting())  # fmt: skip

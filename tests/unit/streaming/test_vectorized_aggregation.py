@@ -61,8 +61,14 @@ def split_snapshot(snapshot, parallelism):
     for subtask in range(parallelism):
         groups = key_group_range(MAX_PARALLELISM, parallelism, subtask)
         entries = tuple(
-            RestoredEntry(state_name=name, state_kind=kind, key_group=group, key=pickle.loads(pickle.dumps(key)),
-                          value=pickle.loads(pickle.dumps(value)), subtask=0)  # fmt: skip
+            RestoredEntry(
+                state_name=name,
+                state_kind=kind,
+                key_group=group,
+                key=pickle.loads(pickle.dumps(key)),
+                value=pickle.loads(pickle.dumps(value)),
+                subtask=0,
+            )  # fmt: skip
             for name, kind, rows in ((s.name, s.kind, s.entries) for s in snapshot.keyed)
             for group, key, value in rows
             if group in groups
@@ -228,9 +234,7 @@ def drive_windows(op, rows, stamps, seed, *, delay=200, finish=True):
 
 
 def as_counter(out):
-    return collections.Counter(
-        (tuple(sorted(row.items())), ts) for row, ts in zip(out.rows, out.timestamps)
-    )
+    return collections.Counter((tuple(sorted(row.items())), ts) for row, ts in zip(out.rows, out.timestamps))
 
 
 AGGREGATES = {
@@ -309,8 +313,12 @@ def test_window_falls_back_to_per_record_unless_all_built_in():
     sliding = window_spec(agg.count())
     sliding.function.assigner = SlidingEventTimeWindows.of(Time.seconds(2), Time.seconds(1))
     assert type(create_operator(sliding)) is WindowOperator
-    assert type(create_operator(window_spec(agg.count("k"), agg.KeyedWindowResult("k")))) is WindowOperator  # name clash
-    assert type(create_operator(window_spec(agg.max("f")))) is WindowOperator  # float max: NaN compares as in Python only
+    assert (
+        type(create_operator(window_spec(agg.count("k"), agg.KeyedWindowResult("k")))) is WindowOperator
+    )  # name clash
+    assert (
+        type(create_operator(window_spec(agg.max("f")))) is WindowOperator
+    )  # float max: NaN compares as in Python only
     assert type(create_operator(window_spec(agg.sum("f")))) is VectorizedWindowAggregateOperator
 
 

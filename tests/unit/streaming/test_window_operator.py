@@ -205,7 +205,10 @@ def test_sliding_event_time_against_model(seed):
     events = random_events(seed, n=250)
     assigner = SlidingEventTimeWindows.of(Time.milliseconds(1000), Time.milliseconds(250))
     descriptor = WindowOperatorDescriptor(
-        assigner=assigner, trigger=assigner.get_default_trigger(None), allowed_lateness=100, late_data_tag=LATE,
+        assigner=assigner,
+        trigger=assigner.get_default_trigger(None),
+        allowed_lateness=100,
+        late_data_tag=LATE,
         window_function=KeyWindowCount(),
     )
     op, out, late = make(descriptor)
@@ -381,15 +384,21 @@ def test_count_windows_tumbling_and_sliding_like_pyflink():
             yield {"k": key, "id": window.id, "ns": [r["n"] for r in inputs]}
 
     assigner = CountTumblingWindowAssigner.of(3)
-    op, out, _ = make(WindowOperatorDescriptor(
-        assigner=assigner, trigger=assigner.get_default_trigger(None), window_function=Ids()), side=False)
+    op, out, _ = make(
+        WindowOperatorDescriptor(assigner=assigner, trigger=assigner.get_default_trigger(None), window_function=Ids()),
+        side=False,
+    )
     op.process_rows(rows)
     assert [(r["k"], r["id"], r["ns"]) for r in out.rows if r["k"] == "a"] == [
-        ("a", 0, [0, 1, 2]), ("a", 1, [3, 4, 5]), ("a", 2, [6, 7, 8])
+        ("a", 0, [0, 1, 2]),
+        ("a", 1, [3, 4, 5]),
+        ("a", 2, [6, 7, 8]),
     ]
     assigner = CountSlidingWindowAssigner.of(4, 2)
-    op, out, _ = make(WindowOperatorDescriptor(
-        assigner=assigner, trigger=assigner.get_default_trigger(None), window_function=Ids()), side=False)
+    op, out, _ = make(
+        WindowOperatorDescriptor(assigner=assigner, trigger=assigner.get_default_trigger(None), window_function=Ids()),
+        side=False,
+    )
     op.process_rows(rows)
     expected = [list(range(s, s + 4)) for s in range(0, 7, 2)]  # full windows of 4, every 2 elements
     assert [r["ns"] for r in out.rows if r["k"] == "b"] == expected
@@ -465,8 +474,14 @@ def split_snapshot(snapshot, parallelism):
     for subtask in range(parallelism):
         groups = key_group_range(128, parallelism, subtask)
         entries = tuple(
-            RestoredEntry(state_name=name, state_kind=kind, key_group=group, key=pickle.loads(pickle.dumps(key)),
-                          value=pickle.loads(pickle.dumps(value)), subtask=0)  # fmt: skip
+            RestoredEntry(
+                state_name=name,
+                state_kind=kind,
+                key_group=group,
+                key=pickle.loads(pickle.dumps(key)),
+                value=pickle.loads(pickle.dumps(value)),
+                subtask=0,
+            )  # fmt: skip
             for name, kind, rows in ((s.name, s.kind, s.entries) for s in snapshot.keyed)
             for group, key, value in rows
             if group in groups

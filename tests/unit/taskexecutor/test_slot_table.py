@@ -1053,9 +1053,7 @@ class SlotTableMachine(RuleBasedStateMachine):
             allocated = sorted(s.index for s in mine.values() if s.state is TaskSlotState.ALLOCATED)
             assert [s.index for s in self.table.get_allocated_slots(job)] == allocated
             assert self.table.has_allocated_slots(job) is bool(allocated)
-            assert {t.execution_id for t in self.table.get_tasks(job)} == {
-                e for s in mine.values() for e in s.tasks
-            }
+            assert {t.execution_id for t in self.table.get_tasks(job)} == {e for s in mine.values() for e in s.tasks}
         assert self.table.get_active_task_slot_allocation_ids() == frozenset(
             a for a, s in self.model.items() if s.state is TaskSlotState.ACTIVE
         )
