@@ -18,10 +18,11 @@ table's app transaction version shows it is done and its files/row are present).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -377,7 +378,7 @@ class CheckpointCommitter:
             )
             for f in files
         ]
-        try:
+        with self._translating_commit_errors(table, f"the files of checkpoint {checkpoint_id} of job {job_id!r}"):
             commit_files(
                 dt,
                 actions,
@@ -386,18 +387,6 @@ class CheckpointCommitter:
                 custom_metadata={"flinklike.checkpoint": f"{job_id}/{checkpoint_id}"},
             )
             dt.update_incremental()
-        except CommitFailedError as exc:
-            raise CheckpointCommitConflictError(
-                f"commit of checkpoint {checkpoint_id} of job {job_id!r} to {self._layout.table_uri(table)!r} "
-                f"lost a race with a concurrent writer: {exc}",
-                url=self._layout.table_uri(table),
-            ) from exc
-        except (DeltaError, OSError) as exc:
-            raise CheckpointStorageError(
-                f"cannot commit checkpoint {checkpoint_id} of job {job_id!r} to "
-                f"{self._layout.table_uri(table)!r}: {type(exc).__name__}: {exc}",
-                url=self._layout.table_uri(table),
-            ) from exc
         return dt.version(), False
 
     def _completion_row_exists(self, job_id: str, checkpoint_id: int) -> bool:
@@ -424,7 +413,8 @@ class CheckpointCommitter:
         txn = dt.transaction_version(app_id)
         app_version = max(checkpoint_id, txn) if txn is not None else checkpoint_id
         data = pa.Table.from_pylist([row], schema=CHECKPOINTS_SCHEMA)
-        try:
+        what = f"the completion row of checkpoint {checkpoint_id} of job {job_id!r}"
+        with self._translating_commit_errors(CHECKPOINTS, what):
             write_deltalake(
                 dt,
                 data,
@@ -435,19 +425,24 @@ class CheckpointCommitter:
                 ),
             )
             dt.update_incremental()
+        return dt.version()
+
+    @contextlib.contextmanager
+    def _translating_commit_errors(self, table: TableName, what: str) -> Iterator[None]:
+        """Commit ``what`` to ``table`` inside: a lost commit race becomes
+        :class:`CheckpointCommitConflictError`, any other Delta or I/O failure :class:`CheckpointStorageError`,
+        both naming ``what`` and the table's URL."""
+        url = self._layout.table_uri(table)
+        try:
+            yield
         except CommitFailedError as exc:
             raise CheckpointCommitConflictError(
-                f"the completion row of checkpoint {checkpoint_id} of job {job_id!r} lost a commit race in "
-                f"{self._layout.table_uri(CHECKPOINTS)!r}: {exc}",
-                url=self._layout.table_uri(CHECKPOINTS),
+                f"the commit of {what} to {url!r} lost a race with a concurrent writer: {exc}", url=url
             ) from exc
         except (DeltaError, OSError) as exc:
             raise CheckpointStorageError(
-                f"cannot write the completion row of checkpoint {checkpoint_id} of job {job_id!r} "
-                f"to {self._layout.table_uri(CHECKPOINTS)!r}: {type(exc).__name__}: {exc}",
-                url=self._layout.table_uri(CHECKPOINTS),
+                f"cannot commit {what} to {url!r}: {type(exc).__name__}: {exc}", url=url
             ) from exc
-        return dt.version()
 
     @staticmethod
     def _row(

@@ -56,7 +56,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError, SinkFencedError
-from flinklike_spark.storage import StorageAccess, StorageConfig, StorageLocation
+from flinklike_spark.storage import StorageAccess, StorageBound, StorageConfig, StorageLocation
 
 __all__ = ["DeltaCommittable", "DeltaCommitter", "DeltaSink", "DeltaSinkWriter", "StagedFile", "read_delta_table"]
 
@@ -144,7 +144,7 @@ class _Table:
         return table
 
 
-class DeltaSink(TwoPhaseCommittingSink):
+class DeltaSink(StorageBound, TwoPhaseCommittingSink):
     """Appends a stream to the Delta table at ``path``, exactly once with checkpointing enabled.
 
     Args:
@@ -187,11 +187,6 @@ class DeltaSink(TwoPhaseCommittingSink):
 
     def storage_urls(self) -> tuple[str, ...]:
         return (self.path,)
-
-    def with_storage(self, storage: StorageConfig) -> DeltaSink:
-        bound = copy.copy(self)
-        bound.storage = storage
-        return bound
 
     def storage_locations(self) -> tuple[StorageLocation, ...]:
         options = (self.storage or StorageConfig()).options(self.path, delta=self.storage_options)

@@ -17,7 +17,6 @@ and renamed to its final name in ``finish()``.
 from __future__ import annotations
 
 import collections
-import copy
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -29,6 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from connectors.file_system import FileSourceBuilder, RowFormatBuilder, StreamFormat
+from flinklike_spark.common.serialization import Encoder
 from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind, records_of
 from flinklike_spark.connector_api import (
     Boundedness,
@@ -47,7 +48,7 @@ from flinklike_spark.errors import (
     MalformedRecordError,
     SchemaMismatchError,
 )
-from flinklike_spark.storage import StorageAccess, StorageConfig, StorageLocation
+from flinklike_spark.storage import StorageAccess, StorageBound, StorageConfig, StorageLocation
 
 __all__ = ["FileReader", "FileSink", "FileSource", "FileSplit", "FileWriter"]
 
@@ -118,7 +119,7 @@ def _display_path(fs: fsspec.AbstractFileSystem, path: str) -> str:
     return path if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(path)
 
 
-class FileSource(Source):
+class FileSource(StorageBound, Source):
     """Rows from text files: one per line (``"lines"``) or per JSON object (``"json"``).
 
     Args:
@@ -146,7 +147,15 @@ class FileSource(Source):
 
     Files are listed when splits are created: splits are the files in sorted
     order, split ``i`` read by subtask ``i % parallelism``. The source is bounded.
+
+    PyFlink's form builds the same source: ``FileSource.for_record_stream_format(
+    StreamFormat.text_line_format(), *paths).build()`` (``format="text"``).
     """
+
+    @classmethod
+    def for_record_stream_format(cls, stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
+        """PyFlink's builder: one ``str`` record per line of ``paths``."""
+        return FileSourceBuilder(stream_format, paths, lambda paths: cls(paths, format="text"))
 
     def __init__(
         self,
@@ -184,11 +193,6 @@ class FileSource(Source):
 
     def storage_urls(self) -> tuple[str, ...]:
         return tuple(self.patterns)
-
-    def with_storage(self, storage: StorageConfig) -> FileSource:
-        bound = copy.copy(self)
-        bound.storage = storage
-        return bound
 
     def _url_to_fs(self, url: str) -> tuple[fsspec.AbstractFileSystem, str]:
         return fsspec.core.url_to_fs(url, **_fsspec_options(self.storage, url, self.storage_options))
@@ -427,7 +431,7 @@ def _is_utf8(raw: bytes) -> bool:
     return True
 
 
-class FileSink(Sink):
+class FileSink(StorageBound, Sink):
     """Writes rows to part files under the directory ``path``.
 
     Args:
@@ -448,7 +452,15 @@ class FileSink(Sink):
     ``finish()`` (or when rolling). A writer that received no rows writes no
     file. ``close()`` without ``finish()`` (a failure) deletes the in-progress
     part. Not transactional: parts finished by a failed attempt stay.
+
+    PyFlink's form builds the same sink: ``FileSink.for_row_format(path,
+    Encoder.simple_string_encoder()).build()`` (``format="string"``).
     """
+
+    @classmethod
+    def for_row_format(cls, base_path: str, encoder: Encoder) -> RowFormatBuilder:
+        """PyFlink's builder: each record's string form, one per line, in part files under ``base_path``."""
+        return RowFormatBuilder(base_path, encoder, cls)
 
     @property
     def columnar_input(self) -> bool:  # type: ignore[override]
@@ -492,11 +504,6 @@ class FileSink(Sink):
 
     def storage_urls(self) -> tuple[str, ...]:
         return (self.path,)
-
-    def with_storage(self, storage: StorageConfig) -> FileSink:
-        bound = copy.copy(self)
-        bound.storage = storage
-        return bound
 
     def storage_locations(self) -> tuple[StorageLocation, ...]:
         options = (self.storage or StorageConfig()).options(self.path, fsspec=self.storage_options)

@@ -39,6 +39,11 @@ MOVED_MODULES: Mapping[str, str] = {
     "flinklike_spark.watermarks": "flinklike_spark.common.watermark_strategy",
     "flinklike_spark.window": "flinklike_spark.datastream.window",
     "flinklike_spark.windowed_stream": "flinklike_spark.datastream.windowed_stream",
+    # DataStream.print() and execute_and_collect() are the DataStream API's own sinks (as in Flink's core).
+    "connectors.collect_stream": "flinklike_spark.datastream.collect_stream",
+    "connectors.collection": "flinklike_spark.datastream.collection_source",
+    "connectors.spark_bridge": "flinklike_spark.spark.bridge_tables",
+    "connectors.print_sink": "flinklike_spark.datastream.print_sink",
     # The Kafka connector lives in connectors/kafka/; flinklike_spark.datastream.connectors.kafka is its face.
     **{
         f"flinklike_spark.datastream.connectors.kafka.{name}": f"connectors.kafka.{name}"

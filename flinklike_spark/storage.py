@@ -41,6 +41,7 @@ in ``repr`` or ``str`` of these objects.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import importlib.util
@@ -56,6 +57,7 @@ __all__ = [
     "DeclaresStorageLocations",
     "S3Options",
     "StorageAccess",
+    "StorageBound",
     "StorageConfig",
     "StorageLocation",
     "StorageOptions",
@@ -365,6 +367,23 @@ class UsesStorage(Protocol):
     def with_storage(self, storage: StorageConfig) -> Self:
         """A copy of this connector that applies ``storage`` to its URLs."""
         ...
+
+
+class StorageBound:
+    """The :class:`UsesStorage` plumbing that every storage connector shares: ``storage`` (None until the
+    client binds the job's settings) and :meth:`with_storage`. A connector subclasses this and defines
+    :meth:`storage_urls`; it reaches its URLs with ``self.storage or StorageConfig()``."""
+
+    storage: StorageConfig | None = None
+
+    def storage_urls(self) -> tuple[str, ...]:
+        raise NotImplementedError(f"{type(self).__name__} must say which URLs it reads or writes")
+
+    def with_storage(self, storage: StorageConfig) -> Self:
+        """A shallow copy of this connector bound to ``storage``; this one is unchanged."""
+        bound = copy.copy(self)
+        bound.storage = storage
+        return bound
 
 
 class StorageAccess(enum.Enum):

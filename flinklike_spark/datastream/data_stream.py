@@ -18,9 +18,11 @@ from flinklike_spark._runtime.graph.translation import Transformation
 from flinklike_spark.common.typeinfo import to_arrow_schema
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.connector_api import Sink
+from flinklike_spark.datastream.collect_stream import CollectIterator, collect_sink_for, new_collect_id
 from flinklike_spark.datastream.connected_streams import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from flinklike_spark.datastream.functions import KeyedProcessFunction, ProcessFunction
 from flinklike_spark.datastream.output_tag import OutputTag
+from flinklike_spark.datastream.print_sink import PrintSink
 from flinklike_spark.datastream.stream_protocols import EnvironmentLike
 from flinklike_spark.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 from flinklike_spark.datastream.windowed_stream import AllWindowedStream, WindowedStream
@@ -237,9 +239,8 @@ class DataStream:
 
         With checkpointing enabled, records are delivered when the checkpoint after them completes
         (so a restarted job delivers none twice). Results reach this process over the engine's authenticated
-        RPC, not through files, so the job's TaskExecutors may run anywhere; see ``connectors/collect_stream.py``.
+        RPC, not through files, so the job's TaskExecutors may run anywhere; see :mod:`flinklike_spark.datastream.collect_stream`.
         """
-        from connectors.collect_stream import CollectIterator, collect_sink_for, new_collect_id
 
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
@@ -259,7 +260,6 @@ class DataStream:
         return DataStreamSink(t)
 
     def print(self, prefix: str | None = None) -> DataStreamSink:
-        from connectors.print_sink import PrintSink
 
         return self.sink_to(PrintSink(prefix=prefix)).name("Sink: Print to Std. Out")  # Flink's name for it
 

@@ -30,7 +30,6 @@ Nothing here imports pyspark: the engine runs without it.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import os
@@ -63,7 +62,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
-from flinklike_spark.storage import StorageConfig
+from flinklike_spark.storage import StorageBound, StorageConfig
 
 __all__ = [
     "CHECKPOINT_COLUMN",
@@ -271,7 +270,7 @@ class _OutputCommittable:
     file: DataFile
 
 
-class SparkOutputSink(TwoPhaseCommittingSink):
+class SparkOutputSink(StorageBound, TwoPhaseCommittingSink):
     """Commits a stream's rows per completed checkpoint into the bridge's ``output`` table.
 
     Args:
@@ -303,11 +302,6 @@ class SparkOutputSink(TwoPhaseCommittingSink):
 
     def storage_urls(self) -> tuple[str, ...]:
         return (self.path,)
-
-    def with_storage(self, storage: StorageConfig) -> SparkOutputSink:
-        bound = copy.copy(self)
-        bound.storage = storage
-        return bound
 
     def table_schema(self) -> pa.Schema:
         return self.schema.append(pa.field(CHECKPOINT_COLUMN, pa.int64()))
@@ -400,7 +394,7 @@ class SparkInputSplit(SourceSplit):
         return self.version, self.file_index
 
 
-class SparkInputSource(Source):
+class SparkInputSource(StorageBound, Source):
     """Tails the bridge's ``input`` table, which ``df.writeStream.format("flinklike")`` appends to.
 
     Args:
@@ -447,11 +441,6 @@ class SparkInputSource(Source):
 
     def storage_urls(self) -> tuple[str, ...]:
         return (self.path,)
-
-    def with_storage(self, storage: StorageConfig) -> SparkInputSource:
-        bound = copy.copy(self)
-        bound.storage = storage
-        return bound
 
     @property
     def boundedness(self) -> Boundedness:

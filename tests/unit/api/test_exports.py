@@ -109,6 +109,11 @@ EARLIER_PATHS = {
     "flinklike_spark.datastream.connectors.kafka.sink": ["KafkaSink"],
     "flinklike_spark.datastream.connectors.kafka.local_broker": ["LocalKafkaBroker", "LocalKafkaBrokerConfig"],
     "flinklike_spark.datastream.connectors.kafka.offsets": ["KafkaOffsetsInitializer"],
+    "flinklike_spark.datastream.connectors.file_system": ["FileSource", "FileSink", "StreamFormat", "RollingPolicy"],
+    "connectors.collection": ["CollectionSource", "CollectionSplit", "CollectionReader"],
+    "connectors.spark_bridge": ["SparkInputSource", "SparkOutputSink", "BridgeTable", "INPUT_TABLE"],
+    "connectors.print_sink": ["PrintSink"],
+    "connectors.collect_stream": ["CollectIterator", "CheckpointedCollectSink", "StreamingCollectSink"],
 }
 
 

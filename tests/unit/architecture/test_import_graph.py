@@ -150,6 +150,16 @@ def test_the_datastream_api_imports_nothing_of_spark():
     assert all(not spark for spark in imports.values()), imports
 
 
+def test_the_engine_imports_connectors_only_through_pyflinks_faces():
+    """``connectors`` builds on ``flinklike_spark``'s public API, never the reverse: only the modules at
+    PyFlink's connector paths (``flinklike_spark.datastream.connectors...``, faces that re-export) import it."""
+    graph = _import_graph()
+    faces = "flinklike_spark.datastream.connectors"
+    engine = [m for m in graph if m.startswith("flinklike_spark") and not (m == faces or m.startswith(faces + "."))]
+    inward = {m: sorted(t for t in graph[m] if t.split(".")[0] == "connectors") for m in engine}
+    assert {m: t for m, t in inward.items() if t} == {}
+
+
 @pytest.mark.parametrize(
     ("path", "limit"),
     [

@@ -7,9 +7,9 @@ import threading
 import pyarrow as pa
 import pytest
 
-from connectors.collect_stream import CheckpointedCollectSink, StreamingCollectSink
 from flinklike_spark._runtime.collect_results import CollectResults, decode_batch, encode_batch
 from flinklike_spark.connector_api import CommitterContext, SinkWriterContext
+from flinklike_spark.datastream.collect_stream import CheckpointedCollectSink, StreamingCollectSink
 from flinklike_spark.errors import ConfigurationError
 
 
