@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -148,11 +149,12 @@ class CollectIterator:
     has finished and every delivered record was yielded; a failed job raises
     its ``JobExecutionError``. ``close()`` (also on leaving a ``with`` block)
     cancels a job that is still running and drops undelivered results. It is
-    idempotent.
+    idempotent. ``as_result`` (if given) maps each record to what is yielded.
     """
 
-    def __init__(self, client: Any, collect_id: str) -> None:
+    def __init__(self, client: Any, collect_id: str, as_result: Callable[[Any], Any] | None = None) -> None:
         self._client = client
+        self._as_result = as_result
         self._results: CollectResultBuffer = client.collect_results.buffer(collect_id)
         self._buffer: list[Any] = []
         self._position = 0
@@ -174,7 +176,7 @@ class CollectIterator:
             if self._position < len(self._buffer):
                 record = self._buffer[self._position]
                 self._position += 1
-                return record
+                return record if self._as_result is None else self._as_result(record)
             if self._closed:
                 raise StopIteration
             if self._read_new(0):

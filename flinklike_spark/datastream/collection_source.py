@@ -10,16 +10,79 @@ makes event-time tests with out-of-order and late rows deterministic.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
 
 from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark.common.types import Row
 from flinklike_spark.connector_api import ReadResult, Source, SourceReader, SourceReaderContext, SourceSplit
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = ["CollectionReader", "CollectionSource", "CollectionSplit"]
+
+_LOG = logging.getLogger(__name__)
+
+#: Arrow's narrow integer types -> Flink's type name and bit width (Java's byte, short, int).
+_NARROW_INTS = {pa.int8(): ("BYTE", 8), pa.int16(): ("SHORT", 16), pa.int32(): ("INT", 32)}
+
+
+def _narrowed_as_java_does(rows: list[Any], schema: pa.Schema) -> list[Any]:
+    """``rows`` with each int of a declared BYTE, SHORT or INT field that does not fit it wrapped around, as
+    PyFlink's ``from_collection`` does (Java's narrowing conversion: ``(short) 43878 == -21658``); a warning
+    names the first such value. Rows are dicts (by name), tuples, lists or Rows (by position), or plain
+    values of a one-field schema; other rows, and nested fields, are left to the converter's checks."""
+    narrow = [
+        (i, field.name, *_NARROW_INTS[field.type]) for i, field in enumerate(schema) if field.type in _NARROW_INTS
+    ]
+    if not narrow:
+        return rows
+    wrapped: list[tuple[Any, Any, str]] = []
+
+    def fit(value: Any, type_name: str, bits: int) -> Any:
+        if type(value) is not int or -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+            return value
+        java = (value + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
+        wrapped.append((value, java, type_name))
+        return java
+
+    def narrowed(row: Any) -> Any:
+        if type(row) is dict:
+            return {**row, **{name: fit(row[name], t, bits) for _, name, t, bits in narrow if name in row}}
+        if isinstance(row, (tuple, list, Row)) and len(row) == len(schema):
+            values = list(row)
+            for i, _, t, bits in narrow:
+                values[i] = fit(values[i], t, bits)
+            if values == list(row):
+                return row
+            return type(row)(values) if type(row) in (tuple, list) else _same_row(row, values)
+        if len(schema) == 1 and type(row) is int:
+            return fit(row, narrow[0][2], narrow[0][3])
+        return row
+
+    result = [narrowed(row) for row in rows]
+    if wrapped:
+        value, java, type_name = wrapped[0]
+        _LOG.warning(
+            "from_collection: %d value(s) do not fit their declared type and wrap around as in PyFlink (Java's "
+            "narrowing conversion), e.g. %r as %s is %r",
+            len(wrapped),
+            value,
+            type_name,
+            java,
+        )
+    return result
+
+
+def _same_row(row: Any, values: list[Any]) -> Any:
+    """A copy of PyFlink ``Row`` ``row`` (its field names and kind) holding ``values``."""
+    copy = Row(*values)
+    if row.get_field_names():
+        copy.set_field_names(list(row.get_field_names()))
+    copy.set_row_kind(row.get_row_kind())
+    return copy
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -45,6 +108,8 @@ class CollectionSource(Source):
             raise ConfigurationError("from_collection of no rows needs a schema (type_info)")
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ConfigurationError(f"batch_size must be a positive int or None, got {batch_size!r}")
+        if self.rows and schema is not None:
+            self.rows = _narrowed_as_java_does(self.rows, schema)
         if self.rows:
             # Converting them all now checks the records and fixes the schema (with their kind).
             schema = RowsConverter(schema, stream_name="Collection Source").to_batch(self.rows).schema

@@ -16,6 +16,7 @@ import pyarrow as pa
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.graph.translation import Transformation
 from flinklike_spark.common.typeinfo import to_arrow_schema
+from flinklike_spark.common.types import Row
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.connector_api import Sink
 from flinklike_spark.datastream.collect_stream import CollectIterator, collect_sink_for, new_collect_id
@@ -247,11 +248,15 @@ class DataStream:
         collect_id = new_collect_id()
         checkpointing = self._env.config.get("execution.checkpointing.interval") is not None
         self.sink_to(collect_sink_for(collect_id, checkpointing=checkpointing)).name("Collect Sink")
-        iterator = CollectIterator(self._env.execute_async(job_name), collect_id)
+        iterator = CollectIterator(self._env.execute_async(job_name), collect_id, self._collected_as())
         if limit is None:
             return iterator
         with iterator:
             return list(itertools.islice(iterator, limit))
+
+    def _collected_as(self) -> Callable[[Any], Any] | None:
+        """What :meth:`execute_and_collect` yields for a record: the record itself."""
+        return None
 
     def sink_to(self, sink: Sink) -> DataStreamSink:
         if not isinstance(sink, Sink):
@@ -297,6 +302,12 @@ class KeyedStream(DataStream):
 
     def _repartition(self, kind: PartitionerKind) -> DataStream:
         return self._cannot_override(kind.name.lower())
+
+    def _collected_as(self) -> Callable[[Any], Any]:
+        """As PyFlink's keyed stream does, ``execute_and_collect`` yields ``Row(f0=key, f1=record)``."""
+        key = self._key
+        key_of = key if callable(key) else (lambda record: record[key])
+        return lambda record: Row(f0=key_of(record), f1=record)
 
     @staticmethod
     def _cannot_override(method: str) -> DataStream:

@@ -110,6 +110,11 @@ PROGRAMS: dict[str, Program] = {
         covers="issue 30 item 4: checkpoints after tasks finished (FLIP-147): a finished source does not stop "
         "checkpoints, so checkpointed execute_and_collect results arrive while the job runs; the final checkpoint",
     ),
+    "pyflink_test_ports": Program(
+        covers="issue 40 item 7: PyFlink's own tests ported: keyed execute_and_collect yields Row(f0=key, "
+        "f1=record); from_collection wraps BYTE/SHORT/INT values around as Java does; the checkpointing mode "
+        "while checkpointing is off",
+    ),
     "keyed_aggregations": Program(
         covers="theme 3: keyed sum / min / max / min_by / max_by on tuples by position, on Rows by name and "
         "position, on plain numbers",
