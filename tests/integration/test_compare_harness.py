@@ -9,7 +9,8 @@ in the test suite. The test checks that
 the harness checked and timed this project's runs (from its generator and from
 the shared Parquet files), wrote the Markdown table with the sanity section and
 the PNG chart, and gave every cell a number or a reason; it does not judge
-the speeds (benchmarks are not timed tests). The scenario workloads W3-W5 must
+the speeds, nor how long it took (benchmarks are not timed tests; only the subprocess's
+timeout bounds it, so that nothing hangs). The scenario workloads W3-W5 must
 have run on this project too: their tables hold its measurements (a run whose
 result failed its check shows as ``failed:``, not as numbers) and the
 scenario chart is written.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_quick_mode_writes_a_checked_report(tmp_path):
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "compare" / "run.py"), "--quick", "--out", str(tmp_path),
          "--venv-dir", str(tmp_path / "no-peer-venvs")],
@@ -76,5 +75,3 @@ def test_quick_mode_writes_a_checked_report(tmp_path):
     p50, p99, measured = (int(g.replace(",", "")) for g in w5.groups())
     assert p50 <= p99 and measured > 0
     assert "W3 unaligned >= 20x faster than aligned" in report and "W3 overhead of 1 s checkpoints" in report
-    # The bound for quick mode, with headroom for this shared machine's load in CI.
-    assert time.monotonic() - started < 400
