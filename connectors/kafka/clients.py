@@ -134,7 +134,7 @@ def admin_client(bootstrap_servers: str, properties: Mapping[str, Any] = ()):
     from confluent_kafka.admin import AdminClient
 
     config = {k: v for k, v in dict(properties).items()
-              if k in _ADMIN_KEYS or k.startswith(("ssl.", "sasl.", "security."))}  # fmt: skip
+              if k in _ADMIN_KEYS or k.startswith(("ssl.", "sasl.", "security.", "enable.sasl."))}  # fmt: skip
     return AdminClient({**config, "bootstrap.servers": bootstrap_servers, "logger": LIBRDKAFKA_LOG})
 
 

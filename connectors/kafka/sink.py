@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
+from connectors.kafka.security import librdkafka_properties
 from connectors.kafka.serialization import KafkaRecordSerializationSchema
 from connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
 from flinklike_spark.common.types import records_of
@@ -149,7 +150,7 @@ class KafkaSink(TwoPhaseCommittingSink):
                 f"KafkaSink: delivery guarantee {delivery_guarantee!r} is not one of "
                 f"{[g.name for g in DeliveryGuarantee]}"
             )
-        properties = {str(k): str(v) for k, v in (properties or {}).items()}
+        properties = librdkafka_properties(properties or {}, what="KafkaSink")
         if "transactional.id" in properties:
             raise ConfigurationError(
                 "KafkaSink: do not set 'transactional.id'; the sink derives one per subtask and checkpoint "
@@ -310,7 +311,7 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
     def open(self) -> None:
         _confluent()
         if self._guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            self._admin = TransactionAdmin(self._sink.bootstrap_servers)
+            self._admin = TransactionAdmin(self._sink.bootstrap_servers, self._sink.properties)
             self._abort_lingering_transactions()
         else:
             self._producer = self._new_producer({})
@@ -507,7 +508,7 @@ class KafkaCommitter(Committer):
             KafkaTransactionLostError: the cluster aborted it.
         """
         if self._admin is None:
-            self._admin = TransactionAdmin(self._bootstrap_servers)
+            self._admin = TransactionAdmin(self._bootstrap_servers, self._properties)
         tid = committable.transactional_id
         try:
             self._admin.end(tid, committable.producer_id, committable.producer_epoch, commit=True)

@@ -55,6 +55,7 @@ from connectors.kafka.offsets import (
     OffsetsInitializerKind,
     resolve_offsets,
 )
+from connectors.kafka.security import librdkafka_properties
 from connectors.kafka.source_options import (
     DEFAULT_DISCOVERY_INTERVAL,
     KafkaRecordDeserializationSchema,
@@ -377,7 +378,8 @@ class KafkaSourceBuilder:
         return KafkaSource(KafkaSourceOptions(
             bootstrap_servers=bootstrap, topics=self._topics, topic_pattern=self._topic_pattern,
             partitions=self._partitions, group_id=group_id, client_id_prefix=prefix,
-            properties=tuple(sorted((k, v) for k, v in props.items() if k not in ("bootstrap.servers", "group.id"))),
+            properties=tuple(sorted((k, v) for k, v in librdkafka_properties(props, what="KafkaSource").items()
+                                    if k not in ("bootstrap.servers", "group.id"))),
             starting_offsets=self._starting, stopping_offsets=self._stopping, boundedness=self._boundedness,
             deserializer=self._deserializer, discovery_interval=discovery, commit_offsets_on_checkpoint=commit,
         ))  # fmt: skip

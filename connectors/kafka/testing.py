@@ -29,6 +29,7 @@ import datetime as dt
 import hashlib
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -57,6 +58,7 @@ KAFKA_VERSION = "4.1.1"
 """The ``org.apache.kafka:kafka_2.13`` version the broker runs."""
 
 _COMPLETE_MARKER = ".complete"
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>flinklike</groupId>
@@ -196,6 +198,14 @@ class LocalKafkaBrokerConfig:
         heap: the JVM's ``-Xmx``.
         startup_timeout: how long ``start()`` waits for the broker to serve.
         extra_properties: more ``server.properties`` entries (override the defaults).
+        sasl_users: user -> password. When given, a ``SASL_PLAINTEXT`` listener (and, with ``tls_keystore``, a
+            ``SASL_SSL`` one) accepts them with ``PLAIN``, ``SCRAM-SHA-256`` and ``SCRAM-SHA-512``, and accepts
+            ``OAUTHBEARER`` with unsecured tokens (Kafka's unsecured validator: for tests only).
+        tls_keystore: a PEM file with the broker's private key (unencrypted PKCS#8) and its certificate chain.
+            When given, an ``SSL`` listener (and, with ``sasl_users``, a ``SASL_SSL`` one) serves TLS with it.
+
+    The ``PLAINTEXT`` listener always runs (the broker's own and the fixture's admin calls use it);
+    :meth:`LocalKafkaBroker.servers` gives each listener's address.
     """
 
     data_dir: Path | None = None
@@ -207,8 +217,16 @@ class LocalKafkaBrokerConfig:
     heap: str = "512m"
     startup_timeout: dt.timedelta = dt.timedelta(seconds=60)
     extra_properties: dict[str, str] = dataclasses.field(default_factory=dict)
+    sasl_users: dict[str, str] = dataclasses.field(default_factory=dict)
+    tls_keystore: Path | None = None
 
     def __post_init__(self) -> None:
+        for user, password in self.sasl_users.items():
+            if not re.fullmatch(r"[\w.-]+", user) or not password or any(c in password for c in '",]\\'):
+                raise ConfigurationError(
+                    f"LocalKafkaBrokerConfig.sasl_users: user {user!r} must be letters, digits, '.', '_' or '-' "
+                    "and its password non-empty without quotes, commas, ']' or backslashes"
+                )
         for name in ("port", "controller_port"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536):
@@ -246,12 +264,31 @@ class LocalKafkaBroker:
         )
         self.port = config.port or _free_port()
         self.controller_port = config.controller_port or _free_port()
+        secured = [("SASL_PLAINTEXT", bool(config.sasl_users)), ("SSL", config.tls_keystore is not None),
+                   ("SASL_SSL", bool(config.sasl_users) and config.tls_keystore is not None)]  # fmt: skip
+        self._secured_ports = {protocol: _free_port() for protocol, wanted in secured if wanted}
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def servers(self, security_protocol: str = "PLAINTEXT") -> str:
+        """The bootstrap servers of the listener for ``security_protocol`` (``PLAINTEXT``, ``SASL_PLAINTEXT``,
+        ``SSL``, ``SASL_SSL``).
+
+        Raises:
+            ConfigurationError: this broker has no such listener (``sasl_users`` / ``tls_keystore`` not set).
+        """
+        if security_protocol == "PLAINTEXT":
+            return self.bootstrap_servers
+        if security_protocol not in self._secured_ports:
+            raise ConfigurationError(
+                f"this broker has no {security_protocol} listener (it has PLAINTEXT"
+                f"{''.join(', ' + p for p in self._secured_ports)}); set sasl_users and/or tls_keystore"
+            )
+        return f"127.0.0.1:{self._secured_ports[security_protocol]}"
 
     @property
     def running(self) -> bool:
@@ -307,8 +344,45 @@ class LocalKafkaBroker:
             "num.io.threads": "2",
             "background.threads": "2",
         }
+        props.update(self._security_properties(props))
         props.update(self.config.extra_properties)
         return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _security_properties(self, props: dict[str, str]) -> dict[str, str]:
+        """The secured listeners' entries (none without ``sasl_users`` / ``tls_keystore``)."""
+        if not self._secured_ports:
+            return {}
+        listeners = {p: f"{p}://127.0.0.1:{port}" for p, port in self._secured_ports.items()}
+        extra = {
+            "listeners": ",".join([props["listeners"], *listeners.values()]),
+            "advertised.listeners": ",".join([props["advertised.listeners"], *listeners.values()]),
+            "listener.security.protocol.map": ",".join(
+                [props["listener.security.protocol.map"], *(f"{p}:{p}" for p in listeners)]
+            ),
+        }
+        if self.config.tls_keystore is not None:
+            extra.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.config.tls_keystore)})
+        if self.config.sasl_users:
+            extra["sasl.enabled.mechanisms"] = ",".join(_SASL_MECHANISMS)
+            plain_users = " ".join(f'user_{u}="{pw}"' for u, pw in self.config.sasl_users.items())
+            modules = {
+                "plain": f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
+                "scram-sha-256": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                "scram-sha-512": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                "oauthbearer": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+            }
+            for listener in (p for p in listeners if p.startswith("SASL_")):
+                for mechanism, module in modules.items():
+                    extra[f"listener.name.{listener.lower()}.{mechanism}.sasl.jaas.config"] = module
+        return extra
+
+    def _scram_credentials(self) -> list[str]:
+        """``kafka-storage format`` arguments creating the SCRAM users (KRaft keeps them in the metadata log)."""
+        return [
+            f"--add-scram={mechanism}=[name={user},password={password}]"
+            for user, password in self.config.sasl_users.items()
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+        ]
 
     def _java(self) -> str:
         java = shutil.which("java")
@@ -339,7 +413,7 @@ class LocalKafkaBroker:
         if not (self.data_dir / "logs" / "meta.properties").exists():
             formatted = subprocess.run(
                 self._jvm_command(java, "kafka.tools.StorageTool", "format", f"--cluster-id={_random_cluster_id()}",
-                                  "-c", str(properties), "--ignore-formatted"),
+                                  "-c", str(properties), "--ignore-formatted", *self._scram_credentials()),
                 capture_output=True, text=True, timeout=120, check=False,
             )  # fmt: skip
             if formatted.returncode != 0:

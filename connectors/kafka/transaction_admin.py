@@ -16,20 +16,20 @@ those four requests of Kafka's protocol itself, over a plain TCP socket:
   A commit that was already completed answers success (Kafka treats it as a
   retry), so committing again after a restart is idempotent.
 
-Only flexible request versions that Kafka 3.x and 4.x brokers accept are used;
-plaintext listeners only (an ``SSL``/``SASL`` security protocol is refused with
-a :class:`~flinklike_spark.errors.ConfigurationError` by the sink, not here).
+Only flexible request versions that Kafka 3.x and 4.x brokers accept are used (each connection checks them
+against the broker's ``ApiVersions``); connections are secured as the connector's clients are (TLS, SASL:
+:mod:`.broker_connection`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
-import socket
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from connectors.kafka.broker_connection import BrokerAuthenticationError, open_broker_socket, supported_versions
 from flinklike_spark.errors import SinkCommitError
 
 __all__ = [
@@ -38,6 +38,9 @@ __all__ = [
     "TransactionAdmin",
     "TransactionDescription",
 ]
+
+_NO_PROPERTIES: Mapping[str, str] = {}
+_SECURITY_PREFIXES = ("security.", "ssl.", "sasl.", "enable.sasl.")
 
 _FIND_COORDINATOR, _END_TXN, _DESCRIBE_TRANSACTIONS, _LIST_TRANSACTIONS = 10, 26, 65, 66
 _COORDINATOR_TRANSACTION = 1
@@ -224,15 +227,15 @@ def _parse_servers(bootstrap_servers: str) -> list[tuple[str, int]]:
 class _Connection:
     """One broker connection; requests on it are serialized by a lock."""
 
-    def __init__(self, address: tuple[str, int], timeout: float, client_id: str) -> None:
+    def __init__(self, address: tuple[str, int], timeout: float, client_id: str, security: Mapping[str, str]) -> None:
         self.address = address
-        self._sock = socket.create_connection(address, timeout=timeout)
-        self._sock.settimeout(timeout)
+        self._sock, self._versions = open_broker_socket(address, security, timeout=timeout, client_id=client_id)
         self._client_id = client_id
         self._correlation = 0
         self._lock = threading.Lock()
 
     def request(self, api_key: int, version: int, body: bytes) -> _Reader:
+        supported_versions(self._versions, api_key, (version,))  # the broker must speak the version we encode
         with self._lock:
             self._correlation += 1
             header = _Writer().int16(api_key).int16(version).int32(self._correlation)
@@ -264,13 +267,23 @@ class TransactionAdmin:
     """Transaction requests against one Kafka cluster. Thread-safe; ``close()`` when done.
 
     Args:
-        bootstrap_servers: ``host:port[,host:port...]`` (plaintext listeners).
+        bootstrap_servers: ``host:port[,host:port...]``.
+        properties: the connector's librdkafka properties; their ``security.*``, ``ssl.*`` and ``sasl.*`` keys
+            secure the connections (:mod:`.broker_connection`).
         timeout: seconds for connecting and for each response.
         client_id: the client id the broker logs.
     """
 
-    def __init__(self, bootstrap_servers: str, *, timeout: float = 30.0, client_id: str = "flinklike-txn") -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        properties: Mapping[str, str] = _NO_PROPERTIES,
+        *,
+        timeout: float = 30.0,
+        client_id: str = "flinklike-txn",
+    ) -> None:
         self._servers = _parse_servers(bootstrap_servers)
+        self._security = {k: v for k, v in properties.items() if k.startswith(_SECURITY_PREFIXES)}
         self._timeout = timeout
         self._client_id = client_id
         self._connections: dict[tuple[str, int], _Connection] = {}
@@ -280,7 +293,9 @@ class TransactionAdmin:
         with self._lock:
             connection = self._connections.get(address)
             if connection is None:
-                connection = self._connections[address] = _Connection(address, self._timeout, self._client_id)
+                connection = self._connections[address] = _Connection(
+                    address, self._timeout, self._client_id, self._security
+                )
             return connection
 
     def _any_broker(self) -> _Connection:
@@ -288,6 +303,8 @@ class TransactionAdmin:
         for address in self._servers:
             try:
                 return self._connection(address)
+            except BrokerAuthenticationError:
+                raise  # the same credentials go to every broker: the broker's reason is the error
             except OSError as e:
                 errors.append(f"{address[0]}:{address[1]}: {e}")
         raise ConnectionError(f"no Kafka bootstrap server reachable ({'; '.join(errors)})")

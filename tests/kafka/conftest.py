@@ -54,13 +54,32 @@ class _WorkerBroker:
             broker.stop(delete_data=True)
 
 
+#: The SASL user every worker broker accepts (PLAIN, SCRAM-SHA-256/512; OAUTHBEARER takes any unsecured token).
+SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
+
+
+@pytest.fixture(scope="session")
+def kafka_certificates(tmp_path_factory):
+    """A CA (``.ca``: what clients trust) and the brokers' PEM key store (``.server``), made for this session."""
+    from tests.support.tls import make_certificates
+
+    return make_certificates(tmp_path_factory.mktemp("kafka-tls"))
+
+
 @pytest.fixture
-def kafka_broker(kafka_cache_dir, tmp_path_factory):
+def kafka_broker(kafka_cache_dir, kafka_certificates, tmp_path_factory):
+    """The worker's broker: ``PLAINTEXT`` for the tests' own clients, and ``SASL_PLAINTEXT``, ``SSL`` and
+    ``SASL_SSL`` listeners (``kafka_broker.servers(protocol)``) for jobs on a secured cluster."""
     from connectors.kafka.testing import LocalKafkaBroker
 
     if _WorkerBroker.broker is None or not _WorkerBroker.broker.running:
         _WorkerBroker.stop()
-        broker = LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path_factory.mktemp("kafka-broker"))
+        broker = LocalKafkaBroker(
+            cache_dir=kafka_cache_dir,
+            data_dir=tmp_path_factory.mktemp("kafka-broker"),
+            sasl_users={SASL_USER: SASL_PASSWORD},
+            tls_keystore=kafka_certificates.server,
+        )
         broker.start()
         _WorkerBroker.broker = broker
     return _WorkerBroker.broker
