@@ -59,6 +59,7 @@ from checkpointing.layout import (
     CheckpointLayout,
     check_job_id,
 )
+from flinklike_spark.cli_jobs import add_job_parsers
 from flinklike_spark.config import ExecutionTarget
 from flinklike_spark.datastream import StreamExecutionEnvironment
 from flinklike_spark.errors import FlinklikeError, JobCancelledError
@@ -472,6 +473,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_run_parser(commands)
     _add_checkpoints_parser(commands)
     _add_inspect_parser(commands)
+    add_job_parsers(commands)
     return parser
 
 

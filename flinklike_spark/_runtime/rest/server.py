@@ -17,7 +17,7 @@ Routes (Flink's, also under ``/v1``): ``GET /config``, ``/overview``,
 ``/jobs/:jobid/exceptions``, ``/jobs/:jobid/metrics``,
 ``/jobs/:jobid/vertices/:vertexid`` (and ``/backpressure``,
 ``/watermarks``, ``/metrics``, ``/subtasks/metrics``), ``/taskmanagers``,
-``/jobs/:jobid/savepoints/:triggerid``; ``POST /jobs/:jobid/savepoints``;
+``/jobs/:jobid/savepoints/:triggerid``; ``POST /jobs/:jobid/savepoints``; ``POST /jobs/:jobid/stop``;
 ``PATCH /jobs/:jobid?mode=cancel`` (``web.cancel.enable``). Errors are
 Flink's ``{"errors": [...]}`` with 400/403/404/405/409/503. Everything else
 is a static file of the dashboard (``static/``), ``/`` its index.
@@ -212,6 +212,7 @@ class RestServerEndpoint:
             ("GET", rf"/jobs/{job}/exceptions", self.get_exceptions),
             ("GET", rf"/jobs/{job}/metrics", self.get_job_metrics),
             ("POST", rf"/jobs/{job}/savepoints", self.post_savepoint),
+            ("POST", rf"/jobs/{job}/stop", self.post_stop),
             ("GET", rf"/jobs/{job}/savepoints/(?P<trigger_id>[^/]+)", self.get_savepoint),
             ("GET", rf"/jobs/{job}/vertices/{vertex}", self.get_vertex),
             ("GET", rf"/jobs/{job}/vertices/{vertex}/backpressure", self.get_backpressure),
@@ -385,11 +386,30 @@ class RestServerEndpoint:
         if target not in (None, "", directory):
             raise RestError(HTTPStatus.BAD_REQUEST, f"target-directory {target!r}: savepoints are written to "
                             f"execution.checkpointing.dir ({directory}); omit target-directory")  # fmt: skip
+        return self._start_savepoint(job_id, job, body, stop=bool(body.get("cancel-job", False)))
+
+    def post_stop(self, *, job_id: str, body, **_) -> tuple[HTTPStatus, Any]:
+        """Flink's stop-with-savepoint (``flink stop``); its progress is at ``/jobs/:jobid/savepoints/:triggerid``."""
+        job = self._job(job_id)
+        body = body or {}
+        if not isinstance(body, dict):
+            raise RestError(HTTPStatus.BAD_REQUEST, f"the request body must be a JSON object, got {body!r}")
+        if body.get("drain"):
+            raise RestError(HTTPStatus.BAD_REQUEST, "drain (advance to the end of event time) is not supported: stop "
+                            "without it and let the restored job's sources drive event time")  # fmt: skip
+        target = body.get("targetDirectory")
+        directory = self._config.checkpointing.directory
+        if target not in (None, "", directory):
+            raise RestError(HTTPStatus.BAD_REQUEST, f"targetDirectory {target!r}: savepoints are written to "
+                            f"execution.checkpointing.dir ({directory}); omit targetDirectory")  # fmt: skip
+        return self._start_savepoint(job_id, job, body, stop=True)
+
+    def _start_savepoint(self, job_id: str, job, body: dict, *, stop: bool) -> tuple[HTTPStatus, Any]:
         status = self._on_main_thread(lambda: job.status)
         if status.is_globally_terminal:
             raise RestError(HTTPStatus.CONFLICT, f"cannot take a savepoint of job {job_id}: it is {status.name}")
         trigger_id = body.get("triggerId") or uuid.uuid4().hex
-        self._savepoints[(job_id, trigger_id)] = job.trigger_savepoint(stop=bool(body.get("cancel-job", False)))
+        self._savepoints[(job_id, trigger_id)] = job.trigger_savepoint(stop=stop)
         return HTTPStatus.ACCEPTED, {"request-id": trigger_id}
 
     def get_savepoint(self, *, job_id: str, trigger_id: str, **_) -> tuple[HTTPStatus, Any]:
