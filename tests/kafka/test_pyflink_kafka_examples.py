@@ -4,8 +4,7 @@ apache-flink 2.3.0 wheel) run against a real broker with only their imports and 
 Each example writes a few records with a bounded job, then reads them back
 with an endless job that prints what it reads: the test runs the program in a
 subprocess, waits until every written record was printed, and then stops it
-(as one stops the endless read job by hand). The Avro example is not run: the
-Avro format is not offered.
+(as one stops the endless read job by hand).
 """
 
 from __future__ import annotations
@@ -85,8 +84,8 @@ def as_tuples(lines: list[str]) -> list[tuple]:
     return parsed
 
 
-@pytest.mark.parametrize("name", ["kafka_json_format", "kafka_csv_format"])
-def test_json_and_csv_examples_write_then_read_their_rows(kafka_broker, tmp_path, name):
+@pytest.mark.parametrize("name", ["kafka_json_format", "kafka_csv_format", "kafka_avro_format"])
+def test_json_csv_and_avro_examples_write_then_read_their_rows(kafka_broker, tmp_path, name):
     lines = run_until_printed(program(name, kafka_broker.bootstrap_servers, tmp_path), len(WRITTEN))
     assert sorted(as_tuples(lines)) == sorted(WRITTEN)
 
