@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 
 import pytest
@@ -51,16 +52,31 @@ def seqs_per_key(records) -> dict[int, list[tuple[int, int]]]:
     return per_key
 
 
+def _truncate_operator_state(directory: str, job_id: str, checkpoint_id: int) -> None:
+    """Damage a checkpoint: the directory form of a restore then falls back to the one before."""
+    root = os.path.join(directory, "operator_state", f"job_id={job_id}", f"checkpoint_id={checkpoint_id}")
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+
+
+def _base(transactional_id: str) -> str:
+    return transactional_id.rsplit("-", 2)[0]  # <base>-<subtask>-<slot>
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("prefix", [None, "orders-out"], ids=["lineage-prefix", "user-prefix"])
 def test_restoring_an_older_checkpoint_than_the_sink_committed_is_refused_unless_duplicates_are_accepted(
-    kafka_broker, kafka_topic, tmp_path
+    kafka_broker, kafka_topic, tmp_path, prefix
 ):
     topic = kafka_topic(partitions=4)
     servers = kafka_broker.bootstrap_servers
     directory = str(tmp_path / "checkpoints")
     config = checkpoint_config(directory, "aligned") | {"execution.checkpointing.num-retained": 50}
-    sink = kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE)
+    sink = kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=prefix)
+    other_tests_ids = set(all_transactional_ids(servers, kafka_broker.port))  # the broker is shared
     client = build(config, sink, records_per_key=PER_KEY, rows_per_second=1_000).execute_async("to the end")
     client.wait(timeout=180)
     first = read_committed(servers, topic)
@@ -69,6 +85,7 @@ def test_restoring_an_older_checkpoint_than_the_sink_committed_is_refused_unless
     assert len(completed) >= 3, completed
     older = completed[1]
     ids_before = set(all_transactional_ids(servers, kafka_broker.port))
+    first_bases = {_base(i) for i in ids_before - other_tests_ids}
 
     named = f"{directory}/{client.job_id}/chk-{older}"
     resumed = checkpoint_config(directory, "aligned") | {"execution.state-recovery.path": named}
@@ -77,6 +94,14 @@ def test_restoring_an_older_checkpoint_than_the_sink_committed_is_refused_unless
     message = str(refused.value)
     assert f"cannot restore checkpoint {older} of job {client.job_id}" in message
     assert "sink 'kafka' (KafkaSink(" in message and f"checkpoint {completed[-1]}" in message and ACCEPT in message
+    assert len(read_committed(servers, topic)) == len(first), "the refused job wrote to the topic"
+
+    # The newest checkpoint damaged: the directory form falls back to the one before, which is refused too.
+    _truncate_operator_state(directory, client.job_id, completed[-1])
+    with pytest.raises(CommittedSinkOutputError, match=f"cannot restore checkpoint {completed[-2]} "):
+        build(resumed | {"execution.state-recovery.path": directory}, sink, records_per_key=PER_KEY).execute(
+            "fell back"
+        )
     assert len(read_committed(servers, topic)) == len(first), "the refused job wrote to the topic"
 
     # Accepted: the output from the older checkpoint on is written again (duplicates are expected),
@@ -91,8 +116,11 @@ def test_restoring_an_older_checkpoint_than_the_sink_committed_is_refused_unless
         assert 0 < restart < PER_KEY, (key, restart)  # the older checkpoint's state: each key part-way
         assert again == [(seq, seq + 1) for seq in range(restart, PER_KEY)], key  # once more, in order
     ids_after = set(all_transactional_ids(servers, kafka_broker.port))
-    new_ids = ids_after - ids_before
-    assert new_ids and not any(i.startswith(f"flinklike/{client.job_id}/") for i in new_ids)
+    new_bases = {_base(i) for i in ids_after - ids_before}
+    assert new_bases and not new_bases & first_bases, "the accepted run wrote under ids of the first lineage"
+    assert {i for i in ids_after if _base(i) in first_bases} == ids_before - other_tests_ids
+    if prefix is not None:
+        assert all(base.startswith(f"{prefix}-") for base in new_bases | first_bases)
 
 
 @pytest.mark.slow
