@@ -1,6 +1,6 @@
 """Restore paths of an exactly-once KafkaSink on a real broker: older checkpoints refused, commits verified, ids bounded.
 
-* A finished keyed job's older retained checkpoint, restored by name, is
+* A keyed job run to its end through a SIGKILLed TaskExecutor: its older retained checkpoint, restored by name, is
   refused with ``CommittedSinkOutputError`` (its output after that checkpoint
   is committed; a replay would write it again); accepting duplicates writes it
   again, under new transactional ids.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 
 import pytest
@@ -29,7 +30,7 @@ from flinklike_spark.errors import CommittedSinkOutputError, JobCancelledError
 from tests.kafka.kafka_jobs import assert_each_key_exactly_once_in_order, read_committed
 from tests.kafka.test_kafka_sink import NUM_KEYS, build, kafka_sink
 from tests.support.checkpoint_jobs import checkpoint_config
-from tests.support.failover_jobs import wait_for
+from tests.support.failover_jobs import task_executor_processes, wait_for
 
 ACCEPT = "execution.state-recovery.accept-duplicate-sink-output"
 PER_KEY = 500
@@ -74,11 +75,25 @@ def test_restoring_an_older_checkpoint_than_the_sink_committed_is_refused_unless
     topic = kafka_topic(partitions=4)
     servers = kafka_broker.bootstrap_servers
     directory = str(tmp_path / "checkpoints")
-    config = checkpoint_config(directory, "aligned") | {"execution.checkpointing.num-retained": 50}
+    config = checkpoint_config(directory, "aligned") | {
+        "execution.checkpointing.num-retained": 50,
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 3,
+        "restart-strategy.fixed-delay.delay": "0 ms",
+    }
     sink = kafka_sink(servers, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=prefix)
     other_tests_ids = set(all_transactional_ids(servers, kafka_broker.port))  # the broker is shared
     client = build(config, sink, records_per_key=PER_KEY, rows_per_second=1_000).execute_async("to the end")
-    client.wait(timeout=180)
+    try:  # to the end of its input through a SIGKILLed TaskExecutor
+        wait_for(lambda: client.job_id and len(list_completed_checkpoints(directory, client.job_id)) >= 2,
+                 "two checkpoints")  # fmt: skip
+        task_executor_processes()[0].send_signal(signal.SIGKILL)
+        client.wait(timeout=180)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.cancel()
+        raise
+    assert client.num_restarts >= 1
     first = read_committed(servers, topic)
     assert_each_key_exactly_once_in_order(first, NUM_KEYS, PER_KEY)
     completed = [c.checkpoint_id for c in list_completed_checkpoints(directory, client.job_id)]
