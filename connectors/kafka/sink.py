@@ -8,16 +8,23 @@ Delivery guarantees (:class:`~flinklike_spark.datastream.connectors.base.Deliver
   checkpoint covers every record before it. After a failure, records since the
   restored checkpoint are written again.
 * ``EXACTLY_ONCE``: each subtask writes the records between two barriers into
-  one Kafka transaction, ``transactional.id = <prefix>-<subtask>-<n>`` (``n``
-  the checkpoint after which it began). At the barrier the transaction is
-  flushed and its identity (id, producer id, epoch) becomes the committable
-  stored in the checkpoint (pre-commit); when the checkpoint completes the
-  committer commits it. After a restart the restored committables are committed
-  again (``EndTxn`` by producer id and epoch, see :mod:`.transaction_admin`;
-  committing a committed transaction succeeds), then each subtask aborts every
-  other open transaction of the prefix that it owns (old subtask ``s`` belongs to
+  one Kafka transaction under an id of a bounded pool, ``<base>-<subtask>-<slot>``
+  (:mod:`.transactional_ids`). At the barrier the transaction commits the
+  subtask's committed-checkpoint marker (a consumer group offset: the
+  checkpoint id), is flushed, and its identity (id, producer id, epoch,
+  checkpoint) becomes the committable stored in the checkpoint (pre-commit);
+  when the checkpoint completes the committer commits it. After a restart the
+  restored committables are committed again by producer id and epoch, or found
+  committed before (:mod:`.commit_verification`), then each subtask aborts every
+  other open transaction of the sink that it owns (old subtask ``s`` belongs to
   new subtask ``s % parallelism``), so a ``read_committed`` consumer is never
   blocked by a crashed attempt's transaction.
+
+The markers tell the JobMaster which checkpoint the sink committed
+(:meth:`KafkaSink.committed_checkpoint`): restoring an older checkpoint would
+write committed output again and is refused (``CommittedSinkOutputError``)
+unless duplicates are accepted, in which case the job's new lineage writes
+under new ids and markers.
 
 The transaction timeout must outlive a checkpoint plus a restart, or Kafka
 aborts a pre-committed transaction and its records are lost: the sink uses
@@ -29,19 +36,26 @@ maximum fails the job at submission, naming both.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
-import re
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
 
 from connectors.kafka.clients import LIBRDKAFKA_LOG, admin_client, cluster_metadata
+from connectors.kafka.commit_verification import (
+    CommitRetryPolicy,
+    KafkaCommittable,
+    KafkaTransactionLostError,
+    KafkaTransactionUnknownError,
+    commit_by_id,
+)
 from connectors.kafka.security import librdkafka_properties
 from connectors.kafka.serialization import KafkaRecordSerializationSchema
-from connectors.kafka.transaction_admin import KafkaProtocolError, TransactionAdmin
+from connectors.kafka.transaction_admin import TransactionAdmin
+from connectors.kafka.transactional_ids import TransactionalIds, committed_checkpoints
 from flinklike_spark.common.types import records_of
 from flinklike_spark.connector_api import (
     Committer,
@@ -50,7 +64,7 @@ from flinklike_spark.connector_api import (
     TwoPhaseCommittingSink,
 )
 from flinklike_spark.datastream.connectors.base import DeliveryGuarantee
-from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError, mark_non_recoverable
+from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -72,29 +86,6 @@ _ADMIN_TIMEOUT_S = 15.0
 _DESCRIBE_TIMEOUT_S = 10.0
 _FLUSH_TIMEOUT_S = 120.0
 _FLUSH_SLICE_S = 0.5  # how often a flush looks for a cancel
-_TRANSACTIONAL_ID_NOT_FOUND = 105  # Kafka's error code: the coordinator has no state for the id
-
-
-@mark_non_recoverable
-class KafkaTransactionLostError(SinkCommitError):
-    """Kafka aborted a pre-committed transaction before the sink could commit it: its records are lost.
-
-    Non-recoverable: committing again cannot bring the records back. The usual
-    cause is ``transaction.timeout.ms`` elapsing between the pre-commit and the
-    commit (a slow checkpoint plus a long restart).
-    """
-
-
-@mark_non_recoverable
-class KafkaTransactionUnknownError(SinkCommitError):
-    """A restored pre-committed transaction is unknown to the Kafka cluster the sink writes to.
-
-    The checkpoint or savepoint was taken against another cluster, or this one
-    lost its transaction state (a broker recreated with an empty data
-    directory), or the transactional id expired (``transactional.id.expiration.ms``).
-    Non-recoverable: no retry makes this cluster know the transaction. The
-    message names the transaction, the cluster and the ways out.
-    """
 
 
 def _confluent():
@@ -103,15 +94,6 @@ def _confluent():
     except ImportError as e:  # pragma: no cover - the kafka extra is part of the test extra
         raise ImportError("KafkaSink needs confluent-kafka: pip install 'flinklike-spark[kafka]'") from e
     return confluent_kafka
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class KafkaCommittable:
-    """A pre-committed Kafka transaction: what ``EndTxn`` needs to commit it from any process."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
 
 
 # Producers whose transaction is pre-committed and awaits its commit, by transactional id. The committer
@@ -214,12 +196,43 @@ class KafkaSink(TwoPhaseCommittingSink):
         settled.properties = {**self.properties, key: value}
         return settled
 
+    def transactional_ids(self, transactional_id_prefix: str) -> TransactionalIds:
+        """The sink's ids and committed-checkpoint markers in the lineage of ``transactional_id_prefix``."""
+        return TransactionalIds.of(self.transactional_id_prefix, transactional_id_prefix)
+
     def create_writer(self, context: SinkWriterContext) -> KafkaSinkWriter:
-        prefix = self.transactional_id_prefix or context.transactional_id_prefix or "kafka-sink"
-        return KafkaSinkWriter(self, context, prefix)
+        lineage_prefix = context.transactional_id_prefix or f"flinklike/{context.job_id}/{context.operator_uid}"
+        return KafkaSinkWriter(self, context, self.transactional_ids(lineage_prefix))
 
     def create_committer(self) -> KafkaCommitter:
         return KafkaCommitter(self.bootstrap_servers, self.properties)
+
+    def committed_checkpoint(self, transactional_id_prefix: str, max_subtasks: int) -> int | None:
+        """The newest checkpoint whose transactions the sink committed in this lineage: its markers' highest offset.
+
+        ``EXACTLY_ONCE`` only (the other guarantees make no promise about
+        duplicates); reads the consumer group offsets of the subtasks' markers
+        (:mod:`.transactional_ids`) from the cluster.
+        """
+        if self.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            return None
+        ids = self.transactional_ids(transactional_id_prefix)
+        groups = [ids.marker_group(subtask) for subtask in range(max_subtasks)]
+        committed = committed_checkpoints(self.bootstrap_servers, self.properties, groups)
+        return max((c for c in committed.values() if c is not None), default=None)
+
+    def fence_older_writers(self, transactional_id_prefix: str) -> KafkaSink:
+        """Returns the sink unchanged: Kafka fences per transactional id, in the writers.
+
+        ``InitProducerId`` on an id fences the producer that held it and aborts
+        its open transaction. The JobMaster cannot do that here: the restored
+        checkpoint's pre-committed transactions are among the lineage's open
+        ones and must be committed first, which the restored subtasks do before
+        their writers open. Each writer then takes over every open transaction
+        of the sink that its subtask owns, fencing an older job's producers
+        (Flink's KafkaSink fences the same way, when its writers start).
+        """
+        return self
 
 
 class KafkaSinkBuilder:
@@ -295,14 +308,15 @@ def _broker_max_transaction_timeout(bootstrap_servers: str, properties: dict[str
 class KafkaSinkWriter(PrecommittingSinkWriter):
     """Produces one subtask's records; see :class:`KafkaSink`."""
 
-    def __init__(self, sink: KafkaSink, context: SinkWriterContext, prefix: str) -> None:
+    def __init__(self, sink: KafkaSink, context: SinkWriterContext, ids: TransactionalIds) -> None:
         self._sink = sink
         self._context = context
-        self._prefix = prefix
+        self._ids = ids
         self._guarantee = sink.delivery_guarantee
         self._producer = None  # NONE / AT_LEAST_ONCE: one producer; EXACTLY_ONCE: the open transaction's
         self._transactional_id: str | None = None
-        self._next_transaction = 0  # EXACTLY_ONCE: the n of the next transaction's id
+        self._marker_topic: str | None = None  # EXACTLY_ONCE: a topic the open transaction wrote to
+        self._marker_metadata = None  # EXACTLY_ONCE: the marker group's metadata for TxnOffsetCommit
         self._admin: TransactionAdmin | None = None
         self._failure: BaseException | None = None
         self._partitions: dict[str, list[int]] = {}
@@ -312,6 +326,7 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         _confluent()
         if self._guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             self._admin = TransactionAdmin(self._sink.bootstrap_servers, self._sink.properties)
+            self._marker_metadata = self._marker_group_metadata()
             self._abort_lingering_transactions()
         else:
             self._producer = self._new_producer({})
@@ -325,27 +340,35 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         for record in records_of(batch):
             topic, key, value, partition = serializer.serialize_record(record, self._partitions_of, self._context)
             self._produce(producer, topic, key, value, partition)
+            if self._marker_topic is None:
+                self._marker_topic = topic
         producer.poll(0)
 
     def prepare_commit(self, checkpoint_id: int) -> list[KafkaCommittable]:
         if self._guarantee is DeliveryGuarantee.NONE or self._producer is None:
-            self._advance(checkpoint_id)
             return []
         self._flush()
         if self._guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
             return []
         tid, producer = self._transactional_id, self._producer
+        marker_group = self._ids.marker_group(self._context.subtask_index)
+        # The marker commits with the records, atomically: its offset is the checkpoint that pre-commits them.
+        producer.send_offsets_to_transaction(
+            [_confluent().TopicPartition(self._marker_topic, 0, checkpoint_id)],
+            self._marker_metadata,
+            _ADMIN_TIMEOUT_S,
+        )
         described = self._admin.describe(tid)
         committable = KafkaCommittable(
-            transactional_id=tid, producer_id=described.producer_id, producer_epoch=described.producer_epoch
+            transactional_id=tid,
+            producer_id=described.producer_id,
+            producer_epoch=described.producer_epoch,
+            checkpoint_id=checkpoint_id,
+            marker_group=marker_group,
         )
         with _AWAITING_LOCK:
             _AWAITING_COMMIT[tid] = producer
-        self._producer = self._transactional_id = None
-        # Past the id just prepared even when the checkpoint id is lower (a restored writer that
-        # skipped lingering ids): reusing it would fence the producer awaiting its commit.
-        self._next_transaction += 1
-        self._advance(checkpoint_id)
+        self._producer = self._transactional_id = self._marker_topic = None
         return [committable]
 
     def finish(self) -> None:
@@ -373,26 +396,47 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         job commits it by id (its checkpoint completed) or aborts it (it did not),
         and a finished bounded job's JobMaster commits the final ones by id.
         """
-        prefix = f"{self._prefix}-{self._context.subtask_index}-"
+        prefix = self._ids.transactional_id(self._context.subtask_index, 0)[:-1]
         with _AWAITING_LOCK:
             mine = [tid for tid in _AWAITING_COMMIT if tid.startswith(prefix)]
             producers = [_AWAITING_COMMIT.pop(tid) for tid in mine]
         del producers
 
     # -- helpers ------------------------------------------------------------------------------------------
-    def _advance(self, checkpoint_id: int) -> None:
-        self._next_transaction = max(self._next_transaction, checkpoint_id + 1)
-
     def _new_producer(self, extra: dict[str, str]):
         config = {**self._sink.producer_config(), **extra, "logger": LIBRDKAFKA_LOG}
-        config.setdefault("client.id", f"{self._prefix}-{self._context.subtask_index}")
+        config.setdefault("client.id", self._ids.marker_group(self._context.subtask_index))
         return _confluent().Producer(config)
+
+    def _marker_group_metadata(self):
+        """The marker group's metadata for ``send_offsets_to_transaction`` (no member ever joins the group)."""
+        consumer = _confluent().Consumer(
+            {
+                "bootstrap.servers": self._sink.bootstrap_servers,
+                "group.id": self._ids.marker_group(self._context.subtask_index),
+                "logger": LIBRDKAFKA_LOG,
+            }
+        )
+        try:
+            return consumer.consumer_group_metadata()
+        finally:
+            consumer.close()
+
+    def _free_slot(self) -> int:
+        """The lowest slot of this subtask whose id holds no transaction awaiting its commit in this process."""
+        subtask = self._context.subtask_index
+        with _AWAITING_LOCK:
+            slot = 0
+            while self._ids.transactional_id(subtask, slot) in _AWAITING_COMMIT:
+                slot += 1
+        return slot
 
     def _producer_for_writing(self):
         if self._producer is not None:
             return self._producer
-        # EXACTLY_ONCE: the first record after a barrier opens the next transaction.
-        tid = f"{self._prefix}-{self._context.subtask_index}-{self._next_transaction}"
+        # EXACTLY_ONCE: the first record after a barrier opens the next transaction, with its own
+        # InitProducerId (a new epoch: see .transactional_ids for why producers are not reused).
+        tid = self._ids.transactional_id(self._context.subtask_index, self._free_slot())
         producer = self._new_producer({"transactional.id": tid})
         producer.init_transactions(_ADMIN_TIMEOUT_S * 2)
         producer.begin_transaction()
@@ -461,7 +505,6 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         producer with the same transactional id fences that attempt's producer and
         aborts its transaction.
         """
-        pattern = re.compile(re.escape(self._prefix) + r"-(\d+)-(\d+)")
         admin = admin_client(self._sink.bootstrap_servers, self._sink.properties)
         try:
             brokers = [(b.host, b.port) for b in admin.list_topics(timeout=_ADMIN_TIMEOUT_S).brokers.values()]
@@ -469,8 +512,8 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
             admin.poll(0)  # the client's log lines, to logging
         ctx = self._context
         for txn in self._admin.list_open(brokers, states=("Ongoing", "PrepareAbort", "PrepareCommit")):
-            match = pattern.fullmatch(txn.transactional_id)
-            if match is None or int(match.group(1)) % ctx.parallelism != ctx.subtask_index:
+            owner = self._ids.owner(txn.transactional_id)
+            if owner is None or owner % ctx.parallelism != ctx.subtask_index:
                 continue
             _log.info(
                 "KafkaSink subtask %s: aborting lingering transaction %s", ctx.subtask_index, txn.transactional_id
@@ -478,7 +521,6 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
             producer = self._new_producer({"transactional.id": txn.transactional_id})
             producer.init_transactions(_ADMIN_TIMEOUT_S * 2)
             producer.close()
-            self._next_transaction = max(self._next_transaction, int(match.group(2)) + 1)
 
 
 class KafkaCommitter(Committer):
@@ -492,15 +534,27 @@ class KafkaCommitter(Committer):
     def commit(self, committables: list[KafkaCommittable]) -> None:
         for committable in committables:
             with _AWAITING_LOCK:
-                producer = _AWAITING_COMMIT.pop(committable.transactional_id, None)
-            if producer is not None:
-                producer.commit_transaction(_FLUSH_TIMEOUT_S)
-                producer.close()
-            else:
+                producer = _AWAITING_COMMIT.get(committable.transactional_id)
+            if producer is None:
                 self._commit_by_id(committable)
+                continue
+            try:
+                producer.commit_transaction(_FLUSH_TIMEOUT_S)
+            except _confluent().KafkaException as e:
+                # Timed out, or the coordinator moved: what happened to the transaction is Kafka's to tell.
+                _log.warning("KafkaSink: committing %r failed (%s); checking it by id", committable.transactional_id, e)
+                self._commit_by_id(committable)
+            finally:
+                # Off the awaiting list only now, so that no writer takes the id over while it commits.
+                with _AWAITING_LOCK:
+                    _AWAITING_COMMIT.pop(committable.transactional_id, None)
+            producer.close()
 
     def _commit_by_id(self, committable: KafkaCommittable) -> None:
-        """Commit a restored transaction by producer id and epoch (``EndTxn``); see :class:`.TransactionAdmin`.
+        """Commit a restored transaction by producer id and epoch, or find it committed before.
+
+        See :mod:`.commit_verification`: retriable answers are retried until the
+        transaction timeout; only an abort (or the timeout) is loss.
 
         Raises:
             KafkaTransactionUnknownError: the cluster does not know the transaction
@@ -509,33 +563,21 @@ class KafkaCommitter(Committer):
         """
         if self._admin is None:
             self._admin = TransactionAdmin(self._bootstrap_servers, self._properties)
-        tid = committable.transactional_id
-        try:
-            self._admin.end(tid, committable.producer_id, committable.producer_epoch, commit=True)
-        except KafkaProtocolError as e:
-            try:
-                described = self._admin.describe(tid)
-            except KafkaProtocolError as not_described:
-                if not_described.error_code != _TRANSACTIONAL_ID_NOT_FOUND:
-                    described = None
-                else:
-                    raise self._unknown(committable, f"{e}; {not_described}") from e
-            if (
-                described is not None
-                and described.state == "CompleteCommit"
-                and described.producer_id == committable.producer_id
-            ):
-                return  # committed before (a newer epoch of the same producer id: the commit bumped it)
-            if described is not None and described.producer_id != committable.producer_id:
-                raise self._unknown(committable, f"{e}; the id belongs to producer id {described.producer_id} "
-                                                 f"there") from e  # fmt: skip
-            state = described.state if described is not None else "unknown"
-            raise KafkaTransactionLostError(
-                f"KafkaSink: transaction {tid!r} cannot be committed ({e}; its state is "
-                f"{state}): Kafka aborted it, so its records are lost. Is transaction.timeout.ms "
-                f"({self._properties.get('transaction.timeout.ms', 'default')}) shorter than a checkpoint "
-                f"plus a restart?"
-            ) from e
+        timeout_ms = int(self._properties.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+        commit_by_id(
+            self._admin,
+            committable,
+            policy=CommitRetryPolicy(deadline=timedelta(milliseconds=timeout_ms)),
+            marker=self._marker,
+            unknown=lambda detail: self._unknown(committable, detail),
+            lost_hint=(
+                f". Is transaction.timeout.ms ({self._properties.get('transaction.timeout.ms', 'default')}) "
+                "shorter than a checkpoint plus a restart?"
+            ),
+        )
+
+    def _marker(self, group: str) -> int | None:
+        return committed_checkpoints(self._bootstrap_servers, self._properties, [group])[group]
 
     def _unknown(self, committable: KafkaCommittable, detail: str) -> KafkaTransactionUnknownError:
         return KafkaTransactionUnknownError(

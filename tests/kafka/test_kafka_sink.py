@@ -42,7 +42,9 @@ class KeyOfLine(SerializationSchema):
         return element.partition(",")[0].encode()
 
 
-def kafka_sink(bootstrap_servers: str, topic: str, guarantee: DeliveryGuarantee, **properties: str) -> KafkaSink:
+def kafka_sink(
+    bootstrap_servers: str, topic: str, guarantee: DeliveryGuarantee, *, prefix: str | None = None, **properties: str
+) -> KafkaSink:
     builder = (
         KafkaSink.builder()
         .set_bootstrap_servers(bootstrap_servers)
@@ -55,6 +57,8 @@ def kafka_sink(bootstrap_servers: str, topic: str, guarantee: DeliveryGuarantee,
         )
         .set_delivery_guarantee(guarantee)
     )
+    if prefix is not None:
+        builder.set_transactional_id_prefix(prefix)
     for key, value in properties.items():
         builder.set_property(key.replace("_", "."), value)
     return builder.build()
