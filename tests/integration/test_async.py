@@ -83,6 +83,6 @@ def build(config: dict, rate: float | None) -> StreamExecutionEnvironment:
 @pytest.mark.parametrize("mode", ["aligned", "unaligned"])
 def test_in_flight_requests_survive_a_resume_exactly_once(tmp_path, mode):
     directory = str(tmp_path / "checkpoints")
-    run_and_cancel(build(checkpoint_config(directory, mode), rate=1_500), directory, checkpoints=3)
+    run_and_cancel(build(checkpoint_config(directory, mode), rate=600), directory, checkpoints=2)
     result = build(checkpoint_config(directory, mode) | {"execution.state-recovery.path": directory}, None).execute()
     assert {r["key"]: r["count"] for r in CollectSink.rows(result)} == {k: 400 for k in range(8)}
