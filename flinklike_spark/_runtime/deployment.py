@@ -51,7 +51,7 @@ class ResultPartitionDeployment:
 class CheckpointDeployment:
     """Checkpointing of a task: where snapshots go and how barriers are handled.
 
-    ``mode`` is a :class:`~flinklike_spark._runtime.streaming.barrier_handler.BarrierHandlerMode`.
+    ``mode`` is a :class:`~flinklike_spark._runtime.io.barrier_handler.BarrierHandlerMode`.
     ``at_least_once`` (``execution.checkpointing.mode: at-least-once``): barriers
     are only tracked, channels are never blocked (Flink's barrier tracker).
     """

@@ -109,7 +109,7 @@ class AsyncDataStream:
 
     @staticmethod
     def _wait(stream: StreamLike, function: AsyncFunction, timeout: Any, capacity: int, output_type, ordered: bool):
-        from flinklike_spark._runtime.streaming.async_operator import AsyncOperatorDescriptor
+        from flinklike_spark._runtime.operators.async_operator import AsyncOperatorDescriptor
 
         if not isinstance(function, AsyncFunction):
             raise TypeError(f"expected an AsyncFunction, got {function!r}")

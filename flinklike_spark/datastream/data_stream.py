@@ -355,7 +355,7 @@ class KeyedStream(DataStream):
         return self._keyed("keyed_reduce", "Reduce", func, self.get_output_schema())
 
     def _aggregation(self, aggregation: str, field: str | int) -> DataStream:
-        from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation
+        from flinklike_spark._runtime.operators.keyed_operators import FieldAggregation
 
         schema = self.get_output_schema()
         if isinstance(field, str) and schema is not None and field not in schema.names:

@@ -19,7 +19,7 @@ import cloudpickle
 import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
-from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.config import Configuration, PipelineOptions
 from flinklike_spark.connector_api import SubmissionChecked

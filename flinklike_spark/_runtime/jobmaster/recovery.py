@@ -34,7 +34,7 @@ from checkpointing import (
 )
 from checkpointing.savepoint_marker import read_savepoint_marker
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex
-from flinklike_spark._runtime.streaming.sink_operator import transactional_id_prefix
+from flinklike_spark._runtime.operators.sink_operator import transactional_id_prefix
 from flinklike_spark.connector_api import END_OF_INPUT, TwoPhaseCommittingSink
 from flinklike_spark.errors import (
     CheckpointNotFoundError,

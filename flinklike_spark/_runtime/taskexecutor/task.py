@@ -35,15 +35,15 @@ from flinklike_spark._runtime.network.partition_manager import ResultPartitionMa
 from flinklike_spark._runtime.network.partitioner import create_channel_selector
 from flinklike_spark._runtime.network.remote_input_channel import RemoteInputChannel
 from flinklike_spark._runtime.network.result_partition import ResultPartition
+from flinklike_spark._runtime.operators.rows import RowsConverter
+from flinklike_spark._runtime.operators.stream_operator import OperatorContext
+from flinklike_spark._runtime.state.incremental_snapshot import IncrementalConfig
 from flinklike_spark._runtime.state_machine import StateMachine
-from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig
-from flinklike_spark._runtime.streaming.operators import OperatorContext
-from flinklike_spark._runtime.streaming.record_writer import RecordWriterOutput
-from flinklike_spark._runtime.streaming.rows import RowsConverter
-from flinklike_spark._runtime.streaming.stream_task import OperatorChain, StreamTask
-from flinklike_spark._runtime.streaming.subtask_checkpoint import SubtaskCheckpointCoordinator
 from flinklike_spark._runtime.taskexecutor.local_state import TaskLocalStateStore
 from flinklike_spark._runtime.taskexecutor.restore import load_restored_state
+from flinklike_spark._runtime.tasks.record_writer import RecordWriterOutput
+from flinklike_spark._runtime.tasks.stream_task import OperatorChain, StreamTask
+from flinklike_spark._runtime.tasks.subtask_checkpoint import SubtaskCheckpointCoordinator
 from flinklike_spark.errors import (
     CancelTaskError,
     CorruptCheckpointError,

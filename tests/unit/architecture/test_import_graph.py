@@ -155,11 +155,11 @@ def test_the_datastream_api_imports_nothing_of_spark():
     [
         ("flinklike_spark/datastream/data_stream.py", 500),
         ("flinklike_spark/datastream/stream_execution_environment.py", 500),
-        ("flinklike_spark/_runtime/streaming/operators.py", 500),
+        ("flinklike_spark/_runtime/operators/stream_operator.py", 500),
         ("flinklike_spark/_runtime/jobmaster/jobmaster.py", 500),
         ("flinklike_spark/_runtime/taskexecutor/slot_table.py", 700),
-        ("flinklike_spark/_runtime/streaming/barrier_handler.py", 700),
-        ("flinklike_spark/_runtime/streaming/window_operator.py", 700),
+        ("flinklike_spark/_runtime/io/barrier_handler.py", 700),
+        ("flinklike_spark/_runtime/operators/window_operator.py", 700),
         ("flinklike_spark/datastream/window/assigners.py", 700),
         ("flinklike_spark/datastream/window/triggers.py", 700),
         ("flinklike_spark/config.py", 700),
@@ -185,13 +185,18 @@ def test_the_network_layer_imports_nothing_above_it():
     graph = _import_graph()
     network = [m for m in graph if m.startswith("flinklike_spark._runtime.network.")]
     above = (
-        "flinklike_spark._runtime.streaming",
+        "flinklike_spark._runtime.tasks",
+        "flinklike_spark._runtime.io",
+        "flinklike_spark._runtime.operators",
         "flinklike_spark._runtime.taskexecutor",
         "flinklike_spark._runtime.jobmaster",
     )
     assert network, "the network package moved: update this test"
     upward = {m: sorted(t for t in graph[m] if t.startswith(above)) for m in network}
     assert all(not targets for targets in upward.values()), upward
+
+
+TASK_SIDE_PACKAGES = tuple(f"flinklike_spark._runtime.{package}." for package in ("tasks", "io", "operators", "state"))
 
 
 def test_the_jobmaster_side_of_checkpoints_imports_nothing_of_the_task_side():
@@ -204,7 +209,7 @@ def test_the_jobmaster_side_of_checkpoints_imports_nothing_of_the_task_side():
     )
 
     def task_side(module: str) -> bool:
-        return module.startswith("flinklike_spark._runtime.streaming.") or module in {
+        return module.startswith(TASK_SIDE_PACKAGES) or module in {
             "flinklike_spark._runtime.taskexecutor.task",
             "flinklike_spark._runtime.taskexecutor.task_executor",
         }

@@ -13,17 +13,17 @@ import pyarrow as pa
 import pytest
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
-from flinklike_spark._runtime.network.partitioner import (
+from flinklike_spark._runtime.network.partitioner import create_channel_selector
+from flinklike_spark._runtime.operators.rows import RowsConverter
+from flinklike_spark._runtime.state.key_groups import (
     DEFAULT_MAX_PARALLELISM,
     assign_key_groups,
-    create_channel_selector,
     key_group_for,
     key_group_range,
     operator_index_for_key_group,
     stable_hash,
     stable_hash_scalar,
 )
-from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark.common.types import RECORD_KIND_KEY
 from flinklike_spark.errors import SchemaMismatchError
 
@@ -33,7 +33,7 @@ BYTES_KEYS = [b"", b"\x00\xff", b"abc"]
 
 _HASH_SCRIPT = """
 import json, pyarrow as pa
-from flinklike_spark._runtime.network.partitioner import stable_hash, stable_hash_scalar
+from flinklike_spark._runtime.state.key_groups import stable_hash, stable_hash_scalar
 arrays = [pa.array({ints!r}, pa.int64()), pa.array({strs!r}), pa.array({bys!r}), pa.array([1.5, None, 2.0])]
 print(json.dumps([stable_hash(a).tolist() for a in arrays] + [[stable_hash_scalar((1, "a", None))]]))
 """
@@ -307,7 +307,7 @@ def test_invalid_channel_counts_rejected():
 
 def test_hash_by_a_big_dec_key_field_routes_by_the_records_decimal_key():
     """A Types.BIG_DEC() column holds text; the keyed operator keys by the record's Decimal: both must agree."""
-    from flinklike_spark._runtime.streaming.rows import RowsConverter
+    from flinklike_spark._runtime.operators.rows import RowsConverter
     from flinklike_spark.common.typeinfo import Types, to_arrow_schema
     from flinklike_spark.common.types import records_of
 
