@@ -2,7 +2,8 @@
 
 Any thread may ``put`` a mail or ``wake`` the loop (data arrived, output
 capacity freed). Only the task thread runs mails (``run_pending``), so operator
-state is touched by one thread only.
+state is touched by one thread only; a :class:`MailTimer` runs its callback as a
+mail, so timers too run on the task thread.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import collections
 import threading
 from collections.abc import Callable
 
-__all__ = ["Mailbox"]
+__all__ = ["MailTimer", "Mailbox"]
 
 
 class Mailbox:
@@ -46,3 +47,26 @@ class Mailbox:
 
     def __len__(self) -> int:
         return len(self._mails)
+
+
+class MailTimer:
+    """A cancellable one-shot timer that runs its callback as a mail of the task."""
+
+    def __init__(self, mailbox: Mailbox, delay: float, callback: Callable[[], None]) -> None:
+        self._cancelled = threading.Event()
+        self._callback = callback
+        self._mailbox = mailbox
+        self._timer = threading.Timer(delay, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self._mailbox.put("timer", self._run)
+
+    def _run(self) -> None:
+        if not self._cancelled.is_set():
+            self._callback()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self._timer.cancel()

@@ -26,10 +26,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import pyarrow as pa
 
 from flinklike_spark._runtime.network.events import (
+    BufferOrEvent,
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfData,
@@ -38,325 +41,55 @@ from flinklike_spark._runtime.network.events import (
     Watermark,
     WatermarkStatus,
 )
-from flinklike_spark._runtime.operators.operator_registry import create_operator
-from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
 from flinklike_spark._runtime.operators.source_operator import SourceOperator
-from flinklike_spark._runtime.operators.stream_operator import OperatorContext, Output, StreamOperator
-from flinklike_spark._runtime.tasks.mailbox import Mailbox
-from flinklike_spark._runtime.tasks.record_writer import (
-    DISCARDING_OUTPUT,
-    BroadcastingOutput,
-    ChainingOutput,
-    RecordWriterOutput,
+from flinklike_spark._runtime.tasks.mailbox import Mailbox, MailTimer
+from flinklike_spark._runtime.tasks.operator_chain import OperatorChain
+from flinklike_spark._runtime.tasks.task_collaborators import (
+    CheckpointsFactory,
+    TaskCheckpoints,
+    TaskInputGate,
+    TaskRestore,
+    UnprocessedInput,
 )
-from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
-from flinklike_spark.metrics import MetricRegistry
+from flinklike_spark._runtime.tasks.task_metrics import TaskMetrics
+from flinklike_spark._runtime.tasks.watermark_valve import WatermarkValve
 
-__all__ = ["OperatorChain", "StreamTask", "TaskMetrics", "WatermarkValve"]
+__all__ = ["StreamTask"]
 
 _SLICE_SECONDS = 0.005  # longest a per-record head works on one buffer before the loop looks around
 
 log = logging.getLogger(__name__)
 
 
-class OperatorChain:
-    """The operators of one subtask wired together; ``head`` receives the task's input."""
-
-    def __init__(
-        self,
-        specs: Sequence[OperatorSpec],
-        network_outputs: Sequence[RecordWriterOutput],
-        context: OperatorContext,
-    ) -> None:
-        self.operators: list[StreamOperator] = [create_operator(spec) for spec in specs]
-        self.network_outputs = list(network_outputs)
-        # Wire tail-first so every ChainingOutput points at a set-up operator.
-        for index in reversed(range(len(specs))):
-            spec = specs[index]
-            # outputs fed by a side output (tagged) are wired apart from the main output
-            tagged: dict[str | None, list[Output]] = {None: []}
-            for i in spec.chained_outputs:
-                tagged.setdefault(spec.chained_output_tags.get(i), []).append(ChainingOutput(self.operators[i]))
-            for i in spec.network_outputs:
-                tagged.setdefault(spec.network_output_tags.get(i), []).append(self.network_outputs[i])
-            combined = {tag: _combine(outputs) for tag, outputs in tagged.items()}
-            main = combined.pop(None)
-            if combined:
-                main = _WatermarksToSideOutputs(main, list(combined.values()))
-                self.operators[index].side_outputs = combined
-            self.operators[index].setup(context, main)
-        self.head = self.operators[0]
-        self._opened: list[StreamOperator] = []
-
-    def open(self, restored: Mapping[str, Any] | None = None) -> None:
-        """Initialize state (``restored``: uid -> RestoredState) and open, tail to head."""
-        restored = restored or {}
-        for operator in reversed(self.operators):
-            operator.initialize_state(restored.get(operator.uid))
-            operator.open()
-            self._opened.append(operator)
-
-    def finish_operators(self) -> None:
-        """End of input: finish every operator, head to tail (they flush what they hold)."""
-        for operator in self.operators:
-            operator.finish()
-
-    def end_data(self) -> None:
-        """Tell the consumers that no record or watermark follows (EndOfData)."""
-        for output in self.network_outputs:
-            output.end_data()
-
-    def end_outputs(self) -> None:
-        """End every output partition (EndOfPartition)."""
-        for output in self.network_outputs:
-            output.finish()
-
-    def close(self) -> BaseException | None:
-        """Close every opened operator head-to-tail; return the first error (others are logged)."""
-        first: BaseException | None = None
-        for operator in self.operators:
-            if operator not in self._opened:
-                continue
-            try:
-                operator.close()
-            except BaseException as exc:  # noqa: BLE001 - keep closing the others
-                if first is None:
-                    first = exc
-                else:
-                    log.warning("error closing operator %s: %r", operator.name, exc)
-        return first
-
-    def final_committables(self) -> dict[str, list[Any]]:
-        """Operator uid -> committables of two-phase-commit sinks left uncommitted at the end of input."""
-        return {op.uid: pending for op in self.operators if (pending := op.final_committables())}
-
-    def accumulators(self) -> dict[str, Any]:
-        result = {}
-        for operator in self.operators:
-            value = operator.accumulator()
-            if value is not None:
-                result[getattr(operator.spec.function, "name", operator.uid)] = value
-        return result
-
-
-def _combine(outputs: list[Output]) -> Output:
-    return outputs[0] if len(outputs) == 1 else (BroadcastingOutput(outputs) if outputs else DISCARDING_OUTPUT)
-
-
-class _WatermarksToSideOutputs(Output):
-    """The main output of an operator with side outputs: records go to ``main``, watermarks to all
-    (as in Flink, a side-output stream carries its producer's event time)."""
-
-    def __init__(self, main: Output, sides: list[Output]) -> None:
-        self._main = main
-        self._all = [main, *sides]
-
-    def emit_rows(self, rows: list[dict], timestamps=None) -> None:
-        self._main.emit_rows(rows, timestamps)
-
-    def emit_batch(self, batch) -> None:
-        self._main.emit_batch(batch)
-
-    def emit_watermark(self, timestamp: int) -> None:
-        for output in self._all:
-            output.emit_watermark(timestamp)
-
-    def emit_watermark_status(self, idle: bool) -> None:
-        for output in self._all:
-            output.emit_watermark_status(idle)
-
-
-class WatermarkValve:
-    """Combines per-channel watermarks and watermark statuses (Flink's ``StatusWatermarkValve``).
-
-    The combined watermark is the minimum over the channels that are active,
-    not finished and *aligned*: an idle channel is left out, so an idle source
-    subtask does not hold event time back. A channel that becomes active again
-    rejoins the minimum only once its watermark has caught up with the combined
-    one (until then its records may be late, as in Flink). When every open
-    channel is idle the output is idle too: the highest channel watermark is
-    emitted first (Flink does the same), then the IDLE status; the first
-    channel to become active makes the output active again.
-
-    ``input_*`` return ``(new combined watermark or None, new output status or None)``
-    where a status is ``True`` for idle and ``False`` for active.
-    """
-
-    def __init__(self, num_channels: int) -> None:
-        self._watermarks = [MIN_WATERMARK] * num_channels
-        self._finished = [False] * num_channels
-        self._idle = [False] * num_channels
-        self._aligned = [True] * num_channels
-        self.current = MIN_WATERMARK
-        self.idle = False  # the output's status
-
-    def _open(self, channel: int) -> bool:
-        return not self._finished[channel]
-
-    def _combined(self) -> int | None:
-        candidates = [
-            w for c, w in enumerate(self._watermarks)
-            if self._open(c) and not self._idle[c] and self._aligned[c]
-        ]  # fmt: skip
-        return min(candidates) if candidates else None
-
-    def input_watermark(self, channel: int, timestamp: int) -> int | None:
-        """Record a channel's watermark; return the new combined watermark if it advanced."""
-        if self._idle[channel]:
-            return None  # Flink ignores watermarks of a channel it considers idle
-        if timestamp > self._watermarks[channel]:
-            self._watermarks[channel] = timestamp
-            if timestamp >= self.current:
-                self._aligned[channel] = True
-        return self._advance()
-
-    def input_status(self, channel: int, idle: bool) -> tuple[int | None, bool | None]:
-        """Record a channel's WatermarkStatus; return (advanced watermark, changed output status)."""
-        if self._idle[channel] == idle or not self._open(channel):
-            return None, None
-        self._idle[channel] = idle
-        if idle:
-            self._aligned[channel] = False
-            if all(self._idle[c] for c in range(len(self._idle)) if self._open(c)):
-                self.idle = True
-                return self._advance_to_max(), True
-            return self._advance(), None
-        self._aligned[channel] = self._watermarks[channel] >= self.current
-        if self.idle:
-            self.idle = False
-            return None, False
-        return None, None
-
-    def channel_finished(self, channel: int) -> tuple[int | None, bool | None]:
-        """A channel ended; return (advanced watermark, changed output status): when the channels
-        left open are all idle, the output becomes idle (at their highest watermark)."""
-        self._finished[channel] = True
-        still_open = [c for c in range(len(self._finished)) if self._open(c)]
-        if still_open and not self.idle and all(self._idle[c] for c in still_open):
-            self.idle = True
-            return self._advance_to_max(), True
-        return self._advance(), None
-
-    def _advance_to_max(self) -> int | None:
-        """All open channels are idle: the highest of their watermarks becomes the combined one."""
-        open_marks = [w for c, w in enumerate(self._watermarks) if self._open(c)]
-        if open_marks and max(open_marks) > self.current:
-            self.current = max(open_marks)
-            return self.current
-        return None
-
-    def _advance(self) -> int | None:
-        combined = self._combined()
-        if combined is not None and combined > self.current:
-            self.current = combined
-            return combined
-        return None
-
-
-class TaskMetrics:
-    """Counters the task thread updates and the TaskExecutor reads (racy reads are fine).
-
-    ``records_out`` counts what the chain emits: the rows its network outputs
-    and its sinks took (``count_out`` adds them up when asked).
-    """
-
-    def __init__(
-        self,
-        count_out: Callable[[], int] = lambda: 0,
-        user: MetricRegistry | None = None,
-        *,
-        count_bytes_out: Callable[[], int] = lambda: 0,
-        input_watermark: Callable[[], int] | None = None,
-    ) -> None:
-        self.records_in = 0
-        self.bytes_in = 0  # network input only (Flink's numBytesIn), see count_input
-        self._row_bytes = 0.0
-        self._until_sample = 0
-        self._user = user
-        self._count_out = count_out
-        self._count_bytes_out = count_bytes_out
-        self._input_watermark = input_watermark
-        self.backpressured_seconds = 0.0
-        self.idle_seconds = 0.0
-        self.started = time.monotonic()
-
-    @property
-    def records_out(self) -> int:
-        return self._count_out()
-
-    def count_input(self, batch) -> None:
-        """Count a buffer from the network: its rows, and its Arrow bytes.
-
-        ``RecordBatch.nbytes`` costs ~20 us (more than the rest of a buffer's
-        bookkeeping), so the bytes per row are measured on every 32nd buffer and
-        the others are counted at that rate: exact for fixed-width rows, an
-        estimate otherwise.
-        """
-        rows = batch.num_rows
-        self.records_in += rows
-        self._until_sample -= 1
-        if self._until_sample <= 0:
-            self._until_sample = 32
-            self._row_bytes = batch.nbytes / rows if rows else 0.0
-        self.bytes_in += int(rows * self._row_bytes)
-
-    def snapshot(self) -> dict[str, float]:
-        return {
-            "records_in": self.records_in,
-            "records_out": self.records_out,
-            "bytes_in": self.bytes_in,
-            "bytes_out": self._count_bytes_out(),
-            **({"input_watermark": self._input_watermark()} if self._input_watermark is not None else {}),
-            "backpressured_seconds": self.backpressured_seconds,
-            "idle_seconds": self.idle_seconds,
-            "uptime_seconds": time.monotonic() - self.started,
-            **(self._user.snapshot() if self._user is not None else {}),
-        }
-
-
-class _MailTimer:
-    """A cancellable one-shot timer that runs its callback as a mail of the task."""
-
-    def __init__(self, mailbox: Mailbox, delay: float, callback: Callable[[], None]) -> None:
-        self._cancelled = threading.Event()
-        self._callback = callback
-        self._mailbox = mailbox
-        self._timer = threading.Timer(delay, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self) -> None:
-        self._mailbox.put("timer", self._run)
-
-    def _run(self) -> None:
-        if not self._cancelled.is_set():
-            self._callback()
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-        self._timer.cancel()
-
-
 class StreamTask:
     """Runs one subtask. ``run`` blocks on the calling (task) thread until the end.
+
+    Constructed whole: everything the task runs with is an argument; the
+    checkpoint coordinator, which needs the task's mailbox timers and its
+    buffer in progress, is built here by ``checkpoints``.
 
     Args:
         chain: the operator chain (not yet opened).
         input_gates: network inputs (empty for a source task).
-        buffer_timeout: seconds a partially filled output buffer may wait.
+        buffer_timeout: how long a partially filled output buffer may wait.
         source_batch_rows: ``max_rows`` passed to the source reader per poll.
+        restore: what the task starts from (None: a fresh start).
+        checkpoints: builds the task's checkpoint coordinator (None: checkpointing disabled).
         clock: monotonic seconds (injectable).
     """
 
     def __init__(
         self,
         chain: OperatorChain,
-        input_gates: Sequence[Any],
+        input_gates: Sequence[TaskInputGate],
         *,
-        buffer_timeout: float,
+        buffer_timeout: timedelta,
         source_batch_rows: int = 4096,
+        restore: TaskRestore | None = None,
+        checkpoints: CheckpointsFactory | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        restore = restore or TaskRestore()
         self.chain = chain
         self.gates = list(input_gates)
         self.mailbox = Mailbox()
@@ -372,7 +105,7 @@ class StreamTask:
             count_bytes_out=lambda: sum(getattr(o, "bytes_out", 0) for o in chain.network_outputs),
             input_watermark=(lambda: self._valve.current) if self.gates else None,
         )
-        self._buffer_timeout = buffer_timeout
+        self._buffer_timeout = buffer_timeout.total_seconds()
         self._source_batch_rows = source_batch_rows
         self._clock = clock
         self._cancelled = threading.Event()
@@ -392,16 +125,21 @@ class StreamTask:
             output.partition.set_availability_listener(self.mailbox.wake)
         for gate in self.gates:
             gate.set_data_listener(self.mailbox.wake)
-        self.checkpoints = None  # a SubtaskCheckpointCoordinator when checkpointing is enabled
-        self.restored_state: Mapping[str, Any] = {}
-        self.replay_input: list[Any] = []  # restored input channel state, processed before new input
-        self.replay_output: list[tuple[int, Any]] = []  # restored output channel state: (partition, batch)
+        self._restored_state = restore.state
+        self._replay_input = list(restore.input)  # restored input channel state, processed before new input
+        self._replay_output = list(restore.output)  # restored output channel state: (partition, batch)
         self._finished = False  # the output partitions ended
         self._data_finished = False  # the operators finished (end of input)
-        self.finished_on_restore = False  # FLIP-147: the vertex had finished in the restored checkpoint
+        self._finished_on_restore = restore.finished  # FLIP-147: the vertex had finished in the restored checkpoint
         self._deferred_trigger: CheckpointBarrier | None = None  # a JobMaster trigger before the input ended
-        self._remainder: tuple[int, int, Any, int] | None = None  # (gate, channel, batch, next row)
+        self._remainder: tuple[int, int, pa.RecordBatch, int] | None = None  # (gate, channel, batch, next row)
         self._seconds_per_row = 0.0  # moving average of the head's per-row cost
+        #: the subtask's checkpoint coordinator (None: checkpointing is disabled)
+        self.checkpoints: TaskCheckpoints | None = (
+            None
+            if checkpoints is None
+            else checkpoints(register_timer=self.register_timer, unprocessed_input=self.unprocessed_input)
+        )
 
     # -- control (any thread) ---------------------------------------------------------------
 
@@ -428,18 +166,18 @@ class StreamTask:
 
     # -- task thread ------------------------------------------------------------------------
 
-    def register_timer(self, delay, callback: Callable[[], None]) -> _MailTimer:
-        """Run ``callback`` on the task thread (as a mail) after ``delay`` (a timedelta)."""
-        return _MailTimer(self.mailbox, delay.total_seconds(), callback)
+    def register_timer(self, delay: timedelta, callback: Callable[[], None]) -> MailTimer:
+        """Run ``callback`` on the task thread (as a mail) after ``delay``."""
+        return MailTimer(self.mailbox, delay.total_seconds(), callback)
 
     def run(self) -> None:
         """Open the chain, process until end of input or cancellation, finish. Raises on failure."""
         for gate in self.gates:
             gate.start()
-        if self.finished_on_restore:
+        if self._finished_on_restore:
             self._end_of_input = self._end_of_input or not self.gates
         else:
-            self.chain.open(self.restored_state)
+            self.chain.open(self._restored_state)
             self._replay_channel_state()
         mailbox = self.mailbox
         outputs = self.chain.network_outputs
@@ -470,7 +208,7 @@ class StreamTask:
 
     def _end_data(self) -> None:
         """The input ended: finish the operators; with a final checkpoint, send EndOfData and wait for it."""
-        if not self.finished_on_restore:
+        if not self._finished_on_restore:
             self.chain.finish_operators()
         self._data_finished = True
         checkpoints = self.checkpoints
@@ -480,7 +218,7 @@ class StreamTask:
             deferred, self._deferred_trigger = self._deferred_trigger, None
             if deferred is not None:
                 checkpoints.trigger_source_checkpoint(deferred)
-        elif self.finished_on_restore:
+        elif self._finished_on_restore:
             self.chain.end_data()
 
     def _awaits_final_checkpoint(self) -> bool:
@@ -490,12 +228,12 @@ class StreamTask:
     def _replay_channel_state(self) -> None:
         """Restored in-flight data goes first: the producer's overtaken output, then unprocessed input."""
         outputs = self.chain.network_outputs
-        for partition_index, batch in self.replay_output:
+        for partition_index, batch in self._replay_output:
             outputs[partition_index].emit_batch(batch)
-        for batch in self.replay_input:
+        for batch in self._replay_input:
             self.metrics.records_in += batch.num_rows
             self.chain.head.process_batch(batch)
-        self.replay_input, self.replay_output = [], []
+        self._replay_input, self._replay_output = [], []
 
     def _sleep_time(self, now: float) -> float:
         deadlines = [now + 0.5]
@@ -598,14 +336,14 @@ class StreamTask:
         per_row = (self._clock() - started) / max(rows, 1)
         self._seconds_per_row = per_row if self._seconds_per_row == 0 else 0.8 * self._seconds_per_row + 0.2 * per_row
 
-    def unprocessed_input(self) -> tuple[int, int, Any] | None:
+    def unprocessed_input(self) -> UnprocessedInput | None:
         """``(gate, channel, rows not yet processed)`` of the buffer in progress, if any."""
         if self._remainder is None:
             return None
         gate, channel, batch, offset = self._remainder
         return gate, channel, batch.slice(offset)
 
-    def _process_event(self, gate_index: int, channel_index: int, element: Any) -> None:
+    def _process_event(self, gate_index: int, channel_index: int, element: BufferOrEvent) -> None:
         event = element.event
         channel = self._channel_offsets[gate_index] + channel_index
         checkpoints = self.checkpoints

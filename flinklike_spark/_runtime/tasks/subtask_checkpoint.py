@@ -38,13 +38,15 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+
+import pyarrow as pa
 
 from checkpointing import CheckpointLayout, SnapshotWriter, StateHandle, discard_handles
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from checkpointing.state_snapshots import write_state_snapshots
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline, CheckpointResponder
-from flinklike_spark._runtime.io.barrier_handler import BarrierHandlerMode, SingleCheckpointBarrierHandler
+from flinklike_spark._runtime.io.barrier_collaborators import RegisterAlignmentTimer
+from flinklike_spark._runtime.io.barrier_handler import SingleCheckpointBarrierHandler
 from flinklike_spark._runtime.io.channel_state import (
     SEQUENCE_NUMBER_UNKNOWN,
     ChannelStateWriter,
@@ -53,6 +55,7 @@ from flinklike_spark._runtime.io.channel_state import (
     ResultSubpartitionInfo,
 )
 from flinklike_spark._runtime.network.events import (
+    BufferOrEvent,
     CancelCheckpointMarker,
     CheckpointBarrier,
     EventAnnouncement,
@@ -60,6 +63,13 @@ from flinklike_spark._runtime.network.events import (
 from flinklike_spark._runtime.operators.stream_operator import OperatorSnapshot
 from flinklike_spark._runtime.state.incremental_snapshot import notify_incremental, prepare_savepoint
 from flinklike_spark._runtime.state_machine import StateMachine
+from flinklike_spark._runtime.tasks.checkpoint_collaborators import (
+    CheckpointedChain,
+    CheckpointedGate,
+    LocalSnapshotStore,
+    SubtaskCheckpointSettings,
+)
+from flinklike_spark._runtime.tasks.task_collaborators import UnprocessedInput
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
 
 __all__ = ["AsyncCheckpointRunnable", "SubtaskCheckpointCoordinator"]
@@ -140,7 +150,7 @@ class AsyncCheckpointRunnable:
 class _GateInput:
     """One input gate as the barrier handler's :class:`CheckpointableInput`."""
 
-    def __init__(self, coordinator: SubtaskCheckpointCoordinator, gate_index: int, gate: Any) -> None:
+    def __init__(self, coordinator: SubtaskCheckpointCoordinator, gate_index: int, gate: CheckpointedGate) -> None:
         self._coordinator = coordinator
         self._gate_index = gate_index
         self._gate = gate
@@ -176,69 +186,53 @@ class SubtaskCheckpointCoordinator:
     """Takes a subtask's checkpoints.
 
     Args:
-        task_name: for messages.
-        job_id / execution_id: identify acknowledgements.
-        subtask_index: the subtask (rows of the snapshot carry it).
-        channel_state_uid: operator uid under which channel state is stored (the head's).
-        chain: the task's operator chain (``operators`` with ``uid`` and
-            ``snapshot_state``; ``network_outputs``).
+        settings: which subtask, where its snapshots go, how barriers are handled.
+        chain: the task's operator chain.
         gates: the task's input gates (none for a source task).
-        storage: the checkpoint directory (``execution.checkpointing.dir``) with its storage settings.
-        mode: how barriers are handled (see :class:`BarrierHandlerMode`).
         register_timer: ``(delay, callback)`` running ``callback`` on the task thread later.
         responder: where acknowledgements and declines go (the JobMaster; called from any thread).
         executor: the pool of asynchronous snapshot parts.
-        channel_state_timeout: how long the asynchronous part waits for the last barrier.
-        at_least_once: never block channels while barriers align (records after a
-            channel's barrier may be processed before the snapshot, so a restore
-            may replay them: at-least-once).
         unprocessed_input: the task's buffer in progress, ``(gate, channel, rows left)``;
             its rows precede every later buffer of that channel, so a recording
             channel records them first.
-        final_checkpoint: FLIP-147: once the task's operators finished (:meth:`end_of_data`),
-            the first checkpoint it takes is its final one; :attr:`final_checkpoint_completed`
-            turns True when the coordinator reports that (or a newer) checkpoint completed.
+        local_state: task-local recovery: keeps a copy of each written snapshot (None: disabled).
+
+    With ``settings.final_checkpoint`` (FLIP-147), once the task's operators
+    finished (:meth:`end_of_data`) the first checkpoint it takes is its final
+    one; :attr:`final_checkpoint_completed` turns True when the coordinator
+    reports that (or a newer) checkpoint completed.
     """
 
     def __init__(
         self,
+        settings: SubtaskCheckpointSettings,
         *,
-        task_name: str,
-        job_id: str,
-        execution_id: str,
-        subtask_index: int,
-        channel_state_uid: str,
-        chain: Any,
-        gates: Sequence[Any],
-        storage: str | CheckpointLayout,
-        mode: BarrierHandlerMode,
-        register_timer: Callable[[timedelta, Callable[[], None]], Any],
+        chain: CheckpointedChain,
+        gates: Sequence[CheckpointedGate],
+        register_timer: RegisterAlignmentTimer,
         responder: CheckpointResponder,
         executor: concurrent.futures.Executor,
-        channel_state_timeout: float = 600.0,
-        unprocessed_input: Callable[[], tuple[int, int, Any] | None] = lambda: None,
-        at_least_once: bool = False,
-        local_state: Any = None,
-        final_checkpoint: bool = False,
+        unprocessed_input: Callable[[], UnprocessedInput | None] = lambda: None,
+        local_state: LocalSnapshotStore | None = None,
     ) -> None:
-        self.at_least_once = at_least_once
-        #: task-local recovery: a SubtaskLocalState keeping a copy of each written snapshot, or None
+        task_name = settings.task_name
+        self.at_least_once = settings.at_least_once
         self._local_state = local_state
-        self.final_checkpoint = final_checkpoint
+        self.final_checkpoint = settings.final_checkpoint
         self._data_ended = False
         self._final_checkpoint_id: int | None = None  # Flink's finalCheckpointMinId
         self.final_checkpoint_completed = False
         self._task_name = task_name
-        self._job_id = job_id
-        self._execution_id = execution_id
-        self._subtask = subtask_index
-        self._channel_state_uid = channel_state_uid
+        self._job_id = settings.job_id
+        self._execution_id = settings.execution_id
+        self._subtask = settings.subtask_index
+        self._channel_state_uid = settings.channel_state_uid
         self._chain = chain
         self._gates = list(gates)
-        self._storage = storage
+        self._storage = settings.storage
         self._responder = responder
         self._executor = executor
-        self._channel_state_timeout = channel_state_timeout
+        self._channel_state_timeout = settings.channel_state_timeout.total_seconds()
         self._unprocessed_input = unprocessed_input
         self._channel_done: dict[int, concurrent.futures.Future[ChannelStateWriteResult]] = {}
         self.channel_state = ChannelStateWriter(sink=self._channel_state_complete)
@@ -252,7 +246,7 @@ class SubtaskCheckpointCoordinator:
         self.handler = (
             SingleCheckpointBarrierHandler(
                 task_name=task_name,
-                mode=mode,
+                mode=settings.mode,
                 inputs=[_GateInput(self, i, gate) for i, gate in enumerate(self._gates)],
                 controller=self,
                 register_alignment_timer=register_timer,
@@ -263,9 +257,10 @@ class SubtaskCheckpointCoordinator:
 
     # -- events from the inputs (task thread) ------------------------------------------------
 
-    def on_barrier(self, gate_index: int, channel_index: int, element: Any) -> None:
+    def on_barrier(self, gate_index: int, channel_index: int, element: BufferOrEvent) -> None:
         """A barrier was polled from a channel (``element``: its BufferOrEvent)."""
-        barrier: CheckpointBarrier = element.event
+        barrier = element.event
+        assert isinstance(barrier, CheckpointBarrier)
         info = InputChannelInfo(gate_index, channel_index)
         checkpoint_id = barrier.checkpoint_id
         self._received.setdefault(checkpoint_id, set()).add(info)
@@ -297,7 +292,7 @@ class SubtaskCheckpointCoordinator:
         for checkpoint_id in list(self._input_pending):
             self._maybe_finish_input(checkpoint_id)
 
-    def on_buffer(self, gate_index: int, channel_index: int, batch: Any) -> None:
+    def on_buffer(self, gate_index: int, channel_index: int, batch: pa.RecordBatch) -> None:
         """Called for every polled buffer while :attr:`recording` is not empty."""
         info = InputChannelInfo(gate_index, channel_index)
         checkpoint_id = self.recording.get(info)

@@ -16,6 +16,7 @@ import concurrent.futures
 import contextlib
 import queue
 import time
+from datetime import timedelta
 from types import SimpleNamespace
 
 import fsspec
@@ -31,6 +32,7 @@ from flinklike_spark._runtime.network.events import (
     CheckpointBarrier,
     CheckpointOptions,
 )
+from flinklike_spark._runtime.tasks.checkpoint_collaborators import SubtaskCheckpointSettings
 from flinklike_spark._runtime.tasks.subtask_checkpoint import SubtaskCheckpointCoordinator
 
 pytestmark = pytest.mark.timeout(60)
@@ -71,19 +73,21 @@ def subtask_of_two_channels(tmp_path, *, channel_state_timeout: float):
     reports: queue.Queue = queue.Queue()
     io = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     coordinator = SubtaskCheckpointCoordinator(
-        task_name="counter (1/1)",
-        job_id="job",
-        execution_id="execution",
-        subtask_index=0,
-        channel_state_uid="counter",
+        SubtaskCheckpointSettings(
+            task_name="counter (1/1)",
+            job_id="job",
+            execution_id="execution",
+            subtask_index=0,
+            channel_state_uid="counter",
+            storage=str(tmp_path),
+            mode=BarrierHandlerMode.ALTERNATING,
+            channel_state_timeout=timedelta(seconds=channel_state_timeout),
+        ),
         chain=SimpleNamespace(network_outputs=[], operators=[]),
         gates=[TwoChannelGate()],
-        storage=str(tmp_path),
-        mode=BarrierHandlerMode.ALTERNATING,
         register_timer=lambda delay, fn: None,
         responder=QueueResponder(reports),
         executor=io,
-        channel_state_timeout=channel_state_timeout,
     )
     try:
         yield coordinator, reports

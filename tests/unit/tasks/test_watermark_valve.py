@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flinklike_spark._runtime.network.events import WatermarkStatus, decode_event, encode_event
-from flinklike_spark._runtime.tasks.stream_task import WatermarkValve
+from flinklike_spark._runtime.tasks.watermark_valve import WatermarkValve
 from flinklike_spark.errors import EventDecodingError
 
 
