@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.operators.co_operators import KEY, CoOperatorDescriptor, SideWrapper
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark.common.typeinfo import to_arrow_schema
 from flinklike_spark.datastream.functions import (
     BroadcastProcessFunction,
@@ -60,7 +61,7 @@ def _co_operator(first: StreamLike, second: StreamLike, name: str, function: Any
     )
     inputs = [(t, first_spec) for t, _ in first.inputs] + [(t, second_spec) for t, _ in second.inputs]
     t = env.add_transformation(
-        kind="keyed_co_process" if keyed else "co_process",
+        kind=OperatorKind.KEYED_CO_PROCESS if keyed else OperatorKind.CO_PROCESS,
         name=name,
         function=descriptor,
         inputs=inputs,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark._runtime.operators.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.datastream.functions import (
     AggregateFunction,
@@ -157,7 +158,7 @@ class WindowedStream:
         stream = self._stream
         key = stream.key
         result = stream.transform(
-            "window",
+            OperatorKind.WINDOW,
             f"Window({self._assigner!r}, {trigger!r}, {what})",
             descriptor,
             output_type,

@@ -17,7 +17,7 @@ from flinklike_spark._runtime.operators.keyed_operators import (
     KeyedMapOperator,
     KeyedReduceOperator,
 )
-from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind, OperatorSpec
 from flinklike_spark._runtime.operators.process_operators import KeyedProcessOperator, ProcessOperator
 from flinklike_spark._runtime.operators.sink_operator import SinkOperator
 from flinklike_spark._runtime.operators.source_operator import SourceOperator
@@ -35,26 +35,26 @@ from flinklike_spark._runtime.operators.window_operator import WindowOperator
 
 __all__ = ["OPERATOR_CLASSES", "create_operator"]
 
-#: Operator kind (one of ``OPERATOR_KINDS``) -> the operator class that runs it.
-OPERATOR_CLASSES: MappingProxyType[str, type[StreamOperator]] = MappingProxyType({
-    "source": SourceOperator,
-    "map": MapOperator,
-    "flat_map": FlatMapOperator,
-    "filter": FilterOperator,
-    "map_batches": MapBatchesOperator,
-    "process": ProcessOperator,
-    "keyed_process": KeyedProcessOperator,
-    "sink": SinkOperator,
-    "side_output": SideOutputOperator,
-    "window": WindowOperator,
-    "keyed_map": KeyedMapOperator,
-    "keyed_flat_map": KeyedFlatMapOperator,
-    "keyed_filter": KeyedFilterOperator,
-    "keyed_reduce": KeyedReduceOperator,
-    "timestamps_watermarks": TimestampsAndWatermarksOperator,
-    "co_process": CoProcessOperator,
-    "keyed_co_process": KeyedCoProcessOperator,
-    "async_wait": AsyncWaitOperator,
+#: Operator kind -> the operator class that runs it.
+OPERATOR_CLASSES: MappingProxyType[OperatorKind, type[StreamOperator]] = MappingProxyType({
+    OperatorKind.SOURCE: SourceOperator,
+    OperatorKind.MAP: MapOperator,
+    OperatorKind.FLAT_MAP: FlatMapOperator,
+    OperatorKind.FILTER: FilterOperator,
+    OperatorKind.MAP_BATCHES: MapBatchesOperator,
+    OperatorKind.PROCESS: ProcessOperator,
+    OperatorKind.KEYED_PROCESS: KeyedProcessOperator,
+    OperatorKind.SINK: SinkOperator,
+    OperatorKind.SIDE_OUTPUT: SideOutputOperator,
+    OperatorKind.WINDOW: WindowOperator,
+    OperatorKind.KEYED_MAP: KeyedMapOperator,
+    OperatorKind.KEYED_FLAT_MAP: KeyedFlatMapOperator,
+    OperatorKind.KEYED_FILTER: KeyedFilterOperator,
+    OperatorKind.KEYED_REDUCE: KeyedReduceOperator,
+    OperatorKind.TIMESTAMPS_WATERMARKS: TimestampsAndWatermarksOperator,
+    OperatorKind.CO_PROCESS: CoProcessOperator,
+    OperatorKind.KEYED_CO_PROCESS: KeyedCoProcessOperator,
+    OperatorKind.ASYNC_WAIT: AsyncWaitOperator,
 })  # fmt: skip
 
 

@@ -12,35 +12,56 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
+from enum import StrEnum
 from typing import Any
 
 import pyarrow as pa
 
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy
+from flinklike_spark.connector_api import SourceSplit
 
-__all__ = ["OPERATOR_KINDS", "OperatorSpec"]
+__all__ = ["OperatorKind", "OperatorSpec", "operator_kind"]
 
-#: Every operator kind (``Transformation.kind``); the registry maps each to the class that runs it.
-OPERATOR_KINDS: frozenset[str] = frozenset({
-    "async_wait",
-    "co_process",
-    "filter",
-    "flat_map",
-    "keyed_co_process",
-    "keyed_filter",
-    "keyed_flat_map",
-    "keyed_map",
-    "keyed_process",
-    "keyed_reduce",
-    "map",
-    "map_batches",
-    "process",
-    "side_output",
-    "sink",
-    "source",
-    "timestamps_watermarks",
-    "window",
-})  # fmt: skip
+
+class OperatorKind(StrEnum):
+    """What an operator does: the key of the registry of operator classes (``Transformation.kind``).
+
+    The values are what job graphs, execution plans and the REST API show; a
+    ``str`` enum, so a kind compares equal to (and serializes as) its value.
+    """
+
+    ASYNC_WAIT = "async_wait"
+    CO_PROCESS = "co_process"
+    FILTER = "filter"
+    FLAT_MAP = "flat_map"
+    KEYED_CO_PROCESS = "keyed_co_process"
+    KEYED_FILTER = "keyed_filter"
+    KEYED_FLAT_MAP = "keyed_flat_map"
+    KEYED_MAP = "keyed_map"
+    KEYED_PROCESS = "keyed_process"
+    KEYED_REDUCE = "keyed_reduce"
+    MAP = "map"
+    MAP_BATCHES = "map_batches"
+    PROCESS = "process"
+    SIDE_OUTPUT = "side_output"
+    SINK = "sink"
+    SOURCE = "source"
+    TIMESTAMPS_WATERMARKS = "timestamps_watermarks"
+    WINDOW = "window"
+
+
+def operator_kind(kind: OperatorKind | str) -> OperatorKind:
+    """``kind`` as an :class:`OperatorKind` (also from its string value).
+
+    Raises:
+        ValueError: no operator kind has that value (the message lists the valid ones).
+    """
+    try:
+        return OperatorKind(kind)
+    except ValueError:
+        raise ValueError(
+            f"unknown operator kind {kind!r}; valid kinds: {sorted(k.value for k in OperatorKind)}"
+        ) from None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -50,7 +71,7 @@ class OperatorSpec:
     Attributes:
         uid: stable id (user-given with ``.uid()`` or derived); names state.
         name: display name.
-        kind: one of :data:`OPERATOR_KINDS` ("map", "sink", ...).
+        kind: what the operator does (its ``OperatorKind``; its string value is accepted too).
         function: the user function, source or sink.
         input_schema: declared schema of the input stream (None = inferred).
         input_name: name of the input stream for error messages.
@@ -66,7 +87,7 @@ class OperatorSpec:
 
     uid: str
     name: str
-    kind: str
+    kind: OperatorKind
     function: Any = None
     input_schema: pa.Schema | None = None
     input_name: str | None = None
@@ -74,7 +95,7 @@ class OperatorSpec:
     key_field: str | None = None
     key_selector: Callable[[dict], Any] | None = None
     timestamp_strategy: WatermarkStrategy | None = None
-    splits: Iterable[Any] = ()
+    splits: Iterable[SourceSplit] = ()
     chained_outputs: list[int] = dataclasses.field(default_factory=list)
     network_outputs: list[int] = dataclasses.field(default_factory=list)
     # outputs that carry a side output instead of the main output
@@ -85,8 +106,7 @@ class OperatorSpec:
     vectorizable: bool = True
 
     def __post_init__(self) -> None:
-        if self.kind not in OPERATOR_KINDS:
-            raise ValueError(f"unknown operator kind {self.kind!r}; valid kinds: {sorted(OPERATOR_KINDS)}")
+        self.kind = operator_kind(self.kind)
 
     def network_output_schema(self, edge_index: int) -> pa.Schema | None:
         """Declared schema of the rows this operator sends on its output edge ``edge_index``."""

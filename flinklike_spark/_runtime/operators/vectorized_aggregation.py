@@ -38,7 +38,7 @@ window, never per record.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 from checkpointing.schemas import StateKind
 from checkpointing.state_snapshots import KeyedStateSnapshot
 from checkpointing.writer import KeyedColumns
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind, OperatorSpec
 from flinklike_spark._runtime.operators.stream_operator import (
     OperatorRuntimeContext,
     OperatorSnapshot,
@@ -74,15 +75,12 @@ _CONTENTS = "_window/contents"  # as window_operator
 _EVENT_TIMERS = "_window/event_time_timers"
 _KEY = "__key"
 
-if TYPE_CHECKING:  # pragma: no cover
-    from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
-
 
 def vectorized_operator_class(spec: OperatorSpec) -> type[StreamOperator] | None:
     """The vectorized operator class for ``spec``, or None when the per-record operator must run it."""
-    if spec.kind == "window":
+    if spec.kind is OperatorKind.WINDOW:
         return VectorizedWindowAggregateOperator if _window_eligible(spec) else None
-    if spec.kind == "keyed_reduce":
+    if spec.kind is OperatorKind.KEYED_REDUCE:
         return VectorizedRollingAggregateOperator if _rolling_field(spec) is not None else None
     return None
 
