@@ -216,3 +216,22 @@ def test_the_jobmaster_side_of_checkpoints_imports_nothing_of_the_task_side():
 
     imports = {m: sorted(t for t in graph[m] if task_side(t)) for m in jobmaster_side}
     assert all(not targets for targets in imports.values()), imports
+
+
+@pytest.mark.parametrize(
+    ("package", "below"),
+    [
+        ("state", ("operators", "tasks", "io", "taskexecutor", "jobmaster")),
+        ("io", ("operators", "tasks", "state", "taskexecutor", "jobmaster")),
+        ("operators", ("tasks", "io", "taskexecutor", "jobmaster")),
+        ("tasks", ("taskexecutor", "jobmaster")),
+    ],
+)
+def test_the_runtime_packages_import_only_downward(package, below):
+    """The task loop uses operators and barrier handling, operators use state; never the reverse."""
+    graph = _import_graph()
+    modules = [m for m in graph if m.startswith(f"flinklike_spark._runtime.{package}.")]
+    assert modules, f"the {package} package moved: update this test"
+    forbidden = tuple(f"flinklike_spark._runtime.{other}." for other in below)
+    upward = {m: sorted(t for t in graph[m] if t.startswith(forbidden)) for m in modules}
+    assert all(not targets for targets in upward.values()), upward
