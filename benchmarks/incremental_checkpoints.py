@@ -54,13 +54,13 @@ from checkpointing import (
     write_state_snapshots,
 )
 from flinklike_spark import ValueStateDescriptor
-from flinklike_spark._runtime.network.partitioner import key_group_range
-from flinklike_spark._runtime.streaming.incremental_snapshot import (
+from flinklike_spark._runtime.state.incremental_snapshot import (
     IncrementalConfig,
     IncrementalKeyedSnapshots,
     KeyedSnapshot,
 )
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend, key_groups_of
+from flinklike_spark._runtime.state.key_groups import key_group_range
+from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend, key_groups_of
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 
 MAX_PARALLELISM = 128
@@ -72,7 +72,7 @@ UID = "count"
 def make_backend(kind: str, *, track_changes: bool = False):
     """A ``hashmap`` or ``rocksdb`` keyed state backend (RocksDB always tracks its changes)."""
     if kind == "rocksdb":
-        from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend
+        from flinklike_spark._runtime.state.rocksdb_state import RocksDBKeyedStateBackend
 
         return RocksDBKeyedStateBackend(max_parallelism=MAX_PARALLELISM)
     return HeapKeyedStateBackend(max_parallelism=MAX_PARALLELISM, track_changes=track_changes)

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, iter_keyed_state, write_state_snapshots
 from flinklike_spark import ValueStateDescriptor
 from flinklike_spark._runtime import serialization
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
-from flinklike_spark._runtime.streaming.operators import OperatorSnapshot
+from flinklike_spark._runtime.operators.stream_operator import OperatorSnapshot
+from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.taskexecutor.local_state import TaskLocalStateStore
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 

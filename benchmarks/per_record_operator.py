@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 from vectorized_aggregations import CountingOutput
 
-from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
-from flinklike_spark._runtime.streaming.operators import OperatorContext
-from flinklike_spark._runtime.streaming.process_operators import KeyedProcessOperator
+from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
+from flinklike_spark._runtime.operators.process_operators import KeyedProcessOperator
+from flinklike_spark._runtime.operators.stream_operator import OperatorContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "compare"))
 from flinklike_parts import CountUntil  # noqa: E402 - W2's function, as the peer comparison runs it

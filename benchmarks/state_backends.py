@@ -41,8 +41,8 @@ from datetime import UTC, datetime
 
 from checkpointing import CheckpointCommitter, CheckpointRecord, SnapshotWriter, iter_keyed_state, write_state_snapshots
 from flinklike_spark import ValueStateDescriptor
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
-from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend
+from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend
+from flinklike_spark._runtime.state.rocksdb_state import RocksDBKeyedStateBackend
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 from flinklike_spark.config import RocksDBOptions
 

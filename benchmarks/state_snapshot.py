@@ -33,7 +33,7 @@ from checkpointing import (
     write_state_snapshots,
 )
 from flinklike_spark import ValueStateDescriptor
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
+from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 
 MAX_PARALLELISM = 128

@@ -13,7 +13,7 @@ import argparse
 import statistics
 import time
 
-from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark._runtime.operators.rows import RowsConverter
 from flinklike_spark.common.types import Row, records_of
 
 BATCH = 4096

@@ -24,16 +24,16 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from flinklike_spark._runtime.record_timestamps import with_timestamps
-from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation, KeyedReduceOperator
-from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
-from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
-from flinklike_spark._runtime.streaming.vectorized_aggregation import (
+from flinklike_spark._runtime.operators.keyed_operators import FieldAggregation, KeyedReduceOperator
+from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
+from flinklike_spark._runtime.operators.stream_operator import OperatorContext, Output
+from flinklike_spark._runtime.operators.vectorized_aggregation import (
     VectorizedRollingAggregateOperator,
     VectorizedWindowAggregateOperator,
 )
-from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
-from flinklike_spark._runtime.streaming.window_operator import WindowOperator
+from flinklike_spark._runtime.operators.window_descriptor import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.operators.window_operator import WindowOperator
+from flinklike_spark._runtime.record_timestamps import with_timestamps
 from flinklike_spark.datastream import aggregations as agg
 from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 

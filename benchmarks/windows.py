@@ -31,11 +31,11 @@ from throughput import NUM_KEYS, CountingSink, CountPerKey, run_timed
 
 from connectors import SequenceSource
 from flinklike_spark import Configuration, StreamExecutionEnvironment, WatermarkStrategy
+from flinklike_spark._runtime.operators.operator_registry import create_operator
+from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
+from flinklike_spark._runtime.operators.stream_operator import OperatorContext, Output
+from flinklike_spark._runtime.operators.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark._runtime.record_timestamps import with_timestamps
-from flinklike_spark._runtime.streaming.operator_registry import create_operator
-from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
-from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
-from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.datastream.functions import AggregateFunction
 from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 

@@ -1,6 +1,6 @@
 """What a task tells the JobMaster about a checkpoint (Flink's ``AcknowledgeCheckpoint``, ``DeclineCheckpoint``).
 
-Both sides import these: the task side (``streaming/subtask_checkpoint.py``)
+Both sides import these: the task side (``tasks/subtask_checkpoint.py``)
 builds them, the JobMaster side (``jobmaster/checkpoint_coordinator.py``)
 consumes them, and the gateways carry them, each in a message of its own
 (``AcknowledgeCheckpoint`` / ``DeclineCheckpoint``), so nobody tells the two

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from checkpointing import CheckpointLayout
+from flinklike_spark._runtime.graph.execution_state import ExecutionState
 from flinklike_spark._runtime.graph.job_graph import PartitionerSpec
+from flinklike_spark._runtime.io.barrier_handler_states import BarrierHandlerMode
+from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
 from flinklike_spark.config import Configuration
+from flinklike_spark.connector_api import SourceSplit
 
 __all__ = [
     "CheckpointDeployment",
@@ -51,13 +54,14 @@ class ResultPartitionDeployment:
 class CheckpointDeployment:
     """Checkpointing of a task: where snapshots go and how barriers are handled.
 
-    ``mode`` is a :class:`~flinklike_spark._runtime.streaming.barrier_handler.BarrierHandlerMode`.
+    ``mode``: how the task's barrier handler aligns barriers; ``timeout``: seconds
+    the asynchronous part of a snapshot waits for the input channel state.
     ``at_least_once`` (``execution.checkpointing.mode: at-least-once``): barriers
     are only tracked, channels are never blocked (Flink's barrier tracker).
     """
 
     storage: CheckpointLayout
-    mode: Any
+    mode: BarrierHandlerMode
     timeout: float
     at_least_once: bool = False
     #: FLIP-147 (periodic checkpoints and ``checkpoints-after-tasks-finish``): at the end of its
@@ -113,10 +117,10 @@ class TaskDeploymentDescriptor:
     max_parallelism: int
     attempt_number: int
     allocation_id: str
-    operators: list[Any]
+    operators: list[OperatorSpec]
     input_gates: tuple[InputGateDeployment, ...]
     result_partitions: tuple[ResultPartitionDeployment, ...]
-    splits: tuple[Any, ...]
+    splits: tuple[SourceSplit, ...]
     config: Configuration
     checkpointing: CheckpointDeployment | None = None
     restore: RestoreDeployment | None = None
@@ -135,8 +139,8 @@ class TaskExecutionState:
 
     job_id: str
     execution_id: str
-    state: Any  # ExecutionState
+    state: ExecutionState
     error: BaseException | None = None
-    accumulators: dict[str, Any] = dataclasses.field(default_factory=dict)
-    committables: dict[str, list[Any]] = dataclasses.field(default_factory=dict)  # sink uid -> final committables
+    accumulators: dict[str, object] = dataclasses.field(default_factory=dict)
+    committables: dict[str, list[object]] = dataclasses.field(default_factory=dict)  # sink uid -> final committables
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # a terminal task's last raw metrics

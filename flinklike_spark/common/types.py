@@ -9,7 +9,7 @@ its names, a positional one ``f0``, ``f1``, ...; consumers get ``Row`` objects
 back: a batch of records that are not dicts names their kind in its schema
 metadata (:data:`RECORD_KIND_KEY`), and :func:`records_of` turns a batch back
 into the records its producer emitted (the encoding side is
-``_runtime/streaming/rows.py``).
+``_runtime/operators/rows.py``).
 """
 
 from __future__ import annotations

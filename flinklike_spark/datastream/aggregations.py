@@ -4,7 +4,7 @@ A window ``aggregate`` whose AggregateFunction is one of these (and whose
 window function is None or :class:`KeyedWindowResult`) runs on grouped Arrow
 kernels instead of calling Python once per record; so do the rolling field
 aggregations ``KeyedStream.sum/min/max/min_by/max_by`` by field name. See
-:mod:`flinklike_spark._runtime.streaming.vectorized_aggregation` for when the
+:mod:`flinklike_spark._runtime.operators.vectorized_aggregation` for when the
 engine takes that path. The results are exactly those of the per-record path,
 which these classes also implement (they are ordinary AggregateFunctions), so
 a job gets the same output, checkpoints and rescaling either way.

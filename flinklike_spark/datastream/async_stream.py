@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark.datastream.async_retry_strategies import (
     NO_RETRY_STRATEGY,
     AsyncRetryPredicate,
@@ -109,7 +110,7 @@ class AsyncDataStream:
 
     @staticmethod
     def _wait(stream: StreamLike, function: AsyncFunction, timeout: Any, capacity: int, output_type, ordered: bool):
-        from flinklike_spark._runtime.streaming.async_operator import AsyncOperatorDescriptor
+        from flinklike_spark._runtime.operators.async_operator import AsyncOperatorDescriptor
 
         if not isinstance(function, AsyncFunction):
             raise TypeError(f"expected an AsyncFunction, got {function!r}")
@@ -122,7 +123,7 @@ class AsyncDataStream:
             function=function, timeout_ms=timeout_ms, capacity=capacity, ordered=ordered
         )
         name = "Async Wait (ordered)" if ordered else "Async Wait (unordered)"
-        return stream.transform("async_wait", name, descriptor, output_type)
+        return stream.transform(OperatorKind.ASYNC_WAIT, name, descriptor, output_type)
 
     @staticmethod
     def ordered_wait(data_stream: StreamLike, async_function: AsyncFunction, timeout: Any, capacity: int = 100,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.streaming.rows import RowsConverter
+from flinklike_spark._runtime.operators.rows import RowsConverter
 from flinklike_spark.common.types import Row
 from flinklike_spark.connector_api import ReadResult, Source, SourceReader, SourceReaderContext, SourceSplit
 from flinklike_spark.errors import ConfigurationError

@@ -6,7 +6,7 @@ two-input function: ``map(CoMapFunction)``, ``flat_map(CoFlatMapFunction)``,
 connecting two KeyedStreams) ``process(KeyedCoProcessFunction)`` with keyed
 state and timers shared by both inputs per key. ``b.broadcast(descriptor)``
 makes a BroadcastStream; ``a.connect(broadcast_stream).process(...)`` runs a
-(Keyed)BroadcastProcessFunction. See :mod:`flinklike_spark._runtime.streaming.co_operators`
+(Keyed)BroadcastProcessFunction. See :mod:`flinklike_spark._runtime.operators.co_operators`
 for how the runtime carries the two inputs.
 """
 
@@ -17,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
-from flinklike_spark._runtime.streaming.co_operators import KEY, CoOperatorDescriptor, SideWrapper
+from flinklike_spark._runtime.operators.co_operators import KEY, CoOperatorDescriptor, SideWrapper
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark.common.typeinfo import to_arrow_schema
 from flinklike_spark.datastream.functions import (
     BroadcastProcessFunction,
@@ -60,7 +61,7 @@ def _co_operator(first: StreamLike, second: StreamLike, name: str, function: Any
     )
     inputs = [(t, first_spec) for t, _ in first.inputs] + [(t, second_spec) for t, _ in second.inputs]
     t = env.add_transformation(
-        kind="keyed_co_process" if keyed else "co_process",
+        kind=OperatorKind.KEYED_CO_PROCESS if keyed else OperatorKind.CO_PROCESS,
         name=name,
         function=descriptor,
         inputs=inputs,

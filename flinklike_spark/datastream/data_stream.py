@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.graph.translation import Transformation
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark.common.typeinfo import to_arrow_schema
 from flinklike_spark.common.types import Row
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy
@@ -74,8 +75,10 @@ class DataStream:
         """The watermark strategy that gives this stream's rows their event timestamps (None: none)."""
         return next((t.timestamp_strategy for t, _ in self._inputs if t.timestamp_strategy), None)
 
-    def transform(self, kind: str, name: str, function: Any, output_type: Any = None, **extra: Any) -> DataStream:
-        """The stream of a new operator of ``kind`` (a key of the operator registry) applied to this one
+    def transform(
+        self, kind: OperatorKind | str, name: str, function: Any, output_type: Any = None, **extra: Any
+    ) -> DataStream:
+        """The stream of a new operator of ``kind`` (an ``OperatorKind`` or its value) applied to this one
         (Flink's ``DataStream#transform``); ``output_type`` is an Arrow schema or a TypeInformation."""
         output_type = to_arrow_schema(output_type)
         t = self._env.add_transformation(
@@ -98,30 +101,30 @@ class DataStream:
     def map(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
         """Apply ``func(row) -> row`` (a callable or a MapFunction) to every row."""
         self._check_function(func, "map", "map")
-        return self.transform("map", "Map", func, output_type)
+        return self.transform(OperatorKind.MAP, "Map", func, output_type)
 
     def flat_map(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
         """Apply ``func(row) -> iterable of rows`` (a callable or a FlatMapFunction)."""
         self._check_function(func, "flat_map", "flat_map")
-        return self.transform("flat_map", "FlatMap", func, output_type)
+        return self.transform(OperatorKind.FLAT_MAP, "FlatMap", func, output_type)
 
     def filter(self, func: Any) -> DataStream:
         """Keep the rows for which ``func(row)`` is true."""
         self._check_function(func, "filter", "filter")
-        return self.transform("filter", "Filter", func, self.get_output_schema())
+        return self.transform(OperatorKind.FILTER, "Filter", func, self.get_output_schema())
 
     def map_batches(self, func: Callable[[pa.RecordBatch], pa.RecordBatch], output_type: pa.Schema | None = None):
         """Vectorized map: ``func`` takes and returns a ``pyarrow.RecordBatch``."""
         if not callable(func):
             raise TypeError(f"map_batches expects a callable, got {func!r}")
-        return self.transform("map_batches", "MapBatches", func, output_type)
+        return self.transform(OperatorKind.MAP_BATCHES, "MapBatches", func, output_type)
 
     def process(self, func: ProcessFunction, output_type: pa.Schema | None = None) -> DataStream:
         if isinstance(func, KeyedProcessFunction):
             raise TypeError("a KeyedProcessFunction needs a KeyedStream: call key_by(...) first")
         if not isinstance(func, ProcessFunction):
             raise TypeError(f"process expects a ProcessFunction, got {type(func).__name__}")
-        return self.transform("process", "Process", func, output_type)
+        return self.transform(OperatorKind.PROCESS, "Process", func, output_type)
 
     def key_by(self, key: str | Callable[[dict], Any], key_type: Any = None) -> KeyedStream:
         """Partition by key: a field name (vectorized) or a key-selector function.
@@ -198,7 +201,7 @@ class DataStream:
         producer = self.get_transformation()
         schema = output_tag.type_info or producer.side_output_schemas.get(output_tag.tag_id)
         t = self._env.add_transformation(
-            kind="side_output",
+            kind=OperatorKind.SIDE_OUTPUT,
             name=f"SideOutput: {output_tag.tag_id}",
             function=output_tag,
             inputs=[(producer, None)],
@@ -218,7 +221,7 @@ class DataStream:
             )
         schema = self.get_output_schema()
         t = self._env.add_transformation(
-            kind="timestamps_watermarks",
+            kind=OperatorKind.TIMESTAMPS_WATERMARKS,
             name="Timestamps/Watermarks",
             function=watermark_strategy,
             inputs=list(self._inputs),
@@ -261,7 +264,7 @@ class DataStream:
     def sink_to(self, sink: Sink) -> DataStreamSink:
         if not isinstance(sink, Sink):
             raise TypeError(f"sink_to expects a flinklike_spark Sink, got {type(sink).__name__}")
-        t = self.transform("sink", f"Sink: {type(sink).__name__}", sink, None).get_transformation()
+        t = self.transform(OperatorKind.SINK, f"Sink: {type(sink).__name__}", sink, None).get_transformation()
         return DataStreamSink(t)
 
     def print(self, prefix: str | None = None) -> DataStreamSink:
@@ -270,12 +273,12 @@ class DataStream:
 
     def name(self, name: str) -> DataStream:
         t = self.get_transformation()
-        t.name = f"Source: {name}" if t.kind == "source" else name  # Flink's graph calls a source so
+        t.name = f"Source: {name}" if t.kind is OperatorKind.SOURCE else name  # Flink's graph calls a source so
         return self
 
     def get_name(self) -> str:
         t = self.get_transformation()
-        return t.name.removeprefix("Source: ") if t.kind == "source" else t.name
+        return t.name.removeprefix("Source: ") if t.kind is OperatorKind.SOURCE else t.name
 
     def uid(self, uid: str) -> DataStream:
         self.get_transformation().uid = uid
@@ -334,12 +337,17 @@ class KeyedStream(DataStream):
         key_field = self._key if isinstance(self._key, str) else None
         key_selector = None if isinstance(self._key, str) else self._key
         return self.transform(
-            "keyed_process", "KeyedProcess", func, output_type, key_field=key_field, key_selector=key_selector
+            OperatorKind.KEYED_PROCESS,
+            "KeyedProcess",
+            func,
+            output_type,
+            key_field=key_field,
+            key_selector=key_selector,
         )
 
     # -- keyed transformations and windows -------------------------------------------------------
 
-    def _keyed(self, kind: str, name: str, func: Any, output_type: pa.Schema | None) -> DataStream:
+    def _keyed(self, kind: OperatorKind, name: str, func: Any, output_type: pa.Schema | None) -> DataStream:
         key_field = self._key if isinstance(self._key, str) else None
         key_selector = None if isinstance(self._key, str) else self._key
         return self.transform(kind, name, func, output_type, key_field=key_field, key_selector=key_selector)
@@ -347,26 +355,26 @@ class KeyedStream(DataStream):
     def map(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
         """Like ``DataStream.map``, run keyed: ``get_state`` in the function is the record key's state."""
         self._check_function(func, "map", "map")
-        return self._keyed("keyed_map", "Map", func, output_type)
+        return self._keyed(OperatorKind.KEYED_MAP, "Map", func, output_type)
 
     def flat_map(self, func: Any, output_type: pa.Schema | None = None) -> DataStream:
         """Like ``DataStream.flat_map``, run keyed (keyed state available)."""
         self._check_function(func, "flat_map", "flat_map")
-        return self._keyed("keyed_flat_map", "FlatMap", func, output_type)
+        return self._keyed(OperatorKind.KEYED_FLAT_MAP, "FlatMap", func, output_type)
 
     def filter(self, func: Any) -> DataStream:
         """Like ``DataStream.filter``, run keyed (keyed state available)."""
         self._check_function(func, "filter", "filter")
-        return self._keyed("keyed_filter", "Filter", func, self.get_output_schema())
+        return self._keyed(OperatorKind.KEYED_FILTER, "Filter", func, self.get_output_schema())
 
     def reduce(self, func: Any) -> DataStream:
         """Rolling reduce per key: emits ``func(previous result, record)`` for every record
         (the key's first record as is). ``func`` is a ReduceFunction or a callable."""
         self._check_function(func, "reduce", "reduce")
-        return self._keyed("keyed_reduce", "Reduce", func, self.get_output_schema())
+        return self._keyed(OperatorKind.KEYED_REDUCE, "Reduce", func, self.get_output_schema())
 
     def _aggregation(self, aggregation: str, field: str | int) -> DataStream:
-        from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation
+        from flinklike_spark._runtime.operators.keyed_operators import FieldAggregation
 
         schema = self.get_output_schema()
         if isinstance(field, str) and schema is not None and field not in schema.names:
@@ -374,7 +382,10 @@ class KeyedStream(DataStream):
                 f"{aggregation}({field!r}): the stream has no field {field!r}; its fields are {schema.names}"
             )
         return self._keyed(
-            "keyed_reduce", f"Keyed Aggregation ({aggregation})", FieldAggregation(aggregation, field), schema
+            OperatorKind.KEYED_REDUCE,
+            f"Keyed Aggregation ({aggregation})",
+            FieldAggregation(aggregation, field),
+            schema,
         )
 
     def sum(self, position_to_sum: str | int = 0) -> DataStream:

@@ -19,7 +19,7 @@ Time.seconds(60)).build())`` makes the state's entries expire a fixed
 processing time after their last write (or also read, with
 ``UpdateType.OnReadAndWrite``). See :class:`StateTtlConfig` for the exact
 semantics; the runtime's handles for TTL state live in
-``flinklike_spark._runtime.streaming.ttl_state``.
+``flinklike_spark._runtime.state.ttl_state``.
 """
 
 from __future__ import annotations

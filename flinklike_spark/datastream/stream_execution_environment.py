@@ -24,6 +24,7 @@ from flinklike_spark._runtime.graph.translation import (
     execution_plan,
     upstream_closure,
 )
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Boundedness, Source
@@ -208,7 +209,7 @@ class StreamExecutionEnvironment:
                 )
         display = name or source_name or type(source).__name__
         t = self.add_transformation(
-            kind="source",
+            kind=OperatorKind.SOURCE,
             name=f"Source: {display}",
             function=source,
             output_schema=source.output_schema(),
@@ -272,7 +273,7 @@ class StreamExecutionEnvironment:
             config = self._batch_configuration(config)
             for vertex in job_graph:  # rolling aggregations emit final values only: the per-record operator
                 for spec in vertex.operators:
-                    spec.vectorizable = spec.kind != "keyed_reduce"
+                    spec.vectorizable = spec.kind is not OperatorKind.KEYED_REDUCE
         # As in PyFlink, the next execute() runs only what is defined after this one.
         self._executed_upto = len(self._transformations)
         client = execute_job_graph(job_graph, config)
@@ -287,7 +288,7 @@ class StreamExecutionEnvironment:
             ConfigurationError: a source is unbounded (it names the source).
         """
         for t in self._pending_transformations():
-            if t.kind == "source" and t.function.boundedness is not Boundedness.BOUNDED:
+            if t.kind is OperatorKind.SOURCE and t.function.boundedness is not Boundedness.BOUNDED:
                 raise ConfigurationError(
                     f"execution.runtime-mode: batch needs bounded sources; {t.name} ({type(t.function).__name__}) is "
                     f"unbounded: use execution.runtime-mode: streaming, or bound the source"
@@ -298,7 +299,7 @@ class StreamExecutionEnvironment:
         """The transformations of the next job: those defined since the last ``execute`` plus, as in
         Flink, every transformation they read from (in definition order). As in Flink, a source is
         only part of a job through what reads from it: a source nothing reads from does not run."""
-        roots = [t for t in self._transformations[self._executed_upto :] if t.kind != "source"]
+        roots = [t for t in self._transformations[self._executed_upto :] if t.kind is not OperatorKind.SOURCE]
         return upstream_closure(self._transformations, roots)
 
     def execute(self, job_name: str | None = None):

@@ -4,7 +4,7 @@ As in PyFlink, a windowed stream is configured (``trigger``,
 ``allowed_lateness``, ``side_output_late_data``) and ended by one window
 function call -- ``reduce``, ``aggregate``, ``apply`` or ``process`` -- that
 returns the StreamLike of the window results. The work happens in the
-runtime's :class:`~flinklike_spark._runtime.streaming.window_operator.WindowOperator`.
+runtime's :class:`~flinklike_spark._runtime.operators.window_operator.WindowOperator`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from flinklike_spark._runtime.streaming.window_descriptor import PaneKind, WindowOperatorDescriptor
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
+from flinklike_spark._runtime.operators.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark.datastream.functions import (
     AggregateFunction,
     AllWindowFunction,
@@ -157,7 +158,7 @@ class WindowedStream:
         stream = self._stream
         key = stream.key
         result = stream.transform(
-            "window",
+            OperatorKind.WINDOW,
             f"Window({self._assigner!r}, {trigger!r}, {what})",
             descriptor,
             output_type,

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark.config import Configuration
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError
@@ -66,7 +67,7 @@ def build_fed_pipeline(
             f"function(env, stream) returns None (its own sinks take the rows) or the DataStream whose rows "
             f"a readStream.format('flinklike') on the same directory reads"
         )
-    if result is None and not any(t.kind == "sink" for t in env.transformations):
+    if result is None and not any(t.kind is OperatorKind.SINK for t in env.transformations):
         raise ConfigurationError(
             f"option pipeline={pipeline!r} built no sink and returned no stream: add a sink "
             f"(e.g. stream.sink_to(DeltaSink(...))) or return the DataStream whose rows Spark reads"

@@ -51,6 +51,7 @@ from deltalake.exceptions import DeltaError
 
 from checkpointing import CheckpointLayout, list_completed_checkpoints
 from checkpointing.layout import resolve_storage
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark.config import Configuration
 from flinklike_spark.connector_api import Boundedness
 from flinklike_spark.datastream import DataStream, StreamExecutionEnvironment
@@ -296,7 +297,7 @@ def build_pipeline(
 
 
 def _is_bounded(env: StreamExecutionEnvironment) -> bool:
-    sources = [t.function for t in env.transformations if t.kind == "source"]
+    sources = [t.function for t in env.transformations if t.kind is OperatorKind.SOURCE]
     return all(s.boundedness is Boundedness.BOUNDED for s in sources)
 
 

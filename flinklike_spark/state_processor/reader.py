@@ -26,7 +26,7 @@ from checkpointing import CheckpointLayout, CompletedCheckpoint, read_operator_s
 from checkpointing.schemas import StateKind
 from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.jobmaster.recovery import resolve_recovery_path
-from flinklike_spark._runtime.streaming.operators import EVENT_TIMERS, PROCESSING_TIMERS
+from flinklike_spark._runtime.operators.stream_operator import EVENT_TIMERS, PROCESSING_TIMERS
 from flinklike_spark.errors import StateNotFoundError, StateProcessorError
 from flinklike_spark.storage import StorageConfig
 

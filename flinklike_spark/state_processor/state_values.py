@@ -2,7 +2,7 @@
 
 A keyed state backend stores, per key, exactly these Python objects (and
 checkpoints pickle them; see :mod:`flinklike_spark.datastream.state` and
-:mod:`flinklike_spark._runtime.streaming.ttl_state`):
+:mod:`flinklike_spark._runtime.state.ttl_state`):
 
 ==================================  =============================  ==================================
 kind                                stored value                   with time-to-live

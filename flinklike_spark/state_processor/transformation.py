@@ -28,9 +28,9 @@ import pyarrow as pa
 
 from checkpointing import KeyedColumns, KeyedStateSnapshot
 from checkpointing.schemas import StateKind
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend, key_groups_of
-from flinklike_spark._runtime.streaming.operators import EVENT_TIMERS, PROCESSING_TIMERS
-from flinklike_spark._runtime.streaming.state_backend_base import wall_clock_ms
+from flinklike_spark._runtime.operators.stream_operator import EVENT_TIMERS, PROCESSING_TIMERS
+from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend, key_groups_of
+from flinklike_spark._runtime.state.state_backend_base import wall_clock_ms
 from flinklike_spark.datastream.functions import Function, RuntimeContext, TimerService
 from flinklike_spark.datastream.state import (
     AggregatingStateDescriptor,

@@ -48,8 +48,8 @@ from checkpointing import (
 from checkpointing.savepoint_marker import savepoint_path
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment, StateKind
 from flinklike_spark._runtime import serialization
-from flinklike_spark._runtime.network.partitioner import key_group_for, operator_index_for_key_group
-from flinklike_spark._runtime.streaming.keyed_state import key_groups_of
+from flinklike_spark._runtime.state.key_groups import key_group_for, operator_index_for_key_group
+from flinklike_spark._runtime.state.keyed_state import key_groups_of
 from flinklike_spark.errors import StateLossError, StateNotFoundError, StateProcessorError
 from flinklike_spark.storage import StorageConfig
 

@@ -18,7 +18,7 @@ import pytest
 from checkpointing import list_completed_checkpoints
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import StreamExecutionEnvironment, WatermarkStrategy
-from flinklike_spark._runtime.streaming.vectorized_aggregation import vectorized_operator_class
+from flinklike_spark._runtime.operators.vectorized_aggregation import vectorized_operator_class
 from flinklike_spark.datastream import aggregations as agg
 from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 from tests.support.checkpoint_jobs import checkpoint_config, run_and_cancel

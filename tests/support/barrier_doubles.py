@@ -1,6 +1,6 @@
 """Doubles of the barrier handler's collaborators (CheckpointableInput, CheckpointController).
 
-Shared by the example tests (tests/unit/streaming/test_barrier_handler.py) and
+Shared by the example tests (tests/unit/io/test_barrier_handler.py) and
 the property tests (test_barrier_handler_properties.py). :class:`FakeController`
 records what the handler asks of it and checks the controller side of the
 protocol; given the real ``ChannelStateWriter`` it also drives it as the
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flinklike_spark._runtime.io.channel_state import ChannelStateWriter, InputChannelInfo
 from flinklike_spark._runtime.network.events import CheckpointBarrier
-from flinklike_spark._runtime.streaming.channel_state import ChannelStateWriter, InputChannelInfo
 from flinklike_spark.errors import CheckpointDeclinedError, CheckpointDeclineReason
 
 __all__ = ["FakeController", "GateDouble"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from flinklike_spark._runtime.operators.stream_operator import Output
 from flinklike_spark._runtime.record_timestamps import split_timestamps
-from flinklike_spark._runtime.streaming.operators import Output
 
 __all__ = ["ListOutput"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend
+from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend
 from flinklike_spark.config import RocksDBOptions, StateBackendType
 
 #: A small RocksDB budget (1 mb: ~2,000 cached entries), so that tests with a few thousand keys evict.
@@ -37,7 +37,7 @@ def make_backend(state_backend_type, rocksdb_options):
         if state_backend_type is StateBackendType.HASHMAP:
             backend = HeapKeyedStateBackend(max_parallelism=max_parallelism, clock_ms=clock)
         else:
-            from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend
+            from flinklike_spark._runtime.state.rocksdb_state import RocksDBKeyedStateBackend
 
             backend = RocksDBKeyedStateBackend(max_parallelism=max_parallelism, options=rocksdb_options,
                                                clock_ms=clock)  # fmt: skip

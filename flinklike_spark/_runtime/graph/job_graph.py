@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from typing import Any
 
+from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
+
 __all__ = [
     "DistributionPattern",
     "JobEdge",
@@ -108,7 +110,7 @@ class JobVertex:
     name: str
     parallelism: int
     max_parallelism: int = 128
-    operators: list[Any] = dataclasses.field(default_factory=list)
+    operators: list[OperatorSpec] = dataclasses.field(default_factory=list)
     inputs: list[JobEdge] = dataclasses.field(default_factory=list)
     outputs: list[JobEdge] = dataclasses.field(default_factory=list)
     is_source: bool = False

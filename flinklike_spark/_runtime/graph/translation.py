@@ -19,7 +19,7 @@ import cloudpickle
 import pyarrow as pa
 
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
-from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind, OperatorSpec, operator_kind
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy
 from flinklike_spark.config import Configuration, PipelineOptions
 from flinklike_spark.connector_api import SubmissionChecked
@@ -45,7 +45,7 @@ class Transformation:
     """
 
     id: int
-    kind: str
+    kind: OperatorKind
     name: str
     function: Any = None
     inputs: list[tuple[Transformation, PartitionerSpec | None]] = dataclasses.field(default_factory=list)
@@ -58,6 +58,9 @@ class Transformation:
     timestamp_strategy: WatermarkStrategy | None = None
     # declared schemas of side outputs (tag id -> schema, or None to infer)
     side_output_schemas: dict[str, pa.Schema | None] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.kind = operator_kind(self.kind)  # DataStream.transform takes a kind's string value too
 
 
 def upstream_closure(transformations: list[Transformation], pending: Iterable[Transformation]) -> list[Transformation]:
@@ -85,7 +88,7 @@ def execution_plan(transformations: list[Transformation], default_parallelism: i
         node: dict[str, Any] = {
             "id": t.id,
             "type": t.name,
-            "pact": {"source": "Data Source", "sink": "Data Sink"}.get(t.kind, "Operator"),
+            "pact": {OperatorKind.SOURCE: "Data Source", OperatorKind.SINK: "Data Sink"}.get(t.kind, "Operator"),
             "contents": t.name,
             "parallelism": parallelism,
         }
@@ -141,7 +144,7 @@ def check_picklable(t: Transformation, uid: str) -> None:
     without this check a function holding a lock or a client failed the job at
     deployment with only "cannot pickle '_thread.lock' object".
     """
-    role = {"source": "source", "sink": "sink"}.get(t.kind, "function")
+    role = {OperatorKind.SOURCE: "source", OperatorKind.SINK: "sink"}.get(t.kind, "function")
     parts = [(role, t.function), ("key selector", t.key_selector), ("watermark strategy", t.timestamp_strategy)]
     parts += [("key selector", spec.key_selector) for _, spec in t.inputs if spec is not None]
     for what, value in parts:
@@ -190,7 +193,7 @@ class JobGraphBuilder:
         max_parallelism = self._pipeline.max_parallelism
         parallelism = {t.id: t.parallelism or default_parallelism for t in transformations}
         for t in transformations:  # a side-output stream runs beside (chained to) its producer
-            if t.kind == "side_output":
+            if t.kind is OperatorKind.SIDE_OUTPUT:
                 parallelism[t.id] = parallelism[t.inputs[0][0].id]
         for t in transformations:
             if parallelism[t.id] > max_parallelism:
@@ -222,7 +225,7 @@ class JobGraphBuilder:
             chained = (
                 self._chaining
                 and len(t.inputs) == 1
-                and t.kind != "source"
+                and t.kind is not OperatorKind.SOURCE
                 and edge_spec(t.inputs[0][0], t, t.inputs[0][1]).kind is PartitionerKind.FORWARD
             )
             head_of[t.id] = head_of[t.inputs[0][0].id] if chained else t
@@ -244,7 +247,7 @@ class JobGraphBuilder:
                 name=names,
                 parallelism=parallelism[head_id],
                 max_parallelism=max_parallelism,
-                is_source=head.kind == "source",
+                is_source=head.kind is OperatorKind.SOURCE,
             )
             for position, t in enumerate(chain):
                 index_in_vertex[t.id] = position
@@ -267,7 +270,7 @@ class JobGraphBuilder:
 
         for t in transformations:
             for upstream, spec in t.inputs:
-                tag = t.function.tag_id if t.kind == "side_output" else None
+                tag = t.function.tag_id if t.kind is OperatorKind.SIDE_OUTPUT else None
                 if tag is not None:
                     specs[upstream.id].side_output_schemas[tag] = t.output_schema
                 if head_of[t.id] is head_of[upstream.id]:
@@ -291,7 +294,7 @@ class JobGraphBuilder:
         """Sinks report results under their ``name`` (CollectSink): two with one name would overwrite."""
         seen: dict[str, str] = {}
         for t in transformations:
-            name = getattr(t.function, "name", None) if t.kind == "sink" else None
+            name = getattr(t.function, "name", None) if t.kind is OperatorKind.SINK else None
             if not isinstance(name, str):
                 continue
             if name in seen:

@@ -50,6 +50,7 @@ from flinklike_spark._runtime.graph.execution_graph import (
 )
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
+from flinklike_spark._runtime.io.barrier_handler_states import BarrierHandlerMode
 from flinklike_spark._runtime.jobmaster.checkpoint_coordinator import CheckpointCoordinator, CompletedCheckpointInfo
 from flinklike_spark._runtime.jobmaster.checkpoint_storage import (
     SAVEPOINT_NEEDS_DIRECTORY,
@@ -72,7 +73,6 @@ from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.slot_sharing import LogicalSlot, SharedSlotAllocator
 from flinklike_spark._runtime.jobmaster.task_deployer import RpcTaskDeployer
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
-from flinklike_spark._runtime.streaming.barrier_handler_states import BarrierHandlerMode
 from flinklike_spark.config import CheckpointingMode, Configuration
 from flinklike_spark.connector_api import CommitterContext
 from flinklike_spark.errors import (

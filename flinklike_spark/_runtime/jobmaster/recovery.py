@@ -34,7 +34,8 @@ from checkpointing import (
 )
 from checkpointing.savepoint_marker import read_savepoint_marker
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex
-from flinklike_spark._runtime.streaming.sink_operator import transactional_id_prefix
+from flinklike_spark._runtime.operators.operator_spec import OperatorKind
+from flinklike_spark._runtime.operators.sink_operator import transactional_id_prefix
 from flinklike_spark.connector_api import END_OF_INPUT, TwoPhaseCommittingSink
 from flinklike_spark.errors import (
     CheckpointNotFoundError,
@@ -238,7 +239,7 @@ def check_committed_sink_output(
     lineage = checkpoint.lineage_id
     sinks = [
         (vertex, op) for vertex in job_graph for op in vertex.operators
-        if op.kind == "sink" and isinstance(op.function, TwoPhaseCommittingSink)
+        if op.kind is OperatorKind.SINK and isinstance(op.function, TwoPhaseCommittingSink)
     ]  # fmt: skip
 
     def committed_ahead() -> list[tuple[str, TwoPhaseCommittingSink, int]]:

@@ -35,6 +35,8 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 
+import pyarrow as pa
+
 from flinklike_spark._runtime.network.events import BufferOrEvent, EndOfPartition
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.result_partition import SubpartitionReader
@@ -101,6 +103,23 @@ class InputChannel(abc.ABC):
 
     def resume_consumption(self) -> None:  # noqa: B027 - intentionally a no-op default
         """Re-enable delivery after the gate blocked the channel. Default: nothing to do."""
+
+    @abc.abstractmethod
+    def convert_to_priority_event(self, sequence_number: int) -> None:
+        """Move the announced event ``sequence_number`` ahead of the data queued before it.
+
+        Aligned-with-timeout switching to unaligned: the buffers the event
+        jumps are kept for :meth:`take_jumped_buffers`. A no-op if the event
+        was already consumed.
+        """
+
+    @abc.abstractmethod
+    def take_jumped_buffers(self, sequence_number: int) -> list[pa.RecordBatch]:
+        """The buffers priority event ``sequence_number`` jumped in this channel, forgotten once taken.
+
+        They arrived before the event, so an unaligned checkpoint records them
+        as input channel state. Empty when it jumped nothing here.
+        """
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -187,7 +206,7 @@ class LocalInputChannel(InputChannel):
         if jumped is not None:
             self._jumped[sequence_number] = jumped
 
-    def take_jumped_buffers(self, sequence_number: int) -> list:
+    def take_jumped_buffers(self, sequence_number: int) -> list[pa.RecordBatch]:
         """The buffers a *converted* priority event jumped (see :meth:`convert_to_priority_event`).
 
         A priority event the producer inserted jumps nothing here: the producer

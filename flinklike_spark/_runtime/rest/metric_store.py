@@ -1,7 +1,7 @@
 """MetricStore: the latest task metrics of a cluster, with Flink's metric names and per-second rates.
 
 TaskExecutors send their tasks' raw counters (``records_in``, ``bytes_out``,
-``idle_seconds`` ..., see :class:`~flinklike_spark._runtime.streaming.stream_task.TaskMetrics`)
+``idle_seconds`` ..., see :class:`~flinklike_spark._runtime.tasks.stream_task.TaskMetrics`)
 with every heartbeat; the REST API also asks them directly when the newest
 values are older than ``metrics.fetcher.update-interval`` (Flink's
 ``MetricFetcher``). The store turns two successive reports of one execution

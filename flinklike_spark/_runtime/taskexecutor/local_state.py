@@ -50,7 +50,7 @@ from typing import Any
 
 from checkpointing import KeyedColumnChunks, KeyedColumns, KeyedStateSnapshot
 from flinklike_spark._runtime import serialization
-from flinklike_spark._runtime.streaming.operators import OperatorSnapshot, RestoredEntry
+from flinklike_spark._runtime.operators.stream_operator import OperatorSnapshot, RestoredEntry
 
 log = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ from checkpointing import iter_keyed_state, read_channel_state, read_operator_st
 from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
-from flinklike_spark._runtime.network.partitioner import assign_key_groups, key_group_for, key_group_range
+from flinklike_spark._runtime.operators.rows import records_of
+from flinklike_spark._runtime.operators.stream_operator import RestoredEntry, RestoredState
 from flinklike_spark._runtime.record_timestamps import strip_timestamps
-from flinklike_spark._runtime.streaming.operators import RestoredEntry, RestoredState
-from flinklike_spark._runtime.streaming.rows import records_of
+from flinklike_spark._runtime.state.key_groups import assign_key_groups, key_group_for, key_group_range
 from flinklike_spark.common.types import pickled_field_values
 from flinklike_spark.errors import SchemaMismatchError
 

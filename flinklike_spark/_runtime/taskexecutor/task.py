@@ -20,10 +20,12 @@ wakes up at once instead of waiting for ``request-backoff.max``.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import threading
 import traceback
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from flinklike_spark._runtime.checkpoint_messages import CheckpointResponder
@@ -35,15 +37,18 @@ from flinklike_spark._runtime.network.partition_manager import ResultPartitionMa
 from flinklike_spark._runtime.network.partitioner import create_channel_selector
 from flinklike_spark._runtime.network.remote_input_channel import RemoteInputChannel
 from flinklike_spark._runtime.network.result_partition import ResultPartition
+from flinklike_spark._runtime.operators.rows import RowsConverter
+from flinklike_spark._runtime.operators.stream_operator import OperatorContext
+from flinklike_spark._runtime.state.incremental_snapshot import IncrementalConfig
 from flinklike_spark._runtime.state_machine import StateMachine
-from flinklike_spark._runtime.streaming.incremental_snapshot import IncrementalConfig
-from flinklike_spark._runtime.streaming.operators import OperatorContext
-from flinklike_spark._runtime.streaming.record_writer import RecordWriterOutput
-from flinklike_spark._runtime.streaming.rows import RowsConverter
-from flinklike_spark._runtime.streaming.stream_task import OperatorChain, StreamTask
-from flinklike_spark._runtime.streaming.subtask_checkpoint import SubtaskCheckpointCoordinator
 from flinklike_spark._runtime.taskexecutor.local_state import TaskLocalStateStore
 from flinklike_spark._runtime.taskexecutor.restore import load_restored_state
+from flinklike_spark._runtime.tasks.checkpoint_collaborators import SubtaskCheckpointSettings
+from flinklike_spark._runtime.tasks.operator_chain import OperatorChain
+from flinklike_spark._runtime.tasks.record_writer import RecordWriterOutput
+from flinklike_spark._runtime.tasks.stream_task import StreamTask
+from flinklike_spark._runtime.tasks.subtask_checkpoint import SubtaskCheckpointCoordinator
+from flinklike_spark._runtime.tasks.task_collaborators import TaskRestore
 from flinklike_spark.errors import (
     CancelTaskError,
     CorruptCheckpointError,
@@ -274,7 +279,7 @@ class Task:
             return None
         return self._local_state.load(restore.checkpoint_id)
 
-    def _build(self):
+    def _build(self) -> tuple[StreamTask, OperatorChain, list[InputGate]]:
         tdd = self.tdd
         config = tdd.config
         network = config.network
@@ -354,46 +359,51 @@ class Task:
         # Register partitions only once the chain exists: consumers may connect right away.
         for partition in partitions:
             self._partition_manager.register(partition)
-        stream_task = StreamTask(
-            chain,
-            gates,
-            buffer_timeout=config.pipeline.buffer_timeout.total_seconds(),
-            source_batch_rows=max(1, network.segment_size // 8),
-        )
-        stream_task.finished_on_restore = finished_on_restore
+        timing = {
+            "buffer_timeout": config.pipeline.buffer_timeout,
+            "source_batch_rows": max(1, network.segment_size // 8),
+        }
         if finished_on_restore:
             log.info("task %s is deployed finished: its vertex had finished in checkpoint %d", self.name,
                      tdd.restore.checkpoint_id)  # fmt: skip
-            return stream_task, chain, gates  # no state, no checkpoints: it ends once its inputs ended
-        if tdd.restore is not None:
-            try:
-                local = self._local_copy(tdd)
-                self._restored_from_local = 0.0 if local is None else 1.0
-                stream_task.restored_state, stream_task.replay_input = load_restored_state(tdd, local)
-            except (IncompatibleCheckpointError, CorruptCheckpointError) as exc:
-                # A checkpoint that cannot be restored stays so: restarting would fail the same way.
-                raise NonRecoverableError(
-                    f"task {self.name} cannot restore checkpoint {tdd.restore.checkpoint_id} of job "
-                    f"{tdd.restore.job_id}: {exc}"
-                ) from exc
+            # no state, no checkpoints: it ends once its inputs ended
+            return StreamTask(chain, gates, restore=TaskRestore(finished=True), **timing), chain, gates
+        restore = None if tdd.restore is None else self._restore(tdd)
+        checkpoints = None
         if tdd.checkpointing is not None:
-            stream_task.checkpoints = SubtaskCheckpointCoordinator(
+            settings = SubtaskCheckpointSettings(
                 task_name=self.name,
                 job_id=tdd.job_id,
                 execution_id=tdd.execution_id,
                 subtask_index=tdd.subtask_index,
                 channel_state_uid=tdd.vertex_id,
-                chain=chain,
-                gates=gates,
                 storage=tdd.checkpointing.storage,
                 mode=tdd.checkpointing.mode,
-                register_timer=stream_task.register_timer,
-                responder=self._checkpoint_responder,
-                executor=self._checkpoint_io,
-                channel_state_timeout=tdd.checkpointing.timeout,
-                unprocessed_input=stream_task.unprocessed_input,
+                channel_state_timeout=timedelta(seconds=tdd.checkpointing.timeout),
                 at_least_once=tdd.checkpointing.at_least_once,
-                local_state=self._local_state,
                 final_checkpoint=final_checkpoint,
             )
-        return stream_task, chain, gates
+            checkpoints = functools.partial(
+                SubtaskCheckpointCoordinator,
+                settings,
+                chain=chain,
+                gates=gates,
+                responder=self._checkpoint_responder,
+                executor=self._checkpoint_io,
+                local_state=self._local_state,
+            )
+        return StreamTask(chain, gates, restore=restore, checkpoints=checkpoints, **timing), chain, gates
+
+    def _restore(self, tdd: TaskDeploymentDescriptor) -> TaskRestore:
+        """The state and in-flight data ``tdd`` restores (from the local copy when there is one)."""
+        try:
+            local = self._local_copy(tdd)
+            self._restored_from_local = 0.0 if local is None else 1.0
+            state, replay_input = load_restored_state(tdd, local)
+        except (IncompatibleCheckpointError, CorruptCheckpointError) as exc:
+            # A checkpoint that cannot be restored stays so: restarting would fail the same way.
+            raise NonRecoverableError(
+                f"task {self.name} cannot restore checkpoint {tdd.restore.checkpoint_id} of job "
+                f"{tdd.restore.job_id}: {exc}"
+            ) from exc
+        return TaskRestore(state=state, input=replay_input)

@@ -23,10 +23,10 @@ from flinklike_spark import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from flinklike_spark._runtime.streaming.keyed_operators import FieldAggregation
-from flinklike_spark._runtime.streaming.operator_registry import create_operator
-from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
-from flinklike_spark._runtime.streaming.operators import OperatorContext, Output, RestoredEntry, RestoredState
+from flinklike_spark._runtime.operators.keyed_operators import FieldAggregation
+from flinklike_spark._runtime.operators.operator_registry import create_operator
+from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
+from flinklike_spark._runtime.operators.stream_operator import OperatorContext, Output, RestoredEntry, RestoredState
 from flinklike_spark.common.types import PICKLED_FIELD_KEY
 from flinklike_spark.common.watermark_strategy import TimestampAssigner
 from flinklike_spark.connector_api import SourceReaderContext

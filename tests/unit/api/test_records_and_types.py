@@ -11,13 +11,13 @@ import pyarrow as pa
 import pytest
 
 from flinklike_spark import Row, RowKind, Types, WatermarkStrategy
+from flinklike_spark._runtime.operators.rows import RowsConverter
 from flinklike_spark._runtime.record_timestamps import (
     TIMESTAMP_COLUMN,
     split_timestamps,
     strip_timestamps,
     with_timestamps,
 )
-from flinklike_spark._runtime.streaming.rows import RowsConverter
 from flinklike_spark.common.typeinfo import to_arrow_schema
 from flinklike_spark.common.types import RECORD_KIND_KEY, records_of
 from flinklike_spark.errors import SchemaMismatchError

@@ -19,12 +19,12 @@ from checkpointing import (
 )
 from checkpointing.writer import KeyedColumns
 from flinklike_spark import Configuration, KeyedProcessFunction, Time
-from flinklike_spark._runtime.network.partitioner import key_group_for
-from flinklike_spark._runtime.streaming.keyed_state import HeapKeyedStateBackend, detach_values, key_groups_of
-from flinklike_spark._runtime.streaming.operator_registry import create_operator
-from flinklike_spark._runtime.streaming.operator_spec import OperatorSpec
-from flinklike_spark._runtime.streaming.operators import OperatorContext, Output
-from flinklike_spark._runtime.streaming.state_backends import create_keyed_state_backend
+from flinklike_spark._runtime.operators.operator_registry import create_operator
+from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
+from flinklike_spark._runtime.operators.stream_operator import OperatorContext, Output
+from flinklike_spark._runtime.state.key_groups import key_group_for
+from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend, detach_values, key_groups_of
+from flinklike_spark._runtime.state.state_backends import create_keyed_state_backend
 from flinklike_spark._runtime.taskexecutor.restore import _entries
 from flinklike_spark.config import StateBackendType
 from flinklike_spark.datastream.functions import AggregateFunction, ReduceFunction
@@ -495,7 +495,7 @@ def test_state_backend_type_selects_the_backend(tmp_path):
     created = create_keyed_state_backend(context)
     assert isinstance(created, HeapKeyedStateBackend) and created.max_parallelism == 64
     pytest.importorskip("rocksdict")
-    from flinklike_spark._runtime.streaming.rocksdb_state import RocksDBKeyedStateBackend
+    from flinklike_spark._runtime.state.rocksdb_state import RocksDBKeyedStateBackend
 
     config = Configuration({"state.backend.type": "rocksdb", "state.backend.rocksdb.localdir": str(tmp_path),
                             "state.backend.rocksdb.memory.fixed-per-slot": "16 mb"})  # fmt: skip
@@ -515,7 +515,7 @@ def test_state_backend_type_selects_the_backend(tmp_path):
 
 
 def test_window_state_supports_aggregating_and_map_state():
-    from flinklike_spark._runtime.streaming.window_panes import ScopedStateBackend
+    from flinklike_spark._runtime.operators.window_panes import ScopedStateBackend
 
     scoped = ScopedStateBackend(max_parallelism=128, clock_ms=ManualClock(START_MS))
     descriptor = AggregatingStateDescriptor("avg", Average())

@@ -165,11 +165,11 @@ def test_the_engine_imports_connectors_only_through_pyflinks_faces():
     [
         ("flinklike_spark/datastream/data_stream.py", 500),
         ("flinklike_spark/datastream/stream_execution_environment.py", 500),
-        ("flinklike_spark/_runtime/streaming/operators.py", 500),
+        ("flinklike_spark/_runtime/operators/stream_operator.py", 500),
         ("flinklike_spark/_runtime/jobmaster/jobmaster.py", 500),
         ("flinklike_spark/_runtime/taskexecutor/slot_table.py", 700),
-        ("flinklike_spark/_runtime/streaming/barrier_handler.py", 700),
-        ("flinklike_spark/_runtime/streaming/window_operator.py", 700),
+        ("flinklike_spark/_runtime/io/barrier_handler.py", 700),
+        ("flinklike_spark/_runtime/operators/window_operator.py", 700),
         ("flinklike_spark/datastream/window/assigners.py", 700),
         ("flinklike_spark/datastream/window/triggers.py", 700),
         ("flinklike_spark/config.py", 700),
@@ -195,13 +195,18 @@ def test_the_network_layer_imports_nothing_above_it():
     graph = _import_graph()
     network = [m for m in graph if m.startswith("flinklike_spark._runtime.network.")]
     above = (
-        "flinklike_spark._runtime.streaming",
+        "flinklike_spark._runtime.tasks",
+        "flinklike_spark._runtime.io",
+        "flinklike_spark._runtime.operators",
         "flinklike_spark._runtime.taskexecutor",
         "flinklike_spark._runtime.jobmaster",
     )
     assert network, "the network package moved: update this test"
     upward = {m: sorted(t for t in graph[m] if t.startswith(above)) for m in network}
     assert all(not targets for targets in upward.values()), upward
+
+
+TASK_SIDE_PACKAGES = tuple(f"flinklike_spark._runtime.{package}." for package in ("tasks", "io", "operators", "state"))
 
 
 def test_the_jobmaster_side_of_checkpoints_imports_nothing_of_the_task_side():
@@ -214,10 +219,29 @@ def test_the_jobmaster_side_of_checkpoints_imports_nothing_of_the_task_side():
     )
 
     def task_side(module: str) -> bool:
-        return module.startswith("flinklike_spark._runtime.streaming.") or module in {
+        return module.startswith(TASK_SIDE_PACKAGES) or module in {
             "flinklike_spark._runtime.taskexecutor.task",
             "flinklike_spark._runtime.taskexecutor.task_executor",
         }
 
     imports = {m: sorted(t for t in graph[m] if task_side(t)) for m in jobmaster_side}
     assert all(not targets for targets in imports.values()), imports
+
+
+@pytest.mark.parametrize(
+    ("package", "below"),
+    [
+        ("state", ("operators", "tasks", "io", "taskexecutor", "jobmaster")),
+        ("io", ("operators", "tasks", "state", "taskexecutor", "jobmaster")),
+        ("operators", ("tasks", "io", "taskexecutor", "jobmaster")),
+        ("tasks", ("taskexecutor", "jobmaster")),
+    ],
+)
+def test_the_runtime_packages_import_only_downward(package, below):
+    """The task loop uses operators and barrier handling, operators use state; never the reverse."""
+    graph = _import_graph()
+    modules = [m for m in graph if m.startswith(f"flinklike_spark._runtime.{package}.")]
+    assert modules, f"the {package} package moved: update this test"
+    forbidden = tuple(f"flinklike_spark._runtime.{other}." for other in below)
+    upward = {m: sorted(t for t in graph[m] if t.startswith(forbidden)) for m in modules}
+    assert all(not targets for targets in upward.values()), upward

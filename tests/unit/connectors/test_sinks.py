@@ -53,7 +53,7 @@ def test_print_sink_stderr_and_pickles(capsys):
 
 def test_print_sink_prints_records_as_emitted(capsys):
     from flinklike_spark import Row, Types
-    from flinklike_spark._runtime.streaming.rows import RowsConverter
+    from flinklike_spark._runtime.operators.rows import RowsConverter
     from flinklike_spark.common.typeinfo import to_arrow_schema
 
     def converter(type_info=None):

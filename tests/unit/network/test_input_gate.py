@@ -167,6 +167,12 @@ class ScriptedChannel(InputChannel):
     def resume_consumption(self) -> None:
         self.resumed += 1
 
+    def convert_to_priority_event(self, sequence_number: int) -> None:
+        pass  # this channel never queues data ahead of an announced event
+
+    def take_jumped_buffers(self, sequence_number: int) -> list:
+        return []
+
     def close(self) -> None:
         self.items.clear()
 

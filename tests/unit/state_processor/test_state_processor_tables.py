@@ -24,7 +24,7 @@ from checkpointing import (
     write_state_snapshots,
 )
 from checkpointing.schemas import StateKind
-from flinklike_spark._runtime.network.partitioner import key_group_for
+from flinklike_spark._runtime.state.key_groups import key_group_for
 from flinklike_spark.datastream.state import (
     ListStateDescriptor,
     MapStateDescriptor,

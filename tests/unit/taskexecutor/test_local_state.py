@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checkpointing import KeyedColumns, KeyedStateSnapshot
 from checkpointing.schemas import StateKind
-from flinklike_spark._runtime.streaming.operators import OperatorSnapshot
+from flinklike_spark._runtime.operators.stream_operator import OperatorSnapshot
 from flinklike_spark._runtime.taskexecutor.local_state import TaskLocalStateStore
 
 
