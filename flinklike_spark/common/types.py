@@ -33,6 +33,7 @@ __all__ = [
     "RowKind",
     "copy_record",
     "declared_kind",
+    "nested_function",
     "pickled_field_values",
     "plain_values_cause",
     "records_of",
@@ -249,33 +250,67 @@ def _unpickled(data: bytes | None) -> Any:
     return None if data is None else pickle.loads(data)
 
 
-def _converter(field: pa.Field) -> Callable[[Any], Any] | None:
-    """What turns a Python value of ``field`` (from ``to_pylist``) into the value its producer emitted:
-    BIG_DEC text into a ``Decimal``, a nested ROW / TUPLE struct into a Row / tuple, at any depth
-    (struct fields, list elements, map keys and values). None when the value stays as Arrow gives it."""
+def nested_function(
+    field: pa.Field,
+    *,
+    leaf: Callable[[pa.Field], Callable[[Any], Any] | None],
+    struct: Callable[[pa.Field, list[tuple[int, str, Callable[[Any], Any]]]], Callable[[Any], Any] | None],
+    sequence: Callable[[Callable[[Any], Any], Any], Any],
+    mapping: Callable[[Callable[[Any], Any], Callable[[Any], Any], Any], Any],
+) -> Callable[[Any], Any] | None:
+    """A function over Python values of ``field``, composed along its nesting; None if no part needs one.
+
+    ``leaf(field)`` gives a field's own function (e.g. by its metadata), or None to look inside it: a struct
+    becomes ``struct(field, children)`` of its children that have one (``(index, name, function)``), a list
+    ``partial(sequence, element)``, a map ``partial(mapping, key, item)`` (a missing one: the identity).
+    The one walker of both directions: :func:`records_of`'s conversions and the row encoder's.
+    """
+    own = leaf(field)
+    if own is not None:
+        return own
+    arrow = field.type
+
+    def inner(child: pa.Field) -> Callable[[Any], Any] | None:
+        return nested_function(child, leaf=leaf, struct=struct, sequence=sequence, mapping=mapping)
+
+    if pa.types.is_struct(arrow):
+        children = [(i, child.name, inner(child)) for i, child in enumerate(arrow)]
+        return struct(field, [(i, name, function) for i, name, function in children if function is not None])
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow) or pa.types.is_fixed_size_list(arrow):
+        element = inner(arrow.value_field)
+        return None if element is None else functools.partial(sequence, element)
+    if pa.types.is_map(arrow):
+        key, item = inner(arrow.key_field), inner(arrow.item_field)
+        if key is None and item is None:
+            return None
+        return functools.partial(mapping, key or _same, item or _same)
+    return None
+
+
+def _own_converter(field: pa.Field) -> Callable[[Any], Any] | None:
     metadata = field.metadata or {}
     if BIG_DEC_KEY in metadata:
         return _big_dec
     if PICKLED_FIELD_KEY in metadata:
         return _unpickled
-    arrow = field.type
-    if pa.types.is_struct(arrow):
-        children = [(child.name, _converter(child)) for child in arrow]
-        children = [(name, convert) for name, convert in children if convert is not None]
-        kind = metadata.get(RECORD_KIND_KEY)
-        if kind is None and not children:
-            return None
-        kind = kind.decode() if kind is not None else RecordKind.DICT
-        return functools.partial(_struct_value, children, kind)
-    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow) or pa.types.is_fixed_size_list(arrow):
-        element = _converter(arrow.value_field)
-        return None if element is None else functools.partial(_list_value, element)
-    if pa.types.is_map(arrow):
-        key, item = _converter(arrow.key_field), _converter(arrow.item_field)
-        if key is None and item is None:
-            return None
-        return functools.partial(_map_value, key or _same, item or _same)
     return None
+
+
+def _struct_converter(field: pa.Field, children: list[tuple[int, str, Callable[[Any], Any]]]):
+    kind = (field.metadata or {}).get(RECORD_KIND_KEY)
+    if kind is None and not children:
+        return None
+    kind = kind.decode() if kind is not None else RecordKind.DICT
+    return functools.partial(_struct_value, [(name, convert) for _, name, convert in children], kind)
+
+
+def _converter(field: pa.Field) -> Callable[[Any], Any] | None:
+    """What turns a Python value of ``field`` (from ``to_pylist``) into the value its producer emitted:
+    BIG_DEC text into a ``Decimal``, a nested ROW / TUPLE struct into a Row / tuple, at any depth
+    (struct fields, list elements, map keys and values). None when the value stays as Arrow gives it."""
+    return nested_function(
+        field, leaf=_own_converter, struct=_struct_converter, sequence=_list_value, mapping=_map_value
+    )
 
 
 def _same(value: Any) -> Any:

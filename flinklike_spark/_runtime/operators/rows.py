@@ -37,6 +37,7 @@ from flinklike_spark.common.types import (
     RecordKind,
     Row,
     declared_kind,
+    nested_function,
     records_of,
 )
 from flinklike_spark.errors import SchemaMismatchError
@@ -366,31 +367,22 @@ def _big_dec_text(value: Any) -> str | None:
     raise _NotADecimal(value)
 
 
-def _big_dec_encoder(field: pa.Field) -> Callable[[Any], Any] | None:
-    """What turns a Python value of ``field`` into one with its BIG_DEC values (at any depth) as text;
-    None when ``field`` holds no BIG_DEC value. Values of a PICKLED_BYTE_ARRAY field are pickled likewise."""
+def _own_encoder(field: pa.Field) -> Callable[[Any], Any] | None:
     if field.metadata and BIG_DEC_KEY in field.metadata:
         return _big_dec_text
     if field.metadata and PICKLED_FIELD_KEY in field.metadata:
         return _pickled_or_none
-    arrow = field.type
-    if pa.types.is_struct(arrow):
-        children = [(i, child.name, _big_dec_encoder(child)) for i, child in enumerate(arrow)]
-        children = [(i, name, encode) for i, name, encode in children if encode is not None]
-        return functools.partial(_encode_struct, children) if children else None
-    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow) or pa.types.is_fixed_size_list(arrow):
-        element = _big_dec_encoder(arrow.value_field)
-        return None if element is None else functools.partial(_encode_list, element)
-    if pa.types.is_map(arrow):
-        key, item = _big_dec_encoder(arrow.key_field), _big_dec_encoder(arrow.item_field)
-        if key is None and item is None:
-            return None
-        return functools.partial(_encode_map, key or _same, item or _same)
     return None
 
 
-def _same(value: Any) -> Any:
-    return value
+def _struct_encoder(field: pa.Field, children: list[tuple[int, str, Callable[[Any], Any]]]):
+    return functools.partial(_encode_struct, children) if children else None
+
+
+def _big_dec_encoder(field: pa.Field) -> Callable[[Any], Any] | None:
+    """What turns a Python value of ``field`` into one with its BIG_DEC values (at any depth) as text;
+    None when ``field`` holds no BIG_DEC value. Values of a PICKLED_BYTE_ARRAY field are pickled likewise."""
+    return nested_function(field, leaf=_own_encoder, struct=_struct_encoder, sequence=_encode_list, mapping=_encode_map)
 
 
 def _encode_struct(children: list[tuple[int, str, Callable[[Any], Any]]], value: Any) -> Any:

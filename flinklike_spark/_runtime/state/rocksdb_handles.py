@@ -15,8 +15,8 @@ is marked changed, since the caller may mutate it in place (as
 ``RocksTable.get`` does). List and map state keep the plain handles: their
 accesses go through ``RocksTable.get``/``setdefault``.
 
-The cached read is written out in each handle on purpose: a shared helper
-would be one more Python call per access, which is the cost removed here.
+The cached read is one function (:func:`_read_current`) bound as each handle's
+read method itself (``value``, ``get``), so sharing it costs no extra call per access.
 """
 
 from __future__ import annotations
@@ -32,6 +32,17 @@ _CONTAINERS = (list, dict)
 _MISSING = object()
 
 
+def _read_current(self) -> Any:
+    """The current key's value: from the cache (a container marked changed), else from the table."""
+    key = self._backend.current_key
+    value = self._cache.get(key, _MISSING)
+    if value is _MISSING:
+        return self._table.get(key)
+    if value.__class__ in _CONTAINERS:
+        self._changed.add(key)
+    return value
+
+
 class RocksValueState(ValueState):
     __slots__ = ("_cache", "_changed")
 
@@ -40,14 +51,7 @@ class RocksValueState(ValueState):
         self._cache = table.cache
         self._changed = table.changed
 
-    def value(self) -> Any:
-        key = self._backend.current_key
-        value = self._cache.get(key, _MISSING)
-        if value is _MISSING:
-            return self._table.get(key)
-        if value.__class__ in _CONTAINERS:
-            self._changed.add(key)
-        return value
+    value = _read_current
 
     def update(self, value: Any) -> None:
         key = self._backend.current_key
@@ -70,14 +74,7 @@ class RocksReducingState(ReducingState):
         self._cache = table.cache
         self._changed = table.changed
 
-    def get(self) -> Any:
-        key = self._backend.current_key
-        value = self._cache.get(key, _MISSING)
-        if value is _MISSING:
-            return self._table.get(key)
-        if value.__class__ in _CONTAINERS:
-            self._changed.add(key)
-        return value
+    get = _read_current
 
     def add(self, value: Any) -> None:
         key = self._backend.current_key
@@ -99,16 +96,8 @@ class RocksAggregatingState(AggregatingState):
         self._cache = table.cache
         self._changed = table.changed
 
-    def _accumulator(self, key: Any) -> Any:
-        accumulator = self._cache.get(key, _MISSING)
-        if accumulator is _MISSING:
-            return self._table.get(key)
-        if accumulator.__class__ in _CONTAINERS:
-            self._changed.add(key)
-        return accumulator
-
     def get(self) -> Any:
-        accumulator = self._accumulator(self._backend.current_key)
+        accumulator = _read_current(self)
         return None if accumulator is None else self._agg.get_result(accumulator)
 
     def add(self, value: Any) -> None:
