@@ -58,7 +58,8 @@ class StateBackendType(Enum):
     """Where keyed state lives (Flink's ``state.backend.type``)."""
 
     HASHMAP = "hashmap"  # Python dicts on the TaskExecutor's heap (the default)
-    ROCKSDB = "rocksdb"  # an embedded RocksDB per slot behind a bounded hot-key cache (extra [rocksdb])
+    # an embedded RocksDB per keyed operator subtask, behind a bounded hot-key cache (extra [rocksdb])
+    ROCKSDB = "rocksdb"
 
 
 #: Backend types this build can run; the parser rejects the others by name.
