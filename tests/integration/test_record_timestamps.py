@@ -218,4 +218,6 @@ def test_pyflink_intro_example_with_rows_from_a_typed_collection():
     e = env()
     sets = e.from_collection([{1, 2}, {3}, {4, 5}], type_info=Types.PICKLED_BYTE_ARRAY())
     grouped = sets.map(frozenset, output_type=Types.PICKLED_BYTE_ARRAY()).key_by(len, key_type=Types.INT())
-    assert sorted(grouped.execute_and_collect("pickled"), key=min) == [{1, 2}, {3}, {4, 5}]
+    collected = list(grouped.execute_and_collect("pickled"))  # a keyed stream's: Row(f0=key, f1=record), as PyFlink
+    assert all(row.f0 == len(row.f1) for row in collected), collected
+    assert sorted((row.f1 for row in collected), key=min) == [{1, 2}, {3}, {4, 5}]
