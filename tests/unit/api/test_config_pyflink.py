@@ -69,7 +69,10 @@ def test_environment_takes_a_copy_of_a_pyflink_configuration():
     assert env.get_parallelism() == 2
 
 
-def test_flink_1x_savepoint_key_is_read_as_the_new_key_with_a_warning(caplog):
+def test_flink_1x_savepoint_key_is_read_as_the_new_key_with_a_warning(caplog, monkeypatch):
+    from flinklike_spark import config_options
+
+    monkeypatch.setattr(config_options, "_warned_deprecated", set())  # warned once per process: maybe before this
     with caplog.at_level(logging.WARNING, logger="flinklike_spark.config_options"):
         config = Configuration({"execution.savepoint.path": "/tmp/savepoints/sp-1"})
         Configuration({"state.checkpoints.dir": "/tmp/checkpoints"})
