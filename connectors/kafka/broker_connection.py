@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 from flinklike_spark.errors import ConfigurationError
 
-__all__ = ["BrokerAuthenticationError", "open_broker_socket", "recv_exactly", "supported_versions"]
+__all__ = ["BrokerAuthenticationError", "open_broker_socket", "supported_versions"]
 
 _SASL_HANDSHAKE, _API_VERSIONS, _SASL_AUTHENTICATE = 17, 18, 36
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -73,19 +73,6 @@ def open_broker_socket(
     except BaseException:
         sock.close()
         raise
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    """The next ``n`` bytes from ``sock``; ConnectionError naming the broker if it closes first."""
-    chunks, remaining = [], n
-    while remaining:
-        chunk = sock.recv(remaining)
-        if not chunk:
-            host, port = sock.getpeername()[:2] if sock.fileno() >= 0 else ("?", "?")
-            raise ConnectionError(f"Kafka broker {host}:{port} closed the connection")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
 
 
 def supported_versions(versions: Mapping[int, tuple[int, int]], api_key: int, wanted: tuple[int, ...]) -> int:
@@ -151,7 +138,14 @@ class _Frames:
         return response[4:]
 
     def _recv(self, n: int) -> bytes:
-        return recv_exactly(self._sock, n)
+        chunks, remaining = [], n
+        while remaining:
+            chunk = self._sock.recv(remaining)
+            if not chunk:
+                raise ConnectionError("the Kafka broker closed the connection")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         data = self.call(_API_VERSIONS, 0, b"")
