@@ -154,6 +154,11 @@ class CommitterContext:
 
     #: see :class:`SinkWriterContext`; in the JobMaster, the job's own results
     result_channel: ClientResultChannel | None = None
+    #: True once the sink's task is being cancelled (never, in the JobMaster): a commit that
+    #: waits long (retrying against an unreachable broker) polls it and raises
+    #: :class:`~flinklike_spark.errors.CancelTaskError`, leaving the committable to the next
+    #: restore; a cancel never waits for a commit
+    cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False)
 
 
 class SourceReader(abc.ABC):

@@ -40,7 +40,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from connectors.kafka.transaction_admin import KafkaProtocolError, TransactionDescription
-from flinklike_spark.errors import ConfigurationError, SinkCommitError, mark_non_recoverable
+from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError, mark_non_recoverable
 
 __all__ = [
     "CommitRetryPolicy",
@@ -160,6 +160,7 @@ def commit_by_id(
     marker: Callable[[str], int | None],
     unknown: Callable[[str], KafkaTransactionUnknownError],
     lost_hint: str = "",
+    cancelled: Callable[[], bool] = lambda: False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
@@ -170,8 +171,11 @@ def commit_by_id(
         marker: the newest checkpoint a marker group committed (None: none).
         unknown: the error for an id the cluster does not know, given the detail.
         lost_hint: appended to the message of a lost transaction (the likely cause).
+        cancelled: the task's cancel flag, looked at while waiting between attempts.
 
     Raises:
+        CancelTaskError: the task was cancelled while the commit was retried; the
+            transaction stays open for the next restore to commit.
         KafkaTransactionLostError: Kafka aborted the transaction, or it could
             not be committed before ``policy.deadline``.
         KafkaTransactionUnknownError: the cluster does not know the id.
@@ -214,8 +218,26 @@ def commit_by_id(
                 "KafkaSink: transaction %r not committed yet after %.0f s and %d attempts (%s); retrying for up to "
                 "%s in all", tid, elapsed, attempt, why, policy.deadline,
             )  # fmt: skip
-        sleep(backoff)
+        _wait_unless_cancelled(backoff, cancelled, sleep, tid)
         backoff = min(backoff * 2, policy.max_backoff.total_seconds())
+
+
+#: how often a wait between attempts looks for a cancel
+CANCEL_POLL_S = 0.25
+
+
+def _wait_unless_cancelled(
+    seconds: float, cancelled: Callable[[], bool], sleep: Callable[[float], None], tid: str
+) -> None:
+    waited = 0.0
+    while True:
+        if cancelled():
+            raise CancelTaskError(f"KafkaSink: cancelled while committing transaction {tid!r}; it stays open")
+        if waited >= seconds:
+            return
+        step = min(CANCEL_POLL_S, seconds - waited)
+        sleep(step)
+        waited += step
 
 
 def _describe(

@@ -39,6 +39,7 @@ import copy
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -59,6 +60,7 @@ from connectors.kafka.transactional_ids import TransactionalIds, committed_check
 from flinklike_spark.common.types import records_of
 from flinklike_spark.connector_api import (
     Committer,
+    CommitterContext,
     PrecommittingSinkWriter,
     SinkWriterContext,
     TwoPhaseCommittingSink,
@@ -85,7 +87,7 @@ _BROKER_MAX_TIMEOUT_KEY = "transaction.max.timeout.ms"
 _ADMIN_TIMEOUT_S = 15.0
 _DESCRIBE_TIMEOUT_S = 10.0
 _FLUSH_TIMEOUT_S = 120.0
-_FLUSH_SLICE_S = 0.5  # how often a flush looks for a cancel
+_FLUSH_SLICE_S = 0.5  # how often a flush or a commit looks for a cancel
 
 
 def _confluent():
@@ -205,7 +207,10 @@ class KafkaSink(TwoPhaseCommittingSink):
         return KafkaSinkWriter(self, context, self.transactional_ids(lineage_prefix))
 
     def create_committer(self) -> KafkaCommitter:
-        return KafkaCommitter(self.bootstrap_servers, self.properties)
+        return self.create_committer_with(CommitterContext())
+
+    def create_committer_with(self, context: CommitterContext) -> KafkaCommitter:
+        return KafkaCommitter(self.bootstrap_servers, self.properties, cancelled=context.cancelled)
 
     def committed_checkpoint(self, transactional_id_prefix: str, max_subtasks: int) -> int | None:
         """The newest checkpoint whose transactions the sink committed in this lineage: its markers' highest offset.
@@ -524,11 +529,20 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
 
 
 class KafkaCommitter(Committer):
-    """Commits pre-committed transactions: through the live producer if this process has it, else by id."""
+    """Commits pre-committed transactions: through the live producer if this process has it, else by id.
 
-    def __init__(self, bootstrap_servers: str, properties: dict[str, str]) -> None:
+    Every wait of a commit (the live producer's, the retries by id) looks at
+    ``cancelled`` at least every ``_FLUSH_SLICE_S`` and raises
+    :class:`CancelTaskError` once it is true: the transaction stays open, and
+    the next restore commits it by id (its checkpoint completed).
+    """
+
+    def __init__(
+        self, bootstrap_servers: str, properties: dict[str, str], *, cancelled: Callable[[], bool] = lambda: False
+    ) -> None:
         self._bootstrap_servers = bootstrap_servers
         self._properties = properties
+        self._cancelled = cancelled
         self._admin: TransactionAdmin | None = None
 
     def commit(self, committables: list[KafkaCommittable]) -> None:
@@ -539,7 +553,7 @@ class KafkaCommitter(Committer):
                 self._commit_by_id(committable)
                 continue
             try:
-                producer.commit_transaction(_FLUSH_TIMEOUT_S)
+                self._commit_live(committable.transactional_id, producer)
             except _confluent().KafkaException as e:
                 # Timed out, or the coordinator moved: what happened to the transaction is Kafka's to tell.
                 _log.warning("KafkaSink: committing %r failed (%s); checking it by id", committable.transactional_id, e)
@@ -549,6 +563,24 @@ class KafkaCommitter(Committer):
                 with _AWAITING_LOCK:
                     _AWAITING_COMMIT.pop(committable.transactional_id, None)
             producer.close()
+
+    def _commit_live(self, tid: str, producer) -> None:
+        """``commit_transaction`` in slices: a timed-out call resumes the same commit (librdkafka's contract).
+
+        Raises:
+            CancelTaskError: the task was cancelled first.
+            KafkaException: a non-retriable error, or ``_FLUSH_TIMEOUT_S`` passed.
+        """
+        deadline = time.monotonic() + _FLUSH_TIMEOUT_S
+        while True:
+            try:
+                producer.commit_transaction(_FLUSH_SLICE_S)
+                return
+            except _confluent().KafkaException as e:
+                if not e.args[0].retriable() or time.monotonic() >= deadline:
+                    raise
+            if self._cancelled():
+                raise CancelTaskError(f"KafkaSink: cancelled while committing transaction {tid!r}; it stays open")
 
     def _commit_by_id(self, committable: KafkaCommittable) -> None:
         """Commit a restored transaction by producer id and epoch, or find it committed before.
@@ -570,6 +602,7 @@ class KafkaCommitter(Committer):
             policy=CommitRetryPolicy(deadline=timedelta(milliseconds=timeout_ms)),
             marker=self._marker,
             unknown=lambda detail: self._unknown(committable, detail),
+            cancelled=self._cancelled,
             lost_hint=(
                 f". Is transaction.timeout.ms ({self._properties.get('transaction.timeout.ms', 'default')}) "
                 "shorter than a checkpoint plus a restart?"

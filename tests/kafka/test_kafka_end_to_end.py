@@ -241,3 +241,40 @@ def test_the_kafka_example_runs_as_documented(kafka_cache_dir, tmp_path):
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
     assert "stopped with savepoint" in done.stdout
     assert "10000 totals" in done.stdout and "exactly once (read_committed): True" in done.stdout
+
+
+@pytest.mark.timeout(180)
+def test_a_commit_to_a_broker_that_is_gone_gives_way_to_a_cancel(kafka_cache_dir, tmp_path):
+    """The committer's wait for ``commit_transaction`` (up to 120 s) looks for its task's cancel: a
+    cancelled task leaves the pre-committed transaction open for the next restore and ends at once."""
+    import confluent_kafka
+
+    from connectors.kafka import sink as kafka_sink
+    from connectors.kafka.testing import LocalKafkaBroker
+    from flinklike_spark.connector_api import CommitterContext
+    from flinklike_spark.errors import CancelTaskError
+
+    with LocalKafkaBroker(cache_dir=kafka_cache_dir, data_dir=tmp_path / "broker") as broker:
+        servers = broker.bootstrap_servers
+        topic = broker.create_topic("out", partitions=1)
+        producer = confluent_kafka.Producer({"bootstrap.servers": servers, "transactional.id": "gone-0"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, value=b"pre-committed")
+        assert producer.flush(30) == 0
+        sink = KafkaSink.builder().set_bootstrap_servers(servers).set_record_serializer(
+            KafkaRecordSerializationSchema.builder().set_topic(topic).set_value_serialization_schema(
+                SimpleStringSchema()).build()
+        ).set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).build()  # fmt: skip
+        cancel_at = [float("inf")]
+        committer = sink.create_committer_with(CommitterContext(cancelled=lambda: time.monotonic() >= cancel_at[0]))
+        committable = kafka_sink.KafkaCommittable(transactional_id="gone-0", producer_id=0, producer_epoch=0)
+        with kafka_sink._AWAITING_LOCK:
+            kafka_sink._AWAITING_COMMIT["gone-0"] = producer
+        broker.stop()
+        cancel_at[0] = time.monotonic() + 3.0
+        with pytest.raises(CancelTaskError, match="gone-0"):
+            committer.commit([committable])
+        assert time.monotonic() - cancel_at[0] < 2.0  # it was waiting for the broker, and gave way within a slice
+        assert "gone-0" not in kafka_sink._AWAITING_COMMIT
+        committer.close()

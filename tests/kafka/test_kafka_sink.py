@@ -266,8 +266,8 @@ class _KillBeforeFirstCommit:
 class KillingKafkaSink(KafkaSink):
     marker: Path
 
-    def create_committer(self):
-        return _KillBeforeFirstCommit(super().create_committer(), self.marker)
+    def create_committer_with(self, context):
+        return _KillBeforeFirstCommit(super().create_committer_with(context), self.marker)
 
 
 @pytest.mark.slow

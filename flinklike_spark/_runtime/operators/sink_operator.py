@@ -92,7 +92,9 @@ class SinkOperator(StreamOperator):
         if self.two_phase:
             # Restored committables first: their checkpoints completed before the restart, and a
             # transactional writer's open() may abort every transaction of its prefix still open.
-            self._committer = self.sink.create_committer_with(CommitterContext(result_channel=ctx.result_channel))
+            self._committer = self.sink.create_committer_with(
+                CommitterContext(result_channel=ctx.result_channel, cancelled=ctx.cancelled)
+            )
             if self._pending:
                 self._commit_up_to(max(self._pending))
         self.writer = self.sink.create_writer(

@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from connectors.kafka.commit_verification import (
+    CANCEL_POLL_S,
     CommitRetryPolicy,
     CommitVerdict,
     KafkaCommittable,
@@ -21,6 +22,7 @@ from connectors.kafka.commit_verification import (
     judge,
 )
 from connectors.kafka.transaction_admin import KafkaProtocolError, TransactionDescription
+from flinklike_spark.errors import CancelTaskError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -64,10 +66,18 @@ class ScriptedCoordinator:
     def __init__(self, ends: list[int | None], descriptions: list[TransactionDescription | int] = ()) -> None:
         self.ends, self.descriptions = list(ends), list(descriptions)
         self.end_calls = 0
+        self.clock: FakeClock | None = None  # when set, ``end_times`` records when each EndTxn was sent
+        self.end_times: list[float] = []
+
+    def gaps(self) -> list[float]:
+        """The waits between EndTxn attempts (each the backoff, slept in slices that look for a cancel)."""
+        return [round(b - a, 6) for a, b in zip(self.end_times, self.end_times[1:], strict=False)]
 
     def end(self, transactional_id, producer_id, producer_epoch, *, commit, attempts=20):
         assert commit and (producer_id, producer_epoch) == (7, 3)
         self.end_calls += 1
+        if self.clock is not None:
+            self.end_times.append(self.clock.now)
         code = self.ends.pop(0) if len(self.ends) > 1 else self.ends[0]
         if code is not None:
             raise KafkaProtocolError("EndTxn", code, transactional_id)
@@ -82,18 +92,16 @@ class ScriptedCoordinator:
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
-        self.sleeps: list[float] = []
 
     def __call__(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
         self.now += seconds
 
 
 def run(coordinator, *, marker=None, deadline=timedelta(minutes=15)):
-    clock = FakeClock()
+    clock = coordinator.clock = FakeClock()
     commit_by_id(
         coordinator,
         COMMITTABLE,
@@ -113,12 +121,13 @@ def test_ongoing_is_retried_with_backoff_until_the_commit_goes_through():
     )
     clock = run(coordinator)
     assert coordinator.end_calls == 4
-    assert clock.sleeps == [0.1, 0.2, 0.4]
+    assert coordinator.gaps() == [0.1, 0.2, 0.4]
+    assert clock.now == pytest.approx(0.7)
 
 
 def test_retriable_answers_are_retried_for_the_transaction_timeout_then_are_loss():
     coordinator = ScriptedCoordinator(ends=[COORDINATOR_LOAD_IN_PROGRESS])
-    clock = FakeClock()
+    clock = coordinator.clock = FakeClock()
     with pytest.raises(KafkaTransactionLostError, match="could not be committed within 0:15:00"):
         commit_by_id(
             coordinator,
@@ -130,7 +139,7 @@ def test_retriable_answers_are_retried_for_the_transaction_timeout_then_are_loss
             sleep=clock.sleep,
         )
     assert 15 * 60 <= clock.now < 15 * 60 + 6
-    assert max(clock.sleeps) == 5.0, "the backoff is capped"
+    assert max(coordinator.gaps()) == 5.0, "the backoff is capped"
     assert coordinator.end_calls > 150
 
 
@@ -163,3 +172,23 @@ def test_the_retry_policy_refuses_non_positive_durations():
 
     with pytest.raises(ConfigurationError, match="deadline"):
         CommitRetryPolicy(deadline=timedelta(0))
+
+
+def test_a_cancel_ends_the_retries_at_once_and_leaves_the_transaction_open():
+    """A cancelled task must not wait out the transaction timeout (seen: a job whose broker was gone,
+    cancelled while a commit retried, did not end within 60 s)."""
+    coordinator = ScriptedCoordinator(ends=[COORDINATOR_LOAD_IN_PROGRESS])
+    clock = FakeClock()
+    with pytest.raises(CancelTaskError, match="p-0-1"):
+        commit_by_id(
+            coordinator,
+            COMMITTABLE,
+            policy=CommitRetryPolicy(deadline=timedelta(hours=1)),
+            marker=lambda group: None,
+            unknown=KafkaTransactionUnknownError,
+            cancelled=lambda: clock.now >= 7.0,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert 7.0 <= clock.now <= 7.0 + CANCEL_POLL_S  # seen within one poll of the cancel, not after an hour
+    assert coordinator.end_calls > 1  # it was retrying (only commits are ever sent: the fake asserts it)
