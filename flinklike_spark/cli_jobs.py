@@ -25,7 +25,9 @@ import urllib.request
 from typing import Any
 
 from flinklike_spark.config import Configuration
+from flinklike_spark.errors import CheckpointStorageError
 from flinklike_spark.global_configuration import load_configuration
+from flinklike_spark.job_client import copy_savepoint
 
 __all__ = ["add_job_parsers"]
 
@@ -207,16 +209,10 @@ def _placed(rest: _Rest, location: str, directory: str | None) -> str:
     """``location``, or the path of its copy in ``directory`` if that is another directory."""
     if directory is None or _within(location, directory):
         return location
-    from flinklike_spark.state_processor import SavepointWriter
-
-    storage = rest.config.storage
     try:
-        return SavepointWriter.from_existing_savepoint(location, storage=storage).write(directory, storage=storage)
-    except Exception as error:  # the savepoint itself is complete: say where it is
-        raise _CommandError(
-            f"The savepoint completed at {location}, but its copy into {directory!r} failed "
-            f"({type(error).__name__}: {error}); resume from {location}"
-        ) from error
+        return copy_savepoint(location, directory, rest.config.storage, "The savepoint")
+    except CheckpointStorageError as error:
+        raise _CommandError(str(error)) from error
 
 
 def _within(location: str, directory: str) -> bool:

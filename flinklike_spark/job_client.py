@@ -21,7 +21,7 @@ from flinklike_spark.errors import (
 )
 from flinklike_spark.storage import StorageConfig
 
-__all__ = ["JobClient", "JobExecutionResult", "JobResultFuture"]
+__all__ = ["JobClient", "JobExecutionResult", "JobResultFuture", "copy_savepoint"]
 
 log = logging.getLogger(__name__)
 
@@ -269,20 +269,7 @@ class JobClient:
                 if target is None or _same_directory(target, info.storage):
                     result.set_result(info.path)
                     return
-                from flinklike_spark.state_processor import SavepointWriter
-
-                try:
-                    copy = SavepointWriter.from_existing_savepoint(info.path, storage=self._storage).write(
-                        target, storage=self._storage
-                    )
-                except Exception as exc:  # the savepoint itself is complete: say where it is
-                    raise CheckpointStorageError(
-                        f"{what} of job {self.job_id} completed at {info.path}, but its copy into {target!r} "
-                        f"failed ({type(exc).__name__}: {exc}); restore from {info.path}, or copy it with "
-                        f"SavepointWriter.from_existing_savepoint(path).write(directory)",
-                        url=target,
-                    ) from exc
-                result.set_result(copy)
+                result.set_result(copy_savepoint(info.path, target, self._storage, f"{what} of job {self.job_id}"))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 result.set_exception(exc)
 
@@ -399,6 +386,25 @@ class JobClient:
             if self._on_done is not None:
                 on_done, self._on_done = self._on_done, None
                 on_done()
+
+
+def copy_savepoint(path: str, target: str, storage: Any, what: str) -> str:
+    """A self-contained copy of the completed savepoint at ``path`` in directory ``target`` (written by
+    :class:`~flinklike_spark.state_processor.SavepointWriter`); the copy's path.
+
+    Raises:
+        CheckpointStorageError: the copy failed; the message names ``what`` and where the savepoint itself is.
+    """
+    from flinklike_spark.state_processor import SavepointWriter
+
+    try:
+        return SavepointWriter.from_existing_savepoint(path, storage=storage).write(target, storage=storage)
+    except Exception as exc:  # the savepoint itself is complete: say where it is
+        raise CheckpointStorageError(
+            f"{what} completed at {path}, but its copy into {target!r} failed ({type(exc).__name__}: {exc}); "
+            f"restore from {path}, or copy it with SavepointWriter.from_existing_savepoint(path).write(directory)",
+            url=target,
+        ) from exc
 
 
 def _same_directory(target: str, storage: str) -> bool:

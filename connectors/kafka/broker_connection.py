@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 from flinklike_spark.errors import ConfigurationError
 
-__all__ = ["BrokerAuthenticationError", "open_broker_socket", "supported_versions"]
+__all__ = ["BrokerAuthenticationError", "open_broker_socket", "recv_exactly", "supported_versions"]
 
 _SASL_HANDSHAKE, _API_VERSIONS, _SASL_AUTHENTICATE = 17, 18, 36
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -65,7 +65,7 @@ def open_broker_socket(
         sock.settimeout(timeout)
         if context is not None:
             sock = context.wrap_socket(sock, server_hostname=address[0])
-        frames = _Frames(sock, client_id)
+        frames = _Frames(sock, address, client_id)
         versions = frames.api_versions()
         if protocol.startswith("SASL_"):
             _authenticate(frames, properties)
@@ -73,6 +73,18 @@ def open_broker_socket(
     except BaseException:
         sock.close()
         raise
+
+
+def recv_exactly(sock: socket.socket, n: int, address: tuple[str, int]) -> bytes:
+    """The next ``n`` bytes from ``sock``; ConnectionError naming the broker at ``address`` if it closes first."""
+    chunks, remaining = [], n
+    while remaining:
+        chunk = sock.recv(remaining)
+        if not chunk:
+            raise ConnectionError(f"Kafka broker {address[0]}:{address[1]} closed the connection")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 def supported_versions(versions: Mapping[int, tuple[int, int]], api_key: int, wanted: tuple[int, ...]) -> int:
@@ -121,8 +133,8 @@ def _ssl_context(properties: Mapping[str, str]) -> ssl.SSLContext:
 class _Frames:
     """Kafka's non-flexible request frames (header v1), enough for ApiVersions v0 and the SASL requests."""
 
-    def __init__(self, sock: socket.socket, client_id: str) -> None:
-        self._sock = sock
+    def __init__(self, sock: socket.socket, address: tuple[str, int], client_id: str) -> None:
+        self._sock, self._address = sock, address
         self._client_id = client_id.encode()
         self._correlation = 0
 
@@ -138,14 +150,7 @@ class _Frames:
         return response[4:]
 
     def _recv(self, n: int) -> bytes:
-        chunks, remaining = [], n
-        while remaining:
-            chunk = self._sock.recv(remaining)
-            if not chunk:
-                raise ConnectionError("the Kafka broker closed the connection")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
+        return recv_exactly(self._sock, n, self._address)
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         data = self.call(_API_VERSIONS, 0, b"")

@@ -29,7 +29,12 @@ import struct
 import threading
 from collections.abc import Iterable, Mapping
 
-from connectors.kafka.broker_connection import BrokerAuthenticationError, open_broker_socket, supported_versions
+from connectors.kafka.broker_connection import (
+    BrokerAuthenticationError,
+    open_broker_socket,
+    recv_exactly,
+    supported_versions,
+)
 from flinklike_spark.errors import SinkCommitError
 
 __all__ = [
@@ -250,14 +255,7 @@ class _Connection:
         return reader
 
     def _recv(self, n: int) -> bytes:
-        chunks, remaining = [], n
-        while remaining:
-            chunk = self._sock.recv(remaining)
-            if not chunk:
-                raise ConnectionError(f"Kafka broker {self.address[0]}:{self.address[1]} closed the connection")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
+        return recv_exactly(self._sock, n, self.address)
 
     def close(self) -> None:
         self._sock.close()

@@ -381,11 +381,7 @@ class RestServerEndpoint:
         body = body or {}
         if not isinstance(body, dict):
             raise RestError(HTTPStatus.BAD_REQUEST, f"the request body must be a JSON object, got {body!r}")
-        target = body.get("target-directory")
-        directory = self._config.checkpointing.directory
-        if target not in (None, "", directory):
-            raise RestError(HTTPStatus.BAD_REQUEST, f"target-directory {target!r}: savepoints are written to "
-                            f"execution.checkpointing.dir ({directory}); omit target-directory")  # fmt: skip
+        self._check_target(body, "target-directory")
         return self._start_savepoint(job_id, job, body, stop=bool(body.get("cancel-job", False)))
 
     def post_stop(self, *, job_id: str, body, **_) -> tuple[HTTPStatus, Any]:
@@ -397,12 +393,15 @@ class RestServerEndpoint:
         if body.get("drain"):
             raise RestError(HTTPStatus.BAD_REQUEST, "drain (advance to the end of event time) is not supported: stop "
                             "without it and let the restored job's sources drive event time")  # fmt: skip
-        target = body.get("targetDirectory")
+        self._check_target(body, "targetDirectory")
+        return self._start_savepoint(job_id, job, body, stop=True)
+
+    def _check_target(self, body: dict, key: str) -> None:
+        target = body.get(key)
         directory = self._config.checkpointing.directory
         if target not in (None, "", directory):
-            raise RestError(HTTPStatus.BAD_REQUEST, f"targetDirectory {target!r}: savepoints are written to "
-                            f"execution.checkpointing.dir ({directory}); omit targetDirectory")  # fmt: skip
-        return self._start_savepoint(job_id, job, body, stop=True)
+            raise RestError(HTTPStatus.BAD_REQUEST, f"{key} {target!r}: savepoints are written to "
+                            f"execution.checkpointing.dir ({directory}); omit {key}")  # fmt: skip
 
     def _start_savepoint(self, job_id: str, job, body: dict, *, stop: bool) -> tuple[HTTPStatus, Any]:
         status = self._on_main_thread(lambda: job.status)
