@@ -37,6 +37,7 @@ from flinklike_spark.errors import CheckpointCommitConflictError, CheckpointStor
 
 from .app_transactions import commit_files, is_committed
 from .chains import encode_chains, live_checkpoint_ids
+from .format_versions import WRITER_VERSION_PROPERTY, writer_version
 from .layout import (
     CHANNEL_STATE,
     CHECKPOINTS,
@@ -482,6 +483,7 @@ class CheckpointCommitter:
 def _properties(record: CheckpointRecord, handles: Sequence[StateHandle]) -> dict[str, str]:
     """The row's ``properties``: the record's, plus the chains of incremental subtasks."""
     stored = record.stored_properties()
+    stored[WRITER_VERSION_PROPERTY] = writer_version()
     chains = {(h.operator_uid, h.subtask): h.chain for h in handles if h.chain is not None and len(h.chain) > 1}
     if chains:
         stored[STATE_CHAINS_PROPERTY] = encode_chains(chains)

@@ -32,6 +32,7 @@ from flinklike_spark.errors import (
 )
 
 from .chains import decode_chains, resolve_chain_rows
+from .format_versions import check_restorable, upgrade_state_rows
 from .layout import (
     CHANNEL_STATE,
     CHECKPOINTS,
@@ -43,6 +44,7 @@ from .layout import (
     check_job_id,
     scan_table,
 )
+from .savepoint_marker import savepoint_path
 from .schemas import (
     CHANNEL_STATE_SCHEMA,
     CHECKPOINTS_SCHEMA,
@@ -375,11 +377,16 @@ def verify_checkpoint(base: Base, job_id: str, checkpoint_id: int, *, full: bool
 
     Raises:
         CheckpointNotFoundError: no completion row.
+        UnsupportedSnapshotFormatError: its format is one this code cannot restore
+            (see :mod:`checkpointing.format_versions`).
         CorruptCheckpointError: names the first bad file (or the missing count).
     """
     layout = as_layout(base)
     check_job_id(job_id)
     completed = _completed(layout, job_id, checkpoint_id)
+    check_restorable(
+        completed.format_version, completed.properties, savepoint_path(layout.base_url, job_id, checkpoint_id)
+    )
     expected = {
         OPERATOR_STATE: completed.operator_state_files,
         CHANNEL_STATE: completed.channel_state_files,
@@ -511,6 +518,7 @@ def read_operator_state(
         chains = {s: c for s, c in chains.items() if s == subtask}
     if chains and keyed is not False:
         table = _resolve_chains(layout, job_id, checkpoint_id, table, chains, expr)
+    table = upgrade_state_rows(completed.format_version, table)
     return table.sort_by([("key_group", "ascending"), ("state_name", "ascending"), ("subtask", "ascending")])
 
 
@@ -533,7 +541,8 @@ def iter_keyed_state(
     if any(uid == operator_uid for uid, _ in decode_chains(completed.properties)):
         return iter([read_operator_state(layout, job_id, checkpoint_id, operator_uid, key_groups=key_groups)])
     expr = _operator_state_filter(operator_uid, key_groups, None, True, None)
-    return _iter_state_files(layout, OPERATOR_STATE, job_id, checkpoint_id, None, expr)
+    files = _iter_state_files(layout, OPERATOR_STATE, job_id, checkpoint_id, None, expr)
+    return (upgrade_state_rows(completed.format_version, rows) for rows in files)
 
 
 def _operator_state_filter(

@@ -55,6 +55,7 @@ __all__ = [
     "StateProcessorError",
     "StorageUnavailableError",
     "TaskExecutorLostError",
+    "UnsupportedSnapshotFormatError",
     "import_error_hint",
     "is_channel_error",
     "is_non_recoverable",
@@ -318,6 +319,15 @@ class CheckpointNotFoundError(CheckpointStorageError, LookupError):
 
 class IncompatibleCheckpointError(CheckpointStorageError, ValueError):
     """Stored checkpoint tables or rows do not match what this version reads or writes."""
+
+
+class UnsupportedSnapshotFormatError(IncompatibleCheckpointError):
+    """A checkpoint or savepoint was written in a snapshot format this version cannot restore.
+
+    A newer format than this code writes, or an older one without a migration
+    step (see :mod:`checkpointing.format_versions`). The message names both
+    versions and the release to restore it with.
+    """
 
 
 class StateProcessorError(FlinklikeError, ValueError):
