@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 
+from quiet import QuietWatch
 from throughput import CountingSink, keyed_count
 
 from checkpointing import list_completed_checkpoints
@@ -95,19 +96,23 @@ def main() -> None:
     args = parser.parse_args()
 
     results = {}
-    for mode in ("aligned", "unaligned"):
-        durations = checkpoint_durations(mode, args.seconds)
-        if not durations:
-            raise SystemExit(f"no {mode} checkpoint completed within {args.seconds} s; raise --seconds")
-        results[mode] = statistics.median(durations)
-        print(f"(1) {mode:9s} checkpoints under backpressure: {len(durations)} completed, "
-              f"median {results[mode]:,.0f} ms, max {max(durations):,.0f} ms")  # fmt: skip
-    print(f"(1) unaligned is {results['aligned'] / results['unaligned']:.1f}x faster than aligned (target >= 20x)")
+    with QuietWatch() as quiet:
+        for mode in ("aligned", "unaligned"):
+            durations = checkpoint_durations(mode, args.seconds)
+            if not durations:
+                raise SystemExit(f"no {mode} checkpoint completed within {args.seconds} s; raise --seconds")
+            results[mode] = statistics.median(durations)
+            print(f"(1) {mode:9s} checkpoints under backpressure: {len(durations)} completed, "
+                  f"median {results[mode]:,.0f} ms, max {max(durations):,.0f} ms")  # fmt: skip
+        speedup = results["aligned"] / results["unaligned"]
+        quiet.target(f"(1) unaligned is {speedup:.1f}x faster than aligned (target >= 20x)", speedup >= 20)
 
-    without = keyed_count_throughput(args.records, checkpoints=False)
-    with_checkpoints = keyed_count_throughput(args.records, checkpoints=True)
-    print(f"(2) keyed count: {without:,.0f} rec/s without checkpoints, {with_checkpoints:,.0f} rec/s with "
-          f"1 s checkpoints: {with_checkpoints / without:.0%} (target >= 90%)")  # fmt: skip
+        without = keyed_count_throughput(args.records, checkpoints=False)
+        with_checkpoints = keyed_count_throughput(args.records, checkpoints=True)
+        share = with_checkpoints / without
+        quiet.target(f"(2) keyed count: {without:,.0f} rec/s without checkpoints, {with_checkpoints:,.0f} rec/s "
+                     f"with 1 s checkpoints: {share:.0%} (target >= 90%)", share >= 0.9)  # fmt: skip
+    quiet.report()
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@ import platform
 import signal
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+from quiet import QuietWatch
 
 from checkpointing import list_completed_checkpoints
 from connectors import SequenceSource
@@ -182,10 +183,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     settings = {"both": (False, True), "true": (True,), "false": (False,)}[args.local]
-    load = os.getloadavg()[0]
-    results = {local: run(args.keys, args.rate, local, args.failure, args.redundant) for local in settings}
-    print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
-          f"load {load:.1f} -> {os.getloadavg()[0]:.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
+    with QuietWatch() as quiet:
+        results = {local: run(args.keys, args.rate, local, args.failure, args.redundant) for local in settings}
+    print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()}")
     print(
         f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}, "
         f"{args.redundant} spare TaskExecutors"
@@ -197,6 +197,13 @@ def main() -> None:
         running = "not seen" if r["running"] is None else f"{r['running']:.2f} s"
         print(f"      timeline after the kill: restarted tasks deployed {r['deployed']:.2f} s, all RUNNING "
               f"(state restored) {running}, next checkpoint triggered {r['checkpoint_triggered']:.2f} s")  # fmt: skip
+
+    for local, r in results.items():
+        quiet.target(f"from-local={str(local).lower()}: kill -> next completed checkpoint {r['next_checkpoint']:.2f} s "
+                     "(target < 1 s)", r["next_checkpoint"] < 1.0)  # fmt: skip
+        quiet.target(f"from-local={str(local).lower()}: kill -> first output {r['first_output']:.2f} s "
+                     "(target < 0.5 s)", r["first_output"] < 0.5)  # fmt: skip
+    quiet.report()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from quiet import QuietWatch
 
 from connectors import SequenceSource
 from flinklike_spark import (
@@ -136,22 +137,27 @@ def main() -> None:
     extra = dict(item.split("=", 1) for item in args.conf)
     print(f"machine: {platform.machine()} {platform.processor() or ''} cores={__import__('os').cpu_count()} "
           f"python={platform.python_version()} pyarrow={pa.__version__}")  # fmt: skip
-    for label, build, records, target in (
-        ("(a) vectorized stateless", vectorized, args.records_a, 5_000_000),
-        ("(b) per-record keyed count", keyed_count, args.records_b, 300_000),
-    ):
-        # Shared machines drift over tens of seconds; a 1-TM and a 2-TM run measured back to
-        # back see the same conditions, so each round gives one ratio and the median is kept.
-        ones, twos = [], []
-        for round_number in range(1, args.rounds + 1):
-            ones.append(measure(build, records, 1, extra))
-            twos.append(measure(build, records, 2, extra))
-            print(f"  {label} round {round_number}: 1 TM {ones[-1]:,.0f} rec/s | 2 TM {twos[-1]:,.0f} rec/s "
-                  f"| ratio {twos[-1] / ones[-1]:.2f}", flush=True)  # fmt: skip
-        ratio = statistics.median(two / one for one, two in zip(ones, twos))
-        print(f"{label}: 1 TM {statistics.median(ones):,.0f} rec/s | 2 TM {statistics.median(twos):,.0f} rec/s "
-              f"| scaling 2-vs-1 {ratio:.2f} (medians of {args.rounds} rounds) "
-              f"| target {target:,} rec/s with 2 TM and scaling >= 1.6", flush=True)  # fmt: skip
+    with QuietWatch() as quiet:
+        for label, build, records, target in (
+            ("(a) vectorized stateless", vectorized, args.records_a, 5_000_000),
+            ("(b) per-record keyed count", keyed_count, args.records_b, 300_000),
+        ):
+            # Shared machines drift over tens of seconds; a 1-TM and a 2-TM run measured back to
+            # back see the same conditions, so each round gives one ratio and the median is kept.
+            ones, twos = [], []
+            for round_number in range(1, args.rounds + 1):
+                ones.append(measure(build, records, 1, extra))
+                twos.append(measure(build, records, 2, extra))
+                print(f"  {label} round {round_number}: 1 TM {ones[-1]:,.0f} rec/s | 2 TM {twos[-1]:,.0f} rec/s "
+                      f"| ratio {twos[-1] / ones[-1]:.2f}", flush=True)  # fmt: skip
+            ratio = statistics.median(two / one for one, two in zip(ones, twos))
+            print(f"{label}: 1 TM {statistics.median(ones):,.0f} rec/s | 2 TM {statistics.median(twos):,.0f} rec/s "
+                  f"| scaling 2-vs-1 {ratio:.2f} (medians of {args.rounds} rounds)", flush=True)  # fmt: skip
+            quiet.target(
+                f"{label}: target {target:,} rec/s with 2 TM and scaling >= 1.6",
+                statistics.median(twos) >= target and ratio >= 1.6,
+            )
+    quiet.report()
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # this harness's modules, benchmarks/quiet.py
 
 from inputs import ensure_input  # noqa: E402
 from peers import PEERS, default_venv_dir, ensure_venv  # noqa: E402
@@ -69,6 +69,7 @@ from plan import (  # noqa: E402
     Variant,
     variants,
 )
+from quiet import QuietWatch  # noqa: E402
 from report import best_variants, summarize, write_report  # noqa: E402
 from workloads import SCENARIOS, WORKLOADS, expected  # noqa: E402
 
@@ -336,11 +337,13 @@ def main(argv: list[str] | None = None) -> int:
             args.skipped[engine] = "skipped: not installed" + (" (--quick installs nothing)" if not install else "")
             continue
         pythons[engine] = python
-    try:
-        outcomes = run_throughput(args, pythons, timeout, clock)
-    finally:
-        shutil.rmtree(args.input_dir, ignore_errors=True)
-    scenario_outcomes = run_scenarios(args, pythons, timeout)
+    with QuietWatch() as quiet:
+        try:
+            outcomes = run_throughput(args, pythons, timeout, clock)
+        finally:
+            shutil.rmtree(args.input_dir, ignore_errors=True)
+        scenario_outcomes = run_scenarios(args, pythons, timeout)
+    args.quietness = quiet.result
     outcomes += scenario_outcomes
     best = summarize([o for o in outcomes if o.workload not in SCENARIOS])
     report = write_report(best, scenario_outcomes, machine, args, started, (time.monotonic() - clock) / 60)

@@ -41,6 +41,10 @@ def test_quick_mode_writes_a_checked_report(tmp_path):
     assert (tmp_path / "benchmarks-compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "2 CPUs" in report or "CPUs" in report
     assert re.search(r"Measured \d{4}-\d\d-\d\d \d\d:\d\d UTC", report)
+    quiet = re.search(r"Quiet machine: .*?: (a measurement|NOT A MEASUREMENT)", report)
+    assert quiet, report[:2000]
+    if quiet[1] != "a measurement":  # a verdict is only given in a measurement
+        assert "— met" not in report and "— missed" not in report, report
     rows = {line.split(":", 1)[0].strip("| "): line for line in report.splitlines() if re.match(r"\| W\d\w*: ", line)}
     assert sorted(rows) == ["W1", "W2", "W2v"]
     for workload, line in rows.items():
