@@ -17,6 +17,11 @@ What a savepoint holds, all with values :func:`expected` computes in plain Pytho
 * ``broadcast`` (:class:`ScaledCount`): broadcast state (rules) and keyed state;
 * ``events`` and ``rules``: the sources' split positions (operator state).
 
+``<format version>/kafka/`` (:func:`write_kafka`, against a broker of its own)
+holds a Kafka source's partition splits and an exactly-once Kafka sink's
+pre-committed transactions, taken while records flowed. Its broker is gone, so
+the test decodes them with the reader instead of restoring a job.
+
 The restoring job reads the same sources with rows appended; the restored
 positions make it skip the rows it read before the savepoint.
 """
@@ -306,6 +311,79 @@ def write(target: Path, backend: str, *, timeout: float = 120.0) -> Path:
     return target
 
 
+KAFKA_UIDS = ("kafka-source", "kafka-sink")
+
+
+def write_kafka(target: Path, *, timeout: float = 120.0) -> Path:
+    """A savepoint of Kafka -> Kafka (exactly once), stopped while a producer keeps writing its input."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    from connectors.kafka.testing import LocalKafkaBroker, default_cache_dir
+    from flinklike_spark.common.serialization import SimpleStringSchema
+    from flinklike_spark.datastream.connectors.kafka import (
+        DeliveryGuarantee,
+        KafkaOffsetsInitializer,
+        KafkaRecordSerializationSchema,
+        KafkaSink,
+        KafkaSource,
+    )
+
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        LocalKafkaBroker(cache_dir=default_cache_dir(), data_dir=Path(scratch) / "broker") as broker,
+    ):
+        servers = broker.bootstrap_servers
+        source_topic, sink_topic = broker.create_topic("in", partitions=2), broker.create_topic("out", partitions=2)
+        stop = threading.Event()
+
+        def produce() -> None:
+            producer, i = Producer({"bootstrap.servers": servers, "linger.ms": 5}), 0
+            while not stop.is_set():
+                producer.produce(source_topic, f"record {i}".encode(), partition=i % 2)
+                producer.poll(0)
+                i += 1
+                time.sleep(0.002)
+            producer.flush(30)
+
+        checkpoints = Path(scratch) / "checkpoints"
+        env = StreamExecutionEnvironment.get_execution_environment(fixture_config(checkpoints, "hashmap"))
+        source = (
+            KafkaSource.builder().set_bootstrap_servers(servers).set_topics(source_topic).set_group_id("fixture")
+            .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+            .set_value_only_deserializer(SimpleStringSchema()).build()
+        )  # fmt: skip
+        sink = (
+            KafkaSink.builder().set_bootstrap_servers(servers)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(sink_topic)
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_transactional_id_prefix("fixture").build()
+        )  # fmt: skip
+        stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka").uid(KAFKA_UIDS[0])
+        stream.map(str.upper).sink_to(sink).uid(KAFKA_UIDS[1])
+        writer = threading.Thread(target=produce, daemon=True)
+        writer.start()
+        try:
+            client = env.execute_async("savepoint fixture (kafka)")
+            deadline = time.monotonic() + timeout
+            while client.get_job_status().name != "RUNNING":
+                if client.done() or time.monotonic() > deadline:
+                    client.wait(1)
+                    raise RuntimeError("the Kafka fixture job did not start")
+                time.sleep(0.1)
+            time.sleep(3.0)  # records flow: each sink subtask has a transaction open
+            savepoint = client.stop_with_savepoint(timeout=timeout)
+        finally:
+            stop.set()
+            writer.join(60)
+        print(f"kafka: savepoint {savepoint.checkpoint_id} of job {savepoint.job_id}", file=sys.stderr)
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(checkpoints, target)
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["write"])
@@ -313,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for backend in BACKENDS:
         write(args.root / str(FORMAT_VERSION) / backend, backend)
+    write_kafka(args.root / str(FORMAT_VERSION) / "kafka")
     return 0
 
 
