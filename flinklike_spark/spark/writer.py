@@ -81,7 +81,8 @@ class FlinklikeStreamWriter(DataSourceStreamArrowWriter):
         self._schema = to_arrow_schema(schema, timezone="UTC")
         self._path = f"{options.directory.rstrip('/')}/{INPUT_TABLE}"
         if options.pipeline is not None:
-            build_fed_pipeline(options.pipeline, options.config, self._schema)  # a bad pipeline fails start
+            # a bad pipeline fails start
+            build_fed_pipeline(options.pipeline, options.config, self._schema, options.pipeline_args)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedInput:
         from pyspark import TaskContext

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from flinklike_spark.common.typeinfo import Types
 
 __all__ = [
     "COUNTED",
@@ -143,3 +144,46 @@ def fed_failing(env: StreamExecutionEnvironment, stream):
 def fed_returns_stream(env: StreamExecutionEnvironment, stream):
     """A writeStream pipeline returning its stream for a reader on the same directory."""
     return stream.map(lambda r: {"doubled": r["value"] * 2}, output_type=pa.schema([("doubled", pa.int64())]))
+
+
+def fed_count_to_kafka(env: StreamExecutionEnvironment, stream, *, servers: str, topic: str):
+    """:func:`fed_count` into an exactly-once ``KafkaSink`` (``servers`` and ``topic`` from ``pipeline.args``):
+    one line ``key,seq,count`` per row, keyed by ``key``, so each key's lines stay in order in one partition."""
+    from flinklike_spark.common.serialization import SimpleStringSchema
+    from flinklike_spark.datastream.connectors import DeliveryGuarantee
+    from flinklike_spark.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+
+    sink = (
+        KafkaSink.builder()
+        .set_bootstrap_servers(servers)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic(topic)
+            .set_key_serialization_schema(_LineKey())
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix(f"fed-{topic}")
+        .build()
+    )
+    (
+        stream.map(
+            lambda r: {"key": r["value"] % FED_KEYS, "seq": r["value"] // FED_KEYS},
+            output_type=pa.schema([("key", pa.int64()), ("seq", pa.int64())]),
+        )
+        .key_by("key")
+        .process(Count(), output_type=COUNTED)
+        .uid("counter")
+        .map(lambda r: f"{r['key']},{r['seq']},{r['count']}", output_type=Types.STRING())
+        .uid("line")
+        .sink_to(sink)
+        .uid("kafka")
+    )
+
+
+class _LineKey:
+    """The Kafka key of a ``key,seq,count`` line: its key."""
+
+    def serialize(self, element: str) -> bytes:
+        return element.partition(",")[0].encode()
