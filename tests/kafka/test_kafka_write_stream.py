@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.kafka.kafka_jobs import assert_each_key_exactly_once_in_order, read_committed
-from tests.spark.bridge_helpers import wait_for
+from tests.spark.bridge_helpers import start_fed_query, wait_for
 from tests.spark.pipelines import FED_KEYS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -25,26 +25,11 @@ ROWS_PER_BATCH = 200
 
 
 def start_query(spark, job_dir: Path, checkpoint: Path, servers: str, topic: str):
-    rows = (
-        spark.readStream.format("rate-micro-batch")
-        .option("rowsPerBatch", ROWS_PER_BATCH)
-        .option("numPartitions", 2)
-        .load()
-        .where(f"value < {TOTAL}")
-        .select("value")
-    )
-    return (
-        rows.writeStream.format("flinklike")
-        .option("pipeline", "tests.spark.pipelines:fed_count_to_kafka")
-        .option("pipeline.args", json.dumps({"servers": servers, "topic": topic}))
-        .option("execution.checkpointing.dir", str(job_dir))
-        .option("execution.checkpointing.interval", "300 ms")
-        .option("parallelism.default", "2")
-        .option("queryId", "to-kafka")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="500 milliseconds")
-        .start()
-    )
+    return start_fed_query(
+        spark, total=TOTAL, rows_per_batch=ROWS_PER_BATCH, pipeline="tests.spark.pipelines:fed_count_to_kafka",
+        job_dir=job_dir, checkpoint=checkpoint, query_id="to-kafka",
+        **{"pipeline.args": json.dumps({"servers": servers, "topic": topic})},
+    )  # fmt: skip
 
 
 def test_a_write_stream_query_feeds_an_exactly_once_kafka_sink_across_a_restart(

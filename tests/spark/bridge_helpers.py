@@ -63,3 +63,32 @@ def assert_exactly_once_in_order(rows: list[dict], keys, *, min_per_key: int) ->
             )
         assert len(seqs) >= min_per_key, f"key {key}: only {len(seqs)} rows, expected >= {min_per_key}"
     return {k: len(v) for k, v in per_key.items()}
+
+
+def start_fed_query(spark, *, total: int, rows_per_batch: int, pipeline: str, job_dir, checkpoint, query_id: str,
+                    **options: str):  # fmt: skip
+    """A ``writeStream.format("flinklike")`` query feeding ``pipeline`` Spark's values 0..total-1.
+
+    Spark's rate-micro-batch source, 2 partitions, ``rows_per_batch`` rows per micro-batch whatever the
+    wall time; the job checkpoints every 300 ms at parallelism 2; ``options`` are added (e.g. ``pipeline.args``).
+    """
+    rows = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", 2)
+        .load()
+        .where(f"value < {total}")
+        .select("value")
+    )
+    writer = (
+        rows.writeStream.format("flinklike")
+        .option("pipeline", pipeline)
+        .option("execution.checkpointing.dir", str(job_dir))
+        .option("execution.checkpointing.interval", "300 ms")
+        .option("parallelism.default", "2")
+        .option("queryId", query_id)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    return writer.trigger(processingTime="500 milliseconds").start()

@@ -109,7 +109,12 @@ def fed_count(env: StreamExecutionEnvironment, stream):
     With Spark's rate sources (numPartitions 2, values striped over partitions), each
     key's values come from one Spark partition, in order: seq 0, 1, 2, ... per key.
     """
-    (
+    _running_count(stream).sink_to(DeltaSink(fed_count_output(env.config.checkpointing.directory))).uid("out")
+
+
+def _running_count(stream):
+    """Spark's ``value`` -> key ``value % FED_KEYS``, seq ``value // FED_KEYS`` -> the keyed running count."""
+    return (
         stream.map(
             lambda r: {"key": r["value"] % FED_KEYS, "seq": r["value"] // FED_KEYS},
             output_type=pa.schema([("key", pa.int64()), ("seq", pa.int64())]),
@@ -117,8 +122,6 @@ def fed_count(env: StreamExecutionEnvironment, stream):
         .key_by("key")
         .process(Count(), output_type=COUNTED)
         .uid("counter")
-        .sink_to(DeltaSink(fed_count_output(env.config.checkpointing.directory)))
-        .uid("out")
     )
 
 
@@ -168,13 +171,7 @@ def fed_count_to_kafka(env: StreamExecutionEnvironment, stream, *, servers: str,
         .build()
     )
     (
-        stream.map(
-            lambda r: {"key": r["value"] % FED_KEYS, "seq": r["value"] // FED_KEYS},
-            output_type=pa.schema([("key", pa.int64()), ("seq", pa.int64())]),
-        )
-        .key_by("key")
-        .process(Count(), output_type=COUNTED)
-        .uid("counter")
+        _running_count(stream)
         .map(lambda r: f"{r['key']},{r['seq']},{r['count']}", output_type=Types.STRING())
         .uid("line")
         .sink_to(sink)

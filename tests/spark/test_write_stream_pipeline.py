@@ -21,7 +21,12 @@ from deltalake import DeltaTable
 
 from connectors import read_delta_table
 from flinklike_spark.spark.job_record_table import RunnerState, read_record
-from tests.spark.bridge_helpers import assert_exactly_once_in_order, rows_in_commit_order, wait_for
+from tests.spark.bridge_helpers import (
+    assert_exactly_once_in_order,
+    rows_in_commit_order,
+    start_fed_query,
+    wait_for,
+)
 from tests.spark.pipelines import FED_KEYS, fed_count_output
 from tests.support.processes import task_executors_under
 
@@ -34,25 +39,8 @@ ROWS_PER_BATCH = 200
 
 
 def start_query(spark, job_dir: Path, checkpoint: Path):
-    rows = (
-        spark.readStream.format("rate-micro-batch")
-        .option("rowsPerBatch", ROWS_PER_BATCH)
-        .option("numPartitions", 2)
-        .load()
-        .where(f"value < {TOTAL}")
-        .select("value")
-    )
-    return (
-        rows.writeStream.format("flinklike")
-        .option("pipeline", "tests.spark.pipelines:fed_count")
-        .option("execution.checkpointing.dir", str(job_dir))
-        .option("execution.checkpointing.interval", "300 ms")
-        .option("parallelism.default", "2")
-        .option("queryId", "rate")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="500 milliseconds")
-        .start()
-    )
+    return start_fed_query(spark, total=TOTAL, rows_per_batch=ROWS_PER_BATCH, pipeline="tests.spark.pipelines:fed_count",
+                           job_dir=job_dir, checkpoint=checkpoint, query_id="rate")  # fmt: skip
 
 
 def output_rows(out: Path) -> int:

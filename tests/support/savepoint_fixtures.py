@@ -42,7 +42,6 @@ from typing import Any
 from checkpointing.schemas import FORMAT_VERSION
 from connectors import CollectSink
 from flinklike_spark import (
-    AggregateFunction,
     KeyedBroadcastProcessFunction,
     KeyedProcessFunction,
     ListStateDescriptor,
@@ -60,6 +59,7 @@ from flinklike_spark.datastream.collection_source import CollectionReader, Colle
 from flinklike_spark.datastream.functions import ProcessFunction, WindowFunction
 from flinklike_spark.datastream.state import AggregatingStateDescriptor, StateTtlConfig
 from flinklike_spark.datastream.window import TumblingEventTimeWindows
+from tests.support.state_processor_jobs import MeanOfSeq
 
 BACKENDS = ("hashmap", "rocksdb")
 USERS = 4
@@ -111,20 +111,6 @@ class ByTs(TimestampAssigner):
         return value["ts"]
 
 
-class Average(AggregateFunction):
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, accumulator):
-        return (accumulator[0] + value, accumulator[1] + 1)
-
-    def get_result(self, accumulator):
-        return accumulator[0] / accumulator[1]
-
-    def merge(self, a, b):
-        return (a[0] + b[0], a[1] + b[1])
-
-
 def _add(a: int, b: int) -> int:
     return a + b
 
@@ -140,7 +126,7 @@ class EveryKind(KeyedProcessFunction):
         self.by_parity = runtime_context.get_map_state(MapStateDescriptor("by_parity", Types.STRING(), Types.LONG()))
         self.total = runtime_context.get_reducing_state(ReducingStateDescriptor("total", _add, Types.LONG()))
         self.mean = runtime_context.get_aggregating_state(
-            AggregatingStateDescriptor("mean", Average(), Types.TUPLE([Types.LONG(), Types.LONG()]))
+            AggregatingStateDescriptor("mean", MeanOfSeq(), Types.TUPLE([Types.LONG(), Types.LONG()]))
         )
         self.last_seen = runtime_context.get_state(ttl)
 
