@@ -298,7 +298,8 @@ class DeclaredStateType:
     Create it with :meth:`of` when the state is registered (None: nothing to
     check); :meth:`wrap_args` checks the results of the descriptor's reduce or
     aggregate function, :meth:`typed_handle_class` gives the handle's writing
-    methods the checks.
+    methods the checks, :meth:`check_entry` checks a whole entry written without a
+    handle. ``backend`` is what errors name: its ``owner`` and ``current_key``.
     """
 
     def __init__(self, descriptor: StateDescriptor, backend: Any, value: Check | None, key: Check | None) -> None:
@@ -351,6 +352,16 @@ class DeclaredStateType:
             if value is not None and v is not None and not value(v):
                 self.fail(v, f"the value of map key {truncated_repr(k, 60)}")
         return entries
+
+    def check_entry(self, entry: Any) -> None:
+        """Check the current key's whole entry: a value, a list of elements, a dict of a map state."""
+        kind = StateKind(self.descriptor.kind)
+        if kind == StateKind.LIST:
+            self._check_elements(list(entry))
+        elif kind == StateKind.MAP:
+            self._check_entries(entry)
+        elif entry is not None and not self.value(entry):
+            self.fail(entry, "the value written")
 
     def wrap_args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The handle's function arguments, with the values they return (what gets stored) checked."""
