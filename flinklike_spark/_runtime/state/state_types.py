@@ -77,7 +77,7 @@ _INTEGRAL = (int, np.integer)
 _REAL = (float, int, np.floating, np.integer)
 
 #: Where the State Processor API's recipe for changing a state's type is documented.
-MIGRATE_RECIPE = "docs/state-processor.md, 'Recipe 3: change the shape of a state between job versions'"
+MIGRATE_RECIPE = "docs/state-processor.md, 'When a state's declared type changes'"
 
 
 # -- predicates -------------------------------------------------------------------------------
