@@ -30,6 +30,7 @@ from flinklike_spark import (
     ValueStateDescriptor,
 )
 from flinklike_spark.common import Row, Types
+from flinklike_spark.datastream.functions import BroadcastProcessFunction
 from flinklike_spark.errors import IncompatibleStateTypeError, StateTypeError
 from flinklike_spark.state_processor import (
     KeyedStateBootstrapFunction,
@@ -107,6 +108,29 @@ def test_a_wrong_typed_write_fails_the_job_naming_operator_state_key_type_and_va
     assert f"state {state!r}" in text and f"declares {declared}" in text
     assert "for key 'k7'" in text and what in text
     assert "takes an int in [-2**63, 2**63 - 1]" in text
+
+
+LIMITS = MapStateDescriptor("limits", Types.STRING(), Types.LONG())
+
+
+class Limits(BroadcastProcessFunction):
+    def process_element(self, value, ctx):
+        yield {"x": value["x"], "limit": ctx.get_broadcast_state(LIMITS).get("max")}
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(LIMITS).put("max", value["max"])
+
+
+def test_broadcast_state_checks_its_declared_key_and_value_types():
+    env = StreamExecutionEnvironment.get_execution_environment(CONFIG)
+    numbers = env.from_collection([{"x": 1}])
+    rules = env.from_collection([{"max": "ten"}])
+    numbers.connect(rules.broadcast(LIMITS)).process(Limits()).name("limits").uid("limits").sink_to(CollectSink("l"))
+    with pytest.raises(Exception) as failure:  # noqa: PT011 - the job's failure wraps the task's
+        env.execute("broadcast")
+    text = _messages(failure.value)
+    assert "operator 'limits' (uid 'limits'): state 'limits'" in text
+    assert "declares Types.MAP(Types.STRING(), Types.LONG()); the value of map key 'max' is str 'ten'" in text
 
 
 class KeepsAnything(KeyedProcessFunction):

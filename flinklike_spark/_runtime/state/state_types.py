@@ -298,8 +298,9 @@ class DeclaredStateType:
     Create it with :meth:`of` when the state is registered (None: nothing to
     check); :meth:`wrap_args` checks the results of the descriptor's reduce or
     aggregate function, :meth:`typed_handle_class` gives the handle's writing
-    methods the checks, :meth:`check_entry` checks a whole entry written without a
-    handle. ``backend`` is what errors name: its ``owner`` and ``current_key``.
+    methods the checks (also of broadcast state, a map handle without a key), :meth:`check_entry`
+    checks a whole entry written without a handle. ``backend`` is what errors name: its
+    ``owner`` and ``current_key`` (None: no key).
     """
 
     def __init__(self, descriptor: StateDescriptor, backend: Any, value: Check | None, key: Check | None) -> None:
@@ -330,9 +331,11 @@ class DeclaredStateType:
         descriptor = self.descriptor
         type_info = type_info if type_info is not None else self.declared
         declares = _type_text(descriptor)
+        key = backend.current_key
+        where = "" if key is None else f"for key {truncated_repr(key, 120)}, "  # None: broadcast state, no key
         raise StateTypeError(
             f"{backend.owner}: state {descriptor.name!r} ({type(descriptor).__name__}) declares {declares}; "
-            f"for key {truncated_repr(backend.current_key, 120)}, {_mismatch(type_info, value, what)}. "
+            f"{where}{_mismatch(type_info, value, what)}. "
             f"Write a value of the declared type, or declare the type the state holds "
             f"(Types.PICKLED_BYTE_ARRAY() or no type: any picklable value)"
         )
