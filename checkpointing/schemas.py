@@ -98,6 +98,10 @@ class StateKind(StrEnum):
     """A timer: the key is the timer's key (or namespace), the value its timestamp."""
     OPERATOR = "operator"
     """Non-keyed operator state, broadcast state included."""
+    TYPE_INFO = "type_info"
+    """The declared ``Types.*`` type of a keyed state (Flink's state meta info), stored as operator
+    state so that every subtask reads it: the row's ``state_name`` is the state's, its value the
+    type's ``repr``."""
     SOURCE_SPLIT = "source_split"
     SINK_COMMITTABLES = "sink_committables"
 

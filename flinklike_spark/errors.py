@@ -28,6 +28,7 @@ __all__ = [
     "FunctionResultError",
     "IllegalStateTransition",
     "IncompatibleCheckpointError",
+    "IncompatibleStateTypeError",
     "InputFilesNotFoundError",
     "InvalidProgramError",
     "JobCancelledError",
@@ -53,6 +54,7 @@ __all__ = [
     "StateLossError",
     "StateNotFoundError",
     "StateProcessorError",
+    "StateTypeError",
     "StorageUnavailableError",
     "TaskExecutorLostError",
     "UnsupportedSnapshotFormatError",
@@ -330,6 +332,25 @@ class UnsupportedSnapshotFormatError(IncompatibleCheckpointError):
     """
 
 
+class StateTypeError(FlinklikeError, TypeError):
+    """A value written to state does not match the ``Types.*`` type its descriptor declares.
+
+    Raised by the state handle (in the operator that wrote the value, or in a
+    State Processor bootstrap function); the message names the operator, the
+    state, the key, the declared type, the value and what the type accepts.
+    Never restarted: the same record would write the same value again.
+    """
+
+
+class IncompatibleStateTypeError(StateTypeError):
+    """A restored state was written with a declared type that its descriptor's type cannot read.
+
+    Raised when the state is registered after a restore; the message names the
+    state, the old and the new type and the migration route (the State Processor
+    API). The only change that restores is a named row gaining fields at its end.
+    """
+
+
 class StateProcessorError(FlinklikeError, ValueError):
     """The State Processor API (:mod:`flinklike_spark.state_processor`) was given data or
     arguments it cannot turn into state: names the bad value and what would be valid."""
@@ -536,6 +557,7 @@ class NonRecoverableError(FlinklikeError):
 
 
 setattr(NonRecoverableError, _NON_RECOVERABLE, True)
+setattr(StateTypeError, _NON_RECOVERABLE, True)
 
 
 def mark_non_recoverable(exception_type: type[BaseException]) -> type[BaseException]:

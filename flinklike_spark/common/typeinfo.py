@@ -11,10 +11,15 @@ one column ``f0``. The basic types map to their Arrow equivalents
 a stream of any picklable objects (pickled into one binary column ``f0``); as a
 field of a row or tuple, an element of a list or a key or value of a map it is
 a binary field whose values are pickled, as PyFlink's coder pickles them.
+
+A type's ``repr`` is the ``Types`` call that makes it (``Types.MAP(Types.STRING(),
+Types.LONG())``), and :func:`parse_type_info` turns that text back into the type:
+checkpoints store the declared types of states in this form.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from typing import Any
 
@@ -24,7 +29,7 @@ from flinklike_spark.common.types import BIG_DEC_KEY, PICKLED_FIELD_KEY
 from flinklike_spark.common.types import RECORD_KIND_KEY as _RECORD_KIND_KEY
 from flinklike_spark.errors import ConfigurationError
 
-__all__ = ["TypeInformation", "Types", "to_arrow_schema"]
+__all__ = ["TypeInformation", "Types", "parse_type_info", "to_arrow_schema"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +41,18 @@ class TypeInformation:
     field_names: tuple[str, ...] | None = None
     #: the kind of records of a stream of this type (``rows.RecordKind``); None: dicts or named Rows
     record_kind: str | None = None
+    #: the types it is made of: the field types of a row or tuple, the element type of an
+    #: array or list, the key and value types of a map; empty for basic types
+    components: tuple[TypeInformation, ...] = ()
+
+    def __repr__(self) -> str:
+        """The ``Types`` call that makes this type, e.g. ``Types.ROW_NAMED(['a'], [Types.LONG()])``."""
+        parts = ", ".join(map(repr, self.components))
+        if self.name in ("ROW", "TUPLE"):
+            return f"Types.{self.name}([{parts}])"
+        if self.name == "ROW_NAMED":
+            return f"Types.ROW_NAMED({list(self.field_names or ())!r}, [{parts}])"
+        return f"Types.{self.name}({parts})"
 
     def to_arrow(self) -> pa.DataType:
         if self.arrow_type is None:
@@ -82,35 +99,35 @@ class Types:
                 f"Types.ROW_NAMED needs as many names as types, got {len(field_names)} and {len(field_types)}"
             )
         arrow = pa.struct([_field(name, t) for name, t in zip(field_names, field_types, strict=True)])
-        return TypeInformation("ROW_NAMED", arrow, tuple(field_names), "row")
+        return TypeInformation("ROW_NAMED", arrow, tuple(field_names), "row", tuple(field_types))
 
     @staticmethod
     def ROW(field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
-        return TypeInformation("ROW", _positional(field_types), None, "positional-row")
+        return TypeInformation("ROW", _positional(field_types), None, "positional-row", tuple(field_types))
 
     @staticmethod
     def TUPLE(field_types: list[TypeInformation]) -> TypeInformation:  # noqa: N802
-        return TypeInformation("TUPLE", _positional(field_types), None, "tuple")
+        return TypeInformation("TUPLE", _positional(field_types), None, "tuple", tuple(field_types))
 
     @staticmethod
     def BASIC_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
-        return TypeInformation("BASIC_ARRAY", pa.list_(_field("item", element_type)))
+        return TypeInformation("BASIC_ARRAY", pa.list_(_field("item", element_type)), components=(element_type,))
 
     @staticmethod
     def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
         """An array of a primitive type; ``PRIMITIVE_ARRAY(BYTE())`` is Python ``bytes`` (Arrow binary), as in PyFlink."""
-        if element_type.name == "BYTE":
-            return TypeInformation("PRIMITIVE_ARRAY", pa.binary())
-        return TypeInformation("PRIMITIVE_ARRAY", pa.list_(_field("item", element_type)))
+        arrow = pa.binary() if element_type.name == "BYTE" else pa.list_(_field("item", element_type))
+        return TypeInformation("PRIMITIVE_ARRAY", arrow, components=(element_type,))
 
     @staticmethod
     def LIST(element_type_info: TypeInformation) -> TypeInformation:  # noqa: N802
-        return TypeInformation("LIST", pa.list_(_field("item", element_type_info)))
+        return TypeInformation("LIST", pa.list_(_field("item", element_type_info)), components=(element_type_info,))
 
     @staticmethod
     def MAP(key_type_info: TypeInformation, value_type_info: TypeInformation) -> TypeInformation:  # noqa: N802
         key = _field("key", key_type_info).with_nullable(False)  # Arrow's map keys are never null
-        return TypeInformation("MAP", pa.map_(key, _field("value", value_type_info)))
+        arrow = pa.map_(key, _field("value", value_type_info))
+        return TypeInformation("MAP", arrow, components=(key_type_info, value_type_info))
 
 
 def _positional(field_types: list[TypeInformation]) -> pa.DataType:
@@ -152,3 +169,33 @@ def to_arrow_schema(output_type: Any) -> pa.Schema | None:
             raise ConfigurationError(f"Types.{output_type.name} cannot describe a stream")
         return pa.schema([_field("f0", output_type)], metadata={_RECORD_KIND_KEY: "value"})
     raise ConfigurationError(f"output_type must be a pyarrow.Schema or a Types.* type information, got {output_type!r}")
+
+
+def parse_type_info(text: str) -> TypeInformation:
+    """The type whose ``repr`` is ``text`` (``"Types.LIST(Types.LONG())"``); nothing is evaluated.
+
+    Raises:
+        ConfigurationError: ``text`` is not a ``Types`` call of names, lists of names and types.
+    """
+    try:
+        return _parsed(ast.parse(text, mode="eval").body, text)
+    except SyntaxError:
+        raise ConfigurationError(f"not a Types.* type: {text!r}") from None
+
+
+def _parsed(node: ast.expr, text: str) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.List):
+        return [_parsed(item, text) for item in node.elts]
+    if (
+        isinstance(node, ast.Call)
+        and not node.keywords
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "Types"
+        and node.func.attr.isupper()
+        and hasattr(Types, node.func.attr)
+    ):
+        return getattr(Types, node.func.attr)(*(_parsed(arg, text) for arg in node.args))
+    raise ConfigurationError(f"not a Types.* type: {text!r} (at {ast.unparse(node)!r})")

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from checkpointing import KeyedColumns, KeyedStateSnapshot
+from checkpointing import KeyedColumns, KeyedStateSnapshot, OperatorStateSnapshot
 from checkpointing.schemas import StateKind
 from flinklike_spark._runtime.operators.stream_operator import EVENT_TIMERS, PROCESSING_TIMERS
 from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend, key_groups_of
 from flinklike_spark._runtime.state.state_backend_base import wall_clock_ms
+from flinklike_spark._runtime.state.state_types import DeclaredStateType, declared_type_parts
 from flinklike_spark.datastream.functions import Function, RuntimeContext, TimerService
 from flinklike_spark.datastream.state import (
     AggregatingStateDescriptor,
@@ -158,6 +160,10 @@ class _RuntimeContext(RuntimeContext):
         return MetricGroup(MetricRegistry(), (f"bootstrap {self._uid}",))
 
 
+def _owner(uid: str) -> str:
+    return f"the bootstrap of operator uid {uid!r}"
+
+
 def _hashable(key: Any) -> Any:
     """A key as state holds it: lists (an Arrow list column) become tuples."""
     return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
@@ -173,10 +179,12 @@ class BootstrappedState:
             registered through its runtime context. A state is in it even when no key
             holds an entry (a column of nulls, a state registered but never updated).
         parts: the snapshot parts to write: one per state holding entries, and the timers.
+        types: the ``type_info`` parts recording the declared type of each typed state.
     """
 
     states: Mapping[str, StateKind]
     parts: list[KeyedStateSnapshot]
+    types: list[OperatorStateSnapshot] = dataclasses.field(default_factory=list)
 
 
 class StateBootstrapTransformation:
@@ -219,11 +227,16 @@ class StateBootstrapTransformation:
         Raises:
             StateProcessorError: a missing key or state column, a duplicate key (column
                 form), or a value of the wrong shape for its state; the message names it.
+            StateTypeError: a value does not match its descriptor's declared type.
         """
         table = to_arrow_table(self._data, f"operator {uid!r}")
         if self._function is not None:
             return self._run_function(table, uid, max_parallelism)
-        return BootstrappedState(states=self.declared_states, parts=self._from_columns(table, uid, max_parallelism))
+        return BootstrappedState(
+            states=self.declared_states,
+            parts=self._from_columns(table, uid, max_parallelism),
+            types=declared_type_parts(self._descriptors, {}),
+        )
 
     def snapshots(self, uid: str, max_parallelism: int) -> list[KeyedStateSnapshot]:
         """The parts of :meth:`compute`: the operator's keyed state as the runtime's snapshot parts."""
@@ -253,6 +266,7 @@ class StateBootstrapTransformation:
         groups = key_groups_of(keys, max_parallelism)
         now = self._clock_ms()
         parts = []
+        site = types.SimpleNamespace(owner=_owner(uid), current_key=None)  # what type errors name
         for descriptor in self._descriptors:
             name = descriptor.name
             if name not in table.column_names:
@@ -260,11 +274,16 @@ class StateBootstrapTransformation:
                     f"operator {uid!r}: no column {name!r} for state {name!r}; the data's columns: {table.column_names}"
                 )
             kind = StateKind(descriptor.kind)
+            values = table[name].to_pylist()
+            declared = DeclaredStateType.of(descriptor, site)
+            if declared is not None:
+                for key, value in zip(keys, values):
+                    if value is not None:
+                        site.current_key = key
+                        declared.check_entry(value)
             ttl = descriptor.ttl_config is not None
             stamps = table[ttl_column(name)].to_pylist() if ttl and ttl_column(name) in table.column_names else None
-            stored = encode_values(
-                kind, table[name].to_pylist(), stamps, ttl=ttl, now_ms=now, what=f"operator {uid!r} state {name!r}"
-            )
+            stored = encode_values(kind, values, stamps, ttl=ttl, now_ms=now, what=f"operator {uid!r} state {name!r}")
             present = [i for i, v in enumerate(stored) if v is not None]
             if not present:
                 continue
@@ -282,6 +301,7 @@ class StateBootstrapTransformation:
         rows = table.to_pylist()
         groups = key_groups_of(keys, max_parallelism)
         backend = HeapKeyedStateBackend(max_parallelism=max_parallelism, clock_ms=self._clock_ms)
+        backend.owner = _owner(uid)
         timers = _Timers(backend, self._clock_ms)
         function = self._function
         ctx = _Context(backend, timers)
@@ -307,7 +327,9 @@ class StateBootstrapTransformation:
                 parts.append(KeyedStateSnapshot(name=name, kind=StateKind.TIMER, entries=KeyedColumns(
                     timer_keys, [t for t, _ in entries], key_groups_of(timer_keys, max_parallelism)
                 )))  # fmt: skip
-        return BootstrappedState(states=dict(runtime_context.registered), parts=parts)
+        return BootstrappedState(
+            states=dict(runtime_context.registered), parts=parts, types=backend.snapshot_declared_types()
+        )
 
 
 class KeyedOperatorTransformation:

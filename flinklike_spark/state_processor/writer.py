@@ -285,7 +285,9 @@ class SavepointWriter:
                     subtasks = parallelism.setdefault(uid, source.checkpoint.parallelism.get(uid, 1))
                 else:
                     subtasks = parallelism.setdefault(uid, 1)
-                handles += self._write_keyed(layout, job_id, checkpoint_id, uid, parts, subtasks)
+                handles += self._write_keyed(
+                    layout, job_id, checkpoint_id, uid, parts, subtasks, {0: result.types} if result.types else None
+                )
             if not handles:
                 raise StateProcessorError("the savepoint would hold no state: add an operator with with_operator()")
             properties = {}
@@ -382,6 +384,14 @@ class SavepointWriter:
             kind = StateKind(table["state_kind"][0].as_py())
             parts.append(KeyedStateSnapshot(name=name, kind=kind, entries=KeyedColumns(keys, values, groups)))
         operator = rows.filter(pc.less(rows["key_group"], 0))
+        # The declared types of keyed states go with them: a replaced operator's new states
+        # record their own, a dropped state's is dropped.
+        gone = sorted(dropped or ()) if keep_keyed else sorted(set(operator["state_name"].to_pylist()))
+        is_gone_type = pc.and_(
+            pc.equal(operator["state_kind"], StateKind.TYPE_INFO.value),
+            pc.is_in(operator["state_name"], pa.array(gone, pa.string())),
+        )
+        operator = operator.filter(pc.invert(is_gone_type))
         by_subtask: dict[int, list[OperatorStateSnapshot]] = {}
         for subtask in sorted(set(operator["subtask"].to_pylist())):
             mine = operator.filter(pc.equal(operator["subtask"], subtask))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +31,14 @@ from flinklike_spark._runtime.operators.process_operators import (
     ProcessContext,
     ProcessOperator,
 )
-from flinklike_spark._runtime.operators.stream_operator import OperatorSnapshot, RestoredState, extend_stamped
+from flinklike_spark._runtime.operators.stream_operator import (
+    OperatorSnapshot,
+    RestoredState,
+    describe_operator,
+    extend_stamped,
+)
 from flinklike_spark._runtime.record_timestamps import Timestamps
+from flinklike_spark._runtime.state.state_types import DeclaredStateType
 from flinklike_spark.datastream.functions import (
     BroadcastProcessFunction,
     CoFlatMapFunction,
@@ -97,7 +104,7 @@ class _CoContext(ProcessContext):
                 f"no broadcast state {state_descriptor.name!r}: pass its MapStateDescriptor to broadcast(...); "
                 f"known: {known}"
             )
-        cls = BroadcastState if self.broadcast_side else ReadOnlyBroadcastState
+        cls = self._op.broadcast_classes[state_descriptor.name] if self.broadcast_side else ReadOnlyBroadcastState
         return cls(entries, state_descriptor.name)
 
     def apply_to_keyed_state(self, state_descriptor: Any, function: Callable[[Any, Any], None]) -> None:
@@ -160,6 +167,14 @@ class _TwoInput:
         self.function = descriptor.function
         self._calls = _dispatch(descriptor.function)
         self.broadcast_states: dict[str, dict] = {d.name: {} for d in descriptor.broadcast_descriptors}
+        # The writable handle of each broadcast state: one checking its declared key and value types, if any.
+        site = types.SimpleNamespace(owner=describe_operator(self), current_key=None)
+        self.broadcast_classes: dict[str, type[BroadcastState]] = {}
+        for d in descriptor.broadcast_descriptors:
+            declared = DeclaredStateType.of(d, site)
+            self.broadcast_classes[d.name] = (
+                BroadcastState if declared is None else declared.typed_handle_class(BroadcastState)
+            )
         self._ctx = _CoContext(self)
 
     def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:

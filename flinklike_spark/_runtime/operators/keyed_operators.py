@@ -15,12 +15,14 @@ import copy
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from checkpointing.schemas import StateKind
 from flinklike_spark._runtime.operators.stream_operator import (
     OperatorRuntimeContext,
     OperatorSnapshot,
     RestoredState,
     UserFunctionOperator,
     call_open,
+    describe_operator,
 )
 from flinklike_spark._runtime.record_timestamps import Timestamps
 from flinklike_spark._runtime.state.incremental_snapshot import incremental_snapshots, take_keyed_snapshot
@@ -59,7 +61,7 @@ class _KeyedFunctionOperator(UserFunctionOperator):
 
     def setup(self, context, output) -> None:
         super().setup(context, output)
-        self.backend = create_keyed_state_backend(context)
+        self.backend = create_keyed_state_backend(context, owner=describe_operator(self))
         self.incremental = incremental_snapshots(self.backend, context)
 
     def open(self) -> None:
@@ -75,10 +77,18 @@ class _KeyedFunctionOperator(UserFunctionOperator):
         if restored is not None:
             for entry in restored.keyed:
                 self.backend.restore_entry(entry.state_name, entry.key, entry.value)
+            for entry in restored.operator:
+                if entry.state_kind == StateKind.TYPE_INFO:
+                    self.backend.restore_type(entry.state_name, entry.value)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         keyed = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)
-        return OperatorSnapshot(keyed=keyed.entries, keyed_changes=keyed.changes, chain=keyed.chain)
+        return OperatorSnapshot(
+            keyed=keyed.entries,
+            keyed_changes=keyed.changes,
+            chain=keyed.chain,
+            operator=self.backend.snapshot_declared_types(),
+        )
 
     def _keys(self, rows: list[dict]):
         """Every row, with the backend's current key set to the row's key before it is yielded

@@ -22,6 +22,7 @@ from flinklike_spark._runtime.operators.stream_operator import (
     call_open,
     check_iterable,
     check_rows,
+    describe_operator,
     extend_stamped,
 )
 from flinklike_spark._runtime.operators.timers import KeyedTimers
@@ -140,7 +141,7 @@ class KeyedProcessOperator(ProcessOperator):
 
     def setup(self, context: OperatorContext, output: Output) -> None:
         super().setup(context, output)
-        self.backend = create_keyed_state_backend(context)
+        self.backend = create_keyed_state_backend(context, owner=describe_operator(self))
         self.incremental = incremental_snapshots(self.backend, context)
         self.timers = KeyedTimers()
 
@@ -159,6 +160,9 @@ class KeyedProcessOperator(ProcessOperator):
                 timers[entry.state_name].add(entry.value, entry.key)
             else:
                 self.backend.restore_entry(entry.state_name, entry.key, entry.value)
+        for entry in restored.operator:
+            if entry.state_kind == StateKind.TYPE_INFO:
+                self.backend.restore_type(entry.state_name, entry.value)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         max_parallelism = self.context.max_parallelism
@@ -168,7 +172,12 @@ class KeyedProcessOperator(ProcessOperator):
             timers = [(key_group_for(key, max_parallelism), key, timestamp) for timestamp, key in queue.entries()]
             if timers:
                 entries.append(KeyedStateSnapshot(name=name, kind=StateKind.TIMER, entries=timers))
-        return OperatorSnapshot(keyed=entries, keyed_changes=keyed.changes, chain=keyed.chain)
+        return OperatorSnapshot(
+            keyed=entries,
+            keyed_changes=keyed.changes,
+            chain=keyed.chain,
+            operator=self.backend.snapshot_declared_types(),
+        )
 
     def process_rows(self, rows: list[dict], timestamps: Timestamps = None) -> None:
         key_field = self.key_field

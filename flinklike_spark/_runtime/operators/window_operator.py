@@ -53,6 +53,7 @@ from flinklike_spark._runtime.operators.stream_operator import (
     StreamOperator,
     call_close,
     call_open,
+    describe_operator,
 )
 from flinklike_spark._runtime.operators.timers import KeyedTimers
 from flinklike_spark._runtime.operators.window_descriptor import PaneKind, WindowOperatorDescriptor
@@ -233,9 +234,10 @@ class WindowOperator(StreamOperator):
 
     def setup(self, context, output) -> None:
         super().setup(context, output)
-        self.global_state = create_keyed_state_backend(context)
+        self.global_state = create_keyed_state_backend(context, owner=describe_operator(self))
         # Per-window state lives on the heap whatever the backend type: its keys are (key, window).
         self.scoped = ScopedStateBackend(max_parallelism=context.max_parallelism, clock_ms=context.clock_ms)
+        self.scoped.owner = f"{describe_operator(self)} (per-window state)"
         self.timers = KeyedTimers()
         self.runtime_context = OperatorRuntimeContext(context, self.global_state, self.name)
         self.side = SideOutputCollector(self)
@@ -637,7 +639,8 @@ class WindowOperator(StreamOperator):
             entries = [(key_group_for(ns[0], max_parallelism), ns, ts) for ts, ns in queue.entries()]
             if entries:
                 keyed.append(KeyedStateSnapshot(name=name, kind=StateKind.TIMER, entries=entries))
-        return OperatorSnapshot(keyed=keyed)
+        types = self.global_state.snapshot_declared_types() + self.scoped.snapshot_declared_types()
+        return OperatorSnapshot(keyed=keyed, operator=types)
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         if restored is None:
@@ -657,3 +660,10 @@ class WindowOperator(StreamOperator):
                 self.scoped.restore_entry(name[len(SCOPED_STATE_PREFIX) :], entry.key, entry.value)
             else:
                 self.global_state.restore_entry(name, entry.key, entry.value)
+        for entry in restored.operator:
+            if entry.state_kind != StateKind.TYPE_INFO:
+                continue
+            if entry.state_name.startswith(SCOPED_STATE_PREFIX):
+                self.scoped.restore_type(entry.state_name[len(SCOPED_STATE_PREFIX) :], entry.value)
+            else:
+                self.global_state.restore_type(entry.state_name, entry.value)

@@ -137,8 +137,6 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     #: Maps a stored key to the key whose group it belongs to (the scoped window backend overrides it).
     _group_key: Callable[[Any], Any] | None = None
-    #: Prefix of state names in snapshots (the scoped window backend overrides it).
-    _snapshot_prefix = ""
 
     def _table(self, name: str) -> dict:
         return self._tables.setdefault(name, {})

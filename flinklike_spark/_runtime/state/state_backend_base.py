@@ -11,7 +11,10 @@ way:
   the policies that full snapshots clean with, incremental cleanup where the
   backend supports it);
 * handle selection (the plain handles of :mod:`flinklike_spark.datastream.state`, or the
-  change-tracking ones of :mod:`~flinklike_spark._runtime.state.tracked_state`).
+  change-tracking ones of :mod:`~flinklike_spark._runtime.state.tracked_state`);
+* declared types (:mod:`~flinklike_spark._runtime.state.state_types`): the handle of a
+  state whose descriptor declares ``Types.*`` checks every value written, and a
+  restored state's entries are checked against (or evolved to) its declared type.
 
 A backend implements only its table and snapshot primitives:
 
@@ -40,7 +43,8 @@ from collections.abc import Callable, MutableMapping
 from typing import Any, ClassVar, Protocol
 
 from checkpointing.schemas import StateKind
-from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot
+from checkpointing.state_snapshots import KeyedStateChanges, KeyedStateSnapshot, OperatorStateSnapshot
+from flinklike_spark._runtime.state.state_types import DeclaredStateType, declared_type_parts
 from flinklike_spark._runtime.state.tracked_state import TRACKED_HANDLE_OF_KIND
 from flinklike_spark._runtime.state.ttl_state import (
     TTL_HANDLE_OF_KIND,
@@ -158,6 +162,8 @@ class KeyedStateBackend(abc.ABC):
             plain attribute: operators assign it once per record).
         max_parallelism: number of key groups.
         clock_ms: the TTL clock.
+        owner: the operator the state belongs to, as error messages name it
+            (set by :func:`~flinklike_spark._runtime.state.state_backends.create_keyed_state_backend`).
     """
 
     #: Whether TTL's incremental cleanup runs on this backend (Flink: heap backends only).
@@ -181,6 +187,9 @@ class KeyedStateBackend(abc.ABC):
         self._track_in_handles = track_changes_in_handles
         #: state name -> keys written since the last snapshot (with track_changes_in_handles)
         self._changes: dict[str, set] = {}
+        self.owner = "keyed state"
+        #: state name -> the declared type its restored entries were written with (see restore_type)
+        self._restored_types: dict[str, str] = {}
 
     @classmethod
     def from_context(cls, context: StateBackendContext) -> KeyedStateBackend:
@@ -235,6 +244,18 @@ class KeyedStateBackend(abc.ABC):
     def restore_entry(self, state_name: str, key: Any, value: Any) -> None:
         """Put one restored entry back (before the user function's ``open``)."""
 
+    def restore_type(self, state_name: str, type_text: str) -> None:
+        """Record the declared type restored entries of ``state_name`` were written with (a ``type_info``
+        row of the checkpoint, before ``open``); the state's registration checks it against its descriptor."""
+        self._restored_types[state_name] = type_text
+
+    def snapshot_declared_types(self) -> list[OperatorStateSnapshot]:
+        """The ``type_info`` parts recording each typed state's declared type (see :meth:`restore_type`)."""
+        return declared_type_parts(self._descriptors.values(), self._restored_types, self._snapshot_prefix)
+
+    #: Prefix of state names in snapshots (the scoped window backend overrides it).
+    _snapshot_prefix = ""
+
     @abc.abstractmethod
     def keys_of(self, state_name: str) -> list[Any]:
         """The keys holding an entry of state ``state_name`` (a snapshot: safe to change state while iterating)."""
@@ -261,11 +282,16 @@ class KeyedStateBackend(abc.ABC):
     def get_state(self, descriptor: StateDescriptor, expected: type[StateDescriptor]) -> Any:
         """The handle for ``descriptor``; the same name must keep the same kind.
 
+        A descriptor with ``Types.*`` type information gets a handle that checks every
+        value written (:mod:`~flinklike_spark._runtime.state.state_types`).
+
         Raises:
             TypeError: ``descriptor`` is not an ``expected``.
             ValueError: the name was registered with another descriptor type.
             ConfigurationError: the restored entries were written with another
-                TTL setting than ``descriptor`` has.
+                TTL setting than ``descriptor`` has, or its type information is not a ``Types.*`` type.
+            IncompatibleStateTypeError: the restored entries were written with a declared
+                type that ``descriptor``'s cannot read.
         """
         if not isinstance(descriptor, expected):
             raise TypeError(f"expected a {expected.__name__}, got {type(descriptor).__name__} ({descriptor!r})")
@@ -284,10 +310,22 @@ class KeyedStateBackend(abc.ABC):
         ttl = descriptor.ttl_config
         self._check_restored_ttl(descriptor, kind, ttl is not None)
         args = _handle_args(descriptor)
+        declared = DeclaredStateType.of(descriptor, self)
+        if declared is not None:
+            args = declared.wrap_args(args)
+            written = self._restored_types.get(name)
+            if written is not None:
+                keys = self.keys_of(name)
+                declared.restored_from(written, table, keys)
+                if self._track_in_handles:  # evolved entries are changed entries for the next incremental snapshot
+                    self._changes.setdefault(name, set()).update(keys)
         if ttl is None:
             handle = self._plain_handle(name, kind, table, args)
         else:
             handle = self._ttl_handle(name, kind, table, args, ttl)
+        if declared is not None:
+            # Same layout, writing methods that check first: untyped state keeps the plain handle's speed.
+            handle.__class__ = declared.typed_handle_class(type(handle))
         self._descriptors[name] = descriptor
         self._handles[name] = handle
         return handle

@@ -85,8 +85,11 @@ def registered_state_backends() -> tuple[str, ...]:
     return tuple(sorted(_FACTORIES))
 
 
-def create_keyed_state_backend(context: OperatorStateSettings | StateBackendContext) -> KeyedStateBackend:
-    """The keyed state backend ``state.backend.type`` selects, for an operator subtask with ``context``.
+def create_keyed_state_backend(
+    context: OperatorStateSettings | StateBackendContext, *, owner: str = "keyed state"
+) -> KeyedStateBackend:
+    """The keyed state backend ``state.backend.type`` selects, for an operator subtask with ``context``;
+    ``owner`` names the operator in its error messages (``operator 'count' (uid 'count')``).
 
     Raises:
         ConfigurationError: no backend of that name is registered (or the
@@ -100,4 +103,6 @@ def create_keyed_state_backend(context: OperatorStateSettings | StateBackendCont
             f"state.backend.type {context.backend_type!r} is not available; valid: "
             f"{', '.join(registered_state_backends())}"
         )
-    return factory(context)
+    backend = factory(context)
+    backend.owner = owner
+    return backend
