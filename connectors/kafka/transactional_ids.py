@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import time
 
 from connectors.kafka.clients import admin_client
 from flinklike_spark.errors import SinkCommitError
@@ -93,9 +94,33 @@ def committed_checkpoints(
 ) -> dict[str, int | None]:
     """The highest marker offset of each group (the newest checkpoint it committed), None for a group without one.
 
+    An answer with an error is never read as "no marker" (that would let an older
+    checkpoint restore and write its output again): retriable errors (the group
+    coordinator loading or moving) are retried for up to ``_READ_TIMEOUT_S``.
+
     Raises:
-        SinkCommitError: a group's offsets could not be read (naming the group and the cluster).
+        SinkCommitError: a group's offsets could not be read (naming the group, the cluster and the error).
     """
+    deadline = time.monotonic() + _READ_TIMEOUT_S
+    while True:
+        try:
+            return _read_markers(bootstrap_servers, properties, groups)
+        except _RetriableMarkerRead as e:
+            if time.monotonic() >= deadline:
+                raise SinkCommitError(
+                    f"KafkaSink: cannot read the committed-checkpoint marker (consumer group {e.group!r}) at "
+                    f"{bootstrap_servers!r} within {_READ_TIMEOUT_S:.0f} s: {e.error}"
+                ) from None
+            time.sleep(0.5)
+
+
+class _RetriableMarkerRead(Exception):
+    def __init__(self, group: str, error: object) -> None:
+        super().__init__(group, error)
+        self.group, self.error = group, error
+
+
+def _read_markers(bootstrap_servers: str, properties: dict[str, str], groups: list[str]) -> dict[str, int | None]:
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 
     admin = admin_client(bootstrap_servers, properties)
@@ -112,11 +137,21 @@ def committed_checkpoints(
             try:
                 partitions = future.result(timeout=_READ_TIMEOUT_S * 2).topic_partitions or []
             except KafkaException as e:
+                if e.args[0].retriable():
+                    raise _RetriableMarkerRead(group, e.args[0]) from e
                 raise SinkCommitError(
                     f"KafkaSink: cannot read the committed-checkpoint marker (consumer group {group!r}) at "
                     f"{bootstrap_servers!r}: {e}"
                 ) from e
-            offsets = [tp.offset for tp in partitions if tp.error is None and tp.offset >= 0]
+            failed = [tp for tp in partitions if tp.error is not None]
+            if failed:
+                if all(tp.error.retriable() for tp in failed):
+                    raise _RetriableMarkerRead(group, failed[0].error)
+                raise SinkCommitError(
+                    f"KafkaSink: cannot read the committed-checkpoint marker (consumer group {group!r}) at "
+                    f"{bootstrap_servers!r}: {failed[0].error}"
+                )
+            offsets = [tp.offset for tp in partitions if tp.offset >= 0]
             committed[group] = max(offsets, default=None)
         return committed
     finally:

@@ -247,6 +247,10 @@ def check_committed_sink_output(
         for vertex, op in sinks:
             subtasks = max(vertex.max_parallelism, checkpoint.parallelism.get(vertex.id, 0))
             committed = op.function.committed_checkpoint(transactional_id_prefix(lineage, op.uid), subtasks)
+            log.info(
+                "restoring checkpoint %d: sink %r last committed %s", checkpoint.checkpoint_id, op.uid,
+                "nothing" if committed is None else f"the output of checkpoint {committed}",
+            )  # fmt: skip
             if committed is not None and committed > checkpoint.checkpoint_id:
                 ahead.append((op.uid, op.function, committed))
         return ahead
