@@ -14,6 +14,7 @@ import os
 import signal
 import time
 
+import psutil
 import pyarrow as pa
 import pytest
 
@@ -116,13 +117,16 @@ def _job_with_records_flowing(config: Configuration, name: str):
     cluster = MiniCluster(config)
     cluster.start()
     resource_id, pid = sorted(cluster.task_executor_pids.items())[0]
+    # psutil refuses to signal a pid that another process took over since (pid_max is 32768 here, and the
+    # test may already have killed this one): a bare os.kill could hit an unrelated process
+    process = psutil.Process(pid)
     try:
         client = cluster.submit_job(_unbounded_job_graph(config, name), owns_cluster=True)
         _wait_for_records(client)
         yield client, resource_id, pid
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)  # never leave a frozen process behind
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()  # never leave a frozen process behind
         cluster.close()
 
 
