@@ -16,6 +16,13 @@ those four requests of Kafka's protocol itself, over a plain TCP socket:
   A commit that was already completed answers success (Kafka treats it as a
   retry), so committing again after a restart is idempotent.
 
+And ``OffsetFetch`` (with ``FindCoordinator`` of key type group): a consumer
+group's committed offsets, for the sink's committed-checkpoint markers.
+librdkafka's ``AdminClient.list_consumer_group_offsets`` crashes the process
+(SIGSEGV in ``rd_kafka_cgrp_op`` from ``rd_kafka_handle_OffsetFetch``, seen with
+confluent-kafka's bundled librdkafka) when the group coordinator answers while
+it is still loading, as a broker does right after it starts.
+
 Only flexible request versions that Kafka 3.x and 4.x brokers accept are used (each connection checks them
 against the broker's ``ApiVersions``); connections are secured as the connector's clients are (TLS, SASL:
 :mod:`.broker_connection`).
@@ -38,6 +45,7 @@ from connectors.kafka.broker_connection import (
 from flinklike_spark.errors import SinkCommitError
 
 __all__ = [
+    "RETRIABLE_CODES",
     "KafkaProtocolError",
     "OpenTransaction",
     "TransactionAdmin",
@@ -47,8 +55,8 @@ __all__ = [
 _NO_PROPERTIES: Mapping[str, str] = {}
 _SECURITY_PREFIXES = ("security.", "ssl.", "sasl.", "enable.sasl.")
 
-_FIND_COORDINATOR, _END_TXN, _DESCRIBE_TRANSACTIONS, _LIST_TRANSACTIONS = 10, 26, 65, 66
-_COORDINATOR_TRANSACTION = 1
+_OFFSET_FETCH, _FIND_COORDINATOR, _END_TXN, _DESCRIBE_TRANSACTIONS, _LIST_TRANSACTIONS = 9, 10, 26, 65, 66
+_COORDINATOR_GROUP, _COORDINATOR_TRANSACTION = 0, 1
 # Error codes this module acts on (org.apache.kafka.common.protocol.Errors).
 _NONE = 0
 _COORDINATOR_LOAD_IN_PROGRESS = 14
@@ -58,6 +66,8 @@ _CONCURRENT_TRANSACTIONS = 51
 _RETRIABLE = frozenset(
     {_COORDINATOR_LOAD_IN_PROGRESS, _COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR, _CONCURRENT_TRANSACTIONS}
 )
+#: Codes that a later attempt may not get: the coordinator loading or moving, a request timed out.
+RETRIABLE_CODES = _RETRIABLE | {7}
 _ERROR_NAMES = {
     3: "UNKNOWN_TOPIC_OR_PARTITION",
     14: "COORDINATOR_LOAD_IN_PROGRESS",
@@ -320,9 +330,9 @@ class TransactionAdmin:
             self._drop(connection)
             raise
 
-    def coordinator(self, transactional_id: str) -> tuple[str, int]:
-        """The (host, port) of the broker that coordinates ``transactional_id``."""
-        body = _Writer().compact_string(transactional_id).int8(_COORDINATOR_TRANSACTION).no_tags().bytes()
+    def coordinator(self, transactional_id: str, key_type: int = _COORDINATOR_TRANSACTION) -> tuple[str, int]:
+        """The (host, port) of the broker that coordinates ``transactional_id`` (or a group: ``key_type`` 0)."""
+        body = _Writer().compact_string(transactional_id).int8(key_type).no_tags().bytes()
         reader = self._call(self._any_broker(), _FIND_COORDINATOR, 3, body)
         reader.int32()  # throttle
         error = reader.int16()
@@ -440,6 +450,43 @@ class TransactionAdmin:
                     break
             time.sleep(backoff * min(2**attempt, 10))
         raise KafkaProtocolError("EndTxn", error, transactional_id)
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """Consumer group ``group``'s committed offsets, ``{(topic, partition): offset}`` (empty: none).
+
+        One attempt: raises :class:`KafkaProtocolError` with the group's (or a
+        partition's) error code, retriable ones included (see ``RETRIABLE_CODES``).
+        """
+
+        def partition(reader: _Reader) -> tuple[int, int, int]:
+            index, offset = reader.int32(), reader.int64()
+            reader.int32()  # committed leader epoch
+            reader.compact_string()  # metadata
+            error = reader.int16()
+            reader.skip_tags()
+            return index, offset, error
+
+        def topic(reader: _Reader) -> tuple[str, list]:
+            name = reader.compact_string() or ""
+            partitions = reader.compact_array(partition)
+            reader.skip_tags()
+            return name, partitions
+
+        connection = self._connection(self.coordinator(group, _COORDINATOR_GROUP))
+        body = _Writer().compact_string(group).uvarint(0).no_tags().bytes()  # topics: null, i.e. every topic
+        reader = self._call(connection, _OFFSET_FETCH, 6, body)
+        reader.int32()  # throttle
+        topics = reader.compact_array(topic)
+        error = reader.int16()
+        if error != _NONE:
+            raise KafkaProtocolError("OffsetFetch", error, group)
+        offsets = {}
+        for name, partitions in topics:
+            for index, offset, partition_error in partitions:
+                if partition_error != _NONE:
+                    raise KafkaProtocolError("OffsetFetch", partition_error, f"{group} {name}-{index}")
+                offsets[(name, index)] = offset
+        return offsets
 
     def close(self) -> None:
         with self._lock:

@@ -43,7 +43,6 @@ import hashlib
 import re
 import time
 
-from connectors.kafka.clients import admin_client
 from flinklike_spark.errors import SinkCommitError
 
 __all__ = [
@@ -94,65 +93,35 @@ def committed_checkpoints(
 ) -> dict[str, int | None]:
     """The highest marker offset of each group (the newest checkpoint it committed), None for a group without one.
 
-    An answer with an error is never read as "no marker" (that would let an older
-    checkpoint restore and write its output again): retriable errors (the group
-    coordinator loading or moving) are retried for up to ``_READ_TIMEOUT_S``.
+    Read with :meth:`TransactionAdmin.committed_offsets` (``OffsetFetch``), not
+    librdkafka's admin client, which crashes the process on a coordinator that is
+    still loading (see :mod:`.transaction_admin`). An answer with an error is never
+    read as "no marker" (that would let an older checkpoint restore and write its
+    output again): retriable errors are retried for up to ``_READ_TIMEOUT_S``.
 
     Raises:
         SinkCommitError: a group's offsets could not be read (naming the group, the cluster and the error).
     """
+    from connectors.kafka.transaction_admin import RETRIABLE_CODES, KafkaProtocolError, TransactionAdmin
+
     deadline = time.monotonic() + _READ_TIMEOUT_S
-    while True:
-        try:
-            return _read_markers(bootstrap_servers, properties, groups)
-        except _RetriableMarkerRead as e:
-            if time.monotonic() >= deadline:
-                raise SinkCommitError(
-                    f"KafkaSink: cannot read the committed-checkpoint marker (consumer group {e.group!r}) at "
-                    f"{bootstrap_servers!r} within {_READ_TIMEOUT_S:.0f} s: {e.error}"
-                ) from None
-            time.sleep(0.5)
-
-
-class _RetriableMarkerRead(Exception):
-    def __init__(self, group: str, error: object) -> None:
-        super().__init__(group, error)
-        self.group, self.error = group, error
-
-
-def _read_markers(bootstrap_servers: str, properties: dict[str, str], groups: list[str]) -> dict[str, int | None]:
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
-
-    admin = admin_client(bootstrap_servers, properties)
+    admin = TransactionAdmin(bootstrap_servers, properties, timeout=_READ_TIMEOUT_S)
     try:
-        # librdkafka reads one group per request; the requests run concurrently.
-        futures = {
-            group: admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=_READ_TIMEOUT_S
-            )[group]
-            for group in groups
-        }
         committed: dict[str, int | None] = {}
-        for group, future in futures.items():
-            try:
-                partitions = future.result(timeout=_READ_TIMEOUT_S * 2).topic_partitions or []
-            except KafkaException as e:
-                if e.args[0].retriable():
-                    raise _RetriableMarkerRead(group, e.args[0]) from e
-                raise SinkCommitError(
-                    f"KafkaSink: cannot read the committed-checkpoint marker (consumer group {group!r}) at "
-                    f"{bootstrap_servers!r}: {e}"
-                ) from e
-            failed = [tp for tp in partitions if tp.error is not None]
-            if failed:
-                if all(tp.error.retriable() for tp in failed):
-                    raise _RetriableMarkerRead(group, failed[0].error)
-                raise SinkCommitError(
-                    f"KafkaSink: cannot read the committed-checkpoint marker (consumer group {group!r}) at "
-                    f"{bootstrap_servers!r}: {failed[0].error}"
-                )
-            offsets = [tp.offset for tp in partitions if tp.offset >= 0]
-            committed[group] = max(offsets, default=None)
+        for group in groups:
+            while True:
+                try:
+                    offsets = admin.committed_offsets(group)
+                    break
+                except (KafkaProtocolError, OSError) as e:
+                    retriable = isinstance(e, OSError) or e.error_code in RETRIABLE_CODES
+                    if not retriable or time.monotonic() >= deadline:
+                        raise SinkCommitError(
+                            f"KafkaSink: cannot read the committed-checkpoint marker (consumer group {group!r}) at "
+                            f"{bootstrap_servers!r}: {e}"
+                        ) from e
+                    time.sleep(0.2)
+            committed[group] = max((o for o in offsets.values() if o >= 0), default=None)
         return committed
     finally:
-        admin.poll(0)  # the client's log lines, to logging
+        admin.close()
