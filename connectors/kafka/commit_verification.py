@@ -39,7 +39,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol
 
-from connectors.kafka.transaction_admin import KafkaProtocolError, TransactionDescription
+from connectors.kafka.transaction_admin import RETRIABLE_CODES, KafkaProtocolError, TransactionDescription
 from flinklike_spark.errors import CancelTaskError, ConfigurationError, SinkCommitError, mark_non_recoverable
 
 __all__ = [
@@ -55,10 +55,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 _TRANSACTIONAL_ID_NOT_FOUND = 105
-# Kafka's retriable error codes among the answers to EndTxn and DescribeTransactions:
-# REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
-# CONCURRENT_TRANSACTIONS (a commit or abort of the id is under way).
-_RETRIABLE = frozenset({7, 14, 15, 16, 51})
 
 
 @mark_non_recoverable
@@ -193,7 +189,7 @@ def commit_by_id(
                 _log.info("KafkaSink: committed transaction %r after %d attempts", tid, attempt)
             return
         except KafkaProtocolError as e:
-            if e.error_code in _RETRIABLE:
+            if e.error_code in RETRIABLE_CODES:
                 verdict, why = CommitVerdict.RETRY, str(e)
             else:
                 verdict, why = _describe(admin, e, committable, unknown)
@@ -251,7 +247,7 @@ def _describe(
     except KafkaProtocolError as e:
         if e.error_code == _TRANSACTIONAL_ID_NOT_FOUND:
             raise unknown(f"{refused}; {e}") from refused
-        if e.error_code in _RETRIABLE:
+        if e.error_code in RETRIABLE_CODES:
             return CommitVerdict.RETRY, f"{refused}; {e}"
         raise
     except OSError as e:

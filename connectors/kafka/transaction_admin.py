@@ -66,7 +66,8 @@ _CONCURRENT_TRANSACTIONS = 51
 _RETRIABLE = frozenset(
     {_COORDINATOR_LOAD_IN_PROGRESS, _COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR, _CONCURRENT_TRANSACTIONS}
 )
-#: Codes that a later attempt may not get: the coordinator loading or moving, a request timed out.
+#: Codes that a later attempt may not get: REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS,
+#: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS (a commit or abort of the id under way).
 RETRIABLE_CODES = _RETRIABLE | {7}
 _ERROR_NAMES = {
     3: "UNKNOWN_TOPIC_OR_PARTITION",
