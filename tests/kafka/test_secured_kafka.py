@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
+from checkpointing import list_completed_checkpoints  # noqa: E402
 from connectors.kafka.broker_connection import BrokerAuthenticationError  # noqa: E402
 from connectors.kafka.security import librdkafka_properties  # noqa: E402
 from connectors.kafka.transaction_admin import TransactionAdmin  # noqa: E402
@@ -31,7 +32,7 @@ from flinklike_spark.datastream.connectors.kafka import (  # noqa: E402
     KafkaSource,
 )
 from flinklike_spark.datastream.formats.json import JsonRowDeserializationSchema  # noqa: E402
-from flinklike_spark.errors import ConfigurationError, JobCancelledError  # noqa: E402
+from flinklike_spark.errors import CommittedSinkOutputError, ConfigurationError, JobCancelledError  # noqa: E402
 from tests.kafka.conftest import SASL_PASSWORD, SASL_USER  # noqa: E402
 from tests.kafka.kafka_jobs import (  # noqa: E402
     NumberPerKey,
@@ -174,7 +175,10 @@ def test_exactly_once_on_a_secured_listener_with_java_keys(
 ):
     plain = kafka_broker.bootstrap_servers
     in_topic, out_topic = kafka_topic(partitions=3), kafka_topic(partitions=3)
-    produce_sequences(plain, in_topic, num_keys=NUM_KEYS, per_key=PER_KEY, partitions=3)
+    # With the kill, half of the input comes after the restart: its output is committed by a checkpoint newer
+    # than the one restored, so the older checkpoint restored below is behind the sink's committed output.
+    before = PER_KEY // 2 if kill else PER_KEY
+    produce_sequences(plain, in_topic, num_keys=NUM_KEYS, per_key=before, partitions=3)
     config = Configuration(
         {
             "parallelism.default": "2",
@@ -183,10 +187,12 @@ def test_exactly_once_on_a_secured_listener_with_java_keys(
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": "5",
             "restart-strategy.fixed-delay.delay": "200 ms",
+            "execution.checkpointing.num-retained": "1000",  # the older checkpoints, to try restoring one
         }
     )
     servers = kafka_broker.servers(case.partition("/")[0])
-    client = pipeline(servers, java_keys(case, str(kafka_certificates.ca)), in_topic, out_topic, config).execute_async()
+    java = java_keys(case, str(kafka_certificates.ca))
+    client = pipeline(servers, java, in_topic, out_topic, config).execute_async()
     total = NUM_KEYS * PER_KEY
     try:
         if kill:
@@ -195,10 +201,24 @@ def test_exactly_once_on_a_secured_listener_with_java_keys(
             )
             task_executor_processes()[0].send_signal(signal.SIGKILL)
             wait_for(lambda: client.num_restarts >= 1, "the restart", 60)
+            produce_sequences(
+                plain, in_topic, num_keys=NUM_KEYS, per_key=PER_KEY - before, partitions=3, first_seq=before
+            )
         wait_for(lambda: len(read_committed(plain, out_topic, timeout=30)) >= total, "all output", 180)
         time.sleep(1.0)  # a duplicate would be committed by now
     finally:
         client.cancel()
         with contextlib.suppress(JobCancelledError):
             client.wait(60)
-    assert_each_key_exactly_once_in_order(read_committed(plain, out_topic), NUM_KEYS, PER_KEY)
+    output = read_committed(plain, out_topic)
+    assert_each_key_exactly_once_in_order(output, NUM_KEYS, PER_KEY)
+    if kill:
+        # An older retained checkpoint of it, restored by name: the sink committed output after it, so the
+        # restore is refused (through the secured listener) before anything is written again.
+        completed = [c.checkpoint_id for c in list_completed_checkpoints(str(tmp_path / "checkpoints"), client.job_id)]
+        assert len(completed) >= 2, completed
+        older = f"{tmp_path / 'checkpoints'}/{client.job_id}/chk-{completed[0]}"
+        config.set_string("execution.state-recovery.path", older)
+        with pytest.raises(CommittedSinkOutputError, match=f"cannot restore checkpoint {completed[0]} "):
+            pipeline(servers, java, in_topic, out_topic, config).execute_async("older checkpoint").cancel()
+        assert len(read_committed(plain, out_topic)) == len(output), "the refused job wrote to the topic"
