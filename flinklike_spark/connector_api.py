@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from enum import Enum
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -193,6 +193,18 @@ class SourceReader(abc.ABC):
         no longer counts.
         """
         return None
+
+    def pause_or_resume_splits(self, to_pause: Collection[str], to_resume: Collection[str]) -> None:
+        """Stop reading the splits ``to_pause`` and read ``to_resume`` again (watermark alignment, FLIP-217).
+
+        While a split is paused ``poll_next`` returns none of its rows; its
+        position stays where it is. Called only for splits of
+        ``current_split_ids``, by the task thread. A reader that does not
+        implement it (the default raises ``NotImplementedError``, as Flink's
+        ``UnsupportedOperationException``) is aligned as a whole: its subtask
+        stops polling while its watermark is ahead.
+        """
+        raise NotImplementedError
 
     def close(self) -> None:  # noqa: B027
         """Release resources; called exactly once."""

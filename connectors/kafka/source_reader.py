@@ -14,6 +14,7 @@ import collections
 import logging
 import queue
 import threading
+from collections.abc import Collection
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -94,6 +95,7 @@ class KafkaSourceReader(SourceReader):
         self._stop = threading.Event()
         self._discovery_thread: threading.Thread | None = None
         self._active_ids: frozenset[str] = frozenset()
+        self._paused: set[str] = set()  # watermark alignment: splits not read until resumed
         self._empty_wait = _EMPTY_POLL_WAIT_S
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -147,13 +149,29 @@ class KafkaSourceReader(SourceReader):
     def current_split_ids(self) -> frozenset[str]:
         return self._active_ids
 
+    def pause_or_resume_splits(self, to_pause: Collection[str], to_resume: Collection[str]) -> None:
+        """Pause (resume) fetching the partitions; batches already fetched for a paused one wait with it."""
+        from confluent_kafka import TopicPartition
+
+        def partitions(split_ids: Collection[str]) -> list:
+            splits = [self._splits.get(split_id) for split_id in split_ids]
+            return [TopicPartition(s.topic, s.partition) for s in splits if s is not None and not s.finished]
+
+        if to_pause and (paused := partitions(to_pause)):
+            self._consumer.pause(paused)
+        if to_resume and (resumed := partitions(to_resume)):
+            self._consumer.resume(resumed)
+        self._paused.difference_update(to_resume)
+        self._paused.update(to_pause)
+
     def poll_next(self, max_rows: int) -> ReadResult:
         self._take_discovered()
-        if not self._pending:
+        if not self._readable_pending():
             self._fetch(max_rows)
-        if self._pending:
+        if (index := self._readable_pending()) is not None:
             self._empty_wait = _EMPTY_POLL_WAIT_S
-            split_id, batch, timestamps, next_offset = self._pending.popleft()
+            split_id, batch, timestamps, next_offset = self._pending[index]
+            del self._pending[index]
             self._pending_per_split[split_id] -= 1
             split = self._splits[split_id]
             split.next_offset = next_offset
@@ -165,6 +183,12 @@ class KafkaSourceReader(SourceReader):
                 return ReadResult(end_of_input=True)
         wait, self._empty_wait = self._empty_wait, min(self._empty_wait * 2, _EMPTY_POLL_MAX_WAIT_S)
         return ReadResult(wait_seconds=wait)
+
+    def _readable_pending(self) -> int | None:
+        """The index of the first fetched batch of a split that is not paused, or None."""
+        if not self._paused:
+            return 0 if self._pending else None
+        return next((i for i, pending in enumerate(self._pending) if pending[0] not in self._paused), None)
 
     def _fetch(self, max_rows: int) -> None:
         messages = self._consumer.consume(num_messages=min(max_rows, _MAX_MESSAGES_PER_FETCH), timeout=0)

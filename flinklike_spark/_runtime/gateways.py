@@ -19,7 +19,8 @@ Gateways:
   ResourceManager (registration, heartbeats with slot reports).
 * :class:`JobMasterGateway`: what a TaskExecutor tells the JobMaster of a task
   (execution state updates, checkpoint acknowledgements and declines, batches
-  a collect sink publishes for the client's ``execute_and_collect``).
+  a collect sink publishes for the client's ``execute_and_collect``, source
+  watermarks for watermark alignment).
 
 The last two are served by the one cluster endpoint (the driver process), so a
 TaskExecutor reaches both over one client.
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.rpc import FlightNode, RpcClient
     from flinklike_spark._runtime.taskexecutor.registration import TaskExecutorRegistration
     from flinklike_spark._runtime.taskexecutor.task_slot import SlotReport
+    from flinklike_spark._runtime.watermark_alignment import WatermarkReport
 
 __all__ = [
     "AcknowledgeCheckpoint",
@@ -51,6 +53,7 @@ __all__ = [
     "NotifyCheckpointComplete",
     "RegisterTaskExecutor",
     "ReleaseJob",
+    "ReportWatermark",
     "RequestSlot",
     "RequestTaskMetrics",
     "ResourceManagerGateway",
@@ -184,6 +187,13 @@ class DeliverCollectResult:
     payload: bytes
 
 
+@_message
+class ReportWatermark:
+    """A source subtask's watermark for its alignment group; the answer is the highest it may reach."""
+
+    report: WatermarkReport
+
+
 # -- calling sides ---------------------------------------------------------------------------------
 
 
@@ -280,6 +290,9 @@ class JobMasterGateway:
             DeliverCollectResult(job_id=job_id, collect_id=collect_id, batch_id=batch_id, payload=payload)
         )
 
+    def report_watermark(self, report: WatermarkReport) -> int:
+        return self._client.call(ReportWatermark(report=report), timeout=10.0)
+
 
 # -- serving sides ---------------------------------------------------------------------------------
 
@@ -310,6 +323,7 @@ class ClusterEndpointRpc(Protocol):
     def acknowledge_checkpoint(self, ack: CheckpointAck) -> bool: ...
     def decline_checkpoint(self, decline: CheckpointDecline) -> bool: ...
     def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool: ...
+    def report_watermark(self, report: WatermarkReport) -> int: ...
 
 
 def serve_task_executor(node: FlightNode, te: TaskExecutorRpc) -> None:
@@ -337,3 +351,4 @@ def serve_cluster_endpoint(node: FlightNode, endpoint: ClusterEndpointRpc) -> No
     node.register_handler(DeclineCheckpoint, lambda m: endpoint.decline_checkpoint(m.decline))
     node.register_handler(DeliverCollectResult,
                           lambda m: endpoint.deliver_collect_result(m.job_id, m.collect_id, m.batch_id, m.payload))  # fmt: skip
+    node.register_handler(ReportWatermark, lambda m: endpoint.report_watermark(m.report))

@@ -23,7 +23,14 @@ import pyarrow.compute as pc
 from flinklike_spark.common.types import pickled_field_values, plain_values_cause, records_of
 from flinklike_spark.errors import ConfigurationError
 
-__all__ = ["TimestampAssigner", "TimestampAssignerLike", "WatermarkGenerator", "WatermarkStrategy", "epoch_millis"]
+__all__ = [
+    "TimestampAssigner",
+    "TimestampAssignerLike",
+    "WatermarkAlignment",
+    "WatermarkGenerator",
+    "WatermarkStrategy",
+    "epoch_millis",
+]
 
 MIN_WATERMARK = -(2**63)
 
@@ -57,6 +64,43 @@ TimestampAssignerLike = str | Callable[[dict], int] | TimestampAssigner
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class WatermarkAlignment:
+    """``with_watermark_alignment``: the sources of one group keep their watermarks within a drift (FLIP-182/217).
+
+    Every ``update_interval`` each source subtask reports its watermark to the
+    JobMaster and hears back the group's lowest watermark plus
+    ``max_allowed_watermark_drift``; a split (or, for a reader that cannot
+    pause splits, the whole subtask) whose watermark is beyond that stops
+    reading until the group catches up.
+    """
+
+    watermark_group: str
+    max_allowed_watermark_drift: timedelta
+    update_interval: timedelta = timedelta(seconds=1)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.watermark_group, str) or not self.watermark_group:
+            raise ConfigurationError(
+                f"with_watermark_alignment: watermark_group must be a non-empty string, got {self.watermark_group!r}"
+            )
+        drift, interval = self.max_allowed_watermark_drift, self.update_interval
+        if not isinstance(drift, timedelta) or drift < timedelta(0):
+            raise ConfigurationError(
+                f"with_watermark_alignment: max_allowed_watermark_drift must be a datetime.timedelta/Duration of "
+                f"zero or more, got {drift!r}"
+            )
+        if not isinstance(interval, timedelta) or interval <= timedelta(0):
+            raise ConfigurationError(
+                f"with_watermark_alignment: update_interval must be a positive datetime.timedelta/Duration, "
+                f"got {interval!r}"
+            )
+
+    @property
+    def max_drift_ms(self) -> int:
+        return int(self.max_allowed_watermark_drift.total_seconds() * 1000)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class WatermarkStrategy:
     """How a source derives event timestamps and watermarks.
 
@@ -67,12 +111,14 @@ class WatermarkStrategy:
         emit_watermarks: False for ``no_watermarks()``. A source whose records
             carry their own timestamps (Kafka) derives watermarks from them
             unless this is False, also without a timestamp assigner.
+        alignment: ``with_watermark_alignment``: the source's group and drift (None: not aligned).
     """
 
     out_of_orderness: timedelta = timedelta(0)
     timestamp_assigner: TimestampAssignerLike | None = None
     idle_timeout: timedelta | None = None
     emit_watermarks: bool = True
+    alignment: WatermarkAlignment | None = None
 
     def __post_init__(self) -> None:
         if self.out_of_orderness < timedelta(0):
@@ -104,6 +150,32 @@ class WatermarkStrategy:
         downstream leaves it out of the combined watermark until it reads records again (Flink's
         ``WatermarkStatus``). Applies where the strategy is a source's."""
         return dataclasses.replace(self, idle_timeout=idle_timeout)
+
+    def with_watermark_alignment(
+        self,
+        watermark_group: str,
+        max_allowed_watermark_drift: timedelta,
+        update_interval: timedelta | None = None,
+    ) -> WatermarkStrategy:
+        """Keep this source's watermark within ``max_allowed_watermark_drift`` of its group's lowest (FLIP-182).
+
+        Every source with the same ``watermark_group`` (across sources and
+        subtasks) reports its watermark every ``update_interval`` (default 1 s);
+        a split or subtask that runs ahead of the group's lowest watermark by
+        more than the drift pauses until the group catches up, so that a fast
+        partition does not fill the state of joins and windows with records the
+        slow ones are far from matching. Alignment is best effort, as in Flink:
+        between two updates a subtask may read a little beyond the bound.
+        Split-level pausing (FLIP-217) needs a reader that implements
+        ``SourceReader.pause_or_resume_splits`` (Kafka's does); other readers
+        pause as a whole.
+        """
+        alignment = WatermarkAlignment(
+            watermark_group=watermark_group,
+            max_allowed_watermark_drift=max_allowed_watermark_drift,
+            update_interval=timedelta(seconds=1) if update_interval is None else update_interval,
+        )
+        return dataclasses.replace(self, alignment=alignment)
 
     def create_generator(self) -> WatermarkGenerator:
         return WatermarkGenerator(self)

@@ -50,6 +50,7 @@ from flinklike_spark._runtime.rest.web_monitor import WebMonitor
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
 from flinklike_spark._runtime.taskexecutor.registration import TaskExecutorRegistration
 from flinklike_spark._runtime.taskexecutor.task_slot import SlotReport
+from flinklike_spark._runtime.watermark_alignment import UNBOUNDED, WatermarkReport
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.job_client import JobClient
@@ -248,6 +249,10 @@ class ClusterEndpoint:
     def deliver_collect_result(self, job_id: str, collect_id: str, batch_id: str, payload: bytes) -> bool:
         job = self._jobs.get(job_id)
         return job is not None and job.collect_results.deliver(collect_id, batch_id, payload)
+
+    def report_watermark(self, report: WatermarkReport) -> int:
+        job = self._jobs.get(report.job_id)
+        return UNBOUNDED if job is None else job.watermark_alignment.report(report)
 
     # -- jobs -----------------------------------------------------------------------------------
 

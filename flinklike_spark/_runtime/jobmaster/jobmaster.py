@@ -37,17 +37,9 @@ from typing import Any
 from checkpointing.schemas import CheckpointKind
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.collect_results import CollectResults
-from flinklike_spark._runtime.deployment import (
-    CheckpointDeployment,
-    RestoreDeployment,
-    TaskExecutionState,
-)
+from flinklike_spark._runtime.deployment import CheckpointDeployment, RestoreDeployment, TaskExecutionState
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
-from flinklike_spark._runtime.graph.execution_graph import (
-    Execution,
-    ExecutionAttemptID,
-    ExecutionGraph,
-)
+from flinklike_spark._runtime.graph.execution_graph import Execution, ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.io.barrier_handler_states import BarrierHandlerMode
@@ -73,6 +65,7 @@ from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
 from flinklike_spark._runtime.jobmaster.slot_sharing import LogicalSlot, SharedSlotAllocator
 from flinklike_spark._runtime.jobmaster.task_deployer import RpcTaskDeployer
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
+from flinklike_spark._runtime.watermark_alignment import WatermarkAlignmentCoordinator
 from flinklike_spark.config import CheckpointingMode, Configuration
 from flinklike_spark.connector_api import CommitterContext
 from flinklike_spark.errors import (
@@ -120,6 +113,7 @@ class JobMaster:
         self._final_committables: dict[str, dict[int, list[Any]]] = {}  # sink uid -> subtask -> committables
         #: what the job's collect sinks delivered for execute_and_collect (also the final commit's channel)
         self.collect_results = CollectResults()
+        self.watermark_alignment = WatermarkAlignmentCoordinator()  # the sources' alignment groups
         self._started = time.monotonic()
         self._terminated = threading.Event()
         self._cancelled_by: str | None = None  # who asked first (main thread), for JobCancelledError

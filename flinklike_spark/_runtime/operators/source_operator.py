@@ -1,7 +1,15 @@
-"""The source operator: head of a source chain, polling its reader for batches and watermarks."""
+"""The source operator: head of a source chain, polling its reader for batches and watermarks.
+
+With ``with_watermark_alignment`` it also reports its watermark to the
+JobMaster (:mod:`flinklike_spark._runtime.watermark_alignment`) and, before each
+poll, pauses the splits whose watermark is beyond the group's bound (FLIP-217)
+or, when the bound is below the subtask's own watermark, does not poll at all
+(FLIP-182).
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from checkpointing.schemas import StateKind
@@ -14,9 +22,8 @@ from flinklike_spark._runtime.operators.stream_operator import (
     RestoredState,
     StreamOperator,
 )
-from flinklike_spark._runtime.record_timestamps import (
-    with_timestamps,
-)
+from flinklike_spark._runtime.record_timestamps import with_timestamps
+from flinklike_spark._runtime.watermark_alignment import UNBOUNDED, AlignmentReporter
 from flinklike_spark.common.watermark_strategy import MIN_WATERMARK, WatermarkStrategy
 from flinklike_spark.connector_api import (
     ReadResult,
@@ -30,6 +37,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Operator state name of the reader's splits.
 _SOURCE_SPLITS = "source_splits"
+#: How long a subtask held back by watermark alignment waits before it looks at the group's bound again.
+_ALIGNMENT_WAIT_S = 0.02
+
+_log = logging.getLogger(__name__)
 
 
 class SourceOperator(StreamOperator):
@@ -51,6 +62,9 @@ class SourceOperator(StreamOperator):
         self.records_out = 0
         self._idle_timeout = strategy.idle_timeout
         self._idleness: IdlenessTracker | None = None  # with_idleness, created in open()
+        self._aligner: AlignmentReporter | None = None  # with_watermark_alignment, created in open()
+        self._paused_splits: frozenset[str] = frozenset()
+        self._splits_pause = True  # False once the reader said it cannot pause splits
 
     def open(self) -> None:
         ctx = self.context
@@ -67,6 +81,23 @@ class SourceOperator(StreamOperator):
             self._idleness = IdlenessTracker(
                 self._idle_timeout, self.output.emit_watermark_status, now_ms=self.context.clock_ms()
             )
+        self._open_alignment()
+
+    def _open_alignment(self) -> None:
+        alignment, ctx = self._strategy.alignment, self.context
+        if alignment is None or ctx.batch_execution or not self._strategy.emit_watermarks:
+            return
+        if ctx.report_watermark is None:
+            _log.warning(
+                "%s: with_watermark_alignment(%r) is ignored: this task runs without a JobMaster to align with",
+                ctx.task_name, alignment.watermark_group,
+            )  # fmt: skip
+            return
+        self._aligner = AlignmentReporter(
+            alignment, ctx.report_watermark, job_id=ctx.job_id, reporter=f"{ctx.vertex_id}/{ctx.subtask_index}",
+            attempt=ctx.attempt_number, initial_watermark=self._last_watermark,
+        )  # fmt: skip
+        self._aligner.start()
 
     def initialize_state(self, restored: RestoredState | None) -> None:
         """Take this subtask's share of the restored splits (all of them, sorted by id, by ``Source.assign_splits``)."""
@@ -92,6 +123,8 @@ class SourceOperator(StreamOperator):
 
     def poll(self, max_rows: int) -> ReadResult:
         """Read once; emit what was read (and a watermark if it advanced)."""
+        if self._aligner is not None and self._held_back_by_alignment():
+            return ReadResult(wait_seconds=_ALIGNMENT_WAIT_S)
         result = self.reader.poll_next(max_rows)
         batch = result.batch
         has_records = batch is not None and batch.num_rows > 0
@@ -101,6 +134,26 @@ class SourceOperator(StreamOperator):
         if self._idleness is not None and not has_records:
             self._idleness.check(self.context.clock_ms())  # idle after the watermark (ignored downstream if later)
         return result
+
+    def _held_back_by_alignment(self) -> bool:
+        """Report the watermark, pause the splits beyond the group's bound; True if the whole subtask is beyond it."""
+        aligner = self._aligner
+        idle = self._idle_without_splits or (self._idleness is not None and self._idleness.idle)
+        aligner.set_watermark(UNBOUNDED if idle else self._last_watermark)
+        bound = aligner.max_allowed
+        if self._split_watermarks is not None and self._splits_pause:
+            ahead = frozenset(s for s, w in self._split_watermarks.watermarks().items() if w > bound)
+            if ahead != self._paused_splits:
+                try:
+                    self.reader.pause_or_resume_splits(ahead - self._paused_splits, self._paused_splits - ahead)
+                    self._paused_splits = ahead
+                except NotImplementedError:
+                    self._splits_pause = False
+                    _log.info(
+                        "%s: %s cannot pause splits; watermark alignment pauses the subtask as a whole",
+                        self.context.task_name, type(self.reader).__name__,
+                    )  # fmt: skip
+        return self._last_watermark > bound
 
     def _emit(self, result: ReadResult, has_records: bool) -> None:
         batch = result.batch
@@ -156,5 +209,7 @@ class SourceOperator(StreamOperator):
         self.output.emit_watermark(MAX_WATERMARK)
 
     def close(self) -> None:
+        if self._aligner is not None:
+            self._aligner.close()
         if self.reader is not None:
             self.reader.close()

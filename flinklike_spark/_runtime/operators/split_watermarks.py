@@ -72,6 +72,10 @@ class SplitWatermarks:
             generator.observe(source_timestamps)
         return source_timestamps
 
+    def watermarks(self) -> dict[str, int]:
+        """Each split's own watermark (watermark alignment pauses the splits that are ahead)."""
+        return {split_id: split.generator.current_watermark() for split_id, split in self._splits.items()}
+
     def combined(self, now_ms: int) -> int | None:
         """The minimum watermark over the active splits; None when there is no split.
 

@@ -84,6 +84,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
+    from flinklike_spark._runtime.watermark_alignment import WatermarkReport
 
 MAX_WATERMARK = 2**63 - 1
 EVENT_TIMERS = "event_time_timers"
@@ -186,6 +187,9 @@ class OperatorContext:
     metric_registry: MetricRegistry = dataclasses.field(default_factory=MetricRegistry)
     #: the job's client (a connector_api.ClientResultChannel), for execute_and_collect's sink
     result_channel: Any = None
+    #: the JobMaster's watermark alignment (JobMasterGateway.report_watermark; None: sources are not aligned)
+    report_watermark: Callable[[WatermarkReport], int] | None = None
+    vertex_id: str = ""
     #: FLIP-147: the task ends with a final checkpoint, whose completion commits the sinks' last output
     final_checkpoint: bool = False
     #: True once the task is being cancelled (or failed from outside): long waits in connectors poll it

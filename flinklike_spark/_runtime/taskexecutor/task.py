@@ -26,7 +26,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flinklike_spark._runtime.checkpoint_messages import CheckpointResponder
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor, TaskExecutionState
@@ -59,6 +59,9 @@ from flinklike_spark.errors import (
     import_error_hint,
     is_non_recoverable,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flinklike_spark._runtime.watermark_alignment import WatermarkReport
 
 __all__ = ["Task"]
 
@@ -94,6 +97,7 @@ class Task:
         checkpoint_responder: where the task's checkpoint acknowledgements and declines go (the JobMaster).
         checkpoint_io: pool running the asynchronous part of snapshots.
         result_channel: the job's client, for ``execute_and_collect``'s sink (a ClientResultChannel).
+        report_watermark: the JobMaster's watermark alignment (``JobMasterGateway.report_watermark``).
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class Task:
         checkpoint_responder: CheckpointResponder,
         checkpoint_io: concurrent.futures.Executor | None = None,
         result_channel: Any = None,
+        report_watermark: Callable[[WatermarkReport], int] | None = None,
         local_state: TaskLocalStateStore | None = None,
     ) -> None:
         self.tdd = tdd
@@ -125,6 +130,7 @@ class Task:
         self._checkpoint_responder = checkpoint_responder
         self._checkpoint_io = checkpoint_io
         self._result_channel = result_channel
+        self._report_watermark = report_watermark
         self._state = StateMachine(f"task {self.name}", ExecutionState.DEPLOYING, transition_table())
         self._lock = threading.Lock()
         self._stream_task: StreamTask | None = None
@@ -299,6 +305,8 @@ class Task:
             incremental=IncrementalConfig.from_configuration(config),
             rocksdb=config.rocksdb,
             result_channel=self._result_channel,
+            report_watermark=self._report_watermark,
+            vertex_id=str(tdd.vertex_id),
             final_checkpoint=final_checkpoint,
             cancelled=lambda: self._state.state in (ExecutionState.CANCELING, ExecutionState.CANCELED),
         )

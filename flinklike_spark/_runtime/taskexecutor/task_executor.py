@@ -173,6 +173,7 @@ class TaskExecutor:
             checkpoint_responder=self._checkpoint_responder,
             checkpoint_io=self._checkpoint_io,
             result_channel=JobResultChannel(self._jobmaster, tdd.job_id),
+            report_watermark=self._jobmaster.report_watermark,
             local_state=self.local_state,
         )
         with self._tasks_lock:
