@@ -1,4 +1,4 @@
-"""A real single-node Kafka broker (KRaft, broker and controller in one JVM) on 127.0.0.1.
+"""Real Kafka brokers on 127.0.0.1 (KRaft, broker and controller in one JVM each): one node, or a cluster.
 
 For tests, examples and benchmarks: :class:`LocalKafkaBroker` runs the
 ``org.apache.kafka:kafka_2.13`` server from Maven Central's jars with Java (17
@@ -15,6 +15,11 @@ then SIGKILL after a grace period); ``kill()`` SIGKILLs it (a crash);
 ports, so topics, committed offsets and open transactions survive, as with a
 real broker that was restarted. The JVM receives SIGKILL when the process (on
 Linux: the thread) that started it dies, so no broker outlives its owner.
+
+:class:`LocalKafkaCluster` runs several such nodes as one cluster (every node
+a voter of the controller quorum; internal topics and new topics replicated to
+every node, ``min.insync.replicas`` 2), so that tests can kill a partition
+leader, a transaction coordinator or the whole cluster.
 
 Only loopback addresses are used: the broker, its controller listener and its
 advertised listener all bind 127.0.0.1.
@@ -48,6 +53,7 @@ __all__ = [
     "KafkaBrokerError",
     "LocalKafkaBroker",
     "LocalKafkaBrokerConfig",
+    "LocalKafkaCluster",
     "default_cache_dir",
     "fetch_kafka_jars",
 ]
@@ -203,6 +209,11 @@ class LocalKafkaBrokerConfig:
             ``OAUTHBEARER`` with unsecured tokens (Kafka's unsecured validator: for tests only).
         tls_keystore: a PEM file with the broker's private key (unencrypted PKCS#8) and its certificate chain.
             When given, an ``SSL`` listener (and, with ``sasl_users``, a ``SASL_SSL`` one) serves TLS with it.
+        node_id: this node's id in its cluster.
+        quorum: ``(node id, controller port)`` of every voter of the controller quorum (empty: this node alone).
+        cluster_id: the id the data directory is formatted with (None: a random one).
+        replication_factor: of internal topics and of :meth:`LocalKafkaBroker.create_topic`'s topics;
+            ``min.insync.replicas`` is 2 when it is 2 or more.
 
     The ``PLAINTEXT`` listener always runs (the broker's own and the fixture's admin calls use it);
     :meth:`LocalKafkaBroker.servers` gives each listener's address.
@@ -219,6 +230,10 @@ class LocalKafkaBrokerConfig:
     extra_properties: dict[str, str] = dataclasses.field(default_factory=dict)
     sasl_users: dict[str, str] = dataclasses.field(default_factory=dict)
     tls_keystore: Path | None = None
+    node_id: int = 1
+    quorum: tuple[tuple[int, int], ...] = ()
+    cluster_id: str | None = None
+    replication_factor: int = 1
 
     def __post_init__(self) -> None:
         for user, password in self.sasl_users.items():
@@ -315,10 +330,13 @@ class LocalKafkaBroker:
     # -- files -----------------------------------------------------------------------------------------
 
     def _properties(self) -> str:
+        config = self.config
+        voters = config.quorum or ((config.node_id, self.controller_port),)
+        replicas, min_isr = str(config.replication_factor), str(min(2, config.replication_factor))
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": str(config.node_id),
+            "controller.quorum.voters": ",".join(f"{node}@127.0.0.1:{port}" for node, port in voters),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -326,13 +344,15 @@ class LocalKafkaBroker:
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self.data_dir / "logs"),
             "num.partitions": str(self.config.num_partitions),
-            "offsets.topic.replication.factor": "1",
+            "offsets.topic.replication.factor": replicas,
             "offsets.topic.num.partitions": "5",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": "5",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min_isr,
             "group.initial.rebalance.delay.ms": "0",
             "transaction.max.timeout.ms": str(int(self.config.transaction_max_timeout.total_seconds() * 1000)),
             "auto.create.topics.enable": "true",
@@ -406,13 +426,24 @@ class LocalKafkaBroker:
         """Format the data directory on first use, start the broker and wait until it serves."""
         if self.running:
             return self
+        started = self.launch()
+        self.wait_serving(started)
+        return self
+
+    def launch(self) -> float:
+        """Format the data directory on first use and start the JVM, without waiting; returns when it started.
+
+        A node of a cluster serves only once a majority of the quorum runs:
+        :class:`LocalKafkaCluster` launches every node, then waits for each.
+        """
         java = self._java()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         properties = self.data_dir / "server.properties"
         properties.write_text(self._properties())
         if not (self.data_dir / "logs" / "meta.properties").exists():
+            cluster_id = self.config.cluster_id or _random_cluster_id()
             formatted = subprocess.run(
-                self._jvm_command(java, "kafka.tools.StorageTool", "format", f"--cluster-id={_random_cluster_id()}",
+                self._jvm_command(java, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
                                   "-c", str(properties), "--ignore-formatted", *self._scram_credentials()),
                 capture_output=True, text=True, timeout=120, check=False,
             )  # fmt: skip
@@ -428,6 +459,10 @@ class LocalKafkaBroker:
             stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent, cwd=self.data_dir,
         )  # fmt: skip
+        return started
+
+    def wait_serving(self, started: float) -> None:
+        """Wait until the launched broker serves (``started``: what :meth:`launch` returned); kill it on failure."""
         try:
             self._wait_serving(started + self.config.startup_timeout.total_seconds())
         except BaseException:
@@ -435,7 +470,6 @@ class LocalKafkaBroker:
             raise
         _log.info("Kafka broker %s up in %.1f s (pid %d)", self.bootstrap_servers, time.monotonic() - started,
                   self._process.pid)  # fmt: skip
-        return self
 
     def _wait_serving(self, deadline: float) -> None:
         try:
@@ -516,12 +550,13 @@ class LocalKafkaBroker:
     # -- conveniences for tests and examples -----------------------------------------------------------
 
     def create_topic(self, name: str, *, partitions: int = 1, timeout: float = 30.0, **config: str) -> str:
-        """Create topic ``name`` (replication factor 1) and wait until its partitions have leaders."""
+        """Create topic ``name`` (the configured replication factor) and wait until its partitions have leaders."""
         from confluent_kafka.admin import NewTopic
 
         admin = admin_client(self.bootstrap_servers)
+        replicas = self.config.replication_factor
         futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config))],
+            [NewTopic(name, num_partitions=partitions, replication_factor=replicas, config=dict(config))],
             operation_timeout=timeout,
         )
         futures[name].result(timeout)
@@ -535,3 +570,64 @@ class LocalKafkaBroker:
                 return name
             time.sleep(0.05)
         raise KafkaBrokerError(f"topic {name!r} has no leaders for its {partitions} partitions after {timeout} s")
+
+
+class LocalKafkaCluster:
+    """``size`` :class:`LocalKafkaBroker` nodes as one KRaft cluster on 127.0.0.1 (a context manager).
+
+    Every node is a broker and a voter of the controller quorum; internal
+    topics and :meth:`create_topic`'s topics have one replica per node and
+    ``min.insync.replicas`` 2. ``bootstrap_servers`` lists every node.
+    ``nodes[i]`` can be killed, stopped and started on its own; each keeps its
+    ports and data directory.
+    """
+
+    def __init__(self, size: int = 3, *, data_dir: Path, **overrides: object) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigurationError(f"LocalKafkaCluster: size must be an int >= 1, got {size!r}")
+        ports = [(_free_port(), _free_port()) for _ in range(size)]
+        quorum = tuple((node, controller) for node, (_, controller) in enumerate(ports, start=1))
+        cluster_id = _random_cluster_id()
+        self.nodes = [
+            LocalKafkaBroker(
+                LocalKafkaBrokerConfig(**overrides),
+                data_dir=Path(data_dir) / f"node-{node}",
+                port=port,
+                controller_port=controller,
+                node_id=node,
+                quorum=quorum,
+                cluster_id=cluster_id,
+                replication_factor=size,
+            )
+            for node, (port, controller) in enumerate(ports, start=1)
+        ]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(node.bootstrap_servers for node in self.nodes)
+
+    def node(self, node_id: int) -> LocalKafkaBroker:
+        """The node with Kafka's broker id ``node_id`` (1-based)."""
+        return self.nodes[node_id - 1]
+
+    def start(self) -> LocalKafkaCluster:
+        """Start every node that is not running, and wait until each serves."""
+        launched = [(node, node.launch()) for node in self.nodes if not node.running]
+        for node, started in launched:
+            node.wait_serving(started)
+        return self
+
+    def stop(self, *, delete_data: bool = False) -> None:
+        for node in self.nodes:
+            node.stop(delete_data=delete_data)
+
+    def __enter__(self) -> LocalKafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def create_topic(self, name: str, *, partitions: int = 1, timeout: float = 30.0, **config: str) -> str:
+        """Create topic ``name`` with a replica on every node; wait until its partitions have leaders."""
+        running = next(node for node in self.nodes if node.running)
+        return running.create_topic(name, partitions=partitions, timeout=timeout, **config)
