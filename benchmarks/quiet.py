@@ -30,8 +30,9 @@ import psutil
 
 __all__ = ["MAX_FOREIGN_SHARE", "MAX_START_LOAD", "QuietWatch", "Quietness"]
 
-#: the highest 1-minute load average at which a run may start and count
-MAX_START_LOAD: Final = 1.0
+#: the highest 1-minute load average at which a run may start and count (the team's rule: under 0.5; the
+#: issue that asked for this module allowed 1.0, the stricter one applies)
+MAX_START_LOAD: Final = 0.5
 #: the largest share of all CPU time that other processes may use during a run that counts
 MAX_FOREIGN_SHARE: Final = 0.10
 _SAMPLE_S: Final = 1.0

@@ -148,6 +148,14 @@ def _position(consumer: Consumer, topic: str, partition: int) -> int:
     return max(tp.offset, 0)
 
 
+class KeyOfLine:
+    """The key of a ``"key,seq,count"`` line (``NumberPerKey``'s output) as the Kafka key: one key's lines
+    go to one partition, in order."""
+
+    def serialize(self, element: str) -> bytes:
+        return element.partition(",")[0].encode()
+
+
 class NumberPerKey(KeyedProcessFunction):
     """Checks and continues each key's chain: the n-th record of a key (0-based) must have ``seq == n``.
 

@@ -35,6 +35,7 @@ from flinklike_spark.datastream.functions import KeyedProcessFunction, RuntimeCo
 from flinklike_spark.datastream.state import ValueStateDescriptor  # noqa: E402
 from flinklike_spark.errors import JobCancelledError  # noqa: E402
 from tests.kafka.kafka_jobs import (  # noqa: E402
+    KeyOfLine,
     assert_each_key_exactly_once_in_order,
     produce_sequences,
     read_committed,
@@ -57,11 +58,6 @@ class CountPerKey(KeyedProcessFunction):
             raise ValueError(f"key {value['key']}: seq {value['seq']} after {seen} records")
         self.count.update(seen + 1)
         yield f"{value['key']},{value['seq']},{seen + 1}"
-
-
-class KeyOfLine:
-    def serialize(self, element: str) -> bytes:
-        return element.partition(",")[0].encode()
 
 
 def pipeline(servers: str, in_topic: str, out_topic: str, config: Configuration) -> StreamExecutionEnvironment:

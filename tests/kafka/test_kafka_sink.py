@@ -20,26 +20,19 @@ import pytest
 from connectors import SequenceSource
 from connectors.kafka.transaction_admin import TransactionAdmin
 from flinklike_spark import StreamExecutionEnvironment
-from flinklike_spark.common.serialization import SerializationSchema, SimpleStringSchema
+from flinklike_spark.common.serialization import SimpleStringSchema
 from flinklike_spark.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaRecordSerializationSchema,
     KafkaSink,
 )
 from flinklike_spark.errors import ConfigurationError, JobCancelledError, JobExecutionError
-from tests.kafka.kafka_jobs import NumberPerKey, assert_each_key_exactly_once_in_order, read_committed
+from tests.kafka.kafka_jobs import KeyOfLine, NumberPerKey, assert_each_key_exactly_once_in_order, read_committed
 from tests.support.checkpoint_jobs import MODES, checkpoint_config, run_and_cancel
 from tests.support.failover_jobs import task_executor_processes, wait_for
 
 NUM_KEYS = 8
 RECORDS_PER_KEY = 1_000
-
-
-class KeyOfLine(SerializationSchema):
-    """The key part of a ``"key,seq,count"`` line: each key's records go to one partition, in order."""
-
-    def serialize(self, element) -> bytes:
-        return element.partition(",")[0].encode()
 
 
 def kafka_sink(

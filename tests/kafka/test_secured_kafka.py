@@ -35,6 +35,7 @@ from flinklike_spark.datastream.formats.json import JsonRowDeserializationSchema
 from flinklike_spark.errors import CommittedSinkOutputError, ConfigurationError, JobCancelledError  # noqa: E402
 from tests.kafka.conftest import SASL_PASSWORD, SASL_USER  # noqa: E402
 from tests.kafka.kafka_jobs import (  # noqa: E402
+    KeyOfLine,
     NumberPerKey,
     assert_each_key_exactly_once_in_order,
     produce_sequences,
@@ -132,13 +133,6 @@ def test_a_jks_trust_store_fails_the_program_before_it_runs(tmp_path):
     )
     with pytest.raises(ConfigurationError, match=r"KafkaSink: ssl.truststore.location=.* is a JKS trust store"):
         builder.build()
-
-
-class KeyOfLine:
-    """The output line's key as the Kafka key: one key's lines stay in one partition, in order."""
-
-    def serialize(self, element: str) -> bytes:
-        return element.partition(",")[0].encode()
 
 
 def pipeline(servers: str, java: dict[str, str], in_topic: str, out_topic: str, config: Configuration):

@@ -155,6 +155,7 @@ def fed_count_to_kafka(env: StreamExecutionEnvironment, stream, *, servers: str,
     from flinklike_spark.common.serialization import SimpleStringSchema
     from flinklike_spark.datastream.connectors import DeliveryGuarantee
     from flinklike_spark.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+    from tests.kafka.kafka_jobs import KeyOfLine
 
     sink = (
         KafkaSink.builder()
@@ -162,7 +163,7 @@ def fed_count_to_kafka(env: StreamExecutionEnvironment, stream, *, servers: str,
         .set_record_serializer(
             KafkaRecordSerializationSchema.builder()
             .set_topic(topic)
-            .set_key_serialization_schema(_LineKey())
+            .set_key_serialization_schema(KeyOfLine())
             .set_value_serialization_schema(SimpleStringSchema())
             .build()
         )
@@ -177,10 +178,3 @@ def fed_count_to_kafka(env: StreamExecutionEnvironment, stream, *, servers: str,
         .sink_to(sink)
         .uid("kafka")
     )
-
-
-class _LineKey:
-    """The Kafka key of a ``key,seq,count`` line: its key."""
-
-    def serialize(self, element: str) -> bytes:
-        return element.partition(",")[0].encode()

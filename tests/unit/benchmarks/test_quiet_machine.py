@@ -39,7 +39,7 @@ def test_a_quiet_run_is_a_measurement_and_gets_a_verdict():
 
 @pytest.mark.parametrize(
     ("load", "foreign", "reason"),
-    [(1.4, 0.0, "started at load 1.40"), (0.2, 0.35, "other processes used 35% of the CPUs")],
+    [(0.7, 0.0, "started at load 0.70"), (0.2, 0.35, "other processes used 35% of the CPUs")],
 )
 def test_a_run_on_a_busy_machine_is_no_measurement_and_gets_no_verdict(load, foreign, reason):
     quiet = quietness(load, foreign)
