@@ -179,6 +179,7 @@ class CheckpointCoordinator:
         self._last_completion = 0.0
         self._consecutive_failures = 0
         self._periodic = None
+        self._checkpoint_when_running = False  # set by restore_started()
         self._stopped = False
         self._suspended = False  # stop-with-savepoint: no periodic checkpoint after the savepoint
         self._retentions = 0  # the first, and every FULL_VACUUM_EVERY-th, vacuums every table fully
@@ -315,6 +316,31 @@ class CheckpointCoordinator:
 
     def resume_periodic(self) -> None:
         self._suspended = False
+
+    def restore_started(self) -> None:
+        """Tasks are deploying from a checkpoint (a failover or a restored job): checkpoint once they all run.
+
+        The first checkpoint after a restore does not wait for the next periodic
+        tick (up to an interval later): the sooner one completes, the less input
+        a second failure replays. Periodic triggering counts its interval anew
+        from there.
+        """
+        self._checkpoint_when_running = True
+
+    def task_running(self) -> None:
+        """A task reached RUNNING (main thread): after a restore, trigger as soon as every task runs."""
+        if not self._checkpoint_when_running or self._stopped or self._options.interval is None:
+            return
+        states = [v.current_execution.state for v in self._graph.vertices()]
+        if any(state not in (ExecutionState.RUNNING, ExecutionState.FINISHED) for state in states):
+            return
+        self._checkpoint_when_running = False
+        if self._suspended or self._pending:
+            return
+        log.info("job %s: every task runs after the restore; checkpointing now", self._graph.job_id)
+        if self._periodic is not None:
+            self._periodic.cancel()
+        self._periodic_trigger()
 
     def _periodic_trigger(self) -> None:
         if self._stopped:

@@ -161,6 +161,8 @@ class JobMaster:
                 lineage_id=lineage_id,
                 storage=config.storage,
             )
+            if restore is not None:
+                self.checkpoints.restore_started()
             checkpointing = CheckpointDeployment(
                 storage=self.checkpoints.storage,
                 mode=(
@@ -390,6 +392,8 @@ class JobMaster:
             log.warning("ignoring state update with malformed execution id %r", update.execution_id)
             return
         accepted = self.scheduler.update_task_execution_state(attempt, update.state, update.error)
+        if accepted and update.state is ExecutionState.RUNNING and self.checkpoints is not None:
+            self.checkpoints.task_running()
         if accepted and update.state is ExecutionState.FINISHED:
             if self.checkpoints is not None:
                 self.checkpoints.task_finished(update.execution_id, attempt.execution_vertex_id)
