@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 
 from flinklike_spark.common.serialization import DeserializationSchema, SerializationSchema
 from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind
+from flinklike_spark.datastream.formats._registry import RegistryConnection, frame, unframe
 from flinklike_spark.datastream.formats.avro import (
     AvroSchema,
     _arrow_field,
@@ -42,26 +43,9 @@ from flinklike_spark.datastream.formats.avro import (
     _fastavro,
     _record_schema,
 )
-from flinklike_spark.errors import ConfigurationError, MalformedRecordError, SchemaRegistryError
+from flinklike_spark.errors import ConfigurationError, MalformedRecordError
 
 __all__ = ["ConfluentRegistryAvroDeserializationSchema", "ConfluentRegistryAvroSerializationSchema"]
-
-MAGIC_BYTE = 0
-"""The first byte of every message in Confluent's wire format."""
-
-_HEADER_SIZE = 5  # the magic byte and the 4-byte schema id
-_T = TypeVar("_T")
-
-
-def _registry_module():
-    try:
-        import confluent_kafka.schema_registry as schema_registry
-    except ImportError as e:  # pragma: no cover - the extra is installed with [test]
-        raise ConfigurationError(
-            "the schema-registry formats need confluent-kafka's schema registry client: "
-            f'pip install "flinklike-spark[kafka]" (or pip install "confluent-kafka[schemaregistry]"): {e}'
-        ) from e
-    return schema_registry
 
 
 def _schema_json(where: str, schema: AvroSchema | str | Mapping) -> str:
@@ -74,57 +58,6 @@ def _schema_json(where: str, schema: AvroSchema | str | Mapping) -> str:
     raise ConfigurationError(
         f"{where}: schema must be an AvroSchema, the schema's JSON text or a dict, got {type(schema).__name__}"
     )
-
-
-class _Registry:
-    """A registry's URL and client settings, and a client made on first use (clients do not pickle: every
-    process that unpickles a schema makes its own)."""
-
-    def __init__(self, where: str, url: str, configs: Mapping[str, Any] | None) -> None:
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ConfigurationError(
-                f"{where}: schema_registry_url must be the registry's http:// or https:// URL, got {url!r}"
-            )
-        configs = dict(configs or {})
-        if "url" in configs:
-            raise ConfigurationError(f"{where}: registry_configs must not set 'url'; pass schema_registry_url")
-        self.where, self.url, self.configs = where, url.rstrip("/"), configs
-        self._client = None
-        self.client()  # checks the settings now, at the job's definition, not in the first task
-
-    def client(self):
-        if self._client is None:
-            try:
-                self._client = _registry_module().SchemaRegistryClient({"url": self.url, **self.configs})
-            except (ValueError, TypeError) as e:
-                raise ConfigurationError(
-                    f"{self.where}: registry_configs {sorted(self.configs)} are not valid settings of "
-                    f"confluent_kafka's SchemaRegistryClient ({e})"
-                ) from e
-        return self._client
-
-    def call(self, request: str, function: Callable[[Any], _T], *, not_found_is_mine: bool = False) -> _T:
-        """``function(client)``; a registry that is unreachable or answers with an error raises
-        :class:`SchemaRegistryError` naming ``request``, but with ``not_found_is_mine`` a 404 (the client's
-        ``SchemaRegistryError``) is the caller's to handle."""
-        schema_registry = _registry_module()
-        try:
-            return function(self.client())
-        except schema_registry.SchemaRegistryError as e:
-            if e.http_status_code == 404 and not_found_is_mine:
-                raise
-            raise SchemaRegistryError(
-                f"{self.where}: the schema registry at {self.url} refused {request}: HTTP {e.http_status_code}, "
-                f"error code {e.error_code}: {e.error_message}"
-            ) from e
-        except Exception as e:  # httpx's transport errors (connection refused, timeouts, TLS): not reachable
-            raise SchemaRegistryError(
-                f"{self.where}: cannot reach the schema registry at {self.url} for {request} "
-                f"({type(e).__name__}: {e}); is schema_registry_url right and the registry running?"
-            ) from e
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_client": None}
 
 
 class ConfluentRegistryAvroSerializationSchema(SerializationSchema):
@@ -153,8 +86,7 @@ class ConfluentRegistryAvroSerializationSchema(SerializationSchema):
         self.subject = subject
         self._schema = _record_schema(where, None, _schema_json(where, schema))
         self._names = [f["name"] for f in self._schema.parsed["fields"]]
-        self._registry = _Registry(where, schema_registry_url, registry_configs)
-        self._ids: dict[str, int] = {}
+        self._registry = RegistryConnection(where, schema_registry_url, registry_configs)
 
     @staticmethod
     def for_generic(
@@ -187,15 +119,7 @@ class ConfluentRegistryAvroSerializationSchema(SerializationSchema):
             SchemaRegistryError: the registry is unreachable or refused the schema (e.g. it is incompatible
                 with the subject's earlier versions under the subject's compatibility rule).
         """
-        schema_id = self._ids.get(subject)
-        if schema_id is None:
-            schema = _registry_module().Schema(str(self._schema), "AVRO")
-            schema_id = self._registry.call(
-                f"registering the schema {self._schema.parsed.get('name')} under subject {subject!r}",
-                lambda client: client.register_schema(subject, schema),
-            )
-            self._ids[subject] = schema_id
-        return schema_id
+        return self._registry.register(subject, str(self._schema), "AVRO", self._schema.parsed.get("name"))
 
     def serialize(self, element: Any) -> bytes:
         if self.subject is None:
@@ -214,7 +138,7 @@ class ConfluentRegistryAvroSerializationSchema(SerializationSchema):
 
     def _frame(self, subject: str, element: Any) -> bytes:
         body = _encode_record("ConfluentRegistryAvroSerializationSchema", self._schema, self._names, element)
-        return bytes([MAGIC_BYTE]) + self.schema_id(subject).to_bytes(4, "big") + body
+        return frame(self.schema_id(subject), body)
 
 
 class ConfluentRegistryAvroDeserializationSchema(DeserializationSchema):
@@ -232,7 +156,7 @@ class ConfluentRegistryAvroDeserializationSchema(DeserializationSchema):
         self._reader = _record_schema(where, None, _schema_json(where, schema))
         fields = [_arrow_field(f, where) for f in self._reader.parsed["fields"]]
         self._arrow = pa.schema(fields, metadata={RECORD_KIND_KEY: RecordKind.NAMED_ROW})
-        self._registry = _Registry(where, schema_registry_url, registry_configs)
+        self._registry = RegistryConnection(where, schema_registry_url, registry_configs)
         self._writers: dict[int, Any] = {}
 
     @staticmethod
@@ -271,49 +195,27 @@ class ConfluentRegistryAvroDeserializationSchema(DeserializationSchema):
             SchemaRegistryError: the registry is unreachable or answered with an error.
         """
         where = "ConfluentRegistryAvroDeserializationSchema"
-        message = bytes(message)
-        if len(message) < _HEADER_SIZE or message[0] != MAGIC_BYTE:
-            raise MalformedRecordError(
-                f"{where}: {message[:40]!r} is not in Confluent's wire format: it must start with the magic "
-                f"byte 0x00 and a 4-byte schema id (a plain Avro record is read with AvroRowDeserializationSchema)"
-            )
-        schema_id = int.from_bytes(message[1:_HEADER_SIZE], "big")
+        schema_id, body = unframe(where, message, plain_reader="AvroRowDeserializationSchema")
         writer = self._writer(schema_id)
         try:
-            return _fastavro().schemaless_reader(io.BytesIO(message[_HEADER_SIZE:]), writer, self._reader.parsed)
+            return _fastavro().schemaless_reader(io.BytesIO(body), writer, self._reader.parsed)
         except Exception as e:  # SchemaResolutionError, EOFError, UnicodeDecodeError...: not readable as such
             raise MalformedRecordError(
-                f"{where}: cannot read {message[:100]!r} as a record of schema id {schema_id} "
+                f"{where}: cannot read {bytes(message)[:100]!r} as a record of schema id {schema_id} "
                 f"({writer.get('name') if isinstance(writer, dict) else writer}) resolved to the reader schema "
                 f"{self._reader.parsed.get('name')} with fields {self._arrow.names} ({type(e).__name__}: {e})"
             ) from e
 
     def _writer(self, schema_id: int) -> Any:
         writer = self._writers.get(schema_id)
-        if writer is not None:
-            return writer
-        where = "ConfluentRegistryAvroDeserializationSchema"
-        try:
-            schema = self._registry.call(
-                f"schema id {schema_id}", lambda client: client.get_schema(schema_id), not_found_is_mine=True
-            )
-        except _registry_module().SchemaRegistryError as e:  # 404: the registry has no such id
-            raise MalformedRecordError(
-                f"{where}: the message names schema id {schema_id}, which the schema registry at "
-                f"{self._registry.url} does not have ({e.error_message}); was it written against another "
-                f"registry? The registry's subjects are at {self._registry.url}/subjects"
-            ) from e
-        if schema.schema_type not in (None, "AVRO"):
-            raise MalformedRecordError(
-                f"{where}: schema id {schema_id} of the schema registry at {self._registry.url} is a "
-                f"{schema.schema_type} schema, not Avro"
-            )
-        try:
-            writer = _fastavro().parse_schema(json.loads(schema.schema_str))
-        except Exception as e:  # the registry holds it, but fastavro cannot parse it (e.g. references)
-            raise MalformedRecordError(
-                f"{where}: schema id {schema_id} of the schema registry at {self._registry.url} cannot be parsed "
-                f"({type(e).__name__}: {e}): {schema.schema_str[:200]}"
-            ) from e
-        self._writers[schema_id] = writer
+        if writer is None:
+            text = self._registry.writer_schema(schema_id, "AVRO")
+            try:
+                writer = _fastavro().parse_schema(json.loads(text))
+            except Exception as e:  # the registry holds it, but fastavro cannot parse it (e.g. references)
+                raise MalformedRecordError(
+                    f"ConfluentRegistryAvroDeserializationSchema: schema id {schema_id} of the schema registry at "
+                    f"{self._registry.url} cannot be parsed ({type(e).__name__}: {e}): {text[:200]}"
+                ) from e
+            self._writers[schema_id] = writer
         return writer
