@@ -20,6 +20,7 @@ pytest.importorskip("fastavro")
 from confluent_kafka import Producer  # noqa: E402
 
 from flinklike_spark import StreamExecutionEnvironment  # noqa: E402
+from flinklike_spark.common.typeinfo import Types  # noqa: E402
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy  # noqa: E402
 from flinklike_spark.datastream.connectors.kafka import (  # noqa: E402
     DeliveryGuarantee,
@@ -32,7 +33,11 @@ from flinklike_spark.datastream.formats.avro_confluent import (  # noqa: E402
     ConfluentRegistryAvroDeserializationSchema,
     ConfluentRegistryAvroSerializationSchema,
 )
-from flinklike_spark.errors import JobExecutionError, SchemaRegistryError  # noqa: E402
+from flinklike_spark.datastream.formats.json_confluent import (  # noqa: E402
+    ConfluentRegistryJsonSchemaDeserializationSchema,
+    ConfluentRegistryJsonSchemaSerializationSchema,
+)
+from flinklike_spark.errors import JobExecutionError, MalformedRecordError, SchemaRegistryError  # noqa: E402
 from tests.kafka.kafka_jobs import read_committed  # noqa: E402
 from tests.support.checkpoint_jobs import checkpoint_config  # noqa: E402
 
@@ -75,16 +80,15 @@ def registry_put(url: str, body: dict) -> object:
         return json.loads(answer.read())
 
 
-def registry_sink(servers: str, topic: str, registry_url: str, schema: dict) -> KafkaSink:
+def registry_sink(servers: str, topic: str, registry_url: str, schema: dict, *, value_schema=None) -> KafkaSink:
+    value_schema = value_schema or ConfluentRegistryAvroSerializationSchema.for_generic(None, schema, registry_url)
     return (
         KafkaSink.builder()
         .set_bootstrap_servers(servers)
         .set_record_serializer(
             KafkaRecordSerializationSchema.builder()
             .set_topic(topic)
-            .set_value_serialization_schema(
-                ConfluentRegistryAvroSerializationSchema.for_generic(None, schema, registry_url)
-            )
+            .set_value_serialization_schema(value_schema)
             .build()
         )
         .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
@@ -92,8 +96,11 @@ def registry_sink(servers: str, topic: str, registry_url: str, schema: dict) -> 
     )
 
 
-def read_back(servers: str, topic: str, registry_url: str, reader_schema: dict) -> list[dict]:
+def read_back(servers: str, topic: str, registry_url: str, reader_schema: dict, *, deserializer=None) -> list[dict]:
     """Every record of ``topic`` (a bounded job, read_committed), as rows of ``reader_schema``, by ``id``."""
+    deserializer = deserializer or ConfluentRegistryAvroDeserializationSchema.for_generic(
+        json.dumps(reader_schema), registry_url
+    )
     source = (
         KafkaSource.builder()
         .set_bootstrap_servers(servers)
@@ -101,9 +108,7 @@ def read_back(servers: str, topic: str, registry_url: str, reader_schema: dict) 
         .set_starting_offsets(KafkaOffsetsInitializer.earliest())
         .set_bounded(KafkaOffsetsInitializer.latest())
         .set_property("isolation.level", "read_committed")
-        .set_value_only_deserializer(
-            ConfluentRegistryAvroDeserializationSchema.for_generic(json.dumps(reader_schema), registry_url)
-        )
+        .set_value_only_deserializer(deserializer)
         .build()
     )
     env = StreamExecutionEnvironment.get_execution_environment({"parallelism.default": 2})
@@ -205,3 +210,52 @@ def test_doubles_survive_the_round_trip_exactly(kafka_broker, kafka_topic, schem
     produce(servers, topic, [serializer.serialize({"id": i, "user": "u", "amount": a}) for i, a in enumerate(amounts)])
     rows = read_back(servers, topic, url, PAYMENT)
     assert [row["amount"].hex() for row in rows] == [a.hex() for a in amounts]
+
+
+PAYMENT_JSON_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Payment",
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "user": {"type": "string"},
+        "amount": {"type": "number", "minimum": 0},
+        "note": {"type": ["string", "null"]},
+    },
+    "required": ["id", "user", "amount"],
+}
+PAYMENT_ROW = Types.ROW_NAMED(
+    ["id", "user", "amount", "note"], [Types.LONG(), Types.STRING(), Types.DOUBLE(), Types.STRING()]
+)
+
+
+def test_json_schema_rows_written_exactly_once_are_read_back_and_checked_against_the_schema(
+    kafka_broker, kafka_topic, schema_registry, tmp_path
+):
+    servers, url = kafka_broker.bootstrap_servers, schema_registry.url
+    topic = kafka_topic(partitions=2)
+    expected = payments(1_000)
+    serializer = ConfluentRegistryJsonSchemaSerializationSchema.for_generic(
+        None, PAYMENT_JSON_SCHEMA, url, type_info=PAYMENT_ROW
+    )
+    env = StreamExecutionEnvironment.get_execution_environment(checkpoint_config(str(tmp_path / "cp"), "aligned"))
+    env.from_collection(expected, batch_size=100).rebalance().sink_to(
+        registry_sink(servers, topic, url, {}, value_schema=serializer)
+    ).uid("kafka")
+    env.execute("write json payments")
+
+    latest = registry_get(f"{url}/subjects/{topic}-value/versions/latest")
+    assert latest["schemaType"] == "JSON" and json.loads(latest["schema"]) == PAYMENT_JSON_SCHEMA
+    messages = [value for _key, value, _partition in read_committed(servers, topic, timeout=60)]
+    assert {message[:5] for message in messages} == {b"\x00" + latest["id"].to_bytes(4, "big")}
+    assert json.loads(messages[0][5:]).keys() == {"id", "user", "amount", "note"}  # the JSON object itself
+
+    deserializer = ConfluentRegistryJsonSchemaDeserializationSchema.for_generic(url, type_info=PAYMENT_ROW)
+    assert read_back(servers, topic, url, {}, deserializer=deserializer) == expected
+
+    # a record that breaks the schema is refused before anything is written; an Avro message is not read as JSON
+    with pytest.raises(MalformedRecordError, match=r"does not fit the JSON Schema: at amount: -1.0 is less than"):
+        serializer.serialize_for_topic({"id": 1, "user": "u", "amount": -1.0, "note": None}, topic)
+    avro = ConfluentRegistryAvroSerializationSchema.for_generic(f"{topic}-avro", PAYMENT, url)
+    with pytest.raises(MalformedRecordError, match=r"is a schema of type AVRO, not JSON"):
+        deserializer.deserialize(avro.serialize(payments(1)[0]))

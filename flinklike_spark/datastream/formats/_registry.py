@@ -120,8 +120,8 @@ class RegistryConnection:
         found = schema.schema_type or "AVRO"  # Confluent's API leaves the type out for Avro
         if found != schema_type:
             raise MalformedRecordError(
-                f"{self.where}: schema id {schema_id} of the schema registry at {self.url} is a {found} schema, "
-                f"not {schema_type}"
+                f"{self.where}: schema id {schema_id} of the schema registry at {self.url} is a schema of type "
+                f"{found}, not {schema_type}"
             )
         return schema.schema_str
 
