@@ -46,6 +46,7 @@ __all__ = [
     "RpcAuthenticationError",
     "RpcTimeoutError",
     "SchemaMismatchError",
+    "SchemaRegistryError",
     "SinkCommitError",
     "SinkFencedError",
     "SlotAllocationError",
@@ -91,6 +92,17 @@ def _rebuild_illegal_transition(message, source, target):
 
 class SchemaMismatchError(FlinklikeError, TypeError):
     """A record's fields do not match the schema of the stream it is emitted to."""
+
+
+class SchemaRegistryError(FlinklikeError, OSError):
+    """A schema registry could not be reached, or refused a request (registering a schema, fetching one).
+
+    The message names the registry's URL, the request and the registry's answer. Like any I/O failure of a
+    task, it fails the task and the restart strategy applies (a registry that is down may come back).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class FunctionResultError(FlinklikeError, TypeError):

@@ -8,7 +8,11 @@ record: by key hash, or sticky for records without a key).
 
 A serialization schema is any object with ``serialize(value) -> bytes``
 (``SimpleStringSchema``, ``JsonRowSerializationSchema``,
-``CsvRowSerializationSchema``, ``ByteArraySchema``...).
+``CsvRowSerializationSchema``, ``ByteArraySchema``...). A schema that also has
+``serialize_for_topic(value, topic, *, is_key) -> bytes`` is called with the
+record's topic instead, as Kafka's own ``Serializer.serialize(topic, data)`` is:
+the schema-registry formats (``ConfluentRegistryAvroSerializationSchema``) name
+their subject after it (``<topic>-value``, ``<topic>-key``).
 """
 
 from __future__ import annotations
@@ -79,6 +83,11 @@ def _check_schema(schema: Any, what: str) -> Any:
     return schema
 
 
+def _serialize(schema: Any, record: Any, topic: str, *, is_key: bool) -> bytes:
+    for_topic = getattr(schema, "serialize_for_topic", None)
+    return schema.serialize(record) if for_topic is None else for_topic(record, topic, is_key=is_key)
+
+
 class KafkaRecordSerializationSchema:
     """Turns records into (topic, key, value, partition); build one with :meth:`builder`."""
 
@@ -110,8 +119,8 @@ class KafkaRecordSerializationSchema:
                 f"KafkaSink: the topic selector returned {topic!r} for {record!r}; "
                 f"it must return a topic name (a non-empty str)"
             )
-        key = self.key_schema.serialize(record) if self.key_schema is not None else None
-        value = self.value_schema.serialize(record)
+        key = _serialize(self.key_schema, record, topic, is_key=True) if self.key_schema is not None else None
+        value = _serialize(self.value_schema, record, topic, is_key=False)
         partition = None
         if self.partitioner is not None:
             instance = (context.subtask_index, context.parallelism)

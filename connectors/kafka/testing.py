@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from connectors.kafka.clients import admin_client
@@ -56,6 +57,8 @@ __all__ = [
     "LocalKafkaCluster",
     "default_cache_dir",
     "fetch_kafka_jars",
+    "fetch_once",
+    "run_maven",
 ]
 
 _log = logging.getLogger(__name__)
@@ -107,54 +110,73 @@ def _jar_dir(cache_dir: Path, version: str) -> Path:
 def fetch_kafka_jars(cache_dir: Path | None = None, *, version: str = KAFKA_VERSION, timeout_s: float = 900.0) -> Path:
     """The directory holding the broker's jars, fetching them with Maven if needed.
 
-    Idempotent, and safe when several processes call it at once: the fetch
-    runs under an exclusive lock on ``<cache_dir>/kafka-<version>.lock`` into
-    a temporary directory that is renamed into place only when complete.
+    Idempotent, and safe when several processes call it at once (see :func:`fetch_once`).
 
     Raises:
         KafkaBrokerError: ``mvn`` is missing or failed (its output is in the message).
     """
+    cache_dir = (Path(cache_dir) if cache_dir is not None else default_cache_dir()).resolve()
+
+    def fetch(work: Path, into: Path) -> None:
+        (work / "pom.xml").write_text(_POM.format(version=version))
+        _log.info("fetching org.apache.kafka:kafka_2.13:%s and its dependencies with Maven into %s", version, into)
+        run_maven(
+            ["-f", str(work / "pom.xml"), "dependency:copy-dependencies", f"-DoutputDirectory={into}",
+             "-DincludeScope=runtime"],
+            what=f"the Kafka broker's jars (org.apache.kafka:kafka_2.13:{version})", timeout_s=timeout_s,
+            error=KafkaBrokerError,
+        )  # fmt: skip
+        if not any(into.glob("kafka_2.13-*.jar")):
+            raise KafkaBrokerError(f"mvn dependency:copy-dependencies fetched no kafka_2.13 jar into {into}")
+
+    return fetch_once(_jar_dir(cache_dir, version), fetch)
+
+
+def fetch_once(target: Path, fetch: Callable[[Path, Path], None]) -> Path:
+    """``target``, made by ``fetch(work_dir, into)`` unless a complete copy is there already.
+
+    Idempotent, and safe when several processes call it at once: ``fetch`` runs
+    under an exclusive lock on ``<target>.lock`` and fills ``into`` (inside a
+    temporary ``work_dir`` next to ``target``), which is renamed to ``target``
+    only when ``fetch`` returned; a leftover of a crashed fetch is replaced.
+    """
     import fcntl
 
-    cache_dir = (Path(cache_dir) if cache_dir is not None else default_cache_dir()).resolve()
-    target = _jar_dir(cache_dir, version)
     if (target / _COMPLETE_MARKER).exists():
         return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.with_name(target.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (target / _COMPLETE_MARKER).exists():  # another process fetched them while we waited
+        if (target / _COMPLETE_MARKER).exists():  # another process fetched it while we waited
             return target
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise KafkaBrokerError("fetching the Kafka broker's jars needs Maven ('mvn' is not on PATH)")
-        work = Path(tempfile.mkdtemp(prefix=f"kafka-{version}.fetch-", dir=cache_dir))
+        work = Path(tempfile.mkdtemp(prefix=f"{target.name}.fetch-", dir=target.parent))
         try:
-            (work / "pom.xml").write_text(_POM.format(version=version))
-            jars = work / "jars"
-            _log.info(
-                "fetching org.apache.kafka:kafka_2.13:%s and its dependencies with Maven into %s", version, target
-            )
-            try:
-                done = subprocess.run(
-                    [mvn, "-B", "-q", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
-                     f"-DoutputDirectory={jars}", "-DincludeScope=runtime"],
-                    capture_output=True, text=True, timeout=timeout_s, check=False,
-                )  # fmt: skip
-            except subprocess.TimeoutExpired as e:
-                raise KafkaBrokerError(f"mvn did not fetch the Kafka jars within {timeout_s} s") from e
-            if done.returncode != 0 or not any(jars.glob("kafka_2.13-*.jar")):
-                raise KafkaBrokerError(
-                    f"mvn dependency:copy-dependencies of org.apache.kafka:kafka_2.13:{version} failed "
-                    f"(exit code {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-                )
-            (jars / _COMPLETE_MARKER).write_text(dt.datetime.now(dt.UTC).isoformat())
+            into = work / "result"
+            into.mkdir()
+            fetch(work, into)
+            (into / _COMPLETE_MARKER).write_text(dt.datetime.now(dt.UTC).isoformat())
             if target.exists():  # an incomplete leftover of a crashed fetch (no marker): replace it
                 shutil.rmtree(target)
-            os.rename(jars, target)
+            os.rename(into, target)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def run_maven(args: list[str], *, what: str, timeout_s: float, error: type[Exception]) -> None:
+    """Run ``mvn -B -q <args>`` to fetch ``what``; raise ``error`` (with Maven's output) if it is missing or fails."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise error(f"fetching {what} needs Maven ('mvn' is not on PATH)")
+    try:
+        done = subprocess.run([mvn, "-B", "-q", *args], capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as e:
+        raise error(f"mvn did not fetch {what} within {timeout_s} s") from e
+    if done.returncode != 0:
+        raise error(
+            f"mvn {' '.join(args)} failed fetching {what} (exit code {done.returncode}):\n"
+            f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+        )
 
 
 def _free_port() -> int:

@@ -7,6 +7,12 @@ stop or restart a broker start their own with ``LocalKafkaBroker`` so they do
 not disturb the others. ``kafka_topic(partitions=...)`` creates a topic with a
 unique name per call. Skipped, with the reason, only where Java is missing, or
 Maven is missing and the jars are not cached yet.
+
+``schema_registry`` is a real schema registry (Apicurio Registry, Confluent's
+API at ``.url``: :class:`connectors.kafka.local_schema_registry.LocalSchemaRegistry`),
+one per test module, fetched into the same cache. Without Java, Maven (and no
+cached copy) or ``confluent-kafka[schemaregistry]`` it skips, and under
+``CI=true`` it fails.
 """
 
 from __future__ import annotations
@@ -30,6 +36,36 @@ def _skip_reason() -> str | None:
     if shutil.which("mvn") is None and not (_jar_dir(CACHE_DIR, KAFKA_VERSION) / ".complete").exists():
         return "fetching the Kafka broker's jars needs Maven ('mvn' is not on PATH)"
     return None
+
+
+def _registry_missing() -> str | None:
+    from connectors.kafka.local_schema_registry import APICURIO_VERSION, _registry_dir
+
+    if shutil.which("java") is None:
+        return "the local schema registry needs Java 17+ ('java' is not on PATH)"
+    if shutil.which("mvn") is None and not (_registry_dir(CACHE_DIR, APICURIO_VERSION) / ".complete").exists():
+        return "fetching the schema registry (Apicurio Registry) needs Maven ('mvn' is not on PATH)"
+    try:
+        import confluent_kafka.schema_registry  # noqa: F401
+    except ImportError as e:
+        return f'the schema-registry formats need pip install "confluent-kafka[schemaregistry]" ({e})'
+    return None
+
+
+@pytest.fixture(scope="module")
+def schema_registry(tmp_path_factory):
+    """A fresh, empty schema registry for this test module: ``.url`` is Confluent's API (``/apis/ccompat/v7``).
+
+    A registry that cannot start fails the test (its log tail is in the error)."""
+    from connectors.kafka.local_schema_registry import LocalSchemaRegistry
+    from tests.support.environment import require_environment
+
+    missing = _registry_missing()
+    require_environment(missing is None, missing or "")
+    registry = LocalSchemaRegistry(cache_dir=CACHE_DIR, log_dir=tmp_path_factory.mktemp("schema-registry"))
+    registry.start()
+    yield registry
+    registry.stop()
 
 
 @pytest.fixture(scope="session")

@@ -165,16 +165,26 @@ class AvroRowSerializationSchema(SerializationSchema):
         self._names = [f["name"] for f in self._schema.parsed["fields"]]
 
     def serialize(self, element: Any) -> bytes:
-        names = element.get_field_names() if isinstance(element, Row) else None
-        if names is not None and set(names) != set(self._names):  # Types.ROW's f0, f1...: by position, as Flink
-            element = tuple(element)
-        values = row_values("AvroRowSerializationSchema", element, self._names)
-        out = io.BytesIO()
-        try:
-            _fastavro().schemaless_writer(out, self._schema.parsed, dict(zip(self._names, values, strict=True)))
-        except (ValueError, TypeError, AttributeError) as e:
-            raise MalformedRecordError(
-                f"AvroRowSerializationSchema: the record {element!r:.200} does not fit the Avro schema "
-                f"{self._schema.parsed.get('name')} with fields {self._names} ({type(e).__name__}: {e})"
-            ) from e
-        return out.getvalue()
+        return _encode_record("AvroRowSerializationSchema", self._schema, self._names, element)
+
+
+def _encode_record(where: str, schema: AvroSchema, names: list[str], element: Any) -> bytes:
+    """The Avro binary encoding of ``element`` (a dict, a ``Row`` or a tuple) as a record of ``schema``
+    (whose field names are ``names``).
+
+    Raises:
+        MalformedRecordError: ``element`` does not fit the schema (named: the record, the schema, its fields).
+    """
+    element_names = element.get_field_names() if isinstance(element, Row) else None
+    if element_names is not None and set(element_names) != set(names):  # Types.ROW's f0, f1...: by position
+        element = tuple(element)
+    values = row_values(where, element, names)
+    out = io.BytesIO()
+    try:
+        _fastavro().schemaless_writer(out, schema.parsed, dict(zip(names, values, strict=True)))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise MalformedRecordError(
+            f"{where}: the record {element!r:.200} does not fit the Avro schema "
+            f"{schema.parsed.get('name')} with fields {names} ({type(e).__name__}: {e})"
+        ) from e
+    return out.getvalue()
