@@ -291,7 +291,8 @@ class JobMasterGateway:
         )
 
     def report_watermark(self, report: WatermarkReport) -> int:
-        return self._client.call(ReportWatermark(report=report), timeout=10.0)
+        # best effort and frequent: a report that cannot get through is retried at the next update
+        return self._client.call(ReportWatermark(report=report), timeout=2.0)
 
 
 # -- serving sides ---------------------------------------------------------------------------------

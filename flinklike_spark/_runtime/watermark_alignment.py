@@ -127,7 +127,8 @@ class AlignmentReporter:
         self._stop.set()
         self._watermark = UNBOUNDED
         self._thread.join(timeout=5)
-        self._report_once()  # finished: the group no longer waits for this subtask
+        if not self._failing:  # finished: the group no longer waits for this subtask (not retried if unreachable)
+            self._report_once()
 
     def _run(self) -> None:
         interval = self._alignment.update_interval.total_seconds()

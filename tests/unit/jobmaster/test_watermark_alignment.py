@@ -91,6 +91,8 @@ def test_the_reporter_reports_on_its_own_thread_and_keeps_the_last_bound_while_t
     time.sleep(0.1)
     assert reporter.max_allowed == 3_000
     away.clear()
+    reports = len(sent)
+    _wait_for(lambda: len(sent) > reports)  # reporting works again
     reporter.close()
     assert sent[-1].watermark == UNBOUNDED  # finished: the group no longer waits for it
     assert coordinator.group_watermarks() == {"g": 3_000}
