@@ -43,7 +43,7 @@ from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, Va
 from flinklike_spark.common.serialization import SimpleStringSchema
 from flinklike_spark.common.typeinfo import Types
 from flinklike_spark.datastream.connectors.kafka import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
-from flinklike_spark.errors import JobCancelledError
+from flinklike_spark.errors import CheckpointFailedError, JobCancelledError
 from tests.kafka.kafka_jobs import KeyOfLine, read_committed
 from tests.support.failover_jobs import task_executor_processes
 
@@ -175,7 +175,9 @@ def run_soak(
         samples: list[Sample] = []
         kills = savepoints = 0
         since_id = 0
-        next_sample, next_kill, next_savepoint = sample_every, kill_every * 60, savepoint_every * 60
+        # savepoints half a kill interval after a kill: a savepoint while the job restarts fails (it is retried)
+        next_sample, next_kill = sample_every, kill_every * 60
+        next_savepoint = savepoint_every * 60 + kill_every * 30
         while not client.done():
             time.sleep(0.2)
             now = time.monotonic() - started
@@ -194,8 +196,13 @@ def run_soak(
                     log(f"{now:7.0f} s  SIGKILLed a TaskExecutor ({kills})")
                 next_kill += kill_every * 60
             if now >= next_savepoint and now < minutes * 60:
-                with contextlib.suppress(JobCancelledError):
+                try:
                     path = client.stop_with_savepoint(timeout=120).path
+                except CheckpointFailedError as e:  # the job restarts (a kill): try again in 10 s
+                    log(f"{now:7.0f} s  stop-with-savepoint failed, retried in 10 s: {e}")
+                    next_savepoint += 10
+                    continue
+                with contextlib.suppress(JobCancelledError):
                     client.wait(120)
                 savepoints += 1
                 log(f"{now:7.0f} s  stopped with savepoint {path}; resuming")
