@@ -56,6 +56,7 @@ younger one could be a commit in progress).
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -65,7 +66,7 @@ from deltalake.exceptions import DeltaError
 
 from flinklike_spark.errors import CheckpointStorageError
 
-from .layout import CHECKPOINT_INTERVAL, CHECKPOINTS, LOG_RETENTION, STATE_TABLES, CheckpointLayout
+from .layout import CHECKPOINT_INTERVAL, CHECKPOINTS, LOG_RETENTION, STATE_TABLES, CheckpointLayout, as_layout
 
 __all__ = [
     "MAINTENANCE_INTERVAL",
@@ -107,7 +108,7 @@ class MaintenanceSchedule:
         return True
 
 
-def clean_logs(layout: CheckpointLayout) -> None:
+def clean_logs(base: str | os.PathLike[str] | CheckpointLayout) -> None:
     """Delete the expired ``_delta_log`` files of every checkpoint table (deltalake's ``cleanup_metadata``).
 
     Expired: older than the table's ``delta.logRetentionDuration`` and older than
@@ -117,6 +118,7 @@ def clean_logs(layout: CheckpointLayout) -> None:
     Raises:
         CheckpointStorageError: a table's log cannot be listed or its files deleted.
     """
+    layout = as_layout(base)
     for table in (CHECKPOINTS, *STATE_TABLES):
         dt = layout.open_table(table)
         if dt is None:
