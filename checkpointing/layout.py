@@ -85,8 +85,9 @@ CHECKPOINT_INTERVAL: Final = 10
 LOG_RETENTION: Final = timedelta(seconds=10)
 #: How long a removed file stays a tombstone in the log's checkpoints (``delta.deletedFileRetentionDuration``;
 #: Delta's default is a week). Retention deletes the files it removes at once, so tombstones protect no
-#: reader here; they only let a vacuum find what an interrupted retention left.
-TOMBSTONE_RETENTION: Final = timedelta(seconds=30)
+#: reader here; they only let a vacuum find what an interrupted retention left: three maintenance runs
+#: (:data:`checkpointing.maintenance.MAINTENANCE_INTERVAL`) see each one while the job runs.
+TOMBSTONE_RETENTION: Final = timedelta(seconds=15)
 #: Properties of every checkpoint table (set on creation, and by a committer on tables created with
 #: others). Commits do not clean the log themselves (delta-rs lists the whole log after each one to find
 #: expired files); :func:`checkpointing.maintenance.clean_logs` does, on a time cadence.
