@@ -18,8 +18,8 @@ durations of the ``--window`` checkpoints up to the mark, the time a new
 process takes to open the three tables (``DeltaTable(uri)``) and to list the
 completed checkpoints (what a restore or the REST API does first), the
 number of files under each table's ``_delta_log`` with its bound
-(:func:`checkpointing.maintenance.log_file_bound` at the commit rate measured
-over the window), and the size of each table's newest Delta checkpoint (it
+(:func:`checkpointing.maintenance.log_file_bound` at the table's commit rate
+over the last ``LOG_RETENTION + MAINTENANCE_INTERVAL``), and the size of each table's newest Delta checkpoint (it
 holds the tombstones). A savepoint is taken at
 checkpoint 10; at the end every retained checkpoint and the savepoint are
 verified (``verify_checkpoint``). Then the same on moto's ``ThreadedMotoServer``
@@ -32,6 +32,7 @@ verified (``verify_checkpoint``). Then the same on moto's ``ThreadedMotoServer``
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import os
 import platform
@@ -124,11 +125,15 @@ def age(layout: CheckpointLayout, marks: list[int], *, window: int, num_retained
     maintenance = MaintenanceSchedule()  # the coordinator's cadence
     commits: dict[int, float] = {}
     retentions: dict[int, float] = {}
-    starts: dict[int, tuple[float, dict[str, int]]] = {}  # window start -> (time, table versions)
+    # (time, table versions) about every second: the bound's commit rate is the rate over the span a log covers
+    samples: collections.deque[tuple[float, dict[str, int]]] = collections.deque()
+    span = (LOG_RETENTION + MAINTENANCE_INTERVAL).total_seconds()
     figures = {}
     for checkpoint_id in range(1, max(marks) + 1):
-        if checkpoint_id in [m - window_of(m, window) for m in marks]:
-            starts[checkpoint_id] = (time.monotonic(), table_versions(layout))
+        if not samples or time.monotonic() - samples[-1][0] >= 1.0:
+            samples.append((time.monotonic(), table_versions(layout)))
+            while len(samples) > 2 and samples[1][0] <= time.monotonic() - span:
+                samples.popleft()
         kind = CheckpointKind.SAVEPOINT if checkpoint_id == SAVEPOINT_AT else CheckpointKind.CHECKPOINT
         trigger = datetime.now(UTC)
         handles = [write_subtask(layout, checkpoint_id, s, channel_state=channel_state) for s in (0, 1)]
@@ -141,7 +146,7 @@ def age(layout: CheckpointLayout, marks: list[int], *, window: int, num_retained
         retentions[checkpoint_id] = time.perf_counter() - started
         if checkpoint_id in marks:
             ids = range(checkpoint_id - window_of(checkpoint_id, window) + 1, checkpoint_id + 1)
-            began, versions_then = starts[checkpoint_id - window_of(checkpoint_id, window)]
+            began, versions_then = samples[0]  # about LOG_RETENTION + MAINTENANCE_INTERVAL ago
             seconds = time.monotonic() - began
             versions_now = table_versions(layout)
             rates = {t: max(0, versions_now[t] - versions_then[t]) / seconds for t in TABLES}
