@@ -34,7 +34,8 @@ JobMaster (checkpoint coordinator main thread)::
     committer.commit(job_id, checkpoint_id, handles,
                      CheckpointRecord(trigger_time=..., mode=SnapshotAlignment.UNALIGNED, ...))
     committer.abort(handles)                           # failed/timed-out checkpoint
-    retain(base_url, job_id, num_retained)             # after each completed commit
+    retain(base_url, job_id, num_retained,             # after each completed commit; maintains the
+           full_vacuum=schedule.due())                 # tables on a MaintenanceSchedule's cadence
 
 ``commit`` makes all ``operator_state`` files visible in one Delta transaction,
 then all ``channel_state`` files in one, each with app transaction

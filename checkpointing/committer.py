@@ -424,8 +424,7 @@ class CheckpointCommitter:
                     app_transactions=[Transaction(app_id, app_version)],
                     custom_metadata={"flinklike.checkpoint": f"{job_id}/{checkpoint_id}"},
                 ),
-            )
-            dt.update_incremental()
+            )  # leaves ``dt`` at the version it committed: no update (a listing of the log) needed
         return dt.version()
 
     @contextlib.contextmanager

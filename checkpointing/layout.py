@@ -16,17 +16,19 @@ Job ids become directory names, so they are restricted to ``[A-Za-z0-9_.-]``
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import threading
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, Final, Literal
 
 import fsspec
 import pyarrow as pa
 import pyarrow.dataset as pds
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from flinklike_spark.errors import CheckpointStorageError, IncompatibleCheckpointError
 from flinklike_spark.storage import StorageConfig, StorageOptions, redact
@@ -43,9 +45,12 @@ from .schemas import (
 __all__ = [
     "CHANNEL_STATE",
     "CHECKPOINTS",
+    "CHECKPOINT_INTERVAL",
+    "LOG_RETENTION",
     "OPERATOR_STATE",
     "STATE_TABLES",
     "TABLE_PROPERTIES",
+    "TOMBSTONE_RETENTION",
     "CheckpointLayout",
     "TableName",
     "as_layout",
@@ -70,12 +75,33 @@ _SCHEMAS: Final = {
     CHANNEL_STATE: (CHANNEL_STATE_SCHEMA, list(STATE_PARTITION_COLUMNS)),
 }
 
-#: Properties of every checkpoint table at creation. A Delta checkpoint of the log every 10 commits (Delta
-#: Spark's default; delta-rs's is 100): each completed checkpoint commits to every table and retention
-#: deletes and vacuums, and opening a table replays the JSON commits since the log's last checkpoint, so
-#: at delta-rs's default an open cost up to 20 ms of CPU (measured; 3-5 ms at 10), several opens per
-#: completed checkpoint.
-TABLE_PROPERTIES: Final = {"delta.checkpointInterval": "10"}
+#: A Delta checkpoint of the log every 10 commits (Delta Spark's default; delta-rs's is 100): opening a
+#: table replays the JSON commits since the log's last checkpoint, so at delta-rs's default an open cost
+#: up to 20 ms of CPU (measured; 3-5 ms at 10), several opens per completed checkpoint.
+CHECKPOINT_INTERVAL: Final = 10
+#: How far back a checkpoint table's log reaches (``delta.logRetentionDuration``; Delta's default is 30
+#: days): restore reads only the latest version, and a short log keeps every open and commit cheap
+#: however old the job is (:mod:`checkpointing.maintenance`).
+LOG_RETENTION: Final = timedelta(seconds=10)
+#: How long a removed file stays a tombstone in the log's checkpoints (``delta.deletedFileRetentionDuration``;
+#: Delta's default is a week). Retention deletes the files it removes at once, so tombstones protect no
+#: reader here; they only let a vacuum find what an interrupted retention left: three maintenance runs
+#: (:data:`checkpointing.maintenance.MAINTENANCE_INTERVAL`) see each one while the job runs.
+TOMBSTONE_RETENTION: Final = timedelta(seconds=15)
+#: Properties of every checkpoint table (set on creation, and by a committer on tables created with
+#: others). Commits do not clean the log themselves (delta-rs lists the whole log after each one to find
+#: expired files); :func:`checkpointing.maintenance.clean_logs` does, on a time cadence.
+TABLE_PROPERTIES: Final = {
+    "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
+    "delta.logRetentionDuration": f"interval {int(LOG_RETENTION.total_seconds())} seconds",
+    "delta.deletedFileRetentionDuration": f"interval {int(TOMBSTONE_RETENTION.total_seconds())} seconds",
+    "delta.enableExpiredLogCleanup": "false",
+}
+
+#: Loads of a table tried when its log changed under the load (:func:`_open_delta_table`).
+_OPEN_ATTEMPTS: Final = 3
+
+_log = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
@@ -235,7 +261,7 @@ class CheckpointLayout:
         schema, partition_by = _SCHEMAS[table]
         try:
             try:  # an open is half the CPU of create(mode="ignore") on a table that exists (the usual case)
-                dt = DeltaTable(uri, storage_options=options)
+                dt = _open_delta_table(uri, options)
             except TableNotFoundError:
                 if not create:
                     return None
@@ -250,6 +276,15 @@ class CheckpointLayout:
                 f"cannot {'create' if create else 'open'} checkpoint table {uri!r}: {type(exc).__name__}: {exc}",
                 url=uri,
             ) from exc
+        if create:
+            try:
+                dt = self._set_table_properties(dt)
+            except (DeltaError, OSError) as exc:
+                raise CheckpointStorageError(
+                    f"cannot set the properties {TABLE_PROPERTIES} of checkpoint table {uri!r}: "
+                    f"{type(exc).__name__}: {exc}",
+                    url=uri,
+                ) from exc
         present = set(pa.schema(dt.schema()).names)
         missing = [n for n in schema.names if n not in present and n not in OPTIONAL_COLUMNS]
         if create and any(n not in present for n in schema.names):
@@ -261,6 +296,24 @@ class CheckpointLayout:
                 f"checkpoint table {uri!r} lacks columns {missing} of format this library writes",
                 url=uri,
             )
+        return dt
+
+    def _set_table_properties(self, dt: DeltaTable) -> DeltaTable:
+        """Give a table created with other :data:`TABLE_PROPERTIES` (an older version's, or another
+        writer's) this version's: one commit, once per table."""
+        for attempt in range(1, _OPEN_ATTEMPTS + 1):
+            current = dt.metadata().configuration
+            wanted = {k: v for k, v in TABLE_PROPERTIES.items() if current.get(k) != v}
+            if not wanted:
+                return dt
+            try:
+                dt.alter.set_table_properties(wanted)
+                dt.update_incremental()
+                return dt
+            except CommitFailedError:  # a concurrent commit (another coordinator's, say): on its version again
+                if attempt == _OPEN_ATTEMPTS:
+                    raise
+                dt = _open_delta_table(dt.table_uri, dict(self.options().delta) or None)
         return dt
 
     def _add_optional_columns(self, dt: DeltaTable, fields: list[pa.Field]) -> DeltaTable:
@@ -291,6 +344,26 @@ class CheckpointLayout:
                 f"cannot create checkpoint directory {path!r} under {self.base_url!r}: {type(exc).__name__}: {exc}",
                 url=self.base_url,
             ) from exc
+
+
+def _open_delta_table(uri: str, options: dict[str, str] | None) -> DeltaTable:
+    """``DeltaTable(uri)``, loaded again if a log file it listed was deleted before it read it.
+
+    The checkpoint tables' logs are cleaned while readers in other processes open
+    them (:mod:`checkpointing.maintenance`): an open that listed a Delta checkpoint
+    or commit which the cleanup deleted just then fails; the next listing no
+    longer names it.
+    """
+    for attempt in range(1, _OPEN_ATTEMPTS + 1):
+        try:
+            return DeltaTable(uri, storage_options=options)
+        except TableNotFoundError:
+            raise
+        except (DeltaError, OSError) as exc:
+            if attempt == _OPEN_ATTEMPTS:
+                raise
+            _log.debug("opening %s failed (%s); its log may have been cleaned meanwhile, opening again", uri, exc)
+    raise AssertionError("unreachable")
 
 
 def scan_table(dt: DeltaTable, *, columns: list[str] | None = None, filter: pds.Expression | None = None) -> pa.Table:

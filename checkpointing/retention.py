@@ -9,14 +9,15 @@ Order of operations, chosen so that a crash at any point never leaves a
    tables' logs (whole files: one commit of remove actions, no rewrite);
 3. delete from storage the files those deletes removed from the tables'
    logs (Flink's discarding of a subsumed checkpoint's files); with
-   ``full_vacuum`` also vacuum each table with ``retention_hours=0`` and
-   ``enforce_retention_duration=False`` (deltalake's default, non-full vacuum:
-   it deletes only files removed from the log, never the uncommitted files of
-   checkpoints still being written), which sweeps what an interrupted earlier
-   retention left. The vacuum lists every table directory and retries every
-   tombstone the log still holds, so its cost grows with the job's history;
-   the coordinator runs it on its first retention and then every
-   ``FULL_VACUUM_EVERY``-th.
+   ``full_vacuum`` also maintain the tables (:mod:`checkpointing.maintenance`):
+   vacuum each with ``retention_hours=0`` and ``enforce_retention_duration=False``
+   (deltalake's default, non-full vacuum: it deletes only files removed from
+   the log, never the uncommitted files of checkpoints still being written),
+   which sweeps what an interrupted earlier retention left, then delete the
+   expired files of each ``_delta_log``. The vacuum retries every tombstone the
+   log still holds (those of the last ``delta.deletedFileRetentionDuration``),
+   so the coordinator maintains on a time cadence
+   (:class:`~checkpointing.maintenance.MaintenanceSchedule`), not every time.
 
 Incremental checkpoints share files: a checkpoint's partition stays while a
 retained checkpoint or savepoint is that checkpoint or names it in a chain
@@ -24,7 +25,9 @@ retained checkpoint or savepoint is that checkpoint or names it in a chain
 ``SharedStateRegistry``), even after its own ``checkpoints`` row is dropped.
 
 Savepoints are never deleted. Time travel to table versions older than the
-vacuum no longer finds the dropped files (that is the point).
+retention no longer finds the dropped files (that is the point), and the
+maintained logs reach back only about ``delta.logRetentionDuration``
+(:mod:`checkpointing.maintenance`).
 """
 
 from __future__ import annotations
@@ -46,17 +49,17 @@ from flinklike_spark.errors import CheckpointStorageError
 
 from .chains import live_checkpoint_ids
 from .layout import CHECKPOINTS, STATE_TABLES, CheckpointLayout, as_layout, check_job_id
+from .maintenance import clean_logs
 from .reader import _committed_files, list_completed_checkpoints
 from .schemas import STATE_PARTITION_COLUMNS, CheckpointKind
 
 __all__ = [
-    "FULL_VACUUM_EVERY",
     "RetentionResult",
     "retain",
 ]
 
-#: A checkpoint coordinator's retentions between two full vacuums (the first one is full).
-FULL_VACUUM_EVERY = 20
+#: Hours after which a file of the ``checkpoints`` table that no version names is deleted.
+UNTRACKED_ROW_AGE_HOURS = 1
 
 _log = logging.getLogger(__name__)
 
@@ -102,8 +105,9 @@ def retain(
             subsumes pending checkpoints < n. Pending *savepoints* older than
             the oldest retained checkpoint must not exist when this is True.
         full_vacuum: also vacuum every table (sweeps files that an interrupted
-            earlier retention removed from a log but not from storage); the
-            files this call's own deletes remove are deleted either way.
+            earlier retention removed from a log but not from storage) and delete
+            the expired files of their logs; the files this call's own deletes
+            remove are deleted either way.
 
     Returns:
         What was kept and removed.
@@ -149,6 +153,8 @@ def retain(
     if full_vacuum:
         for table in (CHECKPOINTS, *STATE_TABLES):
             vacuumed.extend(f"{table}/{p}" for p in _vacuum(layout, table, opened.get(table)))
+        vacuumed.extend(f"{CHECKPOINTS}/{p}" for p in _sweep_untracked_rows(layout))
+        clean_logs(layout)
     orphans = _delete_orphans(layout, job_id, oldest, savepoints | shared) if drop_abandoned else []
     _log.info(
         "retention of job %s: kept %s, dropped %s, vacuumed %d files, %d orphans",
@@ -320,6 +326,13 @@ def _delete_files(layout: CheckpointLayout, table: str, paths: list[str]) -> lis
 
 
 def _vacuum(layout: CheckpointLayout, table: str, dt: DeltaTable | None = None) -> list[str]:
+    """Delete the files the log's tombstones name that are still in storage; those deleted, relative to the table.
+
+    deltalake's vacuum retries every tombstone, and reports the files of tombstones
+    an earlier vacuum already deleted too; so the tombstones are first checked
+    against one listing of the table's directory (not a request per file), and
+    the vacuum, whose two commits add to the log, runs only when one is left.
+    """
     dt = dt if dt is not None else layout.open_table(table)
     if dt is None:
         return []
@@ -331,16 +344,52 @@ def _vacuum(layout: CheckpointLayout, table: str, dt: DeltaTable | None = None) 
         # tombstones it already vacuumed earlier (they stay listed); normalize.
         return path[len(root) :] if path.startswith(root) else path.lstrip("/")
 
+    def stored() -> set[str]:
+        fs.invalidate_cache(root.rstrip("/"))  # object-store clients cache listings
+        try:
+            return {relative(p) for p in fs.find(root.rstrip("/"))}
+        except FileNotFoundError:
+            return set()
+
     try:
-        candidates = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True)
-        existing = [r for r in map(relative, candidates) if fs.exists(root + r)]
+        candidates = set(map(relative, dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True)))
+        existing = sorted(candidates & stored()) if candidates else []
+        if not existing:
+            return []
         dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-        return [r for r in existing if not fs.exists(root + r)]
+        left = stored()
+        return [r for r in existing if r not in left]
     except (DeltaError, OSError) as exc:
         raise CheckpointStorageError(
             f"retention cannot vacuum {layout.table_uri(table)!r}: {type(exc).__name__}: {exc}",
             url=layout.table_uri(table),
         ) from exc
+
+
+def _sweep_untracked_rows(layout: CheckpointLayout) -> list[str]:
+    """Delete the ``checkpoints`` table's files that no version names, once an hour old (deltalake's full vacuum).
+
+    Those are completion rows a retention removed from the log but, interrupted,
+    not from storage, whose tombstones expired before a vacuum saw them
+    (``delta.deletedFileRetentionDuration`` is short), and rows of commits that
+    died before committing. A row file is written and committed in one call, so
+    an hour-old file that no version names belongs to no commit in progress.
+    The state tables' leftovers are swept by :func:`_delete_orphans`.
+    """
+    dt = layout.open_table(CHECKPOINTS)
+    if dt is None:
+        return []
+    root = layout.table_path(CHECKPOINTS).rstrip("/") + "/"
+    try:
+        deleted = dt.vacuum(
+            retention_hours=UNTRACKED_ROW_AGE_HOURS, enforce_retention_duration=False, dry_run=False, full=True
+        )
+    except (DeltaError, OSError) as exc:
+        raise CheckpointStorageError(
+            f"retention cannot vacuum {layout.table_uri(CHECKPOINTS)!r}: {type(exc).__name__}: {exc}",
+            url=layout.table_uri(CHECKPOINTS),
+        ) from exc
+    return [p[len(root) :] if p.startswith(root) else p.lstrip("/") for p in deleted]
 
 
 def _delete_orphans(layout: CheckpointLayout, job_id: str, oldest: int, savepoints: set[int]) -> list[str]:

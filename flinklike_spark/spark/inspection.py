@@ -3,9 +3,8 @@
 The checkpoint tables (docs/architecture.md, "Checkpointing") are plain Delta tables; these
 helpers return DataFrames over them for the questions users ask: the
 checkpoint history, the keyed state per key at a checkpoint, the in-flight
-data per channel, and the state table as of an older checkpoint (Delta time
-travel to the version that checkpoint committed). Only retained checkpoints
-have files; older ones were vacuumed.
+data per channel, and the state table as of an older checkpoint. Only retained
+checkpoints have files; older ones were vacuumed.
 """
 
 from __future__ import annotations
@@ -25,11 +24,8 @@ from flinklike_spark.spark.state_views import resolved_operator_state
 __all__ = ["channel_state", "checkpoint_history", "job_record", "keyed_state", "operator_state_as_of"]
 
 
-def _table(spark: SparkSession, directory: str | os.PathLike[str], table: str, version: int | None = None):
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    return reader.load(f"{os.fspath(directory).rstrip('/')}/{table}")
+def _table(spark: SparkSession, directory: str | os.PathLike[str], table: str):
+    return spark.read.format("delta").load(f"{os.fspath(directory).rstrip('/')}/{table}")
 
 
 def checkpoint_history(spark: SparkSession, directory: str | os.PathLike[str]) -> DataFrame:
@@ -142,14 +138,20 @@ def operator_state_as_of(
     job_id: str | None = None,
     resolve: bool = True,
 ) -> DataFrame:
-    """The ``operator_state`` table as it was when ``checkpoint_id`` committed (Delta time travel).
+    """The ``operator_state`` table as it was when ``checkpoint_id`` committed.
 
     Rows of checkpoints completed after it are absent; the checkpoint's own
     rows are readable while it is retained. With ``resolve`` (the default) the
     rows are the full state of each retained checkpoint up to ``checkpoint_id``,
     incremental chains resolved (``checkpoint_id`` the checkpoint a row belongs
     to, ``stored_in`` the one whose files hold it); ``resolve=False`` gives the
-    stored rows, changes of incremental checkpoints included.
+    stored rows of the job's retained checkpoints up to it, changes of
+    incremental checkpoints included.
+
+    Read from the table's latest version, not by Delta time travel to the
+    version the checkpoint committed: a retained checkpoint's partitions never
+    change after its commit, so the rows are the same, while the table's log
+    keeps only its recent versions (:mod:`checkpointing.maintenance`).
     """
     cp = _latest(spark, directory, job_id, checkpoint_id)
     if cp.operator_state_version is None:
@@ -157,16 +159,16 @@ def operator_state_as_of(
             f"checkpoint {checkpoint_id} of job {cp.job_id} wrote no operator state", url=os.fspath(directory)
         )
     if not resolve:
-        return _table(spark, directory, OPERATOR_STATE, version=cp.operator_state_version)
+        return _table(spark, directory, OPERATOR_STATE).where(
+            (F.col("job_id") == cp.job_id) & (F.col("checkpoint_id") <= cp.checkpoint_id)
+        )
     retained = [
         r.checkpoint_id
         for r in checkpoint_history(spark, directory)
         .where((F.col("job_id") == cp.job_id) & (F.col("checkpoint_id") <= cp.checkpoint_id))
         .select("checkpoint_id").collect()
     ]  # fmt: skip
-    return resolved_operator_state(
-        spark, directory, job_id=cp.job_id, checkpoint_ids=retained, version=cp.operator_state_version
-    )
+    return resolved_operator_state(spark, directory, job_id=cp.job_id, checkpoint_ids=retained)
 
 
 def job_record(directory: str | os.PathLike[str], storage: Mapping[str, str] | None = None) -> JobRecord | None:

@@ -100,3 +100,36 @@ def test_keyed_state_and_operator_state_as_of_resolve_chains(spark, chained):
     assert at_three == _engine(chained, 3)
     stored = operator_state_as_of(spark, chained, 3, job_id=JOB, resolve=False)
     assert {r.change for r in stored.select("change").distinct().collect()} == {None, "put", "delete"}
+
+
+def test_operator_state_as_of_needs_no_old_log_versions(spark, tmp_path, monkeypatch):
+    """The checkpoint tables' logs keep only recent versions (checkpointing.maintenance): once a retained
+    checkpoint's version is cleaned from the log, Delta time travel to it fails, and operator_state_as_of,
+    which reads the latest version, still gives that checkpoint's state."""
+    from deltalake import DeltaTable
+    from pyspark.errors import AnalysisException
+
+    from checkpointing.layout import TABLE_PROPERTIES
+
+    monkeypatch.setitem(TABLE_PROPERTIES, "delta.logRetentionDuration", "interval 0 seconds")
+    base = str(tmp_path / "checkpoints")
+    table = f"{base}/operator_state"
+    cid = 0
+    while True:
+        cid += 1
+        _checkpoint(base, cid, full={k: k * cid for k in range(40)})
+        retain(base, JOB, 3)  # maintains the tables every time
+        oldest = list_completed_checkpoints(base, JOB)[0]
+        try:
+            DeltaTable(table, version=oldest.operator_state_version)
+        except Exception:  # noqa: BLE001 - deltalake: the version is no longer in the log
+            break
+        assert cid < 40, "the log was never cleaned past a retained checkpoint's version"
+    with pytest.raises(AnalysisException, match="DELTA_VERSION_NOT_FOUND"):
+        spark.read.format("delta").option("versionAsOf", oldest.operator_state_version).load(table).count()
+    then = operator_state_as_of(spark, base, oldest.checkpoint_id, job_id=JOB)
+    assert {r.checkpoint_id for r in then.select("checkpoint_id").distinct().collect()} == {oldest.checkpoint_id}
+    rows = {(r.state_name, r.key_repr, r.value_repr) for r in then.collect()}
+    assert rows == _engine(base, oldest.checkpoint_id)
+    stored = operator_state_as_of(spark, base, oldest.checkpoint_id, job_id=JOB, resolve=False)
+    assert stored.count() == read_operator_state(base, JOB, oldest.checkpoint_id, UID).num_rows

@@ -59,7 +59,7 @@ from checkpointing import (
     list_completed_checkpoints,
     retain,
 )
-from checkpointing.retention import FULL_VACUUM_EVERY
+from checkpointing.maintenance import MaintenanceSchedule
 from checkpointing.savepoint_marker import savepoint_path
 from checkpointing.schemas import FINISHED_VERTICES_PROPERTY, CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
@@ -182,7 +182,7 @@ class CheckpointCoordinator:
         self._checkpoint_when_running = False  # set by restore_started()
         self._stopped = False
         self._suspended = False  # stop-with-savepoint: no periodic checkpoint after the savepoint
-        self._retentions = 0  # the first, and every FULL_VACUUM_EVERY-th, vacuums every table fully
+        self._maintenance = MaintenanceSchedule()  # which retentions also vacuum and clean the tables' logs
         self._storage_ops = 0  # storage operations whose callback has not yet run on the main thread
         self._drained: concurrent.futures.Future[None] | None = None  # set by stop()
         self.completed: list[CompletedCheckpointInfo] = []
@@ -588,8 +588,7 @@ class CheckpointCoordinator:
         pending.future.set_result(info)
 
     def _retain(self, job_id: str, retained: int) -> None:
-        full_vacuum = self._retentions % FULL_VACUUM_EVERY == 0  # runs on the one storage thread
-        self._retentions += 1
+        full_vacuum = self._maintenance.due()  # runs on the one storage thread
         try:
             retain(self.storage, job_id, retained, full_vacuum=full_vacuum)
         except Exception:  # noqa: BLE001 - retention is best effort; the next completion retries
