@@ -573,16 +573,29 @@ class LocalKafkaBroker:
 
     def create_topic(self, name: str, *, partitions: int = 1, timeout: float = 30.0, **config: str) -> str:
         """Create topic ``name`` (the configured replication factor) and wait until its partitions have leaders."""
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic
 
         admin = admin_client(self.bootstrap_servers)
         replicas = self.config.replication_factor
-        futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=replicas, config=dict(config))],
-            operation_timeout=timeout,
-        )
-        futures[name].result(timeout)
         deadline = time.monotonic() + timeout
+        while True:  # a broker that just started may drop the first requests (seen under a loaded test run)
+            futures = admin.create_topics(
+                [NewTopic(name, num_partitions=partitions, replication_factor=replicas, config=dict(config))],
+                operation_timeout=timeout,
+            )
+            try:
+                futures[name].result(timeout)
+                break
+            except KafkaException as e:
+                error = e.args[0] if e.args else None
+                transient = isinstance(error, KafkaError) and (
+                    error.retriable() or error.code() == KafkaError._TRANSPORT
+                )
+                if not transient or time.monotonic() >= deadline:
+                    raise
+                _log.info("creating topic %s: %s; retrying", name, error)
+                time.sleep(0.5)
         while time.monotonic() < deadline:
             topic = admin.list_topics(name, timeout=timeout).topics.get(name)
             if (
