@@ -27,14 +27,11 @@ import logging
 import threading
 from collections.abc import Callable
 
-from flinklike_spark.common.watermark_strategy import WatermarkAlignment
+from flinklike_spark.common.watermark_strategy import MAX_WATERMARK, WatermarkAlignment
 
 __all__ = ["AlignmentReporter", "WatermarkAlignmentCoordinator", "WatermarkReport"]
 
 _log = logging.getLogger(__name__)
-
-#: No bound: what a subtask may reach before the first answer, and what an idle or finished one reports.
-UNBOUNDED = 2**63 - 1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -46,7 +43,7 @@ class WatermarkReport:
         group: the ``watermark_group`` of the source's strategy.
         reporter: the subtask, ``<vertex id>/<subtask index>``.
         attempt: the subtask's attempt number (a newer attempt's report replaces an older one's).
-        watermark: its current watermark; ``UNBOUNDED`` while idle, without splits, or finished.
+        watermark: its current watermark; ``MAX_WATERMARK`` while idle, without splits, or finished.
         max_drift_ms: the drift of the reporter's own strategy (sources of a group may differ).
     """
 
@@ -74,9 +71,9 @@ class WatermarkAlignmentCoordinator:
             if known is None or report.attempt >= known[0]:
                 group[report.reporter] = (report.attempt, report.watermark)
             lowest = min(watermark for _, watermark in group.values())
-        if lowest == UNBOUNDED:
-            return UNBOUNDED  # every subtask of the group is idle or finished
-        return min(lowest + report.max_drift_ms, UNBOUNDED)
+        if lowest == MAX_WATERMARK:
+            return MAX_WATERMARK  # every subtask of the group is idle or finished
+        return min(lowest + report.max_drift_ms, MAX_WATERMARK)
 
     def group_watermarks(self) -> dict[str, int]:
         """Each group's lowest reported watermark (for logs and tests)."""
@@ -90,7 +87,7 @@ class AlignmentReporter:
     The task thread calls :meth:`set_watermark` whenever the subtask's
     watermark (or idleness) changes and reads :attr:`max_allowed`; both are a
     plain attribute access. :meth:`close` stops the thread; its last report
-    says ``UNBOUNDED`` so that a finished subtask does not hold the group back.
+    says ``MAX_WATERMARK`` so that a finished subtask does not hold the group back.
     """
 
     def __init__(
@@ -110,7 +107,7 @@ class AlignmentReporter:
             watermark=initial_watermark, max_drift_ms=alignment.max_drift_ms,
         )  # fmt: skip
         self._watermark = initial_watermark
-        self.max_allowed = UNBOUNDED
+        self.max_allowed = MAX_WATERMARK
         self._stop = threading.Event()
         self._failing = False
         self._thread = threading.Thread(
@@ -125,7 +122,7 @@ class AlignmentReporter:
 
     def close(self) -> None:
         self._stop.set()
-        self._watermark = UNBOUNDED
+        self._watermark = MAX_WATERMARK
         self._thread.join(timeout=5)
         if not self._failing:  # finished: the group no longer waits for this subtask (not retried if unreachable)
             self._report_once()

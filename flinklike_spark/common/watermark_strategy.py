@@ -32,7 +32,10 @@ __all__ = [
     "epoch_millis",
 ]
 
+#: The lowest and highest watermarks (Flink's ``Long.MIN_VALUE`` and ``Long.MAX_VALUE``): the highest ends event
+#: time (end of input), or, as a bound, means none.
 MIN_WATERMARK = -(2**63)
+MAX_WATERMARK = 2**63 - 1
 
 
 def epoch_millis(value: Any) -> int | None:

@@ -50,7 +50,8 @@ from flinklike_spark._runtime.rest.web_monitor import WebMonitor
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
 from flinklike_spark._runtime.taskexecutor.registration import TaskExecutorRegistration
 from flinklike_spark._runtime.taskexecutor.task_slot import SlotReport
-from flinklike_spark._runtime.watermark_alignment import UNBOUNDED, WatermarkReport
+from flinklike_spark._runtime.watermark_alignment import WatermarkReport
+from flinklike_spark.common.watermark_strategy import MAX_WATERMARK
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import FlinklikeError
 from flinklike_spark.job_client import JobClient
@@ -252,7 +253,7 @@ class ClusterEndpoint:
 
     def report_watermark(self, report: WatermarkReport) -> int:
         job = self._jobs.get(report.job_id)
-        return UNBOUNDED if job is None else job.watermark_alignment.report(report)
+        return MAX_WATERMARK if job is None else job.watermark_alignment.report(report)
 
     # -- jobs -----------------------------------------------------------------------------------
 

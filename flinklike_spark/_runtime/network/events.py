@@ -39,6 +39,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from checkpointing.schemas import CheckpointKind
+from flinklike_spark.common.watermark_strategy import MAX_WATERMARK
 from flinklike_spark.errors import EventDecodingError
 
 __all__ = [
@@ -195,7 +196,7 @@ class Watermark:
     """The watermark that ends event time (``2**63 - 1``), emitted when a bounded input ends."""
 
 
-Watermark.MAX_WATERMARK = Watermark(2**63 - 1)
+Watermark.MAX_WATERMARK = Watermark(MAX_WATERMARK)
 
 
 @dataclasses.dataclass(frozen=True)

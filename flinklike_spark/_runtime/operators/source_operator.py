@@ -17,14 +17,13 @@ from checkpointing.state_snapshots import OperatorStateSnapshot
 from flinklike_spark._runtime.operators.idleness import IdlenessTracker
 from flinklike_spark._runtime.operators.split_watermarks import SplitWatermarks
 from flinklike_spark._runtime.operators.stream_operator import (
-    MAX_WATERMARK,
     OperatorSnapshot,
     RestoredState,
     StreamOperator,
 )
 from flinklike_spark._runtime.record_timestamps import with_timestamps
-from flinklike_spark._runtime.watermark_alignment import UNBOUNDED, AlignmentReporter
-from flinklike_spark.common.watermark_strategy import MIN_WATERMARK, WatermarkStrategy
+from flinklike_spark._runtime.watermark_alignment import AlignmentReporter
+from flinklike_spark.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK, WatermarkStrategy
 from flinklike_spark.connector_api import (
     ReadResult,
     Source,
@@ -139,7 +138,7 @@ class SourceOperator(StreamOperator):
         """Report the watermark, pause the splits beyond the group's bound; True if the whole subtask is beyond it."""
         aligner = self._aligner
         idle = self._idle_without_splits or (self._idleness is not None and self._idleness.idle)
-        aligner.set_watermark(UNBOUNDED if idle else self._last_watermark)
+        aligner.set_watermark(MAX_WATERMARK if idle else self._last_watermark)
         bound = aligner.max_allowed
         if self._split_watermarks is not None and self._splits_pause:
             ahead = frozenset(s for s, w in self._split_watermarks.watermarks().items() if w > bound)

@@ -57,7 +57,6 @@ from flinklike_spark.metrics import MetricGroup, MetricRegistry
 
 __all__ = [
     "EVENT_TIMERS",
-    "MAX_WATERMARK",
     "PROCESSING_TIMERS",
     "FilterOperator",
     "FlatMapOperator",
@@ -86,7 +85,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from flinklike_spark._runtime.operators.operator_spec import OperatorSpec
     from flinklike_spark._runtime.watermark_alignment import WatermarkReport
 
-MAX_WATERMARK = 2**63 - 1
 EVENT_TIMERS = "event_time_timers"
 PROCESSING_TIMERS = "processing_time_timers"
 

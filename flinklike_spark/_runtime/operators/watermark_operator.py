@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from flinklike_spark._runtime.operators.idleness import IdlenessTracker
-from flinklike_spark._runtime.operators.stream_operator import MAX_WATERMARK, StreamOperator
+from flinklike_spark._runtime.operators.stream_operator import StreamOperator
 from flinklike_spark._runtime.record_timestamps import split_timestamps, with_timestamps
-from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
+from flinklike_spark.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 
 __all__ = ["TimestampsAndWatermarksOperator"]
 

@@ -9,13 +9,12 @@ from datetime import timedelta
 import pytest
 
 from flinklike_spark._runtime.watermark_alignment import (
-    UNBOUNDED,
     AlignmentReporter,
     WatermarkAlignmentCoordinator,
     WatermarkReport,
 )
 from flinklike_spark.common.time import Duration
-from flinklike_spark.common.watermark_strategy import WatermarkAlignment, WatermarkStrategy
+from flinklike_spark.common.watermark_strategy import MAX_WATERMARK, WatermarkAlignment, WatermarkStrategy
 from flinklike_spark.errors import ConfigurationError
 
 pytestmark = pytest.mark.timeout(30)
@@ -39,8 +38,8 @@ def test_the_bound_is_the_groups_lowest_watermark_plus_the_reporters_own_drift()
 def test_idle_and_finished_subtasks_do_not_hold_the_group_back():
     coordinator = WatermarkAlignmentCoordinator()
     coordinator.report(report("v/0", 7_000))
-    assert coordinator.report(report("v/1", UNBOUNDED)) == 8_000
-    assert coordinator.report(report("v/0", UNBOUNDED)) == UNBOUNDED  # the whole group idle: no bound
+    assert coordinator.report(report("v/1", MAX_WATERMARK)) == 8_000
+    assert coordinator.report(report("v/0", MAX_WATERMARK)) == MAX_WATERMARK  # the whole group idle: no bound
 
 
 def test_a_newer_attempt_replaces_an_older_ones_report_and_a_late_older_one_is_ignored():
@@ -82,7 +81,7 @@ def test_the_reporter_reports_on_its_own_thread_and_keeps_the_last_bound_while_t
         update_interval=timedelta(milliseconds=20),
     )
     reporter = AlignmentReporter(alignment, send, job_id="job", reporter="v/0", attempt=0, initial_watermark=9_000)
-    assert reporter.max_allowed == UNBOUNDED  # nothing held back before the first answer
+    assert reporter.max_allowed == MAX_WATERMARK  # nothing held back before the first answer
     reporter.start()
     _wait_for(lambda: reporter.max_allowed == 4_000)
     reporter.set_watermark(2_000)
@@ -94,7 +93,7 @@ def test_the_reporter_reports_on_its_own_thread_and_keeps_the_last_bound_while_t
     reports = len(sent)
     _wait_for(lambda: len(sent) > reports)  # reporting works again
     reporter.close()
-    assert sent[-1].watermark == UNBOUNDED  # finished: the group no longer waits for it
+    assert sent[-1].watermark == MAX_WATERMARK  # finished: the group no longer waits for it
     assert coordinator.group_watermarks() == {"g": 3_000}
 
 
