@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import tempfile
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import psutil
 import pyarrow as pa
+from quiet import QuietWatch
 
 from connectors import DeltaSink, SequenceSource, read_delta_table
 from connectors.kafka.testing import LocalKafkaBroker
@@ -184,6 +186,8 @@ def run_soak(
             if now >= next_sample:
                 taken, since_id = sample(started, client, since_id)
                 samples.append(taken)
+                with (work / "samples.jsonl").open("a") as f:  # kept by a run that fails
+                    f.write(json.dumps(dataclasses.asdict(taken)) + "\n")
                 log(f"{taken.at:7.0f} s  TaskExecutors {taken.te_rss_mb:7.0f} MB {taken.te_threads:4d} threads "
                     f"{taken.te_fds:4d} fds  JobMaster {taken.jm_rss_mb:6.0f} MB {taken.jm_threads:4d} threads "
                     f"{taken.jm_fds:4d} fds  checkpoint p50 {taken.checkpoint_ms} ms")  # fmt: skip
@@ -281,19 +285,30 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1_000)
     parser.add_argument("--rate", type=float, default=2_000, help="rows per second")
     parser.add_argument("--plot", help="write the samples as a PNG here")
+    parser.add_argument(
+        "--work", help="the run's directory (broker, checkpoints, outputs), kept; default: a temporary one, "
+        "deleted after a run that passed and kept (its path printed) after one that failed",
+    )  # fmt: skip
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="soak-") as work:
-        result = run_soak(
-            minutes=args.minutes, kill_every=args.kill_every, savepoint_every=args.savepoint_every,
-            sample_every=args.sample_every, keys=args.keys, rate=args.rate, work=Path(work),
-        )  # fmt: skip
-    print(f"\n{result.records} records exactly once in Delta and Kafka through {result.kills} SIGKILLs and "
-          f"{result.savepoints} stop-with-savepoint/resumes (pid {os.getpid()})")  # fmt: skip
-    for name, ratio in growth(result.samples, args.minutes).items():
-        verdict = "n/a" if ratio is None else ("met" if ratio <= 1.2 else "missed")
-        print(
-            f"  {name:14s} last sixth / 1/12..1/4: {'n/a' if ratio is None else f'{ratio:.2f}x'} (target <= 1.2x: {verdict})"
-        )  # noqa: E501
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="soak-"))
+    work.mkdir(parents=True, exist_ok=True)
+    with QuietWatch() as quiet:
+        try:
+            result = run_soak(
+                minutes=args.minutes, kill_every=args.kill_every, savepoint_every=args.savepoint_every,
+                sample_every=args.sample_every, keys=args.keys, rate=args.rate, work=work,
+            )  # fmt: skip
+        except BaseException:
+            print(f"the soak failed; its directory is kept: {work}", flush=True)
+            raise
+        print(f"\n{result.records} records exactly once in Delta and Kafka through {result.kills} SIGKILLs and "
+              f"{result.savepoints} stop-with-savepoint/resumes (pid {os.getpid()})")  # fmt: skip
+        for name, ratio in growth(result.samples, args.minutes).items():
+            if ratio is not None:
+                quiet.target(f"  {name:14s} last sixth / 1/12..1/4: {ratio:.2f}x (target <= 1.2x)", ratio <= 1.2)
+    quiet.report()
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
     if args.plot:
         plot(result.samples, args.plot)
         print(f"plot: {args.plot}")
