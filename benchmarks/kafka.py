@@ -17,6 +17,16 @@ Measured, each on the same input topic of the same local KRaft broker:
    micro-batches' ``triggerExecution`` for Spark; start-up is excluded from both.
    Every run's output is checked: one record per input record, and each key's
    last count equal to its number of input records.
+   And the vectorized path (issue 41 item 5): the same input read as CSV rows
+   (``CsvRowDeserializationSchema``: Arrow reads each fetched batch at once)
+   -> ``key_by("key")`` -> 1 s tumbling event-time windows (the input's record
+   timestamps spread it over ``WINDOWS`` seconds) aggregated with the built-in
+   ``count`` (Arrow kernels, no Python per record) -> ``KafkaSink``
+   ``EXACTLY_ONCE``; its busy time runs from the first window's output to the
+   last, so its rate counts the records after the first window. Against it, a
+   plain confluent-kafka consumer in this process reads the whole topic
+   (``consume(10000)``, each message's value touched): what the broker serves
+   one consumer here, from its first message to its last.
 2. Latency at a fixed input rate (``--rate`` records/s for ``--seconds``): each
    input record carries its send time; latency is the time from sending to a
    consumer receiving the result (``read_committed`` for exactly-once output).
@@ -24,12 +34,17 @@ Measured, each on the same input topic of the same local KRaft broker:
    ``EXACTLY_ONCE`` (output at each checkpoint: 500 ms), Spark with its default
    trigger (a micro-batch as soon as the previous one ends).
 
-    python benchmarks/kafka.py [--records N] [--keys K] [--rate R] [--seconds S] [--quick]
+Targets (printed with a verdict only for a quiet run, see ``quiet.py``): the
+exactly-once keyed count at least 10x Spark's, and the windowed count at least
+1,000,000 records/s or 70% of the plain consumer's rate.
+
+    python benchmarks/kafka.py [--records N] [--keys K] [--rate R] [--seconds S] [--no-latency] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import os
 import platform
@@ -41,11 +56,13 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from quiet import QuietWatch
 
 from connectors.kafka.testing import LocalKafkaBroker
 from flinklike_spark.common import Types, WatermarkStrategy
 from flinklike_spark.common.serialization import SimpleStringSchema
-from flinklike_spark.datastream import StreamExecutionEnvironment
+from flinklike_spark.datastream import StreamExecutionEnvironment, aggregations
+from flinklike_spark.datastream.aggregations import KeyedWindowResult
 from flinklike_spark.datastream.connectors.kafka import (
     DeliveryGuarantee,
     KafkaOffsetsInitializer,
@@ -53,8 +70,10 @@ from flinklike_spark.datastream.connectors.kafka import (
     KafkaSink,
     KafkaSource,
 )
+from flinklike_spark.datastream.formats.csv import CsvRowDeserializationSchema
 from flinklike_spark.datastream.functions import KeyedProcessFunction
 from flinklike_spark.datastream.state import ValueStateDescriptor
+from flinklike_spark.datastream.window import Time, TumblingEventTimeWindows
 from flinklike_spark.errors import JobCancelledError
 
 PARTITIONS = 4
@@ -62,6 +81,15 @@ SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 
 
 # -- input and output -------------------------------------------------------------------------------------
+
+
+#: the input's record timestamps spread it evenly over this many seconds of event time (1 s windows)
+WINDOWS = 20
+BASE_TS = 1_700_000_000_000
+
+
+def input_timestamp(i: int, records: int) -> int:
+    return BASE_TS + i * WINDOWS * 1000 // records
 
 
 def write_input(servers: str, topic: str, records: int, keys: int) -> None:
@@ -77,7 +105,9 @@ def write_input(servers: str, topic: str, records: int, keys: int) -> None:
         key = i % keys
         while True:
             try:
-                producer.produce(topic, f"{key},{i // keys}".encode(), key=str(key).encode())
+                producer.produce(
+                    topic, f"{key},{i // keys}".encode(), key=str(key).encode(), timestamp=input_timestamp(i, records)
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -163,6 +193,48 @@ class KeyOfLine:
         return line.partition(",")[0].encode()
 
 
+def job_environment(work: Path, checkpoint_ms: int) -> StreamExecutionEnvironment:
+    """Parallelism 2 on 2 TaskExecutors, checkpoints every ``checkpoint_ms`` into ``work``."""
+    env = StreamExecutionEnvironment.get_execution_environment(
+        {
+            "parallelism.default": 2,
+            "local.number-taskmanager": 2,
+            "execution.checkpointing.dir": str(work / f"cp-{uuid.uuid4().hex[:6]}"),
+        }
+    )
+    env.enable_checkpointing(checkpoint_ms)
+    return env
+
+
+def kafka_source(servers: str, topic: str, deserializer, *, bounded: bool) -> KafkaSource:
+    builder = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(servers)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(deserializer)
+    )
+    if bounded:
+        builder.set_bounded(KafkaOffsetsInitializer.latest())
+    return builder.build()
+
+
+def kafka_sink(servers: str, topic: str, guarantee: DeliveryGuarantee, *, key_schema=None) -> KafkaSink:
+    records = (
+        KafkaRecordSerializationSchema.builder().set_topic(topic).set_value_serialization_schema(SimpleStringSchema())
+    )
+    if key_schema is not None:
+        records.set_key_serialization_schema(key_schema)
+    return (
+        KafkaSink.builder()
+        .set_bootstrap_servers(servers)
+        .set_record_serializer(records.build())
+        .set_delivery_guarantee(guarantee)
+        .set_property("linger.ms", "5")
+        .build()
+    )
+
+
 def engine_job(
     servers: str,
     source_topic: str,
@@ -173,44 +245,15 @@ def engine_job(
     checkpoint_ms: int,
     work: Path,
 ) -> StreamExecutionEnvironment:
-    env = StreamExecutionEnvironment.get_execution_environment(
-        {
-            "parallelism.default": 2,
-            "local.number-taskmanager": 2,
-            "execution.checkpointing.dir": str(work / f"cp-{uuid.uuid4().hex[:6]}"),
-        }
-    )
-    env.enable_checkpointing(checkpoint_ms)
-    builder = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(servers)
-        .set_topics(source_topic)
-        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-        .set_value_only_deserializer(SimpleStringSchema())
-    )
-    if bounded:
-        builder.set_bounded(KafkaOffsetsInitializer.latest())
-    sink = (
-        KafkaSink.builder()
-        .set_bootstrap_servers(servers)
-        .set_record_serializer(
-            KafkaRecordSerializationSchema.builder()
-            .set_topic(sink_topic)
-            .set_key_serialization_schema(KeyOfLine())
-            .set_value_serialization_schema(SimpleStringSchema())
-            .build()
-        )
-        .set_delivery_guarantee(guarantee)
-        .set_property("linger.ms", "5")
-        .build()
-    )
+    env = job_environment(work, checkpoint_ms)
     (
-        env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "in")
+        env.from_source(kafka_source(servers, source_topic, SimpleStringSchema(), bounded=bounded),
+                        WatermarkStrategy.no_watermarks(), "in")
         .map(split_line, output_type=Types.TUPLE([Types.STRING(), Types.STRING()]))
         .key_by(lambda t: t[0], key_type=Types.STRING())
         .process(Count(), output_type=Types.STRING())
-        .sink_to(sink)
-    )
+        .sink_to(kafka_sink(servers, sink_topic, guarantee, key_schema=KeyOfLine()))
+    )  # fmt: skip
     return env
 
 
@@ -227,6 +270,81 @@ def engine_throughput(
     stamps = [ts for _, ts in output]
     busy = (max(stamps) - min(stamps)) / 1000
     return {"busy_s": busy, "wall_s": wall, "rate": records / busy}
+
+
+#: the plain consumer's settings tried (the best counts): librdkafka's defaults, and the prefetch the
+#: KafkaSource's readers use (``max.partition.fetch.bytes`` 8 MiB, ``queued.min.messages`` 1M)
+PLAIN_CONSUMER_SETTINGS = ({}, {"max.partition.fetch.bytes": 8 * 1024 * 1024, "queued.min.messages": 1_000_000})
+
+
+def plain_consumer(servers: str, topic: str, records: int) -> dict:
+    """The best of :data:`PLAIN_CONSUMER_SETTINGS`: one consumer reads ``topic`` to its end."""
+    runs = [plain_consumer_run(servers, topic, records, settings) for settings in PLAIN_CONSUMER_SETTINGS]
+    return max(runs, key=lambda r: r["rate"]) | {"tried": [round(r["rate"]) for r in runs]}
+
+
+def plain_consumer_run(servers: str, topic: str, records: int, settings: dict) -> dict:
+    """A plain confluent-kafka consumer reads ``topic`` to its end: the rate from its first message to its last."""
+    consumer = Consumer(
+        {"bootstrap.servers": servers, "group.id": f"plain-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}
+        | settings
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        seen = size = 0
+        first = None
+        deadline = time.monotonic() + 300
+        while seen < records and time.monotonic() < deadline:
+            messages = consumer.consume(10000, 1.0)
+            if messages and first is None:
+                first = time.perf_counter()
+            for message in messages:
+                if message.error() is None:
+                    size += len(message.value())
+                    seen += 1
+        last = time.perf_counter()
+    finally:
+        consumer.close()
+    if seen != records:
+        raise AssertionError(f"plain consumer: read {seen} of {records} records")
+    return {"busy_s": last - first, "rate": records / (last - first), "bytes": size, "settings": settings}
+
+
+def window_job(servers: str, source_topic: str, sink_topic: str, work: Path) -> StreamExecutionEnvironment:
+    env = job_environment(work, 1000)
+    rows = CsvRowDeserializationSchema.Builder(Types.ROW_NAMED(["key", "seq"], [Types.STRING(), Types.LONG()])).build()
+    (
+        env.from_source(kafka_source(servers, source_topic, rows, bounded=True),
+                        WatermarkStrategy.for_monotonous_timestamps(), "in")
+        .key_by("key")
+        .window(TumblingEventTimeWindows.of(Time.seconds(1)))
+        .aggregate(aggregations.count(), KeyedWindowResult())
+        .sink_to(kafka_sink(servers, sink_topic, DeliveryGuarantee.EXACTLY_ONCE))
+    )  # fmt: skip
+    return env
+
+
+def window_throughput(servers: str, source: str, records: int, keys: int, work: Path) -> dict:
+    out = f"window-out-{uuid.uuid4().hex[:8]}"
+    create_topics(servers, out)
+    started = time.perf_counter()
+    window_job(servers, source, out, work).execute("kafka window bench")
+    wall = time.perf_counter() - started
+    output = read_output(servers, out, committed=True)
+    counts: dict[str, int] = {}
+    for value, _ in output:
+        row = ast.literal_eval(value.decode())
+        counts[row["key"]] = counts.get(row["key"], 0) + row["count"]
+    expected = {str(k): records // keys + (1 if k < records % keys else 0) for k in range(keys)}
+    if counts != expected:
+        wrong = [k for k in expected if counts.get(k) != expected[k]][:5]
+        raise AssertionError(f"windowed count: wrong totals for keys {wrong}")
+    if len(output) != WINDOWS * keys:
+        raise AssertionError(f"windowed count: {len(output)} results, expected {WINDOWS * keys}")
+    stamps = [ts for _, ts in output]
+    busy = (max(stamps) - min(stamps)) / 1000
+    after_first_window = records - records // WINDOWS
+    return {"busy_s": busy, "wall_s": wall, "rate": after_first_window / busy}
 
 
 # -- Spark ------------------------------------------------------------------------------------------------
@@ -412,28 +530,41 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keys", type=int, default=1_000)
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--no-latency", action="store_true", help="throughput only")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the harness")
     args = parser.parse_args(argv)
     if args.quick:
         args.records, args.keys, args.rate, args.seconds = 50_000, 100, 2_000, 5.0
     print(
         f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"load {os.getloadavg()[0]:.1f}; records {args.records:,}, keys {args.keys:,}"
+        f"records {args.records:,}, keys {args.keys:,}",
+        flush=True,
     )
     work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
-    with LocalKafkaBroker(heap="1g") as broker:
+    with QuietWatch() as quiet, LocalKafkaBroker(heap="1g") as broker:
         servers = broker.bootstrap_servers
         source = "input"
         create_topics(servers, source)
         started = time.perf_counter()
         write_input(servers, source, args.records, args.keys)
-        print(f"input: {args.records:,} records in {time.perf_counter() - started:.1f} s")
+        print(f"input: {args.records:,} records in {time.perf_counter() - started:.1f} s", flush=True)
 
-        results = {}
+        results = {"plain": plain_consumer(servers, source, args.records)}
+        print(
+            f"plain consumer          : {results['plain']['rate']:>10,.0f} rec/s (one confluent-kafka consumer, best "
+            f"of {results['plain']['tried']} rec/s with {PLAIN_CONSUMER_SETTINGS})",
+            flush=True,
+        )
+        results["window"] = r = window_throughput(servers, source, args.records, args.keys, work)
+        print(
+            f"engine windowed count   : {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
+            f"{r['wall_s']:.1f} s wall; CSV rows, 1 s windows, built-in count, EXACTLY_ONCE)",
+            flush=True,
+        )
         for guarantee in (DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE):
             results[guarantee.name] = r = engine_throughput(servers, source, args.records, args.keys, guarantee, work)
             print(
-                f"engine {guarantee.name:13}: {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
+                f"engine {guarantee.name:13}    : {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
                 f"{r['wall_s']:.1f} s wall)",
                 flush=True,
             )
@@ -448,42 +579,42 @@ def main(argv: list[str] | None = None) -> None:
         )
         for name in ("EXACTLY_ONCE", "AT_LEAST_ONCE"):
             print(f"ratio engine {name} / spark: {results[name]['rate'] / r['rate']:.2f}x")
+        eo = results["EXACTLY_ONCE"]["rate"] / r["rate"]
+        quiet.target(f"keyed count EXACTLY_ONCE {eo:.2f}x Spark (target >= 10x)", eo >= 10)
+        window, plain = results["window"]["rate"], results["plain"]["rate"]
+        quiet.target(
+            f"windowed count {window:,.0f} rec/s, {window / plain:.0%} of the plain consumer "
+            f"(target >= 1,000,000 rec/s or >= 70%)",
+            window >= 1_000_000 or window >= 0.7 * plain,
+        )
 
-        print(f"latency at {args.rate:,} rec/s for {args.seconds:.0f} s:")
-        lat = {
-            "engine AT_LEAST_ONCE": latency_run(
-                servers,
-                args.keys,
-                args.rate,
-                args.seconds,
-                engine_latency_starter(servers, DeliveryGuarantee.AT_LEAST_ONCE, work),
-                committed=False,
-            ),
-            "engine EXACTLY_ONCE (500 ms checkpoints)": latency_run(
-                servers,
-                args.keys,
-                args.rate,
-                args.seconds,
-                engine_latency_starter(servers, DeliveryGuarantee.EXACTLY_ONCE, work),
-                committed=True,
-            ),
-            "spark (default trigger)": latency_run(
-                servers,
-                args.keys,
-                args.rate,
-                args.seconds,
-                spark_latency_starter(spark, servers, work),
-                committed=False,
-            ),
-        }
-        for name, r in lat.items():
-            print(
-                f"  {name:42}: p50 {r['p50_ms']:8.1f} ms, p99 {r['p99_ms']:8.1f} ms "
-                f"({r['measured']:,} of {r['sent']:,} records measured)"
-            )
-        spark_p99 = lat["spark (default trigger)"]["p99_ms"]
-        print(f"ratio p99 spark / engine AT_LEAST_ONCE: {spark_p99 / lat['engine AT_LEAST_ONCE']['p99_ms']:.1f}x")
+        if not args.no_latency:
+            latency(args, servers, spark, work)
         spark.stop()
+    quiet.report()
+
+
+def latency(args, servers: str, spark, work: Path) -> None:
+    print(f"latency at {args.rate:,} rec/s for {args.seconds:.0f} s:")
+    starters = {
+        "engine AT_LEAST_ONCE": (engine_latency_starter(servers, DeliveryGuarantee.AT_LEAST_ONCE, work), False),
+        "engine EXACTLY_ONCE (500 ms checkpoints)": (
+            engine_latency_starter(servers, DeliveryGuarantee.EXACTLY_ONCE, work),
+            True,
+        ),
+        "spark (default trigger)": (spark_latency_starter(spark, servers, work), False),
+    }
+    lat = {
+        name: latency_run(servers, args.keys, args.rate, args.seconds, start, committed=committed)
+        for name, (start, committed) in starters.items()
+    }
+    for name, r in lat.items():
+        print(
+            f"  {name:42}: p50 {r['p50_ms']:8.1f} ms, p99 {r['p99_ms']:8.1f} ms "
+            f"({r['measured']:,} of {r['sent']:,} records measured)"
+        )
+    spark_p99 = lat["spark (default trigger)"]["p99_ms"]
+    print(f"ratio p99 spark / engine AT_LEAST_ONCE: {spark_p99 / lat['engine AT_LEAST_ONCE']['p99_ms']:.1f}x")
 
 
 if __name__ == "__main__":

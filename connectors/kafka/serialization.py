@@ -13,14 +13,26 @@ A serialization schema is any object with ``serialize(value) -> bytes``
 record's topic instead, as Kafka's own ``Serializer.serialize(topic, data)`` is:
 the schema-registry formats (``ConfluentRegistryAvroSerializationSchema``) name
 their subject after it (``<topic>-value``, ``<topic>-key``).
+
+A sink serializes a whole batch at once (:meth:`KafkaRecordSerializationSchema.serialize_batch`)
+when its topic is fixed and its partitioner is none or Flink's fixed one: each
+schema's ``serialize_batch(batch) -> list[bytes]`` (vectorized for the built-in
+string and bytes schemas; one ``serialize`` per record otherwise) and one
+``produce_batch`` per batch. A topic selector, another partitioner or a
+schema without ``serialize_batch`` is served record by record; both give the
+same Kafka records.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+
+from flinklike_spark.common.types import records_of
 from flinklike_spark.errors import ConfigurationError, FunctionResultError
 
 __all__ = [
@@ -29,6 +41,7 @@ __all__ = [
     "KafkaRecordSerializationSchema",
     "KafkaRecordSerializationSchemaBuilder",
     "KafkaTopicSelector",
+    "SerializedBatch",
 ]
 
 
@@ -88,6 +101,46 @@ def _serialize(schema: Any, record: Any, topic: str, *, is_key: bool) -> bytes:
     return schema.serialize(record) if for_topic is None else for_topic(record, topic, is_key=is_key)
 
 
+@dataclasses.dataclass(frozen=True)
+class SerializedBatch:
+    """A batch's Kafka records for one topic: ``values[i]`` (and ``keys[i]``) is the batch's ``i``-th record."""
+
+    topic: str
+    values: list[bytes | None]
+    #: None: no key schema (every record without a key)
+    keys: list[bytes | None] | None
+    #: the partition of every record (None: Kafka's default partitioner places each)
+    partition: int | None
+
+
+class _Records:
+    """A batch's records, converted once and only if a schema without ``serialize_batch`` needs them."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self._batch = batch
+        self._records: list[Any] | None = None
+
+    def get(self) -> list[Any]:
+        if self._records is None:
+            self._records = records_of(self._batch)
+        return self._records
+
+
+def _serialize_all(schema: Any, batch: pa.RecordBatch, records: _Records, topic: str, *, is_key: bool) -> list:
+    for_topic = getattr(schema, "serialize_for_topic", None)
+    if for_topic is not None:
+        return [for_topic(record, topic, is_key=is_key) for record in records.get()]
+    serialize_batch = getattr(schema, "serialize_batch", None)
+    if serialize_batch is not None:
+        serialized = serialize_batch(batch)
+        if len(serialized) != batch.num_rows:
+            raise FunctionResultError(
+                f"KafkaSink: {schema!r}.serialize_batch returned {len(serialized)} values for {batch.num_rows} records"
+            )
+        return serialized
+    return [schema.serialize(record) for record in records.get()]
+
+
 class KafkaRecordSerializationSchema:
     """Turns records into (topic, key, value, partition); build one with :meth:`builder`."""
 
@@ -129,6 +182,27 @@ class KafkaRecordSerializationSchema:
                 self._opened_for = instance
             partition = self.partitioner.partition(record, key, value, topic, partitions_of(topic))
         return topic, key, value, partition
+
+    def serialize_batch(
+        self, batch: pa.RecordBatch, partitions_of: Callable[[str], list[int]], context
+    ) -> SerializedBatch | None:
+        """Every record of ``batch`` (no timestamp column) at once, or None when they must go one by one
+        (:meth:`serialize_record`): a topic selector, or a partitioner other than :class:`FlinkFixedPartitioner`."""
+        if self.topic_selector is not None or self.topic is None:
+            return None
+        if self.partitioner is not None and type(self.partitioner) is not FlinkFixedPartitioner:
+            return None
+        topic = self.topic
+        records = _Records(batch)
+        values = _serialize_all(self.value_schema, batch, records, topic, is_key=False)
+        keys = None
+        if self.key_schema is not None:
+            keys = _serialize_all(self.key_schema, batch, records, topic, is_key=True)
+        partition = None
+        if self.partitioner is not None:
+            partitions = partitions_of(topic)
+            partition = partitions[context.subtask_index % len(partitions)]
+        return SerializedBatch(topic=topic, values=values, keys=keys, partition=partition)
 
 
 class KafkaRecordSerializationSchemaBuilder:

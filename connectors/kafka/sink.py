@@ -54,7 +54,7 @@ from connectors.kafka.commit_verification import (
     commit_by_id,
 )
 from connectors.kafka.security import librdkafka_properties
-from connectors.kafka.serialization import KafkaRecordSerializationSchema
+from connectors.kafka.serialization import KafkaRecordSerializationSchema, SerializedBatch
 from connectors.kafka.transaction_admin import TransactionAdmin
 from connectors.kafka.transactional_ids import TransactionalIds, committed_checkpoints
 from flinklike_spark.common.types import records_of
@@ -88,6 +88,7 @@ _ADMIN_TIMEOUT_S = 15.0
 _DESCRIBE_TIMEOUT_S = 10.0
 _FLUSH_TIMEOUT_S = 120.0
 _FLUSH_SLICE_S = 0.5  # how often a flush or a commit looks for a cancel
+_PRODUCE_CHUNK = 10_000  # records per produce_batch call
 
 
 def _confluent():
@@ -342,11 +343,17 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
         self._check_failure()
         producer = self._producer_for_writing()
         serializer = self._sink.record_serializer
-        for record in records_of(batch):
-            topic, key, value, partition = serializer.serialize_record(record, self._partitions_of, self._context)
-            self._produce(producer, topic, key, value, partition)
+        serialized = serializer.serialize_batch(batch, self._partitions_of, self._context)
+        if serialized is not None:
+            self._produce_batch(producer, serialized)
             if self._marker_topic is None:
-                self._marker_topic = topic
+                self._marker_topic = serialized.topic
+        else:
+            for record in records_of(batch):
+                topic, key, value, partition = serializer.serialize_record(record, self._partitions_of, self._context)
+                self._produce(producer, topic, key, value, partition)
+                if self._marker_topic is None:
+                    self._marker_topic = topic
         producer.poll(0)
 
     def prepare_commit(self, checkpoint_id: int) -> list[KafkaCommittable]:
@@ -411,6 +418,9 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
     def _new_producer(self, extra: dict[str, str]):
         config = {**self._sink.producer_config(), **extra, "logger": LIBRDKAFKA_LOG}
         config.setdefault("client.id", self._ids.marker_group(self._context.subtask_index))
+        # Only failed deliveries matter (a delivered record needs nothing): a report per record cost the
+        # task thread a Python message object and a callback per record in poll().
+        config.setdefault("delivery.report.only.error", True)
         return _confluent().Producer(config)
 
     def _marker_group_metadata(self):
@@ -464,6 +474,41 @@ class KafkaSinkWriter(PrecommittingSinkWriter):
                 return
             except BufferError:  # the local queue is full: serve deliveries, then try again
                 producer.poll(0.05)
+                self._check_failure()
+
+    def _produce_batch(self, producer, serialized: SerializedBatch) -> None:
+        """Queue a batch's records in order, ``_PRODUCE_CHUNK`` per ``produce_batch`` call.
+
+        librdkafka queues a call's messages in order and marks those that do
+        not fit (``_QUEUE_FULL``): a full queue fails a tail of the chunk, which
+        is queued again once deliveries made room, so the order holds.
+        """
+        values, keys = serialized.values, serialized.keys
+        kwargs = {"on_delivery": self._on_delivery}
+        if serialized.partition is not None:
+            kwargs["partition"] = serialized.partition
+        for start in range(0, len(values), _PRODUCE_CHUNK):
+            end = min(start + _PRODUCE_CHUNK, len(values))
+            if keys is None:
+                messages = [{"value": value} for value in values[start:end]]
+            else:
+                messages = [{"value": v, "key": k} for v, k in zip(values[start:end], keys[start:end], strict=True)]
+            while messages:
+                queued = producer.produce_batch(serialized.topic, messages, **kwargs)
+                if queued == len(messages):
+                    break
+                failed = next(i for i, m in enumerate(messages) if "_error" in m)
+                errors = {m["_error"].code() for m in messages[failed:] if "_error" in m}
+                if queued != failed or errors != {_confluent().KafkaError._QUEUE_FULL}:
+                    raise SinkCommitError(
+                        f"KafkaSink subtask {self._context.subtask_index}: producing to {serialized.topic} failed "
+                        f"for {len(messages) - queued} of {len(messages)} records: "
+                        f"{sorted(str(m['_error']) for m in messages if '_error' in m)[:3]}"
+                    )
+                messages = messages[failed:]
+                for message in messages:
+                    del message["_error"]
+                producer.poll(0.05)  # serve deliveries: they make room in the queue
                 self._check_failure()
 
     def _flush(self) -> None:

@@ -195,21 +195,27 @@ class KafkaSourceReader(SourceReader):
         if not messages:
             self._advance_over_control_records()
             return
-        by_split: dict[str, list] = {}
+        by_partition: dict[tuple[str, int], list] = {}  # a partition's messages come in offset order
         for message in messages:
             error = message.error()
             if error is not None:
                 self._on_error(error)
                 continue
-            split_id = f"{message.topic()}-{message.partition()}"
+            key = (message.topic(), message.partition())
+            group = by_partition.get(key)
+            if group is None:
+                by_partition[key] = group = []
+            group.append(message)
+        for (topic, partition), group in by_partition.items():
+            split_id = f"{topic}-{partition}"
             split = self._splits.get(split_id)
             if split is None or split.finished:
                 continue
-            if split.stopping_offset != NO_STOPPING_OFFSET and message.offset() >= split.stopping_offset:
-                continue
-            by_split.setdefault(split_id, []).append(message)
-        for split_id, group in by_split.items():
-            self._queue(split_id, group)
+            stop = split.stopping_offset
+            if stop != NO_STOPPING_OFFSET and group[-1].offset() >= stop:
+                group = [m for m in group if m.offset() < stop]
+            if group:
+                self._queue(split_id, group)
 
     def _queue(self, split_id: str, messages: list) -> None:
         values = [m.value() for m in messages]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -39,6 +40,15 @@ def _check_charset(where: str, charset: str) -> str:
 
 def _value_schema(arrow_type: pa.DataType) -> pa.Schema:
     return pa.schema([("f0", arrow_type)], metadata={RECORD_KIND_KEY: RecordKind.VALUE})
+
+
+def _value_column(batch: pa.RecordBatch, accepts: Callable[[pa.DataType], bool]) -> pa.Array | None:
+    """The one column of a batch of plain values when its type passes ``accepts`` and it has no null, else None."""
+    metadata = batch.schema.metadata
+    if not metadata or metadata.get(RECORD_KIND_KEY) != RecordKind.VALUE.encode() or batch.num_columns != 1:
+        return None
+    column = batch.column(0)
+    return column if accepts(column.type) and column.null_count == 0 else None
 
 
 class DeserializationSchema(abc.ABC):
@@ -124,6 +134,13 @@ class SimpleStringSchema(SerializationSchema, DeserializationSchema):
     def serialize(self, element: Any) -> bytes:
         return str(element).encode(self.charset)
 
+    def serialize_batch(self, batch: pa.RecordBatch) -> list[bytes]:
+        # vectorized for a column of strings (UTF-8 already): its bytes as they are
+        column = _value_column(batch, lambda t: pa.types.is_string(t) or pa.types.is_large_string(t))
+        if column is None:
+            return super().serialize_batch(batch)
+        return column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary()).to_pylist()
+
 
 class ByteArraySchema(SerializationSchema, DeserializationSchema):
     """Raw bytes, both ways (PyFlink's ``ByteArraySchema``); records are ``bytes``."""
@@ -152,6 +169,10 @@ class ByteArraySchema(SerializationSchema, DeserializationSchema):
                 f"ByteArraySchema serializes bytes records, got {type(element).__name__} {element!r:.80}"
             )
         return bytes(element)
+
+    def serialize_batch(self, batch: pa.RecordBatch) -> list[bytes]:
+        column = _value_column(batch, lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t))
+        return super().serialize_batch(batch) if column is None else column.to_pylist()
 
 
 class RowFieldExtractorSchema(SerializationSchema):

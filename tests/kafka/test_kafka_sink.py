@@ -103,6 +103,20 @@ def test_a_bounded_job_writes_every_record_once(kafka_broker, kafka_topic, guara
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_producer_queue_smaller_than_a_batch_keeps_every_key_in_order(kafka_broker, kafka_topic):
+    """A batch is produced in one call: records that do not fit the producer's queue wait for room, in order."""
+    topic = kafka_topic(partitions=3)
+    config = {"parallelism.default": 2, "local.number-taskmanager": 2}
+    sink = kafka_sink(
+        kafka_broker.bootstrap_servers, topic, DeliveryGuarantee.EXACTLY_ONCE, queue_buffering_max_messages="20"
+    )
+    build(config, sink).execute("a small producer queue")
+    assert_each_key_exactly_once_in_order(read_committed(kafka_broker.bootstrap_servers, topic, timeout=30),
+                                          NUM_KEYS, RECORDS_PER_KEY)  # fmt: skip
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_transaction_timeout_above_the_brokers_maximum_fails_at_submission(kafka_broker, kafka_topic):
     topic = kafka_topic()

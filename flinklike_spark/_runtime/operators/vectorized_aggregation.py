@@ -38,7 +38,7 @@ window, never per record.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +58,7 @@ from flinklike_spark._runtime.operators.stream_operator import (
 )
 from flinklike_spark._runtime.record_timestamps import TIMESTAMP_COLUMN, with_timestamps
 from flinklike_spark._runtime.state.keyed_state import key_groups_of
-from flinklike_spark.common.types import BIG_DEC_KEY, RECORD_KIND_KEY, RecordKind, declared_kind
+from flinklike_spark.common.types import BIG_DEC_KEY, RecordKind, declared_kind
 from flinklike_spark.common.watermark_strategy import MIN_WATERMARK
 from flinklike_spark.datastream.aggregations import BuiltinAggregateFunction, KeyedWindowResult
 from flinklike_spark.datastream.window import EventTimeTrigger, TimeWindow, TumblingEventTimeWindows
@@ -85,9 +85,16 @@ def vectorized_operator_class(spec: OperatorSpec) -> type[StreamOperator] | None
     return None
 
 
-def _dict_schema(spec: OperatorSpec) -> pa.Schema | None:
+#: the record kinds whose batches each vectorized operator reads by column name: the rolling operator emits
+#: the input record with its field replaced, so only dicts; a window emits its own result dicts, so named
+#: rows (a CSV, JSON or Avro source's records) too
+_ROLLING_KINDS: Final = frozenset({None, RecordKind.DICT})
+_WINDOW_KINDS: Final = _ROLLING_KINDS | {RecordKind.NAMED_ROW}
+
+
+def _dict_schema(spec: OperatorSpec, kinds: frozenset = _ROLLING_KINDS) -> pa.Schema | None:
     schema = spec.input_schema
-    if schema is None or declared_kind(schema) not in (None, RecordKind.DICT):
+    if schema is None or declared_kind(schema) not in kinds:
         return None
     if not isinstance(spec.key_field, str) or spec.key_field not in schema.names:
         return None
@@ -99,7 +106,7 @@ def _dict_schema(spec: OperatorSpec) -> pa.Schema | None:
 
 def _window_eligible(spec: OperatorSpec) -> bool:
     d = spec.function
-    schema = _dict_schema(spec)
+    schema = _dict_schema(spec, _WINDOW_KINDS)
     if schema is None or spec.output_schema is not None:
         return False
     if type(d.aggregate_function) is not BuiltinAggregateFunction:  # a user subclass is a user function
@@ -149,13 +156,15 @@ def _rolling_field(spec: OperatorSpec) -> str | None:
     return None
 
 
-def _split(batch: pa.RecordBatch, operator: StreamOperator) -> tuple[pa.RecordBatch, pa.Array | None]:
-    """``batch`` without its timestamp column, and that column (None if absent); records must be dicts."""
-    metadata = batch.schema.metadata
-    if metadata and metadata.get(RECORD_KIND_KEY, RecordKind.DICT.encode()) != RecordKind.DICT.encode():
+def _split(
+    batch: pa.RecordBatch, operator: StreamOperator, kinds: frozenset = _ROLLING_KINDS
+) -> tuple[pa.RecordBatch, pa.Array | None]:
+    """``batch`` without its timestamp column, and that column (None if absent); records must be of ``kinds``."""
+    if declared_kind(batch.schema) not in kinds:
+        taken = " or ".join(sorted(str(kind or RecordKind.DICT) for kind in kinds))
         raise ConfigurationError(
-            f"operator {operator.name!r}: the vectorized built-in aggregation takes dict records, got a batch of "
-            f"{metadata[RECORD_KIND_KEY].decode()!r} records"
+            f"operator {operator.name!r}: the vectorized built-in aggregation takes {taken} records, got a batch of "
+            f"{declared_kind(batch.schema)!r} records"
         )
     names = batch.schema.names
     if names and names[-1] == TIMESTAMP_COLUMN:
@@ -208,7 +217,7 @@ class VectorizedWindowAggregateOperator(StreamOperator):
     # -- elements -----------------------------------------------------------------------------
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
-        batch, timestamps = _split(batch, self)
+        batch, timestamps = _split(batch, self, _WINDOW_KINDS)
         if batch.num_rows == 0:
             return
         if timestamps is None or timestamps.null_count:

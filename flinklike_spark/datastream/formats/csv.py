@@ -3,7 +3,11 @@
 ``CsvRowDeserializationSchema.Builder(Types.ROW_NAMED([...], [...])).build()``
 reads each message as one CSV line into a ``Row`` (fields by position; an
 empty field of a non-string type and the null literal are null; arrays are
-split on the array element delimiter, ``;`` by default).
+split on the array element delimiter, ``;`` by default). A batch of messages
+is read by Arrow's CSV reader at once when that cannot differ from reading
+each line (string, integer and double fields, no quote character in the
+batch, no comments, escapes or null literal); otherwise, and whenever Arrow
+refuses the batch, line by line, which names the bad message.
 ``CsvRowSerializationSchema.Builder(type_info).build()`` writes a record
 (``Row``, tuple or dict) as one line ending in the line delimiter (``\\n``).
 """
@@ -15,6 +19,7 @@ import io
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.csv as pa_csv
 
 from flinklike_spark.common.serialization import DeserializationSchema, SerializationSchema
 from flinklike_spark.datastream.formats._rows import from_text, row_schema, row_values, to_text
@@ -27,6 +32,11 @@ def _char(where: str, name: str, value: str | None) -> str | None:
     if value is not None and (not isinstance(value, str) or len(value) != 1):
         raise ConfigurationError(f"{where}: {name} must be a single character, got {value!r}")
     return value
+
+
+def _VECTORIZABLE(arrow_type: pa.DataType) -> bool:  # noqa: N802 - a predicate used like a constant
+    """Field types that Arrow's CSV reader parses exactly as :func:`from_text` does (or refuses)."""
+    return pa.types.is_string(arrow_type) or pa.types.is_integer(arrow_type) or pa.types.is_float64(arrow_type)
 
 
 class CsvRowDeserializationSchema(DeserializationSchema):
@@ -94,6 +104,38 @@ class CsvRowDeserializationSchema(DeserializationSchema):
         if pa.types.is_list(arrow_type):
             return [self._field(part, arrow_type.value_type) for part in text.split(self.array_element_delimiter)]
         return from_text(text, arrow_type)
+
+    def deserialize_batch(self, messages: list[bytes]) -> pa.RecordBatch:
+        batch = self._read_at_once(messages)
+        return batch if batch is not None else super().deserialize_batch(messages)
+
+    def _read_at_once(self, messages: list[bytes]) -> pa.RecordBatch | None:
+        """``messages`` read by Arrow's CSV reader, or None where its reading could differ from :meth:`deserialize`."""
+        if not messages or self.allow_comments or self.escape_character is not None or self.null_literal is not None:
+            return None
+        if not all(_VECTORIZABLE(field.type) for field in self._schema):
+            return None
+        data = b"\n".join(messages)
+        if data.count(b"\n") != len(messages) - 1 or b"\r" in data:
+            return None  # a message of several lines, or one ending in a line break
+        if self.quote_character is not None and self.quote_character.encode() in data:
+            return None  # Python's strict quoting and Arrow's disagree on malformed quotes
+        try:
+            table = pa_csv.read_csv(
+                pa.py_buffer(data),
+                read_options=pa_csv.ReadOptions(column_names=self._schema.names, use_threads=False),
+                parse_options=pa_csv.ParseOptions(delimiter=self.field_delimiter, quote_char=False),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=dict(zip(self._schema.names, self._schema.types, strict=True)),
+                    null_values=[""], strings_can_be_null=False,
+                ),
+            )  # fmt: skip
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None  # a malformed line or a field that does not fit its type: line by line says which
+        if table.num_rows != len(messages):
+            return None  # an empty message (Arrow skips empty lines)
+        columns = [table.column(name).combine_chunks() for name in self._schema.names]
+        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
     def deserialize(self, message: bytes) -> dict | None:
         try:

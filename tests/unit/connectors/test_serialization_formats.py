@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flinklike_spark.common.serialization import ByteArraySchema, SimpleStringSchema
 from flinklike_spark.common.typeinfo import Types
-from flinklike_spark.common.types import Row, records_of
+from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind, Row, records_of
 from flinklike_spark.datastream.formats.csv import CsvRowDeserializationSchema, CsvRowSerializationSchema
 from flinklike_spark.datastream.formats.json import JsonRowDeserializationSchema, JsonRowSerializationSchema
 from flinklike_spark.errors import ConfigurationError, MalformedRecordError
@@ -91,6 +94,57 @@ def test_csv_errors_comments_and_bad_options():
     assert records_of(skip.deserialize_batch([b"x,1"])) == []
     with pytest.raises(ConfigurationError, match="single character"):
         CsvRowSerializationSchema.Builder(positional).set_field_delimiter("||").build()
+
+
+def test_string_and_bytes_batches_serialize_as_their_records_do():
+    strings, raw = SimpleStringSchema(), ByteArraySchema()
+    batch = strings.deserialize_batch([b"a", "\u00e9".encode(), b""])
+    assert (
+        strings.serialize_batch(batch) == [strings.serialize(r) for r in records_of(batch)] == [b"a", b"\xc3\xa9", b""]
+    )
+    raw_batch = raw.deserialize_batch([b"\x00", b"\xff"])
+    assert raw.serialize_batch(raw_batch) == [b"\x00", b"\xff"]
+    # what the vectorized path cannot take goes record by record, with the per-record result or error
+    ints = pa.RecordBatch.from_arrays([pa.array([1, 2])], schema=pa.schema([("f0", pa.int64())], metadata=VALUE))
+    assert strings.serialize_batch(ints) == [b"1", b"2"]
+    with_null = pa.RecordBatch.from_arrays([pa.array(["a", None])], schema=strings.produced_schema())
+    assert strings.serialize_batch(with_null) == [b"a", b"None"]
+    with pytest.raises(ConfigurationError, match="bytes records"):
+        raw.serialize_batch(batch)
+
+
+VALUE = {RECORD_KIND_KEY: RecordKind.VALUE}
+CSV_TYPES = Types.ROW_NAMED(["key", "n", "x"], [Types.STRING(), Types.LONG(), Types.DOUBLE()])
+_FIELD = st.one_of(
+    st.text(alphabet='ab ,"-+.e1209', max_size=6),
+    st.integers(-(2**63), 2**63 - 1).map(str),
+    st.floats(allow_nan=False).map(repr),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_FIELD, min_size=2, max_size=4).map(",".join), min_size=1, max_size=6))
+def test_a_csv_batch_reads_as_its_lines_do_one_by_one(lines):
+    """Arrow's reader of a whole batch gives the records (or the error) of reading line by line."""
+    read = CsvRowDeserializationSchema.Builder(CSV_TYPES).build()
+    messages = [line.encode() for line in lines]
+    try:
+        expected = [read.deserialize(m) for m in messages]
+    except MalformedRecordError:
+        with pytest.raises(MalformedRecordError):
+            read.deserialize_batch(messages)
+        return
+    assert read.deserialize_batch(messages).to_pylist() == expected
+
+
+def test_a_plain_csv_batch_is_read_by_arrow_at_once():
+    read = CsvRowDeserializationSchema.Builder(CSV_TYPES).build()
+    batch = read._read_at_once([b"a,1,2.5", b"b,2,", b",3,1e3"])
+    assert batch is not None and batch.schema == read.produced_schema()
+    assert batch.to_pylist() == [{"key": "a", "n": 1, "x": 2.5}, {"key": "b", "n": 2, "x": None},
+                                 {"key": "", "n": 3, "x": 1000.0}]  # fmt: skip
+    for line_by_line in ([b'"a",1,2'], [b"a,1,2", b""], [b"a,1,2\r"], [b"a,x,2"]):
+        assert read._read_at_once(line_by_line) is None
 
 
 def test_add_jars_of_a_kafka_connector_is_accepted_and_logged(caplog):

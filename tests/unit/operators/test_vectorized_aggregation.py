@@ -28,6 +28,7 @@ from flinklike_spark._runtime.operators.window_descriptor import PaneKind, Windo
 from flinklike_spark._runtime.operators.window_operator import WindowOperator
 from flinklike_spark._runtime.record_timestamps import with_timestamps
 from flinklike_spark._runtime.state.key_groups import key_group_for, key_group_range
+from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind
 from flinklike_spark.datastream import aggregations as agg
 from flinklike_spark.datastream.window import SlidingEventTimeWindows, Time, TumblingEventTimeWindows
 from flinklike_spark.errors import ConfigurationError
@@ -200,13 +201,17 @@ def test_rolling_falls_back_where_semantics_are_python_only():
 EVENT_SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.int64()), ("f", pa.float64())])
 
 
-def window_spec(aggregate, window_function=None, size=1000, **extra):
+#: the same events as named rows (what a CSV, JSON or Avro source gives)
+EVENT_ROWS_SCHEMA = EVENT_SCHEMA.with_metadata({RECORD_KIND_KEY: RecordKind.NAMED_ROW})
+
+
+def window_spec(aggregate, window_function=None, size=1000, schema=EVENT_SCHEMA, **extra):
     assigner = TumblingEventTimeWindows.of(Time.milliseconds(size))
     descriptor = WindowOperatorDescriptor(
         assigner=assigner, trigger=assigner.get_default_trigger(None), pane_kind=PaneKind.AGGREGATE,
         aggregate_function=aggregate, window_function=window_function, **extra,
     )  # fmt: skip
-    return OperatorSpec(uid="w", name="w", kind="window", function=descriptor, input_schema=EVENT_SCHEMA, key_field="k")
+    return OperatorSpec(uid="w", name="w", kind="window", function=descriptor, input_schema=schema, key_field="k")
 
 
 def events(seed, n=2000, keys=11, disorder=1500):
@@ -219,13 +224,13 @@ def events(seed, n=2000, keys=11, disorder=1500):
     return rows, stamps
 
 
-def drive_windows(op, rows, stamps, seed, *, delay=200, finish=True):
+def drive_windows(op, rows, stamps, seed, *, delay=200, finish=True, schema=EVENT_SCHEMA):
     """Batches of random sizes, each followed by a bounded-out-of-orderness watermark (late records occur)."""
     rng = random.Random(seed)
     i, max_ts = 0, -(2**62)
     while i < len(rows):
         size = rng.choice([1, 5, 50, 300])
-        op.process_batch(batch_of(rows[i : i + size], EVENT_SCHEMA, stamps[i : i + size]))
+        op.process_batch(batch_of(rows[i : i + size], schema, stamps[i : i + size]))
         max_ts = max(max_ts, *stamps[i : i + size])
         op.process_watermark(max_ts - delay - 1)
         i += size
@@ -247,15 +252,16 @@ AGGREGATES = {
 @pytest.mark.parametrize("aggregate", sorted(AGGREGATES))
 @pytest.mark.parametrize("window_function", [None, "keyed"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_window_matches_the_per_record_operator(aggregate, window_function, seed):
+@pytest.mark.parametrize("schema", [EVENT_SCHEMA, EVENT_ROWS_SCHEMA], ids=["dicts", "named rows"])
+def test_window_matches_the_per_record_operator(aggregate, window_function, seed, schema):
     wf = agg.KeyedWindowResult("k") if window_function else None
-    spec = window_spec(AGGREGATES[aggregate](), wf)
+    spec = window_spec(AGGREGATES[aggregate](), wf, schema=schema)
     assert isinstance(create_operator(spec), VectorizedWindowAggregateOperator)
     rows, stamps = events(seed)
     reference, expected = build(spec, WindowOperator)
-    drive_windows(reference, rows, stamps, seed)
+    drive_windows(reference, rows, stamps, seed, schema=schema)
     op, got = build(spec)
-    drive_windows(op, rows, stamps, seed)
+    drive_windows(op, rows, stamps, seed, schema=schema)
     assert as_counter(got) == as_counter(expected)
     assert got.watermarks == expected.watermarks
     assert op.num_late_records_dropped == reference.num_late_records_dropped > 0
