@@ -36,6 +36,7 @@ its scope taken from that file) keeps each group on one worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -43,6 +44,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from flinklike_spark._runtime.cluster.process_main import STACK_DUMP_DIR_ENV, stack_dump_path
 
 TESTS = Path(__file__).resolve().parent
 
@@ -57,6 +60,13 @@ if "JAVA_TOOL_OPTIONS" not in os.environ:
 
     archive_options = java_tool_options(Path.home() / ".cache" / "flinklike")
     os.environ["JAVA_TOOL_OPTIONS"] = f"-XX:TieredStopAtLevel=1 {archive_options}".strip()
+
+# A test that times out gets the Python stacks of its TaskExecutors in its report (a hang inside a
+# TaskExecutor shows nowhere else): on SIGUSR1 each writes them to this directory
+# (flinklike_spark._runtime.cluster.process_main); xdist workers inherit the controller's.
+_STACK_DIR_CREATED = None
+if STACK_DUMP_DIR_ENV not in os.environ:
+    _STACK_DIR_CREATED = os.environ[STACK_DUMP_DIR_ENV] = tempfile.mkdtemp(prefix="taskexecutor-stacks-")
 
 #: Directory under tests/ -> the xdist group of every test in it.
 DIRECTORY_GROUPS = {"sparkcluster": "sparkcluster", "objectstore": "objectstore"}
@@ -156,6 +166,32 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     directory = getattr(config, "_flinklike_groups_dir", None)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
+    if _STACK_DIR_CREATED is not None:
+        shutil.rmtree(_STACK_DIR_CREATED, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A phase that timed out (pytest-timeout) reports the stacks of the test's TaskExecutors."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or call.excinfo is None or not str(call.excinfo.value).startswith("Timeout"):
+        return
+    import signal
+    import time
+
+    from tests.support.processes import task_executors_under
+
+    executors = task_executors_under(os.getpid())
+    for process in executors:
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, signal.SIGUSR1)
+    time.sleep(1.0)  # faulthandler writes from the signal handler at once; give each a moment
+    for process in executors:
+        path = Path(stack_dump_path(os.environ[STACK_DUMP_DIR_ENV], process.pid))
+        with contextlib.suppress(OSError):
+            if stacks := path.read_text():
+                report.sections.append((f"TaskExecutor {process.pid}: its threads when the test timed out", stacks))
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

@@ -17,7 +17,12 @@ The process is named ``taskexecutor`` (``ps -e``, ``top``, psutil's
 command line its children share).
 
 ``faulthandler`` is enabled first thing: a native crash (SIGSEGV, SIGABRT, ...)
-in the TaskExecutor then leaves every thread's Python stack on its stderr.
+in the TaskExecutor then leaves every thread's Python stack on its stderr. And,
+as the JVM's ``kill -3`` does for a Flink TaskManager, ``kill -USR1 <pid>``
+writes every thread's stack of a running TaskExecutor to its stderr, or, when
+the environment names a directory in ``FLINKLIKE_STACK_DUMP_DIR``, to
+``taskexecutor-<pid>.txt`` there (the test suite collects those of a test that
+timed out).
 """
 
 from __future__ import annotations
@@ -31,6 +36,25 @@ import threading
 
 TASK_EXECUTOR_PROCESS_NAME = b"taskexecutor"
 """The name of every local TaskExecutor process (spawned or forked) in ``ps -e`` and ``psutil``."""
+
+STACK_DUMP_DIR_ENV = "FLINKLIKE_STACK_DUMP_DIR"
+"""Environment variable: the directory where ``kill -USR1`` writes a TaskExecutor's stacks (else stderr)."""
+
+_stack_dump_file = None  # kept open for the process's life: faulthandler writes to its descriptor
+
+
+def stack_dump_path(directory: str | os.PathLike[str], pid: int) -> str:
+    """Where TaskExecutor ``pid`` writes its stacks on SIGUSR1 when ``FLINKLIKE_STACK_DUMP_DIR`` is ``directory``."""
+    return os.path.join(directory, f"taskexecutor-{pid}.txt")
+
+
+def _dump_stacks_on_sigusr1() -> None:
+    global _stack_dump_file
+    target = sys.stderr
+    directory = os.environ.get(STACK_DUMP_DIR_ENV)
+    if directory:
+        _stack_dump_file = target = open(stack_dump_path(directory, os.getpid()), "a")  # noqa: SIM115
+    faulthandler.register(signal.SIGUSR1, file=target, all_threads=True)
 
 
 def _exit_when_parent_dies(stream) -> None:
@@ -49,6 +73,7 @@ def name_process(name: bytes) -> None:
 
 def main() -> None:
     faulthandler.enable(all_threads=True)
+    _dump_stacks_on_sigusr1()
     name_process(TASK_EXECUTOR_PROCESS_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
