@@ -84,7 +84,7 @@ class _FirstRow(SinkWriter):
         pass
 
 
-def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> dict[str, float]:
+def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0, incremental: bool = False) -> dict:
     wait_for(lambda: not task_executor_processes(), "the previous run's TaskExecutors to exit", 60)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
@@ -99,6 +99,7 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0) -> 
             "restart-strategy.fixed-delay.delay": "0 ms",
             "execution.state-recovery.from-local": local,
             "slotmanager.redundant-taskmanager-num": redundant,
+            "execution.checkpointing.incremental": incremental,
         }
         env = StreamExecutionEnvironment.get_execution_environment(config)
         (
@@ -179,16 +180,24 @@ def main() -> None:
     )
     parser.add_argument("--local", choices=["both", "true", "false"], default="both")
     parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="incremental checkpoints (the first one after the failover builds on the restored chain)",
+    )
+    parser.add_argument(
         "--redundant", type=int, default=0, help="spare TaskExecutors (slotmanager.redundant-taskmanager-num)"
     )
     args = parser.parse_args()
     settings = {"both": (False, True), "true": (True,), "false": (False,)}[args.local]
     with QuietWatch() as quiet:
-        results = {local: run(args.keys, args.rate, local, args.failure, args.redundant) for local in settings}
+        results = {
+            local: run(args.keys, args.rate, local, args.failure, args.redundant, args.incremental)
+            for local in settings
+        }
     print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()}")
     print(
         f"{args.keys:,} keys, {args.rate:,} rows/s, parallelism 2, failure: {args.failure}, "
-        f"{args.redundant} spare TaskExecutors"
+        f"{args.redundant} spare TaskExecutors, {'incremental' if args.incremental else 'full'} checkpoints"
     )
     for local, r in results.items():
         print(f"  from-local={str(local).lower():5}  kill->first output {r['first_output']:6.2f} s  "

@@ -10,9 +10,12 @@ and past a corrupt checkpoint.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import signal
 import time
+import urllib.request
 
 import pytest
 
@@ -22,6 +25,7 @@ from connectors import CollectSink
 from flinklike_spark.errors import CheckpointStorageError, JobCancelledError, JobExecutionError
 from tests.support.checkpoint_jobs import checkpoint_config
 from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build
+from tests.support.failover_jobs import task_executor_processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -104,6 +108,46 @@ def test_exactly_once_across_stop_and_resume(tmp_path, mode):
                 .column("key_repr").to_pylist()}  # fmt: skip
         assert keys == {str(k) for k in range(NUM_KEYS)}
     assert resume(directory, mode) == EXPECTED
+
+
+def test_a_failover_builds_its_first_checkpoint_on_the_restored_chain(tmp_path):
+    """A TaskExecutor SIGKILLed: the restarted subtasks hold exactly the restored checkpoint's state, so their
+    first checkpoint stores only what changed since the restore, on that checkpoint's chains (not all their
+    state again); it restores right, and the job counts every key exactly once."""
+    directory = str(tmp_path / "checkpoints")
+    restarting = config(directory) | {
+        "execution.checkpointing.interval": "2s",  # the checkpoint after the restore comes at once, the next 2 s later
+        "execution.checkpointing.incremental.max-chain-length": 50,
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 3,
+        "restart-strategy.fixed-delay.delay": "0 ms",
+    }
+    client = build(restarting, seconds_per_record=0.001).execute_async("a failover")
+    deadline = time.monotonic() + 120
+    while not has_incremental(chains_of(directory, client.job_id)):
+        assert time.monotonic() < deadline and not client.done(), "no incremental checkpoint before the kill"
+        time.sleep(0.05)
+    task_executor_processes()[0].send_signal(signal.SIGKILL)
+    url = f"{client.web_interface_url}/jobs/{client.job_id}/checkpoints"
+    while True:
+        assert time.monotonic() < deadline and not client.done(), "no checkpoint completed after the restore"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            restored = json.load(response)["latest"]["restored"]
+        retained = chains_of(directory, client.job_id)
+        if restored is not None and (after := [c for c in retained if c > restored["id"]]):
+            break
+        time.sleep(0.05)
+    restored_id, first = restored["id"], min(after)
+    assert restored["is_savepoint"] is False and restored["external_path"].endswith(f"/chk-{restored_id}")
+    assert restored_id in retained, f"the restored checkpoint left the retained ones too early: {sorted(retained)}"
+    for subtask in (0, 1):
+        base = retained[restored_id].get(("count", subtask), (restored_id,))
+        assert retained[first][("count", subtask)] == (*base, first), (retained[restored_id], retained[first])
+    verify_checkpoint(directory, client.job_id, first, full=True)
+    keys = read_operator_state(directory, client.job_id, first, "count", state_name="count").column("key_repr")
+    assert set(keys.to_pylist()) == {str(k) for k in range(NUM_KEYS)}
+    assert {row["key"]: row["count"] for row in CollectSink.rows(client.wait(120))} == EXPECTED
+    assert client.num_restarts == 1
 
 
 def test_rescale_from_2_to_3(tmp_path):

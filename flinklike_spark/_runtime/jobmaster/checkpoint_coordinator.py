@@ -63,10 +63,11 @@ from checkpointing.maintenance import MaintenanceSchedule
 from checkpointing.savepoint_marker import savepoint_path
 from checkpointing.schemas import FINISHED_VERTICES_PROPERTY, CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
+from flinklike_spark._runtime.deployment import RestoreDeployment
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.graph.execution_graph import ExecutionAttemptID, ExecutionGraph, ExecutionVertexID
 from flinklike_spark._runtime.graph.execution_state import ExecutionState
-from flinklike_spark._runtime.jobmaster.checkpoint_stats import CheckpointStatsTracker
+from flinklike_spark._runtime.jobmaster.checkpoint_stats import CheckpointStatsTracker, RestoredCheckpointStats
 from flinklike_spark._runtime.network.events import (
     AlignmentType,
     CheckpointBarrier,
@@ -317,15 +318,28 @@ class CheckpointCoordinator:
     def resume_periodic(self) -> None:
         self._suspended = False
 
-    def restore_started(self) -> None:
-        """Tasks are deploying from a checkpoint (a failover or a restored job): checkpoint once they all run.
+    def restore_started(self, restore: RestoreDeployment, *, is_savepoint: bool | None = None) -> None:
+        """Tasks are deploying from ``restore`` (a failover or a restored job): checkpoint once they all run.
 
         The first checkpoint after a restore does not wait for the next periodic
         tick (up to an interval later): the sooner one completes, the less input
         a second failure replays. Periodic triggering counts its interval anew
-        from there.
+        from there. The restore is reported to the REST API (Flink's ``latest.restored``);
+        ``is_savepoint`` None: as this job's own statistics know the checkpoint.
         """
         self._checkpoint_when_running = True
+        if is_savepoint is None:
+            known = self.stats.checkpoint(restore.checkpoint_id) if restore.job_id == self._graph.job_id else None
+            is_savepoint = known is not None and known.kind is CheckpointKind.SAVEPOINT
+        self.stats.report_restored(
+            RestoredCheckpointStats(
+                checkpoint_id=restore.checkpoint_id,
+                restore_time=datetime.now(UTC),
+                external_path=savepoint_path(restore.storage.base_url, restore.job_id, restore.checkpoint_id),
+                job_id=restore.job_id,
+                is_savepoint=is_savepoint,
+            )
+        )
 
     def task_running(self) -> None:
         """A task reached RUNNING (main thread): after a restore, trigger as soon as every task runs."""

@@ -26,6 +26,7 @@ __all__ = [
     "CheckpointStats",
     "CheckpointStatsStatus",
     "CheckpointStatsTracker",
+    "RestoredCheckpointStats",
     "SubtaskCheckpointStats",
 ]
 
@@ -86,8 +87,27 @@ class CheckpointStats:
         return max((s.alignment for s in self.subtasks), default=timedelta(0))
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestoredCheckpointStats:
+    """A restore of the job's tasks from a checkpoint (Flink's ``RestoredCheckpointStats``).
+
+    Attributes:
+        checkpoint_id: the checkpoint restored.
+        restore_time: when the tasks were deployed from it.
+        external_path: ``<dir>/<job-id>/chk-<id>``.
+        job_id: the job that wrote it (another one's when a job resumes from it).
+        is_savepoint: whether it is a savepoint.
+    """
+
+    checkpoint_id: int
+    restore_time: datetime
+    external_path: str
+    job_id: str
+    is_savepoint: bool
+
+
 class CheckpointStatsTracker:
-    """Counts and history of one job's checkpoints (main thread only)."""
+    """Counts and history of one job's checkpoints, and its restores (main thread only)."""
 
     def __init__(self, *, history_size: int = HISTORY_SIZE) -> None:
         self._history_size = history_size
@@ -97,6 +117,8 @@ class CheckpointStatsTracker:
         self.latest_completed: CheckpointStats | None = None
         self.latest_savepoint: CheckpointStats | None = None
         self.latest_failed: CheckpointStats | None = None
+        self.latest_restored: RestoredCheckpointStats | None = None
+        self.num_restored = 0
         self.completed_sizes: list[int] = []  # every completed checkpoint's state size, for the summary
         self.completed_durations: list[float] = []  # seconds
         self.completed_persisted: list[int] = []
@@ -151,6 +173,14 @@ class CheckpointStatsTracker:
         stats.status, stats.failure_time, stats.failure_message = CheckpointStatsStatus.FAILED, failure_time, message
         self.num_failed += 1
         self.latest_failed = stats
+
+    def checkpoint(self, checkpoint_id: int) -> CheckpointStats | None:
+        """The statistics of ``checkpoint_id`` while it is in the history."""
+        return self._by_id.get(checkpoint_id)
+
+    def report_restored(self, restored: RestoredCheckpointStats) -> None:
+        self.latest_restored = restored
+        self.num_restored += 1
 
     @property
     def num_in_progress(self) -> int:

@@ -162,7 +162,7 @@ class FailoverCoordinator:
                 )
         self._set_restore(vertex_ids, restore)
         if restore is not None and self._checkpoints is not None:
-            self._checkpoints.restore_started()
+            self._checkpoints.restore_started(restore)
         log.info(
             "job %s: %d restarted tasks restore %s", self._graph.job_id, len(vertex_ids),
             "nothing" if restore is None else f"checkpoint {restore.checkpoint_id} of job {restore.job_id}",

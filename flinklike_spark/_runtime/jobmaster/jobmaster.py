@@ -123,7 +123,7 @@ class JobMaster:
             job_graph.job_id, resource_manager, local_recovery=config.checkpointing.local_recovery
         )
         options = config.checkpointing
-        restore, first_checkpoint_id, lineage_id = None, 1, job_graph.job_id
+        restore, first_checkpoint_id, lineage_id, restored_kind = None, 1, job_graph.job_id, None
         if options.recovery_path is not None:
             base, checkpoint = resolve_recovery_path(options.recovery_path, config.storage)
             check_compatible(job_graph, checkpoint)
@@ -143,6 +143,7 @@ class JobMaster:
                 finished_vertices=checkpoint.finished_vertices,
             )
             first_checkpoint_id = checkpoint.checkpoint_id + 1
+            restored_kind = checkpoint.kind
         # jobmanager storage (the checkpoint dir unset): a directory that lives as long as the job
         self._checkpoint_storage = resolve_checkpoint_storage(options, job_graph.job_id)
         options = self._checkpoint_storage.options
@@ -162,7 +163,7 @@ class JobMaster:
                 storage=config.storage,
             )
             if restore is not None:
-                self.checkpoints.restore_started()
+                self.checkpoints.restore_started(restore, is_savepoint=restored_kind is CheckpointKind.SAVEPOINT)
             checkpointing = CheckpointDeployment(
                 storage=self.checkpoints.storage,
                 mode=(

@@ -80,6 +80,8 @@ class _KeyedFunctionOperator(UserFunctionOperator):
             for entry in restored.operator:
                 if entry.state_kind == StateKind.TYPE_INFO:
                     self.backend.restore_type(entry.state_name, entry.value)
+            if self.incremental is not None and restored.keyed_base is not None:
+                self.incremental.restored(restored.checkpoint_id, restored.keyed_base)
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         keyed = take_keyed_snapshot(self.backend, self.incremental, checkpoint_id)

@@ -154,12 +154,17 @@ class RestoredState:
         keyed: keyed rows of this subtask's key-group range (from any old subtask).
         operator: non-keyed rows of *every* old subtask; the operator picks its share.
         parallelism: the operator's parallelism when the checkpoint was taken (0: unknown).
+        keyed_base: the incremental chain that ``keyed`` is, when the subtask's next
+            incremental checkpoint may build on it (a checkpoint of this job, in its own
+            storage, at this parallelism, so ``keyed`` is exactly the state of the old
+            subtask with this index); None when the next checkpoint must be a full one.
     """
 
     checkpoint_id: int
     keyed: tuple[RestoredEntry, ...] = ()
     operator: tuple[RestoredEntry, ...] = ()
     parallelism: int = 0
+    keyed_base: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

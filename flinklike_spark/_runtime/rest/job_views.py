@@ -440,7 +440,7 @@ def checkpoint_statistics(master) -> dict[str, Any] | None:
     completed = [s for s in history if s.status is CheckpointStatsStatus.COMPLETED]
     return {
         "counts": {
-            "restored": 0,
+            "restored": tracker.num_restored,
             "total": tracker.num_completed + tracker.num_failed + tracker.num_in_progress,
             "in_progress": tracker.num_in_progress,
             "completed": tracker.num_completed,
@@ -458,9 +458,21 @@ def checkpoint_statistics(master) -> dict[str, Any] | None:
             "completed": _checkpoint_entry(tracker.latest_completed, master) if tracker.latest_completed else None,
             "savepoint": _checkpoint_entry(tracker.latest_savepoint, master) if tracker.latest_savepoint else None,
             "failed": _checkpoint_entry(tracker.latest_failed, master) if tracker.latest_failed else None,
-            "restored": None,
+            "restored": _restored_entry(tracker.latest_restored),
         },
         "history": [_checkpoint_entry(s, master) for s in history],
+    }
+
+
+def _restored_entry(restored) -> dict[str, Any] | None:
+    """Flink's ``RestoredCheckpointStatistics`` (a restore from a savepoint shows as one of its checkpoints)."""
+    if restored is None:
+        return None
+    return {
+        "id": restored.checkpoint_id,
+        "restore_timestamp": _dt_ms(restored.restore_time),
+        "is_savepoint": restored.is_savepoint,
+        "external_path": restored.external_path,
     }
 
 

@@ -14,7 +14,10 @@ an abort of its own incremental checkpoint with a full one next.
 A full snapshot is taken when:
 
 * it is a savepoint (self-contained, as in Flink; it never becomes a base);
-* no checkpoint of this subtask was confirmed since it started or restored;
+* no checkpoint of this subtask was confirmed since it started, or since it
+  restored state that is not exactly one old subtask's of this job's own
+  checkpoint (:meth:`IncrementalKeyedSnapshots.restored`: after a failover at the
+  same parallelism the restored checkpoint's chain is the base);
 * the backend cannot describe its changes (``tracks_changes`` False, e.g. a
   state with time-to-live);
 * the chain would get longer than ``max_chain_length``, or
@@ -144,6 +147,14 @@ class IncrementalKeyedSnapshots:
         self._materialized_at: float | None = None
         self._force_full = False
         self._savepoint_next = False
+
+    def restored(self, checkpoint_id: int, chain: tuple[int, ...]) -> None:
+        """The backend holds exactly the state of ``chain``, checkpoint ``checkpoint_id``'s for this subtask
+        (restored before any record): later snapshots may build on it, as on a confirmed checkpoint."""
+        self._confirmed = tuple(chain)
+        self._confirmed_id = checkpoint_id
+        self._materialized_at = self._clock()
+        self._pending.clear()
 
     def prepare_savepoint(self) -> None:
         """The next :meth:`snapshot` belongs to a savepoint (called just before it)."""

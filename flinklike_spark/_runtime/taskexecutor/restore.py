@@ -16,6 +16,12 @@ State is redistributed the way Flink does when the parallelism changed:
   ``i % parallelism`` is its index otherwise.
   Producers therefore never re-send their output state, and every record is
   replayed exactly once, in per-channel order, at any parallelism.
+
+A task that restores a checkpoint of its own job at the same parallelism
+(a failover) holds exactly the keyed state of the old subtask with its index:
+with incremental checkpoints its first checkpoint after the restore builds on
+that subtask's chain (:func:`_incremental_bases`) instead of writing all of its
+state again.
 """
 
 from __future__ import annotations
@@ -27,13 +33,21 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 
-from checkpointing import iter_keyed_state, read_channel_state, read_operator_state
+from checkpointing import (
+    CheckpointKind,
+    iter_keyed_state,
+    list_completed_checkpoints,
+    read_channel_state,
+    read_operator_state,
+)
+from checkpointing.chains import Chains, decode_chains
 from flinklike_spark._runtime import serialization
 from flinklike_spark._runtime.deployment import TaskDeploymentDescriptor
 from flinklike_spark._runtime.graph.job_graph import PartitionerKind, PartitionerSpec
 from flinklike_spark._runtime.operators.rows import records_of
 from flinklike_spark._runtime.operators.stream_operator import RestoredEntry, RestoredState
 from flinklike_spark._runtime.record_timestamps import strip_timestamps
+from flinklike_spark._runtime.state.incremental_snapshot import IncrementalConfig
 from flinklike_spark._runtime.state.key_groups import assign_key_groups, key_group_for, key_group_range
 from flinklike_spark.common.types import pickled_field_values
 from flinklike_spark.errors import SchemaMismatchError
@@ -102,6 +116,7 @@ def load_restored_state(
     restore = tdd.restore
     assert restore is not None
     key_groups = key_group_range(tdd.max_parallelism, tdd.parallelism, tdd.subtask_index)
+    bases = _incremental_bases(tdd)
     restored: dict[str, RestoredState] = {}
     for spec in tdd.operators:
         keyed: Iterable[RestoredEntry]
@@ -120,8 +135,39 @@ def load_restored_state(
                 keyed=keyed,
                 operator=_entries(operator),
                 parallelism=restore.parallelism.get(tdd.vertex_id, 0),
+                keyed_base=None
+                if bases is None
+                else bases.get((spec.uid, tdd.subtask_index), (restore.checkpoint_id,)),
             )
     return restored, _in_flight(tdd, key_groups)
+
+
+def _incremental_bases(tdd: TaskDeploymentDescriptor) -> Chains | None:
+    """The restored checkpoint's incremental chains, when this task's next checkpoint may build on them.
+
+    Only for a checkpoint (not a savepoint: never a base) of this very job in its
+    own checkpoint storage, taken at this parallelism: then this subtask's keyed
+    state is exactly the old subtask ``subtask_index``'s, whose chain is
+    ``chains[(uid, subtask_index)]``, or ``(checkpoint_id,)`` when that snapshot was
+    full. Anything else (a resume into a new job, a rescale) starts over with a
+    full checkpoint.
+    """
+    restore, checkpointing = tdd.restore, tdd.checkpointing
+    if checkpointing is None or IncrementalConfig.from_configuration(tdd.config) is None:
+        return None
+    if restore.job_id != tdd.job_id:
+        return None
+    if restore.storage.base_url != checkpointing.storage.base_url:
+        return None
+    if restore.parallelism.get(tdd.vertex_id) != tdd.parallelism:
+        return None
+    completed = next(
+        (c for c in list_completed_checkpoints(restore.storage, restore.job_id) if c.checkpoint_id == restore.checkpoint_id),
+        None,
+    )  # fmt: skip
+    if completed is None or completed.kind is CheckpointKind.SAVEPOINT:
+        return None
+    return decode_chains(completed.properties)
 
 
 def _in_flight(tdd: TaskDeploymentDescriptor, key_groups: range) -> list[pa.RecordBatch]:

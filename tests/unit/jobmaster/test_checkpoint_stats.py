@@ -6,7 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck
-from flinklike_spark._runtime.jobmaster.checkpoint_stats import CheckpointStatsStatus, CheckpointStatsTracker
+from flinklike_spark._runtime.jobmaster.checkpoint_stats import (
+    CheckpointStatsStatus,
+    CheckpointStatsTracker,
+    RestoredCheckpointStats,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -37,3 +41,14 @@ def test_a_failed_checkpoint_stays_failed_and_keeps_its_subtask_alignment():
     [stats] = tracker.history()
     assert stats.status is CheckpointStatsStatus.FAILED and tracker.num_failed == 1
     assert [s.mode for s in stats.subtasks] == [SnapshotAlignment.SWITCHED]
+
+
+def test_restores_are_counted_and_the_latest_is_kept():
+    tracker = CheckpointStatsTracker()
+    assert tracker.latest_restored is None and tracker.num_restored == 0
+    for checkpoint_id in (3, 7):
+        tracker.report_restored(
+            RestoredCheckpointStats(checkpoint_id=checkpoint_id, restore_time=NOW, external_path=f"/d/j/chk-{checkpoint_id}",
+                                    job_id="j", is_savepoint=False)
+        )  # fmt: skip
+    assert tracker.num_restored == 2 and tracker.latest_restored.checkpoint_id == 7

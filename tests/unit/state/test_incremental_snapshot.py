@@ -178,3 +178,21 @@ def test_a_full_snapshot_still_unconfirmed_makes_the_next_full_too():
     assert _kind(s.snapshot(5)) == "full"  # 4 unconfirmed: its changes were reset by the full snapshot
     s.notify_complete(5)
     assert _kind(s.snapshot(6)) == "chain(5, 6)"
+
+
+def test_a_restored_chain_is_the_base_of_the_next_snapshot():
+    """After a failover at the same parallelism the restored state is exactly the restored checkpoint's chain:
+    the first snapshot carries only what changed since the restore, on top of that chain."""
+    b, count, s, clock = _strategy(max_chain=4, interval=timedelta(seconds=60))
+    for key in (1, 2):
+        b.restore_entry("count", key, key * 10)  # what the restore wrote is not a change
+    s.restored(7, (5, 6, 7))
+    _set(b, 2, lambda: count.update(21))
+    snapshot = s.snapshot(9)
+    assert snapshot.chain == (5, 6, 7, 9) and not snapshot.entries
+    assert [(c.name, list(c.upserts.keys)) for c in snapshot.changes] == [("count", [2])]
+    s.notify_complete(9)
+    assert _kind(s.snapshot(10)) == "full"  # a 5th link would exceed max_chain_length 4
+    s.restored(12, (12,))  # a base restored from a full snapshot
+    clock.now = 59
+    assert _kind(s.snapshot(13)) == "chain(12, 13)"  # materialization counts from the restore
