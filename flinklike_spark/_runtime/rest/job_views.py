@@ -20,7 +20,11 @@ from typing import Any
 
 from checkpointing.schemas import CheckpointKind, SnapshotAlignment
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
-from flinklike_spark._runtime.jobmaster.checkpoint_stats import CheckpointStats, CheckpointStatsStatus
+from flinklike_spark._runtime.jobmaster.checkpoint_stats import (
+    CheckpointStats,
+    CheckpointStatsStatus,
+    RestoredCheckpointStats,
+)
 from flinklike_spark._runtime.rest.metric_store import TaskMetricsView
 
 __all__ = [
@@ -464,8 +468,8 @@ def checkpoint_statistics(master) -> dict[str, Any] | None:
     }
 
 
-def _restored_entry(restored) -> dict[str, Any] | None:
-    """Flink's ``RestoredCheckpointStatistics`` (a restore from a savepoint shows as one of its checkpoints)."""
+def _restored_entry(restored: RestoredCheckpointStats | None) -> dict[str, Any] | None:
+    """``latest.restored``: Flink's ``RestoredCheckpointStatistics`` of the last restore, or None."""
     if restored is None:
         return None
     return {
