@@ -58,6 +58,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from quiet import QuietWatch
 
+from connectors.kafka.source import READER_PREFETCH
 from connectors.kafka.testing import LocalKafkaBroker
 from flinklike_spark.common import Types, WatermarkStrategy
 from flinklike_spark.common.serialization import SimpleStringSchema
@@ -273,8 +274,8 @@ def engine_throughput(
 
 
 #: the plain consumer's settings tried (the best counts): librdkafka's defaults, and the prefetch the
-#: KafkaSource's readers use (``max.partition.fetch.bytes`` 8 MiB, ``queued.min.messages`` 1M)
-PLAIN_CONSUMER_SETTINGS = ({}, {"max.partition.fetch.bytes": 8 * 1024 * 1024, "queued.min.messages": 1_000_000})
+#: KafkaSource's readers use
+PLAIN_CONSUMER_SETTINGS = ({}, dict(READER_PREFETCH))
 
 
 def plain_consumer(servers: str, topic: str, records: int) -> dict:

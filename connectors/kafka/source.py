@@ -44,7 +44,8 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import pyarrow as pa
 
@@ -68,6 +69,7 @@ from flinklike_spark.connector_api import Boundedness, Source, SourceReader, Sou
 from flinklike_spark.errors import ConfigurationError
 
 __all__ = [
+    "READER_PREFETCH",
     "KafkaPartitionSplit",
     "KafkaRecordDeserializationSchema",
     "KafkaSource",
@@ -79,9 +81,10 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 _MAX_TOPICS_NAMED = 30  # an error lists at most this many of the cluster's topics
-#: a reader's prefetch unless the job sets ``max.partition.fetch.bytes`` / ``queued.min.messages``
-_MAX_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
-_QUEUED_MIN_MESSAGES = 1_000_000
+#: a reader's prefetch, unless the job sets these librdkafka properties itself
+READER_PREFETCH: Final = MappingProxyType(
+    {"max.partition.fetch.bytes": 8 * 1024 * 1024, "queued.min.messages": 1_000_000}
+)
 # Java consumer properties without a librdkafka equivalent (or set by the source itself): not passed on.
 _JAVA_ONLY_PROPERTIES = frozenset({
     "key.deserializer", "value.deserializer", "max.poll.records", "default.api.timeout.ms",
@@ -124,8 +127,7 @@ class KafkaSource(Source):
             # queued messages) a consumer waits on the broker: 230k small records/s here against 780-900k
             # with these (benchmarks/kafka.py's plain consumer). Memory stays bounded by
             # queued.max.messages.kbytes (64 MiB). A property the job sets wins.
-            "max.partition.fetch.bytes": _MAX_PARTITION_FETCH_BYTES,
-            "queued.min.messages": _QUEUED_MIN_MESSAGES,
+            **READER_PREFETCH,
         }
         config.update({k: v for k, v in o.properties if k not in _JAVA_ONLY_PROPERTIES})
         config.update({"enable.auto.commit": False, "enable.auto.offset.store": False})
