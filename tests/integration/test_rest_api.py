@@ -9,8 +9,13 @@ exception in the history). Savepoints and cancelling go through the API too.
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import pytest
 
+from checkpointing import CheckpointCommitter
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import MapFunction, StreamExecutionEnvironment, WatermarkStrategy
 from flinklike_spark.errors import JobCancelledError, JobExecutionError
@@ -364,4 +369,52 @@ def test_failed_job_reports_the_exception_history_and_its_checkpoints(tmp_path):
         assert status == 409 and "FAILED" in body["errors"][0]
     finally:
         with pytest.raises(JobExecutionError, match="rest test rejects"):
+            client.wait(60)
+
+
+def _fail_when_exists(path: str):
+    def check(row):
+        if os.path.exists(path):
+            raise ValueError(f"rest test found {path}")
+        return row
+
+    return check
+
+
+def test_a_failed_job_reads_failing_until_the_commit_in_flight_decided_its_checkpoint(tmp_path, monkeypatch):
+    """Tasks end while checkpoint 2 commits: the job reads FAILING (REST and client) until the commit
+    returned, then FAILED with that checkpoint COMPLETED and none in progress."""
+    committing, release = threading.Event(), threading.Event()
+    commit = CheckpointCommitter.commit
+
+    def held_commit(self, job_id, checkpoint_id, *args, **kwargs):
+        if checkpoint_id == 2:
+            committing.set()
+            release.wait(60)
+        return commit(self, job_id, checkpoint_id, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointCommitter, "commit", held_commit)
+    env = StreamExecutionEnvironment.get_execution_environment(_config(**{
+        "restart-strategy.type": "none", "execution.checkpointing.interval": "100ms",
+        "execution.checkpointing.dir": f"file://{tmp_path}/chk"}))  # fmt: skip
+    flag = tmp_path / "fail-now"
+    source = SequenceSource(num_keys=2, records_per_key=None, rows_per_second=200)
+    env.from_source(source, source_name="seq").map(_fail_when_exists(str(flag))).sink_to(CollectSink("never"))
+    client = env.execute_async("rest failing")
+    base, job_id = client.web_interface_url, client.job_id
+    try:
+        assert committing.wait(60)
+        flag.touch()
+        wait_for("FAILING", lambda: client.get_job_status().name == "FAILING")
+        time.sleep(0.5)  # every task has ended by now: only the commit holds the job back
+        assert client.get_job_status().name == "FAILING"
+        assert get(f"{base}/jobs/{job_id}")["state"] == "FAILING"
+        release.set()
+        wait_for("FAILED", lambda: client.get_job_status().name == "FAILED")
+        checkpoints = get(f"{base}/jobs/{job_id}/checkpoints")
+        assert checkpoints["counts"]["in_progress"] == 0
+        assert get(f"{base}/jobs/{job_id}/checkpoints/details/2")["status"] == "COMPLETED"
+    finally:
+        release.set()
+        with pytest.raises(JobExecutionError, match="rest test found"):
             client.wait(60)

@@ -83,6 +83,13 @@ __all__ = ["JobMaster"]
 #: visible to the liveness probe (its sockets close a moment before its process can be reaped).
 _LOSS_DETECTION_GRACE = 0.25
 
+# What a globally terminal status reads as until the job's result is set (see JobMaster.status).
+_SETTLING_STATUS = {
+    JobStatus.FAILED: JobStatus.FAILING,
+    JobStatus.CANCELED: JobStatus.CANCELLING,
+    JobStatus.FINISHED: JobStatus.RUNNING,
+}
+
 log = logging.getLogger(__name__)
 
 
@@ -216,7 +223,19 @@ class JobMaster:
 
     @property
     def status(self) -> JobStatus:
-        return self.graph.job_status
+        """The job's status as clients see it: globally terminal only once :attr:`result` is set.
+
+        Between the end of the last task and the result, a checkpoint commit
+        still running decides its checkpoint's outcome and a finished job
+        commits its final output; meanwhile a failed job reads FAILING, a
+        cancelled one CANCELLING and a finished one RUNNING. A client that
+        sees a terminal status therefore sees final checkpoint statistics and
+        all committed output.
+        """
+        status = self.graph.job_status
+        if status.is_globally_terminal and not self._terminated.is_set():
+            return _SETTLING_STATUS[status]
+        return status
 
     def start(self) -> None:
         """Schedule every vertex (asynchronously, on the main thread)."""
