@@ -26,6 +26,7 @@ from flinklike_spark.config_enums import (
     FailoverStrategyType,
     RestartStrategyType,
     RocksDBOptions,
+    SchedulerType,
     StateBackendType,
     TaskManagerMode,
     TaskManagerStartMethod,
@@ -67,6 +68,7 @@ __all__ = [
     "RestOptions",
     "RestartStrategyType",
     "RocksDBOptions",
+    "SchedulerType",
     "StateBackendType",
     "TaskManagerMode",
     "TaskManagerStartMethod",
@@ -80,6 +82,8 @@ __all__ = [
 class FailoverOptions:
     restart_strategy: RestartStrategyType
     failover_strategy: FailoverStrategyType
+    #: jobmanager.scheduler: whether a running job's parallelism can change (a rescale is a restart)
+    scheduler: SchedulerType
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -428,7 +432,9 @@ class Configuration(Mapping[str, Any]):
                 checkpointing = g("execution.checkpointing.interval") is not None
                 restart = RestartStrategyType.EXPONENTIAL_DELAY if checkpointing else RestartStrategyType.NONE
             return FailoverOptions(
-                restart_strategy=restart, failover_strategy=g("jobmanager.execution.failover-strategy")
+                restart_strategy=restart,
+                failover_strategy=g("jobmanager.execution.failover-strategy"),
+                scheduler=g("jobmanager.scheduler"),
             )
 
         return self._view("failover", build)

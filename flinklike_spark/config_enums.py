@@ -127,6 +127,13 @@ class FailoverStrategyType(Enum):
     FULL = "full"  # restart every task
 
 
+class SchedulerType(Enum):
+    """Flink's ``jobmanager.scheduler``."""
+
+    DEFAULT = "default"  # the parallelism is fixed at submission
+    ADAPTIVE = "adaptive"  # the parallelism follows the resource requirements (PUT /jobs/:jobid/resource-requirements)
+
+
 class TaskManagerMode(Enum):
     """Where the local MiniCluster runs its TaskExecutors."""
 

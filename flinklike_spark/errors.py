@@ -43,6 +43,7 @@ __all__ = [
     "PartitionNotFoundError",
     "ProducerFailedError",
     "RemoteTaskError",
+    "RescaleRefusedError",
     "RpcAuthenticationError",
     "RpcTimeoutError",
     "SchemaMismatchError",
@@ -264,6 +265,11 @@ class JobNotRunningError(FlinklikeError):
 
 def _rebuild_job_not_running_error(message, job_id, status):
     return JobNotRunningError(message, job_id=job_id, status=status)
+
+
+class RescaleRefusedError(FlinklikeError, ValueError):
+    """A rescale the job or the cluster cannot do (bad resource requirements, too few slots, the
+    default scheduler); the job runs on unchanged. The message names the value and what is valid."""
 
 
 class JobClientTimeoutError(FlinklikeError, TimeoutError):

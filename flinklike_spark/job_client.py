@@ -125,8 +125,10 @@ class JobClient:
         collect_results: Any = None,
         placement: Callable[[], dict[str, dict]] = dict,
         storage: StorageConfig | None = None,
+        resource_requirements: Any = None,
     ) -> None:
         self._storage = storage
+        self._requirements = resource_requirements  # the engine's AdaptiveJob; None for a job without a cluster
         self.web_interface_url = web_interface_url
         self._placement = placement
         #: engine-internal: the job's ``execute_and_collect`` results
@@ -254,6 +256,43 @@ class JobClient:
             _DEFAULT_TIMEOUT if timeout is _UNSET else timeout,
             "the job stops when its savepoint completes, or keeps running if the savepoint fails",
         )
+
+    def get_resource_requirements(self) -> dict[str, Any]:
+        """The job's resource requirements, as ``GET /jobs/:jobid/resource-requirements`` returns them.
+
+        FLIP-291's shape: ``{vertex_id: {"parallelism": {"lowerBound": l, "upperBound": u}}}``.
+        """
+        return self._adaptive().requirements.to_json()
+
+    def update_resource_requirements(self, requirements: dict[str, Any]) -> dict[str, Any] | None:
+        """Change the job's resource requirements (``PUT /jobs/:jobid/resource-requirements``); blocks.
+
+        Under ``jobmanager.scheduler: adaptive``, if the parallelism the bounds allow with the
+        cluster's slots differs from the job's, the job rescales: a checkpoint and a stop, then
+        the job at the new parallelism from that checkpoint (docs/elastic.md). Returns the rescale
+        (cause, parallelism before and after, checkpoint, duration), or None if the parallelism stays.
+
+        Raises:
+            RescaleRefusedError: the default scheduler, bounds that are not valid for the job
+                (the message names them), or fewer slots than a lower bound; the job runs on.
+            JobNotRunningError: the job is over or restarting.
+            CheckpointFailedError: the rescale's checkpoint failed; the job runs on unchanged.
+        """
+        with self._lock:
+            status = self._status()
+            if status.is_globally_terminal:
+                raise JobNotRunningError(
+                    f"cannot rescale job {self.job_id}: it is already {status.name}", job_id=self.job_id,
+                    status=status.name,
+                )  # fmt: skip
+        rescale = self._adaptive().put_requirements_json(requirements, cause="JobClient.update_resource_requirements")
+        event = rescale.result()
+        return None if event is None else event.to_json()
+
+    def _adaptive(self) -> Any:
+        if self._requirements is None:
+            raise JobNotRunningError(f"job {self.job_id} has no JobMaster to ask for resource requirements")
+        return self._requirements
 
     def _savepoint_future(
         self, trigger: Callable[[], concurrent.futures.Future], what: str, directory: str | os.PathLike[str] | None

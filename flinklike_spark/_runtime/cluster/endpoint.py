@@ -38,6 +38,7 @@ import time
 import uuid
 
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
+from flinklike_spark._runtime.cluster.adaptive_job import AdaptiveJob
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap, TaskExecutorLauncher
 from flinklike_spark._runtime.deployment import TaskExecutionState
 from flinklike_spark._runtime.gateways import serve_cluster_endpoint
@@ -95,13 +96,15 @@ class ClusterEndpoint:
             self.config, self._secret, self._main, liveness_probe=launcher.exit_reason
         )
         self._launched: list[str] = []  # guarded by _launch_lock
-        self._jobs: dict[str, JobMaster] = {}
+        self._jobs: dict[str, JobMaster] = {}  # job id -> its current JobMaster (a rescale replaces it)
+        self.adaptive_jobs: dict[str, AdaptiveJob] = {}
         self._closed = threading.Event()
         self._launch_lock = threading.Lock()  # close() never misses a replacement started meanwhile
         self._monitor = threading.Thread(target=self._monitor_task_executors, name="cluster-monitor", daemon=True)
         # REST API, dashboard and Prometheus (flinklike_spark/_runtime/rest/); jobs stay listed after they end
         self.web_monitor = WebMonitor(config, jobs=lambda: dict(self._jobs), main_thread=self._main,
-                                      resource_manager=self.resource_manager)  # fmt: skip
+                                      resource_manager=self.resource_manager,
+                                      adaptive_jobs=lambda: dict(self.adaptive_jobs))  # fmt: skip
         self.metric_store = self.web_monitor.metric_store
 
     def __enter__(self) -> ClusterEndpoint:
@@ -259,28 +262,39 @@ class ClusterEndpoint:
 
     def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
         """Start ``job_graph``; with ``owns_cluster`` the cluster closes when the job ends."""
-        job = JobMaster(job_graph, self.config, self.resource_manager, self._main)
-        self._jobs[job_graph.job_id] = job
-        self.resource_manager.add_job_listener(job)
-        job.start()
+        job = AdaptiveJob(job_graph, self.config, start_master=self._start_master,
+                          slots_for_job=self.resource_manager.slots_for_job)  # fmt: skip
+        self.adaptive_jobs[job_graph.job_id] = job
         return JobClient(
             job_id=job_graph.job_id,
             result=job.result,
             status=lambda: job.status,
             cancel=job.cancel,
-            trigger_savepoint=job.trigger_savepoint,
-            stop_with_savepoint=lambda: job.trigger_savepoint(stop=True),
+            trigger_savepoint=lambda: job.master.trigger_savepoint(),
+            stop_with_savepoint=lambda: job.master.trigger_savepoint(stop=True),
             metrics=lambda: self.resource_manager.task_metrics(),
-            exception_history=lambda: job.failover.handler.exception_history,
-            restarts=lambda: job.failover.handler.number_of_restarts,
-            attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.graph.vertices()},
-            pending_checkpoints=job.describe_pending_checkpoints,
-            collect_results=job.collect_results,
-            placement=lambda: self._placement(job),
+            exception_history=lambda: job.master.failover.handler.exception_history,
+            restarts=lambda: job.master.failover.handler.number_of_restarts,
+            attempts=lambda: {str(v.id): v.current_execution.attempt_number for v in job.master.graph.vertices()},
+            pending_checkpoints=lambda: job.master.describe_pending_checkpoints(),
+            collect_results=job.master.collect_results,
+            placement=lambda: self._placement(job.master),
             on_done=self.close if owns_cluster else None,
             web_interface_url=self.web_monitor.url,
             storage=self.config.storage,
+            resource_requirements=job,
         )
+
+    def _start_master(self, job_graph: JobGraph, config: Configuration, previous: JobMaster | None) -> JobMaster:
+        """Build and start a JobMaster for ``job_graph`` and route the job's messages to it."""
+        with self._launch_lock:
+            if self._closed.is_set():
+                raise FlinklikeError(f"the cluster is shutting down: job {job_graph.job_id} is not started")
+            master = JobMaster(job_graph, config, self.resource_manager, self._main, previous=previous)
+            self._jobs[job_graph.job_id] = master
+        self.resource_manager.add_job_listener(master)
+        master.start()
+        return master
 
     def _placement(self, job: JobMaster) -> dict[str, dict]:
         pids = self.resource_manager.task_executor_pids()

@@ -169,6 +169,29 @@ class JobGraph:
         for vertex in self.vertices.values():
             yield from vertex.outputs
 
+    def with_parallelism(self, parallelism: dict[str, int]) -> JobGraph:
+        """A copy of this graph (same job id, operators and edges, in the same order) with each
+        vertex at ``parallelism[id]`` (vertices not named keep theirs).
+
+        Raises:
+            ValueError: a forward edge would join vertices of different parallelism.
+        """
+        copies = {id(e): dataclasses.replace(e) for e in self.edges()}
+        graph = JobGraph(job_id=self.job_id, name=self.name)
+        for vertex in self.vertices.values():
+            graph.add_vertex(dataclasses.replace(
+                vertex, parallelism=parallelism.get(vertex.id, vertex.parallelism),
+                inputs=[copies[id(e)] for e in vertex.inputs], outputs=[copies[id(e)] for e in vertex.outputs],
+            ))  # fmt: skip
+        for edge in graph.edges():
+            source, target = graph.vertices[edge.source_id], graph.vertices[edge.target_id]
+            if edge.partitioner.kind is PartitionerKind.FORWARD and source.parallelism != target.parallelism:
+                raise ValueError(
+                    f"forward edge {source.name!r} -> {target.name!r} needs equal parallelism, "
+                    f"got {source.parallelism} and {target.parallelism}"
+                )
+        return graph
+
     def fingerprint(self) -> str:
         """A hash of the topology (vertex ids, parallelism-independent), used to match restores."""
         h = hashlib.sha256()

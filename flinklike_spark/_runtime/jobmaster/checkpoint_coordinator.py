@@ -148,6 +148,7 @@ class CheckpointCoordinator:
         lineage_id: recorded in every checkpoint, so that a job restored from it
             keeps its sinks' transactional ids (default: this job's id).
         storage: the job's object-store settings for ``options.directory``.
+        stats: the statistics to go on with (a rescaled job's); a new tracker if None.
     """
 
     def __init__(
@@ -161,6 +162,7 @@ class CheckpointCoordinator:
         first_checkpoint_id: int = 1,
         lineage_id: str = "",
         storage: StorageConfig | None = None,
+        stats: CheckpointStatsTracker | None = None,
     ) -> None:
         if options.directory is None:
             raise ValueError("checkpointing needs execution.checkpointing.dir")
@@ -188,7 +190,7 @@ class CheckpointCoordinator:
         self._drained: concurrent.futures.Future[None] | None = None  # set by stop()
         self.completed: list[CompletedCheckpointInfo] = []
         self.num_failed = 0
-        self.stats = CheckpointStatsTracker()  # for the REST API and metrics
+        self.stats = stats or CheckpointStatsTracker()  # for the REST API and metrics
 
     @property
     def storage(self) -> CheckpointLayout:

@@ -37,7 +37,7 @@ from typing import Any
 from checkpointing.schemas import CheckpointKind
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.collect_results import CollectResults
-from flinklike_spark._runtime.deployment import CheckpointDeployment, RestoreDeployment, TaskExecutionState
+from flinklike_spark._runtime.deployment import CheckpointDeployment, TaskExecutionState
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
 from flinklike_spark._runtime.graph.execution_graph import Execution, ExecutionAttemptID, ExecutionGraph
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
@@ -51,14 +51,9 @@ from flinklike_spark._runtime.jobmaster.checkpoint_storage import (
 )
 from flinklike_spark._runtime.jobmaster.failover import ExecutionFailureHandler, create_failover_strategy
 from flinklike_spark._runtime.jobmaster.failover_coordinator import FailoverCoordinator
+from flinklike_spark._runtime.jobmaster.final_commit import commit_final_output
 from flinklike_spark._runtime.jobmaster.main_thread import ComponentMainThreadExecutor
-from flinklike_spark._runtime.jobmaster.recovery import (
-    check_committed_sink_output,
-    check_compatible,
-    check_in_flight_data,
-    check_max_parallelism,
-    resolve_recovery_path,
-)
+from flinklike_spark._runtime.jobmaster.recovery import plan_restore
 from flinklike_spark._runtime.jobmaster.resource_manager import ResourceManager
 from flinklike_spark._runtime.jobmaster.restart_strategy import create_restart_strategy, restart_strategy_config
 from flinklike_spark._runtime.jobmaster.scheduler import DefaultScheduler
@@ -67,7 +62,6 @@ from flinklike_spark._runtime.jobmaster.task_deployer import RpcTaskDeployer
 from flinklike_spark._runtime.jobmaster.versioner import ExecutionVertexVersioner
 from flinklike_spark._runtime.watermark_alignment import WatermarkAlignmentCoordinator
 from flinklike_spark.config import CheckpointingMode, Configuration
-from flinklike_spark.connector_api import CommitterContext
 from flinklike_spark.errors import (
     ConfigurationError,
     JobCancelledError,
@@ -101,6 +95,7 @@ class JobMaster:
         config: the job's configuration.
         resource_manager: where slots and TaskExecutor gateways come from.
         main_thread: the JobMaster's main-thread executor (shared with the ResourceManager).
+        previous: the JobMaster a rescale replaces: its collect channel and checkpoint statistics go on.
     """
 
     def __init__(
@@ -109,6 +104,8 @@ class JobMaster:
         config: Configuration,
         resource_manager: ResourceManager,
         main_thread: ComponentMainThreadExecutor,
+        *,
+        previous: JobMaster | None = None,
     ) -> None:
         self.job_graph = job_graph
         self._config = config
@@ -119,10 +116,12 @@ class JobMaster:
         self._accumulators: dict[str, dict[int, Any]] = {}
         self._final_committables: dict[str, dict[int, list[Any]]] = {}  # sink uid -> subtask -> committables
         #: what the job's collect sinks delivered for execute_and_collect (also the final commit's channel)
-        self.collect_results = CollectResults()
+        self.collect_results = previous.collect_results if previous is not None else CollectResults()
         self.watermark_alignment = WatermarkAlignmentCoordinator()  # the sources' alignment groups
         self._started = time.monotonic()
         self._terminated = threading.Event()
+        self._released: list[concurrent.futures.Future] = []  # the TaskExecutors' release_job calls
+        self.superseded = False  # a rescale stops this JobMaster for a successor: it reads RESTARTING
         self._cancelled_by: str | None = None  # who asked first (main thread), for JobCancelledError
         # resource id -> (the loss, when it was noticed), in order of loss (main thread)
         self._lost_task_executors: dict[str, tuple[TaskExecutorLostError, float]] = {}
@@ -130,27 +129,8 @@ class JobMaster:
             job_graph.job_id, resource_manager, local_recovery=config.checkpointing.local_recovery
         )
         options = config.checkpointing
-        restore, first_checkpoint_id, lineage_id, restored_kind = None, 1, job_graph.job_id, None
-        if options.recovery_path is not None:
-            base, checkpoint = resolve_recovery_path(options.recovery_path, config.storage)
-            check_compatible(job_graph, checkpoint)
-            check_max_parallelism(job_graph, checkpoint)
-            check_in_flight_data(job_graph, checkpoint)
-            lineage_id = check_committed_sink_output(
-                job_graph, base, checkpoint, accept_duplicates=options.accept_duplicate_sink_output
-            )
-            log.info("job %s restores checkpoint %d of job %s from %s", job_graph.job_id, checkpoint.checkpoint_id,
-                     checkpoint.job_id, base.base_url)  # fmt: skip
-            restore = RestoreDeployment(
-                storage=base,
-                job_id=checkpoint.job_id,
-                checkpoint_id=checkpoint.checkpoint_id,
-                parallelism=dict(checkpoint.parallelism),
-                gates=(),
-                finished_vertices=checkpoint.finished_vertices,
-            )
-            first_checkpoint_id = checkpoint.checkpoint_id + 1
-            restored_kind = checkpoint.kind
+        initial = plan_restore(job_graph, options, config.storage)
+        restore = initial.restore
         # jobmanager storage (the checkpoint dir unset): a directory that lives as long as the job
         self._checkpoint_storage = resolve_checkpoint_storage(options, job_graph.job_id)
         options = self._checkpoint_storage.options
@@ -165,12 +145,13 @@ class JobMaster:
                 # Flink: exceeding tolerable-failed-checkpoints fails the job *globally*, and the
                 # restart strategy decides whether it restarts (from the latest checkpoint) or fails.
                 fail_job=lambda cause: self.failover.handle_global_failure(cause),
-                first_checkpoint_id=first_checkpoint_id,
-                lineage_id=lineage_id,
+                first_checkpoint_id=initial.first_checkpoint_id,
+                lineage_id=initial.lineage_id,
                 storage=config.storage,
+                stats=previous.checkpoints.stats if previous is not None and previous.checkpoints else None,
             )
             if restore is not None:
-                self.checkpoints.restore_started(restore, is_savepoint=restored_kind is CheckpointKind.SAVEPOINT)
+                self.checkpoints.restore_started(restore, is_savepoint=initial.kind is CheckpointKind.SAVEPOINT)
             checkpointing = CheckpointDeployment(
                 storage=self.checkpoints.storage,
                 mode=(
@@ -189,7 +170,7 @@ class JobMaster:
             self._cancel_unacknowledged,
             checkpointing=checkpointing,
             restore=restore,
-            lineage_id=lineage_id,
+            lineage_id=initial.lineage_id,
         )
         self.scheduler = DefaultScheduler(
             self.graph,
@@ -223,16 +204,16 @@ class JobMaster:
 
     @property
     def status(self) -> JobStatus:
-        """The job's status as clients see it: globally terminal only once :attr:`result` is set.
+        """The job's status as clients see it: terminal only once :attr:`result` is set.
 
-        Between the end of the last task and the result, a checkpoint commit
-        still running decides its checkpoint's outcome and a finished job
-        commits its final output; meanwhile a failed job reads FAILING, a
-        cancelled one CANCELLING and a finished one RUNNING. A client that
-        sees a terminal status therefore sees final checkpoint statistics and
-        all committed output.
+        Until then (a checkpoint commit still running decides its checkpoint; a finished job
+        commits its final output) FAILED reads FAILING, CANCELED CANCELLING and FINISHED
+        RUNNING, so a terminal status comes with final checkpoint statistics and committed
+        output. A JobMaster that a rescale stops reads RESTARTING.
         """
         status = self.graph.job_status
+        if self.superseded:
+            return JobStatus.RESTARTING
         if status.is_globally_terminal and not self._terminated.is_set():
             return _SETTLING_STATUS[status]
         return status
@@ -274,6 +255,13 @@ class JobMaster:
         can commit sink output, so restoring the savepoint stays exact. If the
         savepoint fails, periodic checkpoints resume and the job keeps running.
         """
+        return self._trigger(CheckpointKind.SAVEPOINT, stop=stop)
+
+    def stop_with_checkpoint(self) -> concurrent.futures.Future[CompletedCheckpointInfo]:
+        """Stop-with-savepoint's semantics with a checkpoint (a rescale's: unaligned, or with finished tasks)."""
+        return self._trigger(CheckpointKind.CHECKPOINT, stop=True)
+
+    def _trigger(self, kind: CheckpointKind, *, stop: bool) -> concurrent.futures.Future[CompletedCheckpointInfo]:
         result: concurrent.futures.Future[CompletedCheckpointInfo] = concurrent.futures.Future()
 
         def done(inner: concurrent.futures.Future[CompletedCheckpointInfo]) -> None:  # main thread
@@ -283,7 +271,7 @@ class JobMaster:
                 result.set_exception(inner.exception())
                 return
             if stop:
-                self.cancel_now(by="stop-with-savepoint")
+                self.cancel_now(by=f"stop-with-{kind}")
             result.set_result(inner.result())
 
         def trigger() -> None:
@@ -293,7 +281,7 @@ class JobMaster:
             if stop:
                 self.checkpoints.suspend_periodic()
             # the coordinator completes its futures on the main thread, so ``done`` runs there
-            self.checkpoints.trigger(CheckpointKind.SAVEPOINT).add_done_callback(done)
+            self.checkpoints.trigger(kind).add_done_callback(done)
 
         self._main.execute(trigger)
         return result
@@ -347,6 +335,13 @@ class JobMaster:
 
     def wait_terminal(self, timeout: float | None = None) -> bool:
         return self._terminated.wait(timeout)
+
+    def wait_released(self, timeout: float) -> bool:
+        """Wait until every TaskExecutor released this job (after :meth:`wait_terminal`); False on timeout.
+
+        A successor of the same job id starts after: a late release would drop its partitions and slots.
+        """
+        return not concurrent.futures.wait(self._released, timeout=timeout).not_done
 
     # -- events from TaskExecutors (any thread) -------------------------------------------------
 
@@ -431,7 +426,7 @@ class JobMaster:
             log.debug("job %s: cancel answer for %s came after shutdown", self.job_id, attempt)
 
     def _on_terminated(self, status: JobStatus) -> None:
-        self._rm.release_job(self.job_id)
+        self._released = self._rm.release_job(self.job_id)
         if self.checkpoints is None:
             self._after_checkpoints_drained(status)
             return
@@ -451,22 +446,9 @@ class JobMaster:
 
     def _commit_final_and_complete(self) -> None:
         """Commit what the two-phase-commit sinks prepared at the end of input, then complete the job."""
-        sinks = {spec.uid: spec.function for vertex in self.job_graph.vertices.values() for spec in vertex.operators}
         try:
-            for uid, per_subtask in sorted(self._final_committables.items()):
-                committer = sinks[uid].create_committer_with(CommitterContext(result_channel=self.collect_results))
-                try:
-                    committer.commit([c for subtask in sorted(per_subtask) for c in per_subtask[subtask]])
-                finally:
-                    committer.close()
-        except Exception as exc:  # noqa: BLE001 - reported as the job's failure
-            log.error("job %s: committing the final output of sink %r failed: %r", self.job_id, uid, exc)
-            error = JobExecutionError(
-                f"job {self.job_graph.name!r} ({self.job_id}) finished but committing the final output of "
-                f"sink {uid!r} failed: {type(exc).__name__}: {exc}",
-                job_id=self.job_id,
-            )
-            error.__cause__ = exc
+            commit_final_output(self.job_graph, self._final_committables, self.collect_results)
+        except JobExecutionError as error:
             self._checkpoint_storage.discard()
             self.result.set_exception(error)
             self._terminated.set()

@@ -22,8 +22,10 @@ its exactly-once sinks already committed (:func:`check_committed_sink_output`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from checkpointing import (
     CheckpointLayout,
@@ -33,6 +35,8 @@ from checkpointing import (
     verify_checkpoint,
 )
 from checkpointing.savepoint_marker import read_savepoint_marker
+from checkpointing.schemas import CheckpointKind
+from flinklike_spark._runtime.deployment import RestoreDeployment
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex
 from flinklike_spark._runtime.operators.operator_spec import OperatorKind
 from flinklike_spark._runtime.operators.sink_operator import transactional_id_prefix
@@ -45,12 +49,17 @@ from flinklike_spark.errors import (
 )
 from flinklike_spark.storage import StorageConfig
 
+if TYPE_CHECKING:
+    from flinklike_spark.config import CheckpointingOptions
+
 __all__ = [
     "ACCEPT_DUPLICATES_KEY",
+    "InitialRestore",
     "check_committed_sink_output",
     "check_compatible",
     "check_in_flight_data",
     "check_max_parallelism",
+    "plan_restore",
     "recovery_directory",
     "resolve_recovery_path",
 ]
@@ -288,4 +297,50 @@ def check_committed_sink_output(
         f"{checkpoint.job_id} newer than {checkpoint.checkpoint_id}: {newer} (a newer one is skipped when it is "
         f"damaged or not named). Restore the checkpoint the sink committed, or set {ACCEPT_DUPLICATES_KEY}: true "
         f"to accept duplicated rows (at-least-once output)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class InitialRestore:
+    """What a JobMaster restores when it starts: nothing, or a checked checkpoint or savepoint.
+
+    ``lineage_id`` names the job whose sink output this job continues (the restored
+    checkpoint's lineage, else the job's own id); ``first_checkpoint_id`` continues after the
+    restored checkpoint's id.
+    """
+
+    restore: RestoreDeployment | None
+    first_checkpoint_id: int
+    lineage_id: str
+    kind: CheckpointKind | None
+
+
+def plan_restore(job_graph: JobGraph, options: CheckpointingOptions, storage: StorageConfig) -> InitialRestore:
+    """Resolve and check ``execution.state-recovery.path`` for ``job_graph``, if it is set.
+
+    Raises:
+        CheckpointNotFoundError, CorruptCheckpointError, IncompatibleCheckpointError,
+        CommittedSinkOutputError: as :func:`resolve_recovery_path` and the ``check_*`` functions.
+    """
+    if options.recovery_path is None:
+        return InitialRestore(restore=None, first_checkpoint_id=1, lineage_id=job_graph.job_id, kind=None)
+    base, checkpoint = resolve_recovery_path(options.recovery_path, storage)
+    check_compatible(job_graph, checkpoint)
+    check_max_parallelism(job_graph, checkpoint)
+    check_in_flight_data(job_graph, checkpoint)
+    lineage_id = check_committed_sink_output(
+        job_graph, base, checkpoint, accept_duplicates=options.accept_duplicate_sink_output
+    )
+    log.info("job %s restores checkpoint %d of job %s from %s", job_graph.job_id, checkpoint.checkpoint_id,
+             checkpoint.job_id, base.base_url)  # fmt: skip
+    restore = RestoreDeployment(
+        storage=base,
+        job_id=checkpoint.job_id,
+        checkpoint_id=checkpoint.checkpoint_id,
+        parallelism=dict(checkpoint.parallelism),
+        gates=(),
+        finished_vertices=checkpoint.finished_vertices,
+    )
+    return InitialRestore(
+        restore=restore, first_checkpoint_id=checkpoint.checkpoint_id + 1, lineage_id=lineage_id, kind=checkpoint.kind
     )

@@ -399,13 +399,22 @@ class ResourceManager:
             return future
         return self.io.submit(call, executor.gateway)
 
-    def release_job(self, job_id: str) -> None:
+    def release_job(self, job_id: str) -> list[concurrent.futures.Future]:
+        """Free ``job_id``'s slots and tell every TaskExecutor to release the job; the calls' futures."""
         with self._lock:
             resource_ids = list(self._executors)
             for key in [k for k, a in self._allocated.items() if a.startswith(f"{job_id}/")]:
                 del self._allocated[key]
-        for resource_id in resource_ids:
-            self.call_async(resource_id, lambda gateway: gateway.release_job(job_id))
+        return [self.call_async(rid, lambda gateway: gateway.release_job(job_id)) for rid in resource_ids]
+
+    def slots_for_job(self, job_id: str) -> int:
+        """How many slots ``job_id`` could hold now: the registered ones that are free or already its own."""
+        with self._lock:
+            mine_or_free = sum(
+                1 for key in self.physical_slots_locked()
+                if key not in self._allocated or self._allocated[key].startswith(f"{job_id}/")
+            )  # fmt: skip
+        return mine_or_free
 
     def task_metrics(self, timeout: float = 2.0) -> dict[str, dict[str, float]]:
         with self._lock:

@@ -46,6 +46,7 @@ from flinklike_spark._runtime.jobmaster.checkpoint_stats import HISTORY_SIZE
 from flinklike_spark._runtime.rest import job_views
 from flinklike_spark._runtime.rest.metric_store import MetricStore
 from flinklike_spark.config import Configuration
+from flinklike_spark.errors import JobNotRunningError, RescaleRefusedError
 
 __all__ = ["DEFAULT_PORT", "MAIN_THREAD_TIMEOUT", "RestError", "RestServerEndpoint"]
 
@@ -87,8 +88,10 @@ class RestServerEndpoint:
         main_thread,
         resource_manager,
         metric_store: MetricStore,
+        adaptive_jobs: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         self._config = config
+        self._adaptive_jobs = adaptive_jobs  # job id -> AdaptiveJob (resource requirements, rescales)
         self._options = config.rest
         self._jobs = jobs
         self._main = main_thread
@@ -219,6 +222,9 @@ class RestServerEndpoint:
             ("GET", rf"/jobs/{job}/vertices/{vertex}/watermarks", self.get_watermarks),
             ("GET", rf"/jobs/{job}/vertices/{vertex}/metrics", self.get_vertex_metrics),
             ("GET", rf"/jobs/{job}/vertices/{vertex}/subtasks/metrics", self.get_subtasks_metrics),
+            ("GET", rf"/jobs/{job}/resource-requirements", self.get_resource_requirements),
+            ("PUT", rf"/jobs/{job}/resource-requirements", self.put_resource_requirements),
+            ("GET", rf"/jobs/{job}/rescales", self.get_rescales),
             ("GET", r"/taskmanagers", self.get_taskmanagers),
         ]
         return [(method, re.compile(f"{pattern}/?"), fn) for method, pattern, fn in table]
@@ -396,6 +402,32 @@ class RestServerEndpoint:
         self._check_target(body, "targetDirectory")
         return self._start_savepoint(job_id, job, body, stop=True)
 
+    def _adaptive_job(self, job_id: str):
+        job = self._adaptive_jobs().get(job_id)
+        if job is None:
+            raise RestError(HTTPStatus.NOT_FOUND, f"Job {job_id} not found")
+        return job
+
+    def get_resource_requirements(self, *, job_id: str, **_) -> tuple[HTTPStatus, Any]:
+        """FLIP-291: per vertex ``{"parallelism": {"lowerBound": l, "upperBound": u}}``."""
+        return HTTPStatus.OK, self._adaptive_job(job_id).requirements.to_json()
+
+    def put_resource_requirements(self, *, job_id: str, body, **_) -> tuple[HTTPStatus, Any]:
+        """FLIP-291: checked at once (400 names what is wrong); a rescale it causes runs on (see /rescales)."""
+        job = self._adaptive_job(job_id)
+        try:
+            job.put_requirements_json(body, cause=f"PUT /jobs/{job_id}/resource-requirements")
+        except RescaleRefusedError as exc:
+            raise RestError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+        except JobNotRunningError as exc:
+            raise RestError(HTTPStatus.CONFLICT, str(exc)) from None
+        return HTTPStatus.OK, {}
+
+    def get_rescales(self, *, job_id: str, **_) -> tuple[HTTPStatus, Any]:
+        """The job's rescales, oldest first, and its scheduler state (flinklike's; not in Flink's API)."""
+        job = self._adaptive_job(job_id)
+        return HTTPStatus.OK, {"state": job.state.name, "rescales": [e.to_json() for e in job.rescales]}
+
     def _check_target(self, body: dict, key: str) -> None:
         target = body.get(key)
         directory = self._config.checkpointing.directory
@@ -569,5 +601,8 @@ def _handler_class(endpoint: RestServerEndpoint) -> type[BaseHTTPRequestHandler]
 
         def do_PATCH(self) -> None:
             self._serve("PATCH")
+
+        def do_PUT(self) -> None:
+            self._serve("PUT")
 
     return Handler

@@ -25,12 +25,18 @@ class WebMonitor:
     """The REST API + dashboard (always) and the Prometheus endpoint (with ``metrics.reporter.prom.*``)."""
 
     def __init__(
-        self, config: Configuration, *, jobs: Callable[[], dict[str, Any]], main_thread, resource_manager
+        self,
+        config: Configuration,
+        *,
+        jobs: Callable[[], dict[str, Any]],
+        main_thread,
+        resource_manager,
+        adaptive_jobs: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         self.metric_store = MetricStore()
         self.rest = RestServerEndpoint(
             config, jobs=jobs, main_thread=main_thread, resource_manager=resource_manager,
-            metric_store=self.metric_store,
+            metric_store=self.metric_store, adaptive_jobs=adaptive_jobs,
         )  # fmt: skip
         self._config = config
         self._jobs = jobs
