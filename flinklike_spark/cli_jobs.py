@@ -1,7 +1,8 @@
-"""Flink's job verbs of the command line: ``list``, ``cancel``, ``savepoint`` and ``stop``, over the REST API.
+"""Flink's job verbs of the command line: ``list``, ``cancel``, ``savepoint``, ``stop`` and ``rescale``, over REST.
 
 Like ``flink list`` / ``flink cancel <jobId>`` / ``flink savepoint <jobId> [<dir>]`` /
-``flink stop [--savepointPath <dir>] <jobId>``, each talks to the REST API of a running cluster: the address
+``flink stop [--savepointPath <dir>] <jobId>`` (and ``flinklike rescale <jobId> -p N``: FLIP-291's
+``PUT /jobs/:jobid/resource-requirements``, which Flink's CLI lacks), each talks to the REST API of a running cluster: the address
 is ``-m host:port`` (Flink's ``--jobmanager``), else ``rest.address`` / ``rest.port`` of the configuration
 (``$FLINK_CONF_DIR/config.yaml``; defaults 127.0.0.1 and 8081). Output follows Flink's CLI. Exit status 0 on
 success; 1 for an unknown job, an unreachable cluster or a failed savepoint (one line on stderr saying which
@@ -41,7 +42,7 @@ class _CommandError(Exception):
 
 
 def add_job_parsers(commands) -> None:
-    """Add ``list``, ``cancel``, ``savepoint`` and ``stop`` to the ``flinklike`` subcommands."""
+    """Add ``list``, ``cancel``, ``savepoint``, ``stop`` and ``rescale`` to the ``flinklike`` subcommands."""
 
     def with_address(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.add_argument(
@@ -77,6 +78,24 @@ def add_job_parsers(commands) -> None:
     stop.add_argument("-d", "--drain", action="store_true",
                       help="advance to the end of event time first (refused: not supported)")  # fmt: skip
     stop.set_defaults(handler=_stop_command)
+
+    rescale = with_address(
+        commands.add_parser(
+            "rescale", help="change a running job's parallelism (adaptive scheduler; PUT .../resource-requirements)"
+        )
+    )
+    rescale.add_argument("job_id", metavar="JOB_ID")
+    rescale.add_argument(
+        "-p", "--parallelism", type=int, metavar="N", help="the upper bound of every vertex's parallelism"
+    )
+    rescale.add_argument(
+        "--vertex",
+        action="append",
+        default=[],
+        metavar="VERTEX_ID=N",
+        help="the upper bound of one vertex (repeatable; overrides -p for it)",
+    )
+    rescale.set_defaults(handler=_rescale_command)
 
 
 # -- the REST client ---------------------------------------------------------------------------------
@@ -203,6 +222,43 @@ def _stop_command(rest: _Rest, options: argparse.Namespace) -> None:
     request = rest.call(f"/jobs/{options.job_id}/stop", method="POST", body={"drain": options.drain})
     location = rest.wait_for_savepoint(options.job_id, request["request-id"], options.timeout)
     print(f"Savepoint completed. Path: {_placed(rest, location, options.directory)}")
+
+
+@_run
+def _rescale_command(rest: _Rest, options: argparse.Namespace) -> None:
+    path = f"/jobs/{options.job_id}/resource-requirements"
+    requirements = rest.call(path)
+    uppers = dict.fromkeys(requirements, options.parallelism)
+    for entry in options.vertex:
+        vertex, _, value = entry.partition("=")
+        if vertex not in requirements or not value.isdigit():
+            raise _CommandError(f"--vertex {entry!r}: expected VERTEX_ID=N with one of {sorted(requirements)}")
+        uppers[vertex] = int(value)
+    if None in uppers.values():
+        raise _CommandError(f"give -p N, or --vertex for each of {sorted(requirements)}")
+    body = {v: {"parallelism": {"lowerBound": 1, "upperBound": n}} for v, n in uppers.items()}
+    earlier = rest.call(f"/jobs/{options.job_id}/rescales")
+    before, failures = len(earlier["rescales"]), earlier["numFailures"]
+    print(f"Rescaling job {options.job_id} to {uppers}.")
+    rest.call(path, method="PUT", body=body)  # checked at once; a rescale it starts runs on (RESTARTING)
+    deadline = time.monotonic() + options.timeout
+    answer = rest.call(f"/jobs/{options.job_id}/rescales")
+    while answer["state"] == "RESTARTING" and time.monotonic() < deadline:
+        time.sleep(_POLL_SECONDS)
+        answer = rest.call(f"/jobs/{options.job_id}/rescales")
+    if answer["state"] == "RESTARTING":
+        raise _CommandError(f"The rescale of job {options.job_id} did not complete within {options.timeout:.0f} s "
+                            "(--timeout)")  # fmt: skip
+    if len(answer["rescales"]) > before:
+        done = answer["rescales"][-1]
+        print(f"Rescaled job {options.job_id} to {done['parallelismAfter']} in {done['durationMs']} ms "
+              f"(through checkpoint {done['checkpoint']}).")  # fmt: skip
+    elif answer["state"] == "FINISHED":
+        raise _CommandError(f"Job {options.job_id} ended before it was rescaled")
+    elif answer["numFailures"] > failures:
+        raise _CommandError(answer["lastFailure"])
+    else:
+        print(f"Job {options.job_id} keeps its parallelism: its bounds and the cluster's slots allow no other.")
 
 
 def _placed(rest: _Rest, location: str, directory: str | None) -> str:

@@ -1,4 +1,4 @@
-"""``flinklike list / savepoint / stop / cancel`` against a running job's REST API, as Flink's CLI verbs.
+"""``flinklike list / savepoint / stop / cancel / rescale`` against a running job's REST API, as Flink's CLI verbs.
 
 The job is the keyed exact-count job (each key's ``seq`` once and in order, or it fails): its savepoint taken
 by ``stop`` resumes to the exact final count per key.
@@ -17,14 +17,14 @@ from connectors import CollectSink
 from flinklike_spark.errors import JobCancelledError
 from tests.support.checkpoint_jobs import checkpoint_config
 from tests.support.cli import cli
-from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build
+from tests.support.exact_count_job import NUM_KEYS, RECORDS_PER_KEY, build, resume
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def _running(tmp_path: Path, name: str):
+def _running(tmp_path: Path, name: str, **extra):
     directory = str(tmp_path / f"checkpoints-{name.replace(' ', '-')}")
-    config = checkpoint_config(directory, "aligned") | {"rest.port": 0}
+    config = checkpoint_config(directory, "aligned") | {"rest.port": 0, **extra}
     client = build(config, seconds_per_record=0.002).execute_async(name)
     deadline = time.monotonic() + 120
     while not list_completed_checkpoints(directory, client.job_id):
@@ -94,3 +94,28 @@ def test_cancel_and_the_errors_for_an_unknown_job_or_cluster(tmp_path, capsys):
     # the embedded cluster of a job ends with it, its REST API too
     code, out, err = cli(capsys, "list", "-m", address)
     assert code == 1 and f"Could not reach the cluster's REST API at {address}" in err, err
+
+
+def test_rescale_changes_a_running_jobs_parallelism_and_its_state_goes_on_exactly(tmp_path, capsys):
+    client, directory, address = _running(
+        tmp_path, "to rescale", **{"jobmanager.scheduler": "adaptive", "taskmanager.numberOfTaskSlots": 2}
+    )
+    try:
+        code, out, err = cli(capsys, "rescale", "-m", address, client.job_id, "-p", "3")
+        assert code == 0, err
+        pattern = rf"Rescaled job {client.job_id} to \{{'seq': 3, 'count': 3\}} in \d+ ms \(through checkpoint \d+\)\."
+        assert re.search(pattern, out), out
+        code, out, err = cli(capsys, "rescale", "-m", address, client.job_id, "-p", "3")
+        assert code == 0 and "keeps its parallelism" in out, (out, err)
+        code, out, err = cli(capsys, "rescale", "-m", address, client.job_id, "--vertex", "nope=2")
+        assert code == 1 and "--vertex 'nope=2': expected VERTEX_ID=N with one of ['count', 'seq']" in err, err
+        code, out, err = cli(capsys, "rescale", "-m", address, client.job_id, "-p", "9")
+        assert code == 0 and "Rescaled job" in out and "'count': 4" in out, (out, err)  # 4 slots
+        client.cancel()
+        with pytest.raises(JobCancelledError):
+            client.wait(60)
+    finally:
+        if not client.done():
+            client.cancel()
+    # the keyed counts went on through both rescales: resumed to the end, each key counts every record once
+    assert resume(directory, "aligned") == dict.fromkeys(range(NUM_KEYS), RECORDS_PER_KEY)

@@ -101,3 +101,34 @@ def test_dashboard_shows_a_running_job_and_its_checkpoints(browser, tmp_path):
         with pytest.raises(JobCancelledError):
             client.wait(60)
     assert errors == [], f"console errors: {errors}"
+
+
+def test_dashboard_shows_a_rescale_with_its_cause(browser, tmp_path):
+    env = StreamExecutionEnvironment.get_execution_environment({
+        "jobmanager.scheduler": "adaptive", "parallelism.default": 1, "local.number-taskmanager": 2,
+        "rest.port": 0, "web.refresh-interval": "300ms",
+        "execution.checkpointing.interval": "300ms", "execution.checkpointing.dir": f"file://{tmp_path}/chk",
+    })  # fmt: skip
+    source = SequenceSource(num_keys=4, records_per_key=None, rows_per_second=500)
+    env.from_source(source, source_name="numbers").key_by("key").map(lambda r: r).sink_to(CollectSink("out"))
+    client = env.execute_async("dashboard rescale")
+    errors: list[str] = []
+    try:
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{client.web_interface_url}#{client.job_id}")
+        page.wait_for_selector("#rescales p.muted", timeout=30_000)
+        assert page.inner_text("#rescales") == "no rescales"
+        bounds = {v: {"parallelism": {"lowerBound": 1, "upperBound": 2}} for v in client.get_resource_requirements()}
+        event = client.update_resource_requirements(bounds)
+        page.wait_for_selector("#rescales .rescale", timeout=30_000)
+        text = page.inner_text("#rescales .rescale")
+        assert "parallelism 1 → 2" in text and "JobClient.update_resource_requirements" in text, text
+        assert f"through checkpoint {event['checkpoint']}" in text, text
+        page.close()
+    finally:
+        client.cancel()
+        with pytest.raises(JobCancelledError):
+            client.wait(60)
+    assert errors == [], f"console errors: {errors}"

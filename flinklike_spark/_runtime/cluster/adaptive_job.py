@@ -129,6 +129,8 @@ class AdaptiveJob:
         self.result: concurrent.futures.Future = concurrent.futures.Future()
         self.requirements = JobResourceRequirements.of(job_graph)
         self.rescales: list[RescaleEvent] = []
+        self.last_failure: str | None = None  # why the latest rescale that failed failed
+        self.num_failures = 0
         self._state = StateMachine(f"job {self.job_id}", AdaptiveJobState.EXECUTING, ADAPTIVE_JOB_TRANSITIONS)
         self._lock = threading.Lock()  # one rescale at a time; guards master, requirements, cancel
         self._cancelled_by: str | None = None
@@ -231,6 +233,8 @@ class AdaptiveJob:
                 result.set_result(self._rescale(master, before, after, cause))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 log.warning("job %s: the rescale to %s failed: %s: %s", self.job_id, after, type(exc).__name__, exc)
+                self.last_failure = f"the rescale to {after} ({cause}) failed: {type(exc).__name__}: {exc}"
+                self.num_failures += 1
                 result.set_exception(exc)
 
         threading.Thread(target=run, name=f"rescale-{self.job_id[:8]}", daemon=True).start()

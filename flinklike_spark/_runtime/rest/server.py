@@ -426,7 +426,8 @@ class RestServerEndpoint:
     def get_rescales(self, *, job_id: str, **_) -> tuple[HTTPStatus, Any]:
         """The job's rescales, oldest first, and its scheduler state (flinklike's; not in Flink's API)."""
         job = self._adaptive_job(job_id)
-        return HTTPStatus.OK, {"state": job.state.name, "rescales": [e.to_json() for e in job.rescales]}
+        return HTTPStatus.OK, {"state": job.state.name, "rescales": [e.to_json() for e in job.rescales],
+                               "numFailures": job.num_failures, "lastFailure": job.last_failure}  # fmt: skip
 
     def _check_target(self, body: dict, key: str) -> None:
         target = body.get(key)

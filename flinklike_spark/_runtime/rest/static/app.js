@@ -198,6 +198,17 @@ async function renderExceptions(jobId) {
       (e.location ? ` · ${e.location}` : ""), el("pre", {}, e.stacktrace))));
 }
 
+async function renderRescales(jobId) {
+  const rescales = await apiOrNull(`jobs/${jobId}/rescales`);
+  const box = document.getElementById("rescales");
+  const events = rescales ? rescales.rescales : [];
+  if (!events.length) { box.replaceChildren(el("p", { class: "muted" }, "no rescales")); return; }
+  const widest = (parallelism) => Math.max(...Object.values(parallelism));
+  box.replaceChildren(...events.slice().reverse().map((r) => el("div", { class: "rescale" },
+    el("strong", {}, `parallelism ${widest(r.parallelismBefore)} → ${widest(r.parallelismAfter)}`),
+    ` · ${fmtTime(r.timestamp)} · ${r.cause} · through checkpoint ${r.checkpoint} · ${fmtDuration(r.durationMs)}`)));
+}
+
 async function refreshJob() {
   const jobId = state.selected;
   const section = document.getElementById("job");
@@ -211,7 +222,7 @@ async function refreshJob() {
   document.getElementById("job-duration").textContent = `${fmtDuration(job.duration)} · ${job.jid}`;
   const cancel = document.getElementById("cancel-job");
   cancel.hidden = !(state.config.features["web-cancel"] && ["RUNNING", "RESTARTING", "CREATED"].includes(job.state));
-  await Promise.all([renderGraph(job), renderCheckpoints(jobId), renderExceptions(jobId)]);
+  await Promise.all([renderGraph(job), renderCheckpoints(jobId), renderExceptions(jobId), renderRescales(jobId)]);
 }
 
 async function refresh() {
