@@ -103,6 +103,8 @@ class ClusterOptions:
     number_of_task_managers: int
     #: slotmanager.redundant-taskmanager-num: spare TaskExecutors started beyond number_of_task_managers
     redundant_task_managers: int
+    #: slotmanager.number-of-slots.max: a rescale may start TaskExecutors up to it (None: the size is fixed)
+    max_slots: int | None
     slots_per_task_manager: int
     task_manager_mode: TaskManagerMode
     task_manager_start_method: TaskManagerStartMethod
@@ -372,6 +374,7 @@ class Configuration(Mapping[str, Any]):
                 task_manager_host=g("taskmanager.host"),
                 number_of_task_managers=g("local.number-taskmanager"),
                 redundant_task_managers=g("slotmanager.redundant-taskmanager-num"),
+                max_slots=g("slotmanager.number-of-slots.max"),
                 slots_per_task_manager=g("taskmanager.numberOfTaskSlots"),
                 task_manager_mode=g("flinklike.local.taskmanager-mode"),
                 task_manager_start_method=g("flinklike.local.taskmanager-start-method"),

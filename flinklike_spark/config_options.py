@@ -198,6 +198,10 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("slotmanager.redundant-taskmanager-num", 0, parse_int,
              "Spare TaskExecutors kept beyond the jobs' needs: a lost one's tasks redeploy at once onto their "
              "free slots while a replacement starts (Flink's FLINK-18625).", 0, 128),
+        _opt("slotmanager.number-of-slots.max", None, parse_int,
+             "Most slots the cluster may have; set, a rescale to more slots than it has starts TaskExecutors up to "
+             "it, and a rescale down stops those that hold none. Unset: the cluster keeps its size.",
+             1, 4096, optional=True),
         _opt("flinklike.local.taskmanager-mode", TaskManagerMode.PROCESS, enum_parser(TaskManagerMode),
              "Run local TaskExecutors as child processes or as threads of the client."),
         _opt("flinklike.local.taskmanager-start-method", TaskManagerStartMethod.FORKSERVER,

@@ -39,10 +39,10 @@ class InOrderPerKey(KeyedProcessFunction):
         yield value
 
 
-def _environment(tmp_path, *, unaligned: bool, scheduler: str = "adaptive") -> StreamExecutionEnvironment:
+def _environment(tmp_path, *, unaligned: bool, scheduler: str = "adaptive", **extra) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment({
         "jobmanager.scheduler": scheduler, "parallelism.default": 2, "local.number-taskmanager": 2,
-        "taskmanager.numberOfTaskSlots": 2, "restart-strategy.type": "none", "rest.port": 0,
+        "taskmanager.numberOfTaskSlots": 2, "restart-strategy.type": "none", "rest.port": 0, **extra,
         "execution.checkpointing.interval": "200ms", "execution.checkpointing.dir": str(tmp_path / "chk"),
         "execution.checkpointing.unaligned.enabled": unaligned, "taskmanager.memory.segment-size": "2kb",
     })  # fmt: skip
@@ -92,6 +92,27 @@ def test_a_running_job_rescales_up_and_down_exactly_once(tmp_path, unaligned):
         assert rescales[1]["cause"] == f"PUT /jobs/{job_id}/resource-requirements"
         assert rescales[1]["checkpoint"] > rescales[0]["checkpoint"]
         assert get(f"{base}/jobs/{job_id}/resource-requirements") == _bounds(client, 1)
+        client.wait(240)
+    finally:
+        if not client.get_job_status().is_globally_terminal:
+            client.cancel()
+    assert_exactly_once_in_order(tmp_path / "out")
+
+
+def test_a_rescale_starts_task_executors_up_to_the_slot_maximum_and_a_rescale_down_stops_them(tmp_path):
+    extra = {"local.number-taskmanager": 1, "slotmanager.number-of-slots.max": 4}
+    client = _environment(tmp_path, unaligned=False, **extra).execute_async("grows")
+    base = client.web_interface_url
+    try:
+        _wait_for_checkpoints(tmp_path, client, 1)
+        assert len(get(f"{base}/taskmanagers")["taskmanagers"]) == 1
+        up = client.update_resource_requirements(_bounds(client, 6))  # the maximum caps it at 4 slots
+        assert set(up["parallelismAfter"].values()) == {4}
+        assert len(get(f"{base}/taskmanagers")["taskmanagers"]) == 2
+        _wait_for_checkpoints(tmp_path, client, 1)
+        down = client.update_resource_requirements(_bounds(client, 2))
+        assert set(down["parallelismAfter"].values()) == {2}
+        wait_for("the idle TaskExecutor stopped", lambda: len(get(f"{base}/taskmanagers")["taskmanagers"]) == 1)
         client.wait(240)
     finally:
         if not client.get_job_status().is_globally_terminal:

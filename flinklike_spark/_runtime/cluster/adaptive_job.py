@@ -6,6 +6,9 @@ range: :mod:`~flinklike_spark._runtime.jobmaster.resource_requirements`) can
 change while it runs, and a change that alters the parallelism the cluster's
 slots allow is a *rescale*:
 
+0. if the bounds ask for more slots than the cluster has and
+   ``slotmanager.number-of-slots.max`` allows more, TaskExecutors are started
+   (the parallelism is what the slots that came allow);
 1. the running JobMaster takes a checkpoint and is cancelled as soon as it
    completed, as stop-with-savepoint does (no checkpoint after it commits sink
    output, so restoring it is exact);
@@ -13,7 +16,8 @@ slots allow is a *rescale*:
    JobMaster of the same job id runs the job graph at the new parallelism,
    restoring that checkpoint (key groups, source splits and, of an unaligned
    checkpoint, in-flight data are redistributed as on any restore at another
-   parallelism).
+   parallelism); TaskExecutors started for a rescale that then hold no slot
+   are stopped.
 
 Flink's AdaptiveScheduler restarts from the latest completed checkpoint; a
 checkpoint triggered for the purpose loses no progress and replays little. A
@@ -37,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
@@ -47,7 +51,7 @@ from flinklike_spark._runtime.state_machine import StateMachine
 from flinklike_spark.config import Configuration, SchedulerType
 from flinklike_spark.errors import JobCancelledError, JobExecutionError, JobNotRunningError, RescaleRefusedError
 
-__all__ = ["AdaptiveJob", "AdaptiveJobState", "RescaleEvent"]
+__all__ = ["AdaptiveJob", "AdaptiveJobState", "JobResources", "RescaleEvent"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +106,22 @@ class RescaleEvent:
         }  # fmt: skip
 
 
+class JobResources(Protocol):
+    """The slots a job may use (the cluster endpoint); thread-safe."""
+
+    def slots_for_job(self, job_id: str) -> int:
+        """Slots the job could hold now: free ones and its own."""
+
+    def slots_possible(self, job_id: str) -> int:
+        """Slots the job could hold once TaskExecutors up to ``slotmanager.number-of-slots.max`` started."""
+
+    def ensure_slots(self, job_id: str, wanted: int) -> int:
+        """Start TaskExecutors toward ``wanted`` slots for the job (blocks until they register); the slots then."""
+
+    def release_idle(self) -> list[str]:
+        """Stop TaskExecutors started for a rescale that hold no slot; their ids."""
+
+
 class AdaptiveJob:
     """A submitted job: its current JobMaster, its resource requirements, and a result that outlives rescales.
 
@@ -110,7 +130,7 @@ class AdaptiveJob:
         config: the job's configuration.
         start_master: builds and starts a JobMaster for a job graph and configuration, and routes
             the job's messages to it; raises if the cluster is closing.
-        slots_for_job: how many slots the cluster could give this job now (free or held by it).
+        resources: the cluster's slots, and TaskExecutors started or stopped for a rescale.
     """
 
     def __init__(
@@ -119,13 +139,13 @@ class AdaptiveJob:
         config: Configuration,
         *,
         start_master: Callable[[JobGraph, Configuration, JobMaster | None], JobMaster],
-        slots_for_job: Callable[[str], int],
+        resources: JobResources,
     ) -> None:
         self.job_id = job_graph.job_id
         self._graph = job_graph
         self._config = config
         self._start_master = start_master
-        self._slots_for_job = slots_for_job
+        self._resources = resources
         self.result: concurrent.futures.Future = concurrent.futures.Future()
         self.requirements = JobResourceRequirements.of(job_graph)
         self.rescales: list[RescaleEvent] = []
@@ -219,7 +239,7 @@ class AdaptiveJob:
                     job_id=self.job_id, status=self.status.name,
                 )  # fmt: skip
             before = self.parallelism
-            after = requirements.parallelism_for(self._slots_for_job(self.job_id))
+            after = requirements.parallelism_for(self._resources.slots_possible(self.job_id))
             self.requirements = requirements
             if after == before:
                 log.info("job %s: new resource requirements keep parallelism %s", self.job_id, before)
@@ -230,7 +250,7 @@ class AdaptiveJob:
 
         def run() -> None:
             try:
-                result.set_result(self._rescale(master, before, after, cause))
+                result.set_result(self._rescale(master, before, requirements, cause))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 log.warning("job %s: the rescale to %s failed: %s: %s", self.job_id, after, type(exc).__name__, exc)
                 self.last_failure = f"the rescale to {after} ({cause}) failed: {type(exc).__name__}: {exc}"
@@ -240,9 +260,27 @@ class AdaptiveJob:
         threading.Thread(target=run, name=f"rescale-{self.job_id[:8]}", daemon=True).start()
         return result
 
-    def _rescale(self, master: JobMaster, before: dict[str, int], after: dict[str, int], cause: str) -> RescaleEvent:
-        """Stop ``master`` with a checkpoint and start the job at ``after`` from it (rescale thread, RESTARTING)."""
+    def _rescale(
+        self, master: JobMaster, before: dict[str, int], requirements: JobResourceRequirements, cause: str
+    ) -> RescaleEvent | None:
+        """Get the slots, stop ``master`` with a checkpoint and start the job at the new parallelism from it.
+
+        Runs on the rescale thread, in RESTARTING. Returns None (back to EXECUTING, the job
+        untouched) if fewer slots than hoped for came and they allow no other parallelism.
+        """
         asked = time.time()
+        wanted = max(b.upper for b in requirements.bounds.values())
+        try:
+            after = requirements.parallelism_for(self._resources.ensure_slots(self.job_id, wanted))
+        except BaseException:
+            master.superseded = False
+            self._state.transition(AdaptiveJobState.EXECUTING)
+            raise
+        if after == before:
+            master.superseded = False
+            self._state.transition(AdaptiveJobState.EXECUTING)
+            log.warning("job %s: no more slots came; it keeps parallelism %s", self.job_id, before)
+            return None
         log.info("job %s rescales %s -> %s (%s): stop-with-checkpoint", self.job_id, before, after, cause)
         try:
             _wait_until_running(master)  # deploying tasks (a start, a failover) take no checkpoint
@@ -288,4 +326,7 @@ class AdaptiveJob:
                  event.duration_ms)  # fmt: skip
         if self._cancelled_by is not None:
             new_master.cancel(by=self._cancelled_by)
+        released = self._resources.release_idle()
+        if released:
+            log.info("job %s rescaled down: stopped the idle TaskExecutors %s", self.job_id, released)
         return event

@@ -96,6 +96,7 @@ class ClusterEndpoint:
             self.config, self._secret, self._main, liveness_probe=launcher.exit_reason
         )
         self._launched: list[str] = []  # guarded by _launch_lock
+        self._on_demand: set[str] = set()  # started for a rescale (slotmanager.number-of-slots.max); _launch_lock
         self._jobs: dict[str, JobMaster] = {}  # job id -> its current JobMaster (a rescale replaces it)
         self.adaptive_jobs: dict[str, AdaptiveJob] = {}
         self._closed = threading.Event()
@@ -203,6 +204,11 @@ class ClusterEndpoint:
         for resource_id in lost:
             self.launcher.forget(resource_id)
         replacements = [f"{self._prefix}-{uuid.uuid4().hex[:6]}" for _ in lost]
+        with self._launch_lock:  # a replacement of a TaskExecutor started for a rescale is one too
+            on_demand = [r for r, gone in zip(replacements, lost, strict=True) if gone in self._on_demand]
+            self._on_demand.difference_update(lost)
+            self._on_demand.update(on_demand)
+        self.resource_manager.mark_on_demand(on_demand)
         log.warning("TaskExecutors %s are gone; starting %s in their place on %s", lost, replacements,
                     self.launcher.description)  # fmt: skip
         try:
@@ -262,8 +268,7 @@ class ClusterEndpoint:
 
     def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
         """Start ``job_graph``; with ``owns_cluster`` the cluster closes when the job ends."""
-        job = AdaptiveJob(job_graph, self.config, start_master=self._start_master,
-                          slots_for_job=self.resource_manager.slots_for_job)  # fmt: skip
+        job = AdaptiveJob(job_graph, self.config, start_master=self._start_master, resources=self)
         self.adaptive_jobs[job_graph.job_id] = job
         return JobClient(
             job_id=job_graph.job_id,
@@ -295,6 +300,69 @@ class ClusterEndpoint:
         self.resource_manager.add_job_listener(master)
         master.start()
         return master
+
+    # -- resources that follow a job's requirements (AdaptiveJob's JobResources) -------------------
+
+    def slots_for_job(self, job_id: str) -> int:
+        return self.resource_manager.slots_for_job(job_id)
+
+    def slots_possible(self, job_id: str) -> int:
+        """The slots ``job_id`` could hold once TaskExecutors up to ``slotmanager.number-of-slots.max`` started."""
+        room = self._slot_room()
+        return self.resource_manager.slots_for_job(job_id) + room
+
+    def _slot_room(self) -> int:
+        most = self.config.cluster.max_slots
+        if most is None:
+            return 0
+        per = self.config.cluster.slots_per_task_manager
+        with self._launch_lock:
+            starting = [rid for rid in self._launched if not self.resource_manager.is_registered(rid)]
+        return max(0, (most - self.resource_manager.total_slots()) // per * per - len(starting) * per)
+
+    def ensure_slots(self, job_id: str, wanted: int) -> int:
+        """Start TaskExecutors until ``job_id`` could hold ``wanted`` slots, within ``slotmanager.number-of-slots.max``.
+
+        Waits up to :data:`REGISTRATION_TIMEOUT` for them to register; returns the slots the job
+        could hold then (fewer than ``wanted`` if the maximum or a failed start stopped it).
+        """
+        have = self.resource_manager.slots_for_job(job_id)
+        per = self.config.cluster.slots_per_task_manager
+        count = min(-(-(wanted - have) // per), self._slot_room() // per) if wanted > have else 0
+        if count <= 0:
+            return have
+        started = [f"{self._prefix}-{uuid.uuid4().hex[:6]}" for _ in range(count)]
+        log.info("job %s wants %d slots and has %d: starting TaskExecutors %s", job_id, wanted, have, started)
+        with self._launch_lock:
+            self._on_demand.update(started)
+        self.resource_manager.mark_on_demand(started)
+        self._launch(started)
+        deadline = time.monotonic() + REGISTRATION_TIMEOUT
+        while time.monotonic() < deadline and not self._closed.is_set():
+            pending = [rid for rid in started if not self.resource_manager.is_registered(rid)]
+            if not pending or all(self.launcher.exit_reason(rid) for rid in pending):
+                break
+            time.sleep(0.05)
+        return self.resource_manager.slots_for_job(job_id)
+
+    def release_idle(self) -> list[str]:
+        """Stop the TaskExecutors started for a rescale that hold no slot (after a rescale down)."""
+        with self._launch_lock:
+            candidates = sorted(self._on_demand)
+        released = []
+        for resource_id in candidates:
+            with self._launch_lock:  # off the monitor's list first: its exit is not a loss to replace
+                if resource_id in self._launched:
+                    self._launched.remove(resource_id)
+            if self.resource_manager.release_task_executor(resource_id):
+                released.append(resource_id)
+                with self._launch_lock:
+                    self._on_demand.discard(resource_id)
+            else:
+                with self._launch_lock:
+                    if resource_id in self._on_demand and resource_id not in self._launched:
+                        self._launched.append(resource_id)
+        return released
 
     def _placement(self, job: JobMaster) -> dict[str, dict]:
         pids = self.resource_manager.task_executor_pids()

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from flinklike_spark._runtime.gateways import TaskExecutorGateway
@@ -112,6 +112,7 @@ class ResourceManager:
         self._listeners: list[TaskExecutorLossListener] = []
         self._waiting: list[_SlotRequest] = []  # slot requests waiting for a free slot, oldest first
         self._freeing: dict[tuple[str, int], concurrent.futures.Future] = {}  # free_slot RPCs in flight
+        self._on_demand: set[str] = set()  # TaskExecutors started for a rescale (mark_on_demand)
         self.io = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="jm-io")
 
     # -- membership ---------------------------------------------------------------------------
@@ -361,10 +362,24 @@ class ResourceManager:
         self.io.submit(call).add_done_callback(done)
 
     def physical_slots_locked(self) -> list[tuple[str, int]]:
-        """Every (resource id, slot index), interleaved across TaskExecutors to spread load (lock held)."""
+        """Every (resource id, slot index), interleaved across TaskExecutors to spread load (lock held).
+
+        The slots of TaskExecutors started for a rescale come last: a rescale down leaves them idle.
+        """
+
+        def interleaved(executors: list[RegisteredTaskExecutor]) -> list[tuple[str, int]]:
+            most = max((e.num_slots for e in executors), default=0)
+            return [(e.resource_id, i) for i in range(most) for e in executors if i < e.num_slots]
+
         executors = sorted(self._executors.values(), key=lambda e: e.resource_id)
-        most = max((e.num_slots for e in executors), default=0)
-        return [(e.resource_id, i) for i in range(most) for e in executors if i < e.num_slots]
+        return interleaved([e for e in executors if e.resource_id not in self._on_demand]) + interleaved(
+            [e for e in executors if e.resource_id in self._on_demand]
+        )
+
+    def mark_on_demand(self, resource_ids: Iterable[str]) -> None:
+        """Count ``resource_ids`` as started for a rescale (their slots are handed out last)."""
+        with self._lock:
+            self._on_demand.update(resource_ids)
 
     def _forget(self, key: tuple[str, int], allocation_id: str) -> None:
         with self._lock:
@@ -406,6 +421,31 @@ class ResourceManager:
             for key in [k for k, a in self._allocated.items() if a.startswith(f"{job_id}/")]:
                 del self._allocated[key]
         return [self.call_async(rid, lambda gateway: gateway.release_job(job_id)) for rid in resource_ids]
+
+    def total_slots(self) -> int:
+        """The slots of every registered TaskExecutor."""
+        with self._lock:
+            return sum(e.num_slots for e in self._executors.values())
+
+    def release_task_executor(self, resource_id: str) -> bool:
+        """Deregister an idle TaskExecutor and tell it to shut down; False if it holds a slot or is not registered.
+
+        Deregistered first, so that its silence is not a loss.
+        """
+        with self._lock:
+            executor = self._executors.get(resource_id)
+            if executor is None or any(rid == resource_id for rid, _ in self._allocated):
+                return False
+            del self._executors[resource_id]
+            self._on_demand.discard(resource_id)
+        try:
+            executor.gateway.shutdown(timeout=5.0)
+        except Exception:  # noqa: BLE001 - gone already: the launcher reaps it
+            log.debug("shutdown of %s failed", resource_id, exc_info=True)
+        finally:
+            executor.gateway.close()
+        log.info("TaskExecutor %s released (idle)", resource_id)
+        return True
 
     def slots_for_job(self, job_id: str) -> int:
         """How many slots ``job_id`` could hold now: the registered ones that are free or already its own."""

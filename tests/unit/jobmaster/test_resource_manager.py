@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 
@@ -65,3 +66,19 @@ def test_spare_task_executors_count_towards_the_cluster_size():
     finally:
         rm.close()
         main.shutdown()
+
+
+def test_the_slots_of_task_executors_started_for_a_rescale_are_handed_out_last():
+    """After a rescale down, the lowest subtask indexes take the cluster's own TaskExecutors' slots, so that the
+    TaskExecutors started for the rescale fall idle and can be stopped."""
+    main = ManualMainThreadExecutor()
+    rm = ResourceManager(Configuration({"local.number-taskmanager": 2}), b"s" * 32, main)
+    for resource_id in ("tm-a", "tm-b", "tm-c"):
+        rm.register(SimpleNamespace(resource_id=resource_id, address="grpc+tcp://127.0.0.1:1", num_slots=2, pid=1))
+    rm.mark_on_demand(["tm-a"])
+    with rm._lock:
+        order = rm.physical_slots_locked()
+    assert order == [("tm-b", 0), ("tm-c", 0), ("tm-b", 1), ("tm-c", 1), ("tm-a", 0), ("tm-a", 1)]
+    assert rm.total_slots() == 6 and rm.slots_for_job("job") == 6
+    rm.close()
+    main.shutdown()
