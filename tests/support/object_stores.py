@@ -59,4 +59,8 @@ class Store:
     def filesystem(self, url: str):
         import fsspec
 
-        return fsspec.core.url_to_fs(url, **self.storage.options(url).fsspec)
+        fs, root = fsspec.core.url_to_fs(url, **self.storage.options(url).fsspec)
+        # fsspec shares one instance per set of options, with the runtime in this process too, and object-store
+        # clients cache listings: a test that lists what the job wrote must not read a listing cached before
+        fs.invalidate_cache()
+        return fs, root

@@ -109,9 +109,6 @@ class RescaleEvent:
 class JobResources(Protocol):
     """The slots a job may use (the cluster endpoint); thread-safe."""
 
-    def slots_for_job(self, job_id: str) -> int:
-        """Slots the job could hold now: free ones and its own."""
-
     def slots_possible(self, job_id: str) -> int:
         """Slots the job could hold once TaskExecutors up to ``slotmanager.number-of-slots.max`` started."""
 
@@ -198,6 +195,14 @@ class AdaptiveJob:
             else:
                 self.result.set_result(ended.result())
 
+    def _resume(self, master: JobMaster) -> None:
+        """A rescale that did not stop ``master``: back to EXECUTING, or to the result it reached meanwhile."""
+        master.superseded = False
+        if self.state is AdaptiveJobState.RESTARTING:
+            self._state.transition(AdaptiveJobState.EXECUTING)
+        if master.result.done():  # it finished or failed while the rescale ran: that is the job's result
+            self._finish(master.result)
+
     def _fail(self, error: BaseException) -> None:
         failed: concurrent.futures.Future = concurrent.futures.Future()
         failed.set_exception(error)
@@ -272,24 +277,15 @@ class AdaptiveJob:
         wanted = max(b.upper for b in requirements.bounds.values())
         try:
             after = requirements.parallelism_for(self._resources.ensure_slots(self.job_id, wanted))
-        except BaseException:
-            master.superseded = False
-            self._state.transition(AdaptiveJobState.EXECUTING)
-            raise
-        if after == before:
-            master.superseded = False
-            self._state.transition(AdaptiveJobState.EXECUTING)
-            log.warning("job %s: no more slots came; it keeps parallelism %s", self.job_id, before)
-            return None
-        log.info("job %s rescales %s -> %s (%s): stop-with-checkpoint", self.job_id, before, after, cause)
-        try:
+            if after == before:
+                log.warning("job %s: no more slots came; it keeps parallelism %s", self.job_id, before)
+                self._resume(master)
+                return None
+            log.info("job %s rescales %s -> %s (%s): stop-with-checkpoint", self.job_id, before, after, cause)
             _wait_until_running(master)  # deploying tasks (a start, a failover) take no checkpoint
             checkpoint = master.stop_with_checkpoint().result(self._checkpoint_timeout)
         except BaseException:
-            master.superseded = False
-            self._state.transition(AdaptiveJobState.EXECUTING)
-            if master.result.done():  # the job ended meanwhile (finished or failed): that is its result
-                self._finish(master.result)
+            self._resume(master)
             raise
         if not (master.wait_terminal(_STOP_TIMEOUT) and master.wait_released(_STOP_TIMEOUT)):
             error = JobExecutionError(

@@ -303,13 +303,9 @@ class ClusterEndpoint:
 
     # -- resources that follow a job's requirements (AdaptiveJob's JobResources) -------------------
 
-    def slots_for_job(self, job_id: str) -> int:
-        return self.resource_manager.slots_for_job(job_id)
-
     def slots_possible(self, job_id: str) -> int:
         """The slots ``job_id`` could hold once TaskExecutors up to ``slotmanager.number-of-slots.max`` started."""
-        room = self._slot_room()
-        return self.resource_manager.slots_for_job(job_id) + room
+        return self.resource_manager.slots_for_job(job_id) + self._slot_room()
 
     def _slot_room(self) -> int:
         most = self.config.cluster.max_slots
