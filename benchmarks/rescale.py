@@ -78,12 +78,14 @@ def main() -> None:
         time.sleep(max(args.settle, 1.5 * args.keys / args.rate))  # every key has state
         slots = [len(_get(f"{client.web_interface_url}/taskmanagers")["taskmanagers"]) * 2]
         events = []
+        sizes = {}
         for upper in (4, 2):
-            events.append(client.update_resource_requirements(_bounds(client, upper)))
+            event = client.update_resource_requirements(_bounds(client, upper))
+            events.append(event)
+            sizes[event["checkpoint"]] = _get(f"{base}/checkpoints/details/{event['checkpoint']}")["state_size"]
             time.sleep(args.settle)
             slots.append(len(_get(f"{client.web_interface_url}/taskmanagers")["taskmanagers"]) * 2)
         checkpoints = _get(f"{base}/checkpoints")
-        sizes = {c["id"]: c["state_size"] for c in checkpoints["history"]}
         client.cancel()
         try:
             client.wait(120)
@@ -95,13 +97,13 @@ def main() -> None:
     assert len({(r["key"], r["seq"]) for r in rows}) == len(rows), "a (key, seq) was written twice"
     median_checkpoint = checkpoints["summary"]["end_to_end_duration"]["p50"]
     print(f"{len(rows):,} rows checked exactly once; {args.keys:,} keys; median checkpoint {median_checkpoint} ms")
-    for event, before, after in zip(events, slots, slots[1:], strict=True):
+    for event, before, after in zip(events, slots[:-1], slots[1:], strict=True):
         widest = max(event["parallelismAfter"].values())
-        size = sizes.get(event["checkpoint"])
+        size = sizes[event["checkpoint"]]
         print(
             f"rescale {max(event['parallelismBefore'].values())} -> {widest}: {event['durationMs']} ms "
             f"({event['durationMs'] / max(median_checkpoint, 1):.1f}x the median checkpoint), through checkpoint "
-            f"{event['checkpoint']} ({'?' if size is None else f'{size / 1e6:.1f} MB'}), slots {before} -> {after}"
+            f"{event['checkpoint']} ({size / 1e6:.1f} MB of state), slots {before} -> {after}"
         )
     print(f"median rescale: {statistics.median(e['durationMs'] for e in events):.0f} ms")
     watch.report()
