@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, Protocol
 
-from flinklike_spark._runtime.graph.execution_state import ExecutionState, JobStatus
+from flinklike_spark._runtime.graph.execution_state import JobStatus
 from flinklike_spark._runtime.graph.job_graph import JobGraph
 from flinklike_spark._runtime.jobmaster.jobmaster import JobMaster
 from flinklike_spark._runtime.jobmaster.resource_requirements import JobResourceRequirements
@@ -57,14 +57,13 @@ log = logging.getLogger(__name__)
 
 #: Seconds a rescale waits for the tasks to run, or to end and the TaskExecutors to release the job.
 _STOP_TIMEOUT = 120.0
-_UP = (ExecutionState.RUNNING, ExecutionState.FINISHED)
 
 
 def _wait_until_running(master: JobMaster) -> None:
     """Until every task of ``master`` runs (or finished), ``master`` ended, or :data:`_STOP_TIMEOUT` passed."""
     deadline = time.monotonic() + _STOP_TIMEOUT
     while not master.result.done() and time.monotonic() < deadline:
-        if all(v.current_execution.state in _UP for v in master.graph.vertices()):
+        if master.graph.every_task_running():
             return
         time.sleep(0.02)
 

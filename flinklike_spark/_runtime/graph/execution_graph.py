@@ -515,6 +515,12 @@ class ExecutionGraph:
         for ejv in self._job_vertices.values():
             yield from ejv.task_vertices
 
+    def every_task_running(self) -> bool:
+        """True if every subtask's current execution is RUNNING or FINISHED (a checkpoint can be triggered)."""
+        return all(
+            v.current_execution.state in (ExecutionState.RUNNING, ExecutionState.FINISHED) for v in self.vertices()
+        )
+
     def vertex_ids(self) -> list[ExecutionVertexID]:
         return [v.id for v in self.vertices()]
 

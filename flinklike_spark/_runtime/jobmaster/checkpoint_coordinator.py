@@ -347,8 +347,7 @@ class CheckpointCoordinator:
         """A task reached RUNNING (main thread): after a restore, trigger as soon as every task runs."""
         if not self._checkpoint_when_running or self._stopped or self._options.interval is None:
             return
-        states = [v.current_execution.state for v in self._graph.vertices()]
-        if any(state not in (ExecutionState.RUNNING, ExecutionState.FINISHED) for state in states):
+        if not self._graph.every_task_running():
             return
         self._checkpoint_when_running = False
         if self._suspended or self._pending:
