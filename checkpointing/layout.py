@@ -8,6 +8,7 @@ local paths, ``file://``, ``s3://``, ``gs://``, ``az://``/``abfss://``)::
         job_id=<job>/checkpoint_id=<n>/op-<subtask>-<uuid>.parquet
     <base_url>/channel_state/               Delta table, partitioned by job_id, checkpoint_id
         job_id=<job>/checkpoint_id=<n>/ch-<subtask>-<uuid>.parquet
+    <base_url>/scaling_decisions/           Delta table, the autoscaler's decisions (not checkpoint state)
 
 Job ids become directory names, so they are restricted to ``[A-Za-z0-9_.-]``
 (not starting with a dot); operator uids only appear inside files.
@@ -39,6 +40,7 @@ from .schemas import (
     CHECKPOINTS_SCHEMA,
     OPERATOR_STATE_SCHEMA,
     OPTIONAL_COLUMNS,
+    SCALING_DECISIONS_SCHEMA,
     STATE_PARTITION_COLUMNS,
 )
 
@@ -48,6 +50,7 @@ __all__ = [
     "CHECKPOINT_INTERVAL",
     "LOG_RETENTION",
     "OPERATOR_STATE",
+    "SCALING_DECISIONS",
     "STATE_TABLES",
     "TABLE_PROPERTIES",
     "TOMBSTONE_RETENTION",
@@ -62,10 +65,11 @@ __all__ = [
     "scan_table",
 ]
 
-TableName = Literal["checkpoints", "operator_state", "channel_state"]
+TableName = Literal["checkpoints", "operator_state", "channel_state", "scaling_decisions"]
 CHECKPOINTS: Final = "checkpoints"
 OPERATOR_STATE: Final = "operator_state"
 CHANNEL_STATE: Final = "channel_state"
+SCALING_DECISIONS: Final = "scaling_decisions"
 #: Tables written by tasks and committed per checkpoint, in commit order.
 STATE_TABLES: Final = (OPERATOR_STATE, CHANNEL_STATE)
 
@@ -73,6 +77,7 @@ _SCHEMAS: Final = {
     CHECKPOINTS: (CHECKPOINTS_SCHEMA, None),
     OPERATOR_STATE: (OPERATOR_STATE_SCHEMA, list(STATE_PARTITION_COLUMNS)),
     CHANNEL_STATE: (CHANNEL_STATE_SCHEMA, list(STATE_PARTITION_COLUMNS)),
+    SCALING_DECISIONS: (SCALING_DECISIONS_SCHEMA, None),
 }
 
 #: A Delta checkpoint of the log every 10 commits (Delta Spark's default; delta-rs's is 100): opening a

@@ -1,4 +1,4 @@
-"""Arrow schemas of the three checkpoint tables and the value vocabularies they use.
+"""Arrow schemas of the checkpoint tables (and of the autoscaler's decisions beside them) and the value vocabularies they use.
 
 The schemas are the contract with every reader (delta-rs, delta-spark, DuckDB,
 polars): column names and types change only with :data:`FORMAT_VERSION`.
@@ -29,6 +29,7 @@ __all__ = [
     "OPERATOR_STATE_SCHEMA",
     "OPTIONAL_COLUMNS",
     "REPR_LIMIT",
+    "SCALING_DECISIONS_SCHEMA",
     "STATE_CHAINS_PROPERTY",
     "STATE_PARTITION_COLUMNS",
     "CheckpointKind",
@@ -225,3 +226,23 @@ def truncated_repr(obj: object, limit: int = REPR_LIMIT) -> str:
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text
+
+
+#: One row per vertex of each decision of the autoscaler (``<checkpoint dir>/scaling_decisions``, docs/elastic.md).
+SCALING_DECISIONS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("decision_id", pa.int64(), nullable=False),
+        pa.field("decision_time", _TS, nullable=False),
+        pa.field("vertex_id", pa.string(), nullable=False),
+        pa.field("current_parallelism", pa.int32(), nullable=False),
+        pa.field("new_parallelism", pa.int32(), nullable=False),
+        pa.field("true_processing_rate", pa.float64()),  # null: the vertex was never busy
+        pa.field("target_rate", pa.float64(), nullable=False),
+        pa.field("catch_up_rate", pa.float64(), nullable=False),
+        pa.field("busy_ratio", pa.float64(), nullable=False),
+        pa.field("backlog", pa.float64(), nullable=False),
+        pa.field("applied", pa.bool_(), nullable=False),  # false: job.autoscaler.scaling.enabled is off
+        pa.field("reason", pa.string(), nullable=False),
+    ]
+)

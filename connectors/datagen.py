@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -77,6 +77,20 @@ def _check_positive_rate(name: str, value: object) -> float:
     return float(value)
 
 
+def _check_arrival_rates(steps: object) -> tuple[tuple[float, float], ...]:
+    try:
+        checked = tuple((float(start), float(rate)) for start, rate in steps)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"arrival_rates must be (seconds, rows per second) pairs, got {steps!r}") from None
+    starts = [start for start, _ in checked]
+    valid = checked and starts[0] == 0.0 and all(b > a for a, b in zip(starts, starts[1:]))
+    if not valid or not all(math.isfinite(r) and r >= 0 for _, r in checked):
+        raise ConfigurationError(
+            f"arrival_rates must start at 0 s, with increasing times and finite rates >= 0, got {steps!r}"
+        )
+    return checked
+
+
 class SequenceSource(Source):
     """Deterministic rows ``{"key": k, "seq": s}`` for keys ``[0, num_keys)``.
 
@@ -87,6 +101,14 @@ class SequenceSource(Source):
             ``rows_per_second / parallelism`` and answers polls beyond its share
             with ``ReadResult(batch=None, wait_seconds=...)`` instead of sleeping.
             None (default) means as fast as polled.
+        arrival_rates: rows arrive as from a producer writing to a topic:
+            ``[(seconds after arrival_start, rows per second), ...]`` steps
+            (the first at 0, increasing). A reader returns what arrived and
+            was not read yet; the rest is its backlog (``pendingRecords``), so
+            a job that cannot keep up falls behind and one that restarts
+            catches up, as on Kafka. Exclusive with ``rows_per_second``.
+        arrival_start: epoch seconds (``time.time()``) at which arrivals start;
+            default: when the source is created.
         key_type: ``"int"`` gives an int64 ``key`` column; ``"str"`` gives the
             string ``"k{k}"``.
         batch_size: maximum rows per returned batch (also capped by ``max_rows``).
@@ -107,6 +129,8 @@ class SequenceSource(Source):
         num_keys: int,
         records_per_key: int | None,
         rows_per_second: float | None = None,
+        arrival_rates: Sequence[tuple[float, float]] | None = None,
+        arrival_start: float | None = None,
         key_type: Literal["int", "str"] = "int",
         batch_size: int = 4096,
         clock: Callable[[], float] = time.monotonic,
@@ -118,6 +142,10 @@ class SequenceSource(Source):
         self.rows_per_second = (
             None if rows_per_second is None else _check_positive_rate("rows_per_second", rows_per_second)
         )
+        self.arrival_rates = None if arrival_rates is None else _check_arrival_rates(arrival_rates)
+        if self.arrival_rates is not None and self.rows_per_second is not None:
+            raise ConfigurationError("give rows_per_second or arrival_rates, not both")
+        self.arrival_start = time.time() if arrival_start is None else float(arrival_start)
         if key_type not in _KEY_TYPES:
             raise ConfigurationError(f"key_type must be one of {list(_KEY_TYPES)}, got {key_type!r}")
         self.key_type = key_type
@@ -131,7 +159,8 @@ class SequenceSource(Source):
     def __repr__(self) -> str:
         return (
             f"SequenceSource(num_keys={self.num_keys}, records_per_key={self.records_per_key}, "
-            f"rows_per_second={self.rows_per_second}, key_type={self.key_type!r}, batch_size={self.batch_size})"
+            f"rows_per_second={self.rows_per_second}, arrival_rates={self.arrival_rates}, "
+            f"key_type={self.key_type!r}, batch_size={self.batch_size})"
         )
 
     @property
@@ -155,6 +184,18 @@ class SequenceSource(Source):
 
     def create_reader(self, context: SourceReaderContext) -> SequenceReader:
         return SequenceReader(self, context)
+
+    def arrived(self, now: float) -> float:
+        """Rows arrived over all splits by epoch time ``now`` under ``arrival_rates`` (unbounded: inf)."""
+        if self.arrival_rates is None:
+            return math.inf
+        elapsed = now - self.arrival_start
+        total = 0.0
+        for (start, rate), (end, _) in zip(self.arrival_rates, [*self.arrival_rates[1:], (math.inf, 0.0)]):
+            if elapsed <= start:
+                break
+            total += rate * (min(elapsed, end) - start)
+        return total
 
     def split_num_keys(self, split: SequenceSplit) -> int:
         """How many keys ``split`` owns."""
@@ -223,6 +264,8 @@ class SequenceReader(SourceReader):
         state = live[self._turn % len(live)]
         self._turn += 1
         limit = min(max_rows, self._source.batch_size)
+        if self._source.arrival_rates is not None:
+            return self._poll_arrived(live, limit)
         remaining = state.remaining()
         if remaining is not None:
             limit = min(limit, remaining)
@@ -234,6 +277,32 @@ class SequenceReader(SourceReader):
         batch = self._generate(state, limit)
         state.next_row += limit
         return ReadResult(batch=batch)
+
+    def _arrived(self, state: _SplitState, now: float) -> int:
+        """Rows of ``state``'s split arrived by ``now`` (its share of every key's arrivals)."""
+        source = self._source
+        rows = int(source.arrived(now) * state.num_keys / source.num_keys)
+        return rows if state.end_row is None else min(rows, state.end_row)
+
+    def _poll_arrived(self, live: list[_SplitState], limit: int) -> ReadResult:
+        now = time.time()
+        for step in range(len(live)):
+            state = live[(self._turn + step) % len(live)]
+            available = self._arrived(state, now) - state.next_row
+            if available > 0:
+                self._turn += step
+                count = min(limit, available)
+                batch = self._generate(state, count)
+                state.next_row += count
+                return ReadResult(batch=batch)
+        return ReadResult(wait_seconds=_THROTTLE_GRANULE_SECONDS)
+
+    def pending_records(self) -> int | None:
+        """Rows arrived and not read yet (``arrival_rates``); None for a source without arrivals."""
+        if self._source.arrival_rates is None:
+            return None
+        now = time.time()
+        return sum(max(0, self._arrived(s, now) - s.next_row) for s in self._splits if not s.exhausted)
 
     def _acquire(self, wanted: int) -> tuple[int, float]:
         """Token bucket: rows allowed now (<= wanted), or 0 and how long to wait."""

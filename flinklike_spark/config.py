@@ -54,6 +54,7 @@ __all__ = [
     "OPTIONS",
     "PATTERN_OPTIONS",
     "PROMETHEUS_REPORTER_FACTORY",
+    "AutoscalerOptions",
     "CheckpointStorageType",
     "CheckpointingMode",
     "CheckpointingOptions",
@@ -84,6 +85,33 @@ class FailoverOptions:
     failover_strategy: FailoverStrategyType
     #: jobmanager.scheduler: whether a running job's parallelism can change (a rescale is a restart)
     scheduler: SchedulerType
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AutoscalerOptions:
+    """The ``job.autoscaler.*`` keys (Flink Kubernetes operator's autoscaler, FLIP-271); docs/elastic.md."""
+
+    enabled: bool
+    scaling_enabled: bool
+    interval: timedelta
+    metrics_window: timedelta
+    stabilization_interval: timedelta
+    target_utilization: float
+    utilization_boundary: float
+    restart_time: timedelta
+    catch_up_duration: timedelta
+    scale_down_interval: timedelta
+    scale_down_max_factor: float
+    scale_up_max_factor: float
+    vertex_min_parallelism: int
+    vertex_max_parallelism: int
+
+    def __post_init__(self) -> None:
+        if self.vertex_min_parallelism > self.vertex_max_parallelism:
+            raise ConfigurationError(
+                f"job.autoscaler.vertex.min-parallelism ({self.vertex_min_parallelism}) must not exceed "
+                f"job.autoscaler.vertex.max-parallelism ({self.vertex_max_parallelism})"
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -441,6 +469,29 @@ class Configuration(Mapping[str, Any]):
             )
 
         return self._view("failover", build)
+
+    @property
+    def autoscaler(self) -> AutoscalerOptions:
+        g = self.get
+        return self._view(
+            "autoscaler",
+            lambda: AutoscalerOptions(
+                enabled=g("job.autoscaler.enabled"),
+                scaling_enabled=g("job.autoscaler.scaling.enabled"),
+                interval=g("autoscaler.standalone.control-loop.interval"),
+                metrics_window=g("job.autoscaler.metrics.window"),
+                stabilization_interval=g("job.autoscaler.stabilization.interval"),
+                target_utilization=g("job.autoscaler.target.utilization"),
+                utilization_boundary=g("job.autoscaler.target.utilization.boundary"),
+                restart_time=g("job.autoscaler.restart.time"),
+                catch_up_duration=g("job.autoscaler.catch-up.duration"),
+                scale_down_interval=g("job.autoscaler.scale-down.interval"),
+                scale_down_max_factor=g("job.autoscaler.scale-down.max-factor"),
+                scale_up_max_factor=g("job.autoscaler.scale-up.max-factor"),
+                vertex_min_parallelism=g("job.autoscaler.vertex.min-parallelism"),
+                vertex_max_parallelism=g("job.autoscaler.vertex.max-parallelism"),
+            ),
+        )
 
     @property
     def rocksdb(self) -> RocksDBOptions:

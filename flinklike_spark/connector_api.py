@@ -194,6 +194,16 @@ class SourceReader(abc.ABC):
         """
         return None
 
+    def pending_records(self) -> int | None:
+        """Rows available to this reader that it has not returned yet (its backlog), or None if unknown.
+
+        Flink's ``pendingRecords`` source metric (FLIP-33): a Kafka reader's lag,
+        a generator's rows that arrived but were not read. The autoscaler adds a
+        backlog's growth to the input rate and plans to work it off within
+        ``job.autoscaler.catch-up.duration``. Called by the task thread.
+        """
+        return None
+
     def pause_or_resume_splits(self, to_pause: Collection[str], to_resume: Collection[str]) -> None:
         """Stop reading the splits ``to_pause`` and read ``to_resume`` again (watermark alignment, FLIP-217).
 

@@ -67,15 +67,17 @@ def rows_in_commit_order(table: Path) -> list[dict]:
     return rows
 
 
-def assert_exactly_once_in_order(table: Path) -> None:
+def assert_exactly_once_in_order(
+    table: Path, *, num_keys: int = NUM_KEYS, records_per_key: int = RECORDS_PER_KEY
+) -> None:
     per_key: dict[int, list[int]] = {}
     for row in rows_in_commit_order(table):
         per_key.setdefault(row["key"], []).append(row["seq"])
-    assert sorted(per_key) == list(range(NUM_KEYS))
+    assert sorted(per_key) == list(range(num_keys))
     for key, seqs in sorted(per_key.items()):
-        if seqs != list(range(RECORDS_PER_KEY)):
+        if seqs != list(range(records_per_key)):
             duplicated = len(seqs) - len(set(seqs))
-            missing = sorted(set(range(RECORDS_PER_KEY)) - set(seqs))[:5]
+            missing = sorted(set(range(records_per_key)) - set(seqs))[:5]
             raise AssertionError(
                 f"key {key}: {len(seqs)} rows, {duplicated} duplicated, first missing {missing}, "
                 f"in order: {seqs == sorted(seqs)}"

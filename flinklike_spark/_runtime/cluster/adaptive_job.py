@@ -147,6 +147,7 @@ class AdaptiveJob:
         self.rescales: list[RescaleEvent] = []
         self.last_failure: str | None = None  # why the latest rescale that failed failed
         self.num_failures = 0
+        self.autoscaler: Any = None  # a JobAutoscaler with job.autoscaler.enabled (set by the cluster endpoint)
         self._state = StateMachine(f"job {self.job_id}", AdaptiveJobState.EXECUTING, ADAPTIVE_JOB_TRANSITIONS)
         self._lock = threading.Lock()  # one rescale at a time; guards master, requirements, cancel
         self._cancelled_by: str | None = None
@@ -166,6 +167,18 @@ class AdaptiveJob:
     @property
     def parallelism(self) -> dict[str, int]:
         return {v.id: v.parallelism for v in self._graph}
+
+    @property
+    def graph(self) -> JobGraph:
+        """The job graph the current JobMaster runs (at the current parallelism)."""
+        return self._graph
+
+    def running_master(self) -> JobMaster | None:
+        """The current JobMaster if the job is EXECUTING and every task runs (or finished), else None."""
+        master = self.master
+        if self.state is AdaptiveJobState.EXECUTING and master.status is JobStatus.RUNNING:
+            return master if master.graph.every_task_running() else None
+        return None
 
     def cancel(self, *, by: str = "the program (JobClient.cancel)") -> None:
         """Cancel the job; a rescale in progress then starts no new JobMaster."""

@@ -31,12 +31,16 @@ provider can start them).
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import sys
 import threading
 import time
 import uuid
 
+from checkpointing.layout import CheckpointLayout
+from flinklike_spark._runtime.autoscaler.job_autoscaler import JobAutoscaler
+from flinklike_spark._runtime.autoscaler.metric_window import VertexSample, sample_vertex
 from flinklike_spark._runtime.checkpoint_messages import CheckpointAck, CheckpointDecline
 from flinklike_spark._runtime.cluster.adaptive_job import AdaptiveJob
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap, TaskExecutorLauncher
@@ -53,8 +57,8 @@ from flinklike_spark._runtime.taskexecutor.registration import TaskExecutorRegis
 from flinklike_spark._runtime.taskexecutor.task_slot import SlotReport
 from flinklike_spark._runtime.watermark_alignment import WatermarkReport
 from flinklike_spark.common.watermark_strategy import MAX_WATERMARK
-from flinklike_spark.config import Configuration
-from flinklike_spark.errors import FlinklikeError
+from flinklike_spark.config import Configuration, SchedulerType
+from flinklike_spark.errors import ConfigurationError, FlinklikeError
 from flinklike_spark.job_client import JobClient
 
 __all__ = ["REGISTRATION_TIMEOUT", "ClusterEndpoint"]
@@ -267,9 +271,22 @@ class ClusterEndpoint:
     # -- jobs -----------------------------------------------------------------------------------
 
     def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
-        """Start ``job_graph``; with ``owns_cluster`` the cluster closes when the job ends."""
+        """Start ``job_graph``; with ``owns_cluster`` the cluster closes when the job ends.
+
+        Raises:
+            ConfigurationError: ``job.autoscaler.enabled`` without ``jobmanager.scheduler: adaptive``.
+        """
+        autoscaling = self.config.autoscaler.enabled
+        if autoscaling and self.config.failover.scheduler is not SchedulerType.ADAPTIVE:
+            raise ConfigurationError(
+                "job.autoscaler.enabled: true needs jobmanager.scheduler: adaptive (the autoscaler applies its "
+                f"decisions by rescaling the running job), got jobmanager.scheduler: "
+                f"{self.config.failover.scheduler.value}"
+            )
         job = AdaptiveJob(job_graph, self.config, start_master=self._start_master, resources=self)
         self.adaptive_jobs[job_graph.job_id] = job
+        if autoscaling:
+            self._start_autoscaler(job)
         return JobClient(
             job_id=job_graph.job_id,
             result=job.result,
@@ -300,6 +317,34 @@ class ClusterEndpoint:
         self.resource_manager.add_job_listener(master)
         master.start()
         return master
+
+    def _start_autoscaler(self, job: AdaptiveJob) -> None:
+        directory = self.config.checkpointing.directory
+        layout = CheckpointLayout(base_url=directory, storage=self.config.storage) if directory else None
+        job.autoscaler = JobAutoscaler(job, self.config.autoscaler, sample=self._sample, decisions_table=layout)
+        job.result.add_done_callback(lambda _: job.autoscaler.close())
+        job.autoscaler.start()
+
+    def _sample(self, master: JobMaster) -> dict[str, VertexSample]:
+        """One autoscaler sample per vertex of ``master``'s current attempts (counters fetched if half an interval old)."""
+        max_age = self.config.autoscaler.interval.total_seconds() / 2
+        self.metric_store.refresh_if_older(max_age, lambda: self.resource_manager.task_metrics(timeout=1.0))
+        done: concurrent.futures.Future[dict[str, list[str]]] = concurrent.futures.Future()
+
+        def attempts() -> None:
+            try:
+                done.set_result({vid: [v.current_execution.attempt_id.full_id for v in ejv.task_vertices]
+                                 for vid, ejv in master.graph.job_vertices.items()})  # fmt: skip
+            except BaseException as exc:  # noqa: BLE001 - handed to the autoscaler's thread
+                done.set_exception(exc)
+
+        self._main.execute(attempts)
+        samples = {}
+        for vertex_id, ids in done.result(timeout=10.0).items():
+            sample = sample_vertex((i, self.metric_store.raw(i)) for i in ids)
+            if sample is not None:
+                samples[vertex_id] = sample
+        return samples
 
     # -- resources that follow a job's requirements (AdaptiveJob's JobResources) -------------------
 
@@ -378,6 +423,9 @@ class ClusterEndpoint:
             if self._closed.is_set():
                 return
             self._closed.set()
+        for adaptive in self.adaptive_jobs.values():
+            if adaptive.autoscaler is not None:
+                adaptive.autoscaler.close(wait=10.0)
         for job in self._jobs.values():
             job.cancel(by="the cluster shutting down")
         for job in self._jobs.values():

@@ -82,6 +82,10 @@ class SourceOperator(StreamOperator):
             )
         self._open_alignment()
 
+    def pending_records(self) -> int | None:
+        """The reader's backlog (Flink's ``pendingRecords``), None before ``open`` or if it does not know."""
+        return None if self.reader is None else self.reader.pending_records()
+
     def _open_alignment(self) -> None:
         alignment, ctx = self._strategy.alignment, self.context
         if alignment is None or ctx.batch_execution or not self._strategy.emit_watermarks:

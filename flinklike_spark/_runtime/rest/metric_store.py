@@ -8,7 +8,7 @@ values are older than ``metrics.fetcher.update-interval`` (Flink's
 into rates (the counters' growth over the task's own uptime, so no clock of
 another machine is involved) and names everything as Flink does:
 ``numRecordsIn``, ``numRecordsInPerSecond``, ``busyTimeMsPerSecond``,
-``currentInputWatermark`` ...; user metrics keep their names.
+``currentInputWatermark``, a source's ``pendingRecords`` ...; user metrics keep their names.
 
 Thread-safe: heartbeats (RPC threads) write, REST and Prometheus threads read.
 The task threads pay nothing for it: the counters exist anyway and are read,
@@ -26,7 +26,7 @@ __all__ = ["RAW_TASK_METRICS", "MetricStore", "TaskMetricsView", "flink_task_met
 #: The raw counters of TaskMetrics.snapshot() (everything else in a snapshot is a user metric).
 RAW_TASK_METRICS = frozenset({
     "records_in", "records_out", "bytes_in", "bytes_out", "backpressured_seconds", "idle_seconds",
-    "uptime_seconds", "input_watermark",
+    "uptime_seconds", "input_watermark", "pending_records",
 })  # fmt: skip
 
 _COUNTERS = {"numRecordsIn": "records_in", "numRecordsOut": "records_out", "numBytesIn": "bytes_in",
@@ -69,6 +69,8 @@ def flink_task_metrics(latest: Mapping[str, float], previous: Mapping[str, float
     result["accumulatedBusyTimeMs"] = max(0.0, uptime * 1000.0 - idle_ms - backpressured_ms)
     if "input_watermark" in latest:
         result["currentInputWatermark"] = float(latest["input_watermark"])
+    if "pending_records" in latest:  # a source's backlog (FLIP-33)
+        result["pendingRecords"] = float(latest["pending_records"])
     for name, value in latest.items():
         if name not in RAW_TASK_METRICS:
             result[name] = value
@@ -115,6 +117,12 @@ class MetricStore:
         with self._lock:
             view = self._views.get(execution_id)
             return dict(view) if view is not None else None
+
+    def raw(self, execution_id: str) -> Mapping[str, float] | None:
+        """The newest raw snapshot of an execution (its counters since it started), or None."""
+        with self._lock:
+            known = self._raw.get(execution_id)
+            return dict(known[0]) if known is not None else None
 
     def forget(self, keep: Callable[[str], bool]) -> None:
         """Drop the metrics of executions for which ``keep(execution_id)`` is False."""

@@ -225,6 +225,7 @@ class RestServerEndpoint:
             ("GET", rf"/jobs/{job}/resource-requirements", self.get_resource_requirements),
             ("PUT", rf"/jobs/{job}/resource-requirements", self.put_resource_requirements),
             ("GET", rf"/jobs/{job}/rescales", self.get_rescales),
+            ("GET", rf"/jobs/{job}/autoscaler", self.get_autoscaler),
             ("GET", r"/taskmanagers", self.get_taskmanagers),
         ]
         return [(method, re.compile(f"{pattern}/?"), fn) for method, pattern, fn in table]
@@ -428,6 +429,13 @@ class RestServerEndpoint:
         job = self._adaptive_job(job_id)
         return HTTPStatus.OK, {"state": job.state.name, "rescales": [e.to_json() for e in job.rescales],
                                "numFailures": job.num_failures, "lastFailure": job.last_failure}  # fmt: skip
+
+    def get_autoscaler(self, *, job_id: str, **_) -> tuple[HTTPStatus, Any]:
+        """The autoscaler's status, its last evaluation per vertex and its decisions (docs/elastic.md)."""
+        scaler = self._adaptive_job(job_id).autoscaler
+        if scaler is None:
+            return HTTPStatus.OK, {"enabled": False, "decisions": []}
+        return HTTPStatus.OK, scaler.to_json()
 
     def _check_target(self, body: dict, key: str) -> None:
         target = body.get(key)

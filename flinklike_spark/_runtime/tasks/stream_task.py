@@ -104,6 +104,7 @@ class StreamTask:
             user=registry,
             count_bytes_out=lambda: sum(getattr(o, "bytes_out", 0) for o in chain.network_outputs),
             input_watermark=(lambda: self._valve.current) if self.gates else None,
+            pending_records=chain.head.pending_records if isinstance(chain.head, SourceOperator) else None,
         )
         self._buffer_timeout = buffer_timeout.total_seconds()
         self._source_batch_rows = source_batch_rows

@@ -26,6 +26,7 @@ class TaskMetrics:
         *,
         count_bytes_out: Callable[[], int] = lambda: 0,
         input_watermark: Callable[[], int] | None = None,
+        pending_records: Callable[[], int | None] | None = None,
     ) -> None:
         self.records_in = 0
         self.bytes_in = 0  # network input only (Flink's numBytesIn), see count_input
@@ -35,6 +36,7 @@ class TaskMetrics:
         self._count_out = count_out
         self._count_bytes_out = count_bytes_out
         self._input_watermark = input_watermark
+        self._pending_records = pending_records
         self.backpressured_seconds = 0.0
         self.idle_seconds = 0.0
         self.started = time.monotonic()
@@ -60,12 +62,14 @@ class TaskMetrics:
         self.bytes_in += int(rows * self._row_bytes)
 
     def snapshot(self) -> dict[str, float]:
+        pending = self._pending_records() if self._pending_records is not None else None
         return {
             "records_in": self.records_in,
             "records_out": self.records_out,
             "bytes_in": self.bytes_in,
             "bytes_out": self._count_bytes_out(),
             **({"input_watermark": self._input_watermark()} if self._input_watermark is not None else {}),
+            **({"pending_records": pending} if pending is not None else {}),
             "backpressured_seconds": self.backpressured_seconds,
             "idle_seconds": self.idle_seconds,
             "uptime_seconds": time.monotonic() - self.started,

@@ -1,0 +1,1 @@
+"""The autoscaler of the adaptive scheduler (FLIP-271): metrics, decisions, their application."""

@@ -1,0 +1,114 @@
+"""The autoscaler on a real local cluster: a keyed job whose input rate triples scales up, catches up, and scales
+back down once the rate drops, exactly once per key.
+
+The source models a topic a producer writes to (``SequenceSource(arrival_rates=...)``): what arrived and was
+not read is its backlog (``pendingRecords``). Each record costs the keyed stage 3 ms (a sleep: capacity
+scales with subtasks, not with the machine's two cores), about 300 records/s per subtask. The job starts
+at parallelism 1 on one TaskExecutor with ``slotmanager.number-of-slots.max: 4``:
+
+- 100 records/s: one subtask keeps up (utilization about 0.35, but 1 is the lowest parallelism);
+- 300 records/s: it cannot keep up, its backlog grows; the autoscaler scales the keyed stage up
+  (TaskExecutors start for the new slots) and the job works the backlog off;
+- 60 records/s: after ``job.autoscaler.scale-down.interval`` it scales back down and the TaskExecutors
+  it no longer needs stop.
+
+Every key's ``seq`` must reach the keyed state and the Delta table exactly once and in order; the
+decisions are in the REST API and in the Delta table ``<checkpoint dir>/scaling_decisions``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from connectors import DeltaSink, SequenceSource
+from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from flinklike_spark.errors import ConfigurationError
+from tests.support.delta_sink_job import assert_exactly_once_in_order
+from tests.support.rest_helpers import get
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
+
+NUM_KEYS = 20
+#: (seconds after the start, records per second): quiet, triple, low.
+ARRIVALS = [(0, 100), (12, 300), (40, 60)]
+RECORDS = 100 * 12 + 300 * 28 + 60 * 25
+RECORDS_PER_KEY = RECORDS // NUM_KEYS
+
+
+class SlowInOrderPerKey(KeyedProcessFunction):
+    """3 ms per record; raises on a lost, duplicated or reordered ``seq`` (keyed state must survive rescales)."""
+
+    def open(self, runtime_context):
+        self.next_seq = runtime_context.get_state(ValueStateDescriptor("next_seq"))
+
+    def process_element(self, value, ctx):
+        expected = self.next_seq.value() or 0
+        if value["seq"] != expected:
+            raise AssertionError(f"key {value['key']}: got seq {value['seq']}, expected {expected}")
+        self.next_seq.update(expected + 1)
+        time.sleep(0.003)
+        yield value
+
+
+def _environment(tmp_path, *, unaligned: bool, **extra) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment({
+        "jobmanager.scheduler": "adaptive", "parallelism.default": 1, "local.number-taskmanager": 1,
+        "taskmanager.numberOfTaskSlots": 1, "slotmanager.number-of-slots.max": 4, "restart-strategy.type": "none",
+        "rest.port": 0, "execution.checkpointing.interval": "500ms",
+        "execution.checkpointing.dir": str(tmp_path / "chk"),
+        "execution.checkpointing.unaligned.enabled": unaligned,
+        "job.autoscaler.enabled": True, "autoscaler.standalone.control-loop.interval": "1s",
+        "job.autoscaler.stabilization.interval": "2s", "job.autoscaler.metrics.window": "4s",
+        "job.autoscaler.catch-up.duration": "20s", "job.autoscaler.restart.time": "2s",
+        "job.autoscaler.scale-down.interval": "4s", **extra,
+    })  # fmt: skip
+    source = SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, arrival_rates=ARRIVALS)
+    (
+        env.from_source(source, name="topic").uid("topic")
+        .key_by("key").process(SlowInOrderPerKey()).uid("check")
+        .sink_to(DeltaSink(tmp_path / "out")).uid("delta")
+    )  # fmt: skip
+    return env
+
+
+@pytest.mark.parametrize("unaligned", [False, True], ids=["aligned", "unaligned"])
+def test_a_job_whose_input_triples_scales_up_catches_up_and_scales_down_exactly_once(tmp_path, unaligned):
+    client = _environment(tmp_path, unaligned=unaligned).execute_async("autoscaled")
+    base, job_id = client.web_interface_url, client.job_id
+    result = client.get_job_execution_result()
+    autoscaler = rescales = None
+    deadline = time.monotonic() + 240
+    while not result.done() and time.monotonic() < deadline:  # the cluster closes with the job: read as it runs
+        try:
+            autoscaler, rescales = get(f"{base}/jobs/{job_id}/autoscaler"), get(f"{base}/jobs/{job_id}/rescales")
+        except OSError:
+            pass
+        time.sleep(0.5)
+    result.result(timeout=5)  # the input ended: the job finished
+
+    assert_exactly_once_in_order(tmp_path / "out", num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY)
+    decisions = autoscaler["decisions"]
+    reasons = [d["reason"] for d in decisions]
+    assert reasons and reasons[0].startswith("scale up"), reasons
+    assert any(r.startswith("scale down") for r in reasons), reasons
+    assert all(d["applied"] for d in decisions)
+    assert rescales["numFailures"] == 0, rescales["lastFailure"]
+    causes = [r["cause"] for r in rescales["rescales"]]
+    assert len(causes) == len(decisions) and all(c.startswith("autoscaler: ") for c in causes), causes
+    widest = max(max(r["parallelismAfter"].values()) for r in rescales["rescales"])
+    assert widest >= 2
+    assert max(rescales["rescales"][-1]["parallelismAfter"].values()) < widest  # scaled back down
+    table = DeltaTable(str(tmp_path / "chk" / "scaling_decisions")).to_pyarrow_table().to_pylist()
+    assert {r["decision_id"] for r in table} == {d["id"] for d in decisions}
+    assert {r["job_id"] for r in table} == {job_id}
+    up = [r for r in table if r["decision_id"] == 1 and r["new_parallelism"] > r["current_parallelism"]]
+    assert up and all(r["true_processing_rate"] < r["target_rate"] / 0.7 + r["catch_up_rate"] for r in up)
+
+
+def test_the_autoscaler_needs_the_adaptive_scheduler(tmp_path):
+    env = _environment(tmp_path, unaligned=False, **{"jobmanager.scheduler": "default"})
+    with pytest.raises(ConfigurationError, match="jobmanager.scheduler: adaptive"):
+        env.execute_async("refused")
