@@ -26,6 +26,7 @@ from flinklike_spark.config_enums import (
     FailoverStrategyType,
     RestartStrategyType,
     RocksDBOptions,
+    SchedulerMode,
     SchedulerType,
     StateBackendType,
     TaskManagerMode,
@@ -69,6 +70,7 @@ __all__ = [
     "RestOptions",
     "RestartStrategyType",
     "RocksDBOptions",
+    "SchedulerMode",
     "SchedulerType",
     "StateBackendType",
     "TaskManagerMode",
@@ -83,8 +85,31 @@ __all__ = [
 class FailoverOptions:
     restart_strategy: RestartStrategyType
     failover_strategy: FailoverStrategyType
-    #: jobmanager.scheduler: whether a running job's parallelism can change (a rescale is a restart)
+    #: jobmanager.scheduler: whether a running job's parallelism can change (a rescale is a restart);
+    #: ADAPTIVE whenever scheduler_mode is REACTIVE (Flink: reactive mode forces the adaptive scheduler)
     scheduler: SchedulerType
+    #: scheduler-mode: REACTIVE, a job uses every slot of the cluster; None: unset
+    scheduler_mode: SchedulerMode | None = None
+    #: jobmanager.adaptive-scheduler.resource-wait-timeout: how long a job waits for the slots its lower
+    #: bounds need; None: for ever (a negative value, and reactive mode's default)
+    resource_wait_timeout: timedelta | None = timedelta(minutes=5)
+    #: jobmanager.adaptive-scheduler.resource-stabilization-timeout: how long the slots stay unchanged
+    #: before a job starts with fewer than its upper bounds, or (reactive) rescales
+    resource_stabilization_timeout: timedelta = timedelta(seconds=10)
+
+    def __post_init__(self) -> None:
+        if self.scheduler_mode is SchedulerMode.REACTIVE and self.scheduler is not SchedulerType.ADAPTIVE:
+            raise ConfigurationError(
+                f"scheduler-mode: reactive needs jobmanager.scheduler: adaptive, got {self.scheduler.value}"
+            )
+        if self.resource_wait_timeout is not None and self.resource_wait_timeout < timedelta(0):
+            raise ConfigurationError(
+                f"resource_wait_timeout must be None (wait for ever) or not negative, got {self.resource_wait_timeout}"
+            )
+
+    @property
+    def reactive(self) -> bool:
+        return self.scheduler_mode is SchedulerMode.REACTIVE
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -454,7 +479,8 @@ class Configuration(Mapping[str, Any]):
 
     @property
     def failover(self) -> FailoverOptions:
-        """The restart and failover strategies (the strategies' own keys are read by ``restart_strategy.py``)."""
+        """The restart and failover strategies and the scheduler (the strategies' own keys are read by
+        ``restart_strategy.py``)."""
         g = self.get
 
         def build() -> FailoverOptions:
@@ -462,10 +488,18 @@ class Configuration(Mapping[str, Any]):
             if restart is None:  # Flink's default: exponential delay with checkpointing, else none
                 checkpointing = g("execution.checkpointing.interval") is not None
                 restart = RestartStrategyType.EXPONENTIAL_DELAY if checkpointing else RestartStrategyType.NONE
+            mode = g("scheduler-mode")
+            reactive = mode is SchedulerMode.REACTIVE
+            wait_key = "jobmanager.adaptive-scheduler.resource-wait-timeout"
+            # Flink: reactive mode forces the adaptive scheduler and waits for resources for ever unless told
+            wait = g(wait_key) if wait_key in self._values or not reactive else timedelta(-1)
             return FailoverOptions(
                 restart_strategy=restart,
                 failover_strategy=g("jobmanager.execution.failover-strategy"),
-                scheduler=g("jobmanager.scheduler"),
+                scheduler=SchedulerType.ADAPTIVE if reactive else g("jobmanager.scheduler"),
+                scheduler_mode=mode,
+                resource_wait_timeout=None if wait < timedelta(0) else wait,
+                resource_stabilization_timeout=g("jobmanager.adaptive-scheduler.resource-stabilization-timeout"),
             )
 
         return self._view("failover", build)

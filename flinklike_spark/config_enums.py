@@ -24,6 +24,8 @@ __all__ = [
     "FailoverStrategyType",
     "RestartStrategyType",
     "RocksDBOptions",
+    "SchedulerMode",
+    "SchedulerType",
     "StateBackendType",
     "TaskManagerMode",
     "TaskManagerStartMethod",
@@ -132,6 +134,12 @@ class SchedulerType(Enum):
 
     DEFAULT = "default"  # the parallelism is fixed at submission
     ADAPTIVE = "adaptive"  # the parallelism follows the resource requirements (PUT /jobs/:jobid/resource-requirements)
+
+
+class SchedulerMode(Enum):
+    """Flink's ``scheduler-mode`` (unset: the scheduler's own behaviour)."""
+
+    REACTIVE = "reactive"  # the adaptive scheduler, every vertex up to its max parallelism: a job uses every slot
 
 
 class TaskManagerMode(Enum):

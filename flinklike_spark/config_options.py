@@ -24,6 +24,7 @@ from flinklike_spark.config_enums import (
     CheckpointStorageType,
     ExecutionTarget,
     FailoverStrategyType,
+    SchedulerMode,
     SchedulerType,
     StateBackendType,
     TaskManagerMode,
@@ -51,6 +52,7 @@ from flinklike_spark.config_parsers import (
     parse_optional_str,
     parse_pattern_value,
     parse_port_range,
+    parse_signed_duration,
 )
 from flinklike_spark.errors import ConfigurationError
 
@@ -281,6 +283,16 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("job.autoscaler.vertex.max-parallelism", 200, parse_int,
              "Highest parallelism a vertex is scaled to (also capped by its max parallelism).",
              1, UPPER_BOUND_MAX_PARALLELISM),
+        _opt("scheduler-mode", None, enum_parser(SchedulerMode),
+             "reactive: a job uses every slot of the cluster and rescales when TaskExecutors come or go; it "
+             "forces jobmanager.scheduler: adaptive, as in Flink. Unset: the scheduler's own behaviour.",
+             optional=True),
+        _opt("jobmanager.adaptive-scheduler.resource-wait-timeout", timedelta(minutes=5), parse_signed_duration,
+             "How long a job of the adaptive scheduler waits for the slots its lower bounds need before it "
+             "fails; negative: for ever (the default under scheduler-mode: reactive).", -MAX_DURATION, MAX_DURATION),
+        _opt("jobmanager.adaptive-scheduler.resource-stabilization-timeout", timedelta(seconds=10), _duration,
+             "How long the slots must stay unchanged before a job of the adaptive scheduler starts with fewer "
+             "than its upper bounds (or, in reactive mode, rescales to them).", _ZERO),
         _opt("jobmanager.execution.failover-strategy", FailoverStrategyType.REGION, parse_failover_strategy,
              "region: restart the failed task's pipelined region and its consumers; full: every task."),
         _opt("execution.checkpointing.interval", None, _duration,

@@ -37,6 +37,7 @@ __all__ = [
     "parse_optional_str",
     "parse_pattern_value",
     "parse_port_range",
+    "parse_signed_duration",
 ]
 
 _DURATION_UNITS = {
@@ -94,6 +95,14 @@ def parse_duration(value: object, *, key: str = "duration") -> timedelta:
         f"{key}: cannot parse {value!r} as a duration; use e.g. '100 ms', '10 s', '1 min' "
         f"(units: {', '.join(sorted(set(_DURATION_UNITS)))}) or a datetime.timedelta"
     )
+
+
+def parse_signed_duration(value: object, *, key: str = "duration") -> timedelta:
+    """:func:`parse_duration` that also reads a leading minus in strings (``"-1 ms"``, ``"-1"``), as Flink's
+    keys whose negative value means "for ever" need."""
+    if isinstance(value, str) and value.strip().startswith("-"):
+        return -parse_duration(value.strip()[1:], key=key)
+    return parse_duration(value, key=key)
 
 
 def parse_memory_size(value: object, *, key: str = "memory size") -> int:

@@ -653,7 +653,10 @@ def _rebuild_non_recoverable_task_error(message, task_name, exception_type, remo
 
 
 class NoResourceAvailableError(SlotAllocationError):
-    """No slot became available within ``slot.request.timeout``; the job fails without restarting."""
+    """No slot became available within ``slot.request.timeout``; the job fails without restarting.
+
+    Also: under the adaptive scheduler, the slots a job's lower bounds need did not come within
+    ``jobmanager.adaptive-scheduler.resource-wait-timeout`` (the job is not started)."""
 
 
 setattr(NoResourceAvailableError, _NON_RECOVERABLE, True)

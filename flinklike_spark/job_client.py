@@ -126,7 +126,9 @@ class JobClient:
         placement: Callable[[], dict[str, dict]] = dict,
         storage: StorageConfig | None = None,
         resource_requirements: Any = None,
+        start_task_executors: Callable[[int], list[str]] | None = None,
     ) -> None:
+        self._start_task_executors = start_task_executors
         self._storage = storage
         self._requirements = resource_requirements  # the engine's AdaptiveJob; None for a job without a cluster
         self.web_interface_url = web_interface_url
@@ -288,6 +290,25 @@ class JobClient:
         rescale = self._adaptive().put_requirements_json(requirements, cause="JobClient.update_resource_requirements")
         event = rescale.result()
         return None if event is None else event.to_json()
+
+    def start_task_executors(self, count: int = 1) -> list[str]:
+        """Add ``count`` TaskExecutors to the job's cluster (Flink: one more ``taskmanager.sh start``); blocks.
+
+        Returns their resource ids once they registered. Their slots are free; under
+        ``scheduler-mode: reactive`` the job scales up to them (docs/elastic.md).
+
+        Raises:
+            JobNotRunningError: the job has no cluster of its own to grow, or it is over.
+            FlinklikeError: they did not register (the message says why).
+        """
+        with self._lock:
+            status = self._status()
+            if self._start_task_executors is None or status.is_globally_terminal:
+                raise JobNotRunningError(
+                    f"cannot add TaskExecutors for job {self.job_id}: it is {status.name} or has no cluster",
+                    job_id=self.job_id, status=status.name,
+                )  # fmt: skip
+        return self._start_task_executors(count)
 
     def _adaptive(self) -> Any:
         if self._requirements is None:

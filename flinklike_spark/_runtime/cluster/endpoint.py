@@ -27,6 +27,12 @@ is still launched; once registered, its free slots are the new spare capacity.
 ``start`` waits for the ``local.number-taskmanager`` TaskExecutors jobs need,
 not for the spares (as Flink's redundant workers, they come when the resource
 provider can start them).
+
+Reactive mode (``scheduler-mode: reactive``) starts no replacements: as in
+Flink, the cluster is as large as its deployment makes it, and jobs follow it
+(:mod:`~flinklike_spark._runtime.cluster.adaptive_job`). TaskExecutors join a
+running cluster through :meth:`ClusterEndpoint.start_task_executors` (Flink: one
+more ``taskmanager.sh start``); under reactive mode the jobs then scale up.
 """
 
 from __future__ import annotations
@@ -200,13 +206,18 @@ class ClusterEndpoint:
             self._replace(sorted(lost))
 
     def _replace(self, lost: list[str]) -> None:
-        """Start new TaskExecutors for ones that are gone (monitor thread)."""
+        """Start new TaskExecutors for ones that are gone (monitor thread); none under reactive mode."""
         if self._closed.is_set():
             return
         with self._launch_lock:
             self._launched = [rid for rid in self._launched if rid not in lost]
         for resource_id in lost:
             self.launcher.forget(resource_id)
+        if self.config.failover.reactive:
+            with self._launch_lock:
+                self._on_demand.difference_update(lost)
+            log.warning("TaskExecutors %s are gone; reactive mode starts none in their place", lost)
+            return
         replacements = [f"{self._prefix}-{uuid.uuid4().hex[:6]}" for _ in lost]
         with self._launch_lock:  # a replacement of a TaskExecutor started for a rescale is one too
             on_demand = [r for r, gone in zip(replacements, lost, strict=True) if gone in self._on_demand]
@@ -273,7 +284,11 @@ class ClusterEndpoint:
     def submit_job(self, job_graph: JobGraph, *, owns_cluster: bool = False) -> JobClient:
         """Start ``job_graph``; with ``owns_cluster`` the cluster closes when the job ends.
 
+        Under the adaptive scheduler this returns once the job waited for resources and runs.
+
         Raises:
+            NoResourceAvailableError: the slots did not meet the job's lower bounds within
+                ``jobmanager.adaptive-scheduler.resource-wait-timeout``.
             ConfigurationError: ``job.autoscaler.enabled`` without ``jobmanager.scheduler: adaptive``.
         """
         autoscaling = self.config.autoscaler.enabled
@@ -305,6 +320,7 @@ class ClusterEndpoint:
             web_interface_url=self.web_monitor.url,
             storage=self.config.storage,
             resource_requirements=job,
+            start_task_executors=self.start_task_executors,
         )
 
     def _start_master(self, job_graph: JobGraph, config: Configuration, previous: JobMaster | None) -> JobMaster:
@@ -378,13 +394,49 @@ class ClusterEndpoint:
             self._on_demand.update(started)
         self.resource_manager.mark_on_demand(started)
         self._launch(started)
+        self._wait_registered(started)
+        return self.resource_manager.slots_for_job(job_id)
+
+    def _wait_registered(self, started: list[str]) -> list[str]:
+        """Wait up to :data:`REGISTRATION_TIMEOUT` for ``started`` to register (or exit); the ones that did not."""
         deadline = time.monotonic() + REGISTRATION_TIMEOUT
-        while time.monotonic() < deadline and not self._closed.is_set():
+        while True:
             pending = [rid for rid in started if not self.resource_manager.is_registered(rid)]
             if not pending or all(self.launcher.exit_reason(rid) for rid in pending):
-                break
+                return pending
+            if time.monotonic() >= deadline or self._closed.is_set():
+                return pending
             time.sleep(0.05)
+
+    def start_task_executors(self, count: int) -> list[str]:
+        """Start ``count`` more TaskExecutors (Flink: ``taskmanager.sh start``); their resource ids once registered.
+
+        Their slots are free for any job; under reactive mode the running jobs scale up to them.
+
+        Raises:
+            ValueError: ``count`` is below 1.
+            FlinklikeError: some did not register within :data:`REGISTRATION_TIMEOUT`, or the cluster is closed.
+        """
+        if count < 1:
+            raise ValueError(f"count must be at least 1, got {count}")
+        if self._closed.is_set():
+            raise FlinklikeError("the cluster is shut down: no TaskExecutor is started")
+        started = [f"{self._prefix}-{uuid.uuid4().hex[:6]}" for _ in range(count)]
+        log.info("starting TaskExecutors %s on %s", started, self.launcher.description)
+        self._launch(started)
+        pending = self._wait_registered(started)
+        if pending:
+            reasons = {rid: self.launcher.exit_reason(rid) or "not registered" for rid in pending}
+            raise FlinklikeError(f"TaskExecutors {reasons} did not register within {REGISTRATION_TIMEOUT:.0f} s")
+        return started
+
+    def slots_available(self, job_id: str) -> int:
+        """The registered slots ``job_id`` could hold now: free ones and its own."""
         return self.resource_manager.slots_for_job(job_id)
+
+    def task_executors(self) -> frozenset[str]:
+        """The resource ids of the registered TaskExecutors."""
+        return frozenset(self.resource_manager.task_executor_pids())
 
     def release_idle(self) -> list[str]:
         """Stop the TaskExecutors started for a rescale that hold no slot (after a rescale down)."""

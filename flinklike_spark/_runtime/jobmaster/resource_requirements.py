@@ -43,6 +43,25 @@ class JobResourceRequirements:
         return cls({v.id: ParallelismBounds(1, v.parallelism) for v in job_graph})
 
     @classmethod
+    def reactive(cls, job_graph: JobGraph) -> JobResourceRequirements:
+        """Reactive mode's requirements: each vertex from 1 up to its max parallelism (every slot it can use).
+
+        Vertices joined by a forward edge run at one parallelism: they share the lower of their maxima.
+        """
+        upper = {v.id: v.max_parallelism for v in job_graph}
+        forward = [
+            (e.source_id, e.target_id) for e in job_graph.edges() if e.partitioner.kind is PartitionerKind.FORWARD
+        ]
+        changed = True
+        while changed:
+            changed = False
+            for a, b in forward:
+                if upper[a] != upper[b]:
+                    upper[a] = upper[b] = min(upper[a], upper[b])
+                    changed = True
+        return cls({vertex_id: ParallelismBounds(1, most) for vertex_id, most in upper.items()})
+
+    @classmethod
     def from_json(cls, body: Any, job_graph: JobGraph) -> JobResourceRequirements:
         """Parse and check a ``PUT`` body against ``job_graph``.
 
