@@ -30,6 +30,14 @@ replacements, each again a stage of its own, once the cluster has task slots
 for them. A TaskExecutor declared lost by heartbeat timeout has its stage
 cancelled.
 
+Elastic resources (``slotmanager.number-of-slots.max``, docs/elastic.md): a
+barrier stage cannot run under Spark's dynamic allocation (SPARK-24942), so
+the launcher asks Spark itself. A TaskExecutor launched while no executor has a
+free task slot asks for one more executor (``SparkContext.requestExecutors``,
+within ``spark.cores.max``); :meth:`give_back_idle` kills executors that run
+no task (``SparkContext.killExecutor``, which also lowers the application's
+executor target, so the master does not start them again).
+
 Security: the bootstrap, with the cluster's RPC secret, travels inside the
 task closure, like any closure data. Protect it on an untrusted network with
 Spark's own settings: ``spark.authenticate`` (only authenticated processes
@@ -163,19 +171,43 @@ class SparkTaskExecutorLauncher:
         executors = len(self._sc._jsc.sc().statusTracker().getExecutorInfos()) - 1  # minus the driver
         return executors * per_executor
 
-    def _running_task_executors(self, excluding: _Stage) -> int:
+    def _running_task_executors(self, excluding: _Stage | None) -> int:
         with self._lock:
             return sum(1 for s in self._stages.values() if s is not excluding and s.ended is None)
 
     def _wait_for_slots(self, stage: _Stage) -> None:
         """Wait until the cluster has a free task slot for ``stage`` beside the other running stages:
-        a barrier stage submitted without a free slot is only re-checked by Spark every 15 s."""
+        a barrier stage submitted without a free slot is only re-checked by Spark every 15 s. Without
+        one at first, ask Spark for one more executor."""
         deadline = time.monotonic() + self._slot_wait
+        asked = False
         while not self._closed.is_set() and time.monotonic() < deadline:
             slots = self._task_slots()
             if slots is None or slots - self._running_task_executors(stage) >= 1:
                 return
+            if not asked:
+                asked = True
+                granted = self._sc._jsc.sc().requestExecutors(1)
+                log.info("no free Spark task slot for TaskExecutor %s: asked Spark for an executor (%s)",
+                         stage.resource_id, "accepted" if granted else "refused")  # fmt: skip
             time.sleep(0.2)
+
+    def give_back_idle(self, count: int | None) -> list[str]:
+        """Kill up to ``count`` (None: all) executors that run no task and that no TaskExecutor still starting
+        will need; their ids."""
+        if self._sc.master.startswith("local"):
+            return []
+        jvm, sc = self._sc._jvm, self._sc._jsc.sc()
+        summaries = jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc.statusStore().executorList(True))
+        executors = [(s.id(), s.activeTasks()) for s in summaries if s.id() != "driver"]
+        idle = sorted((eid for eid, active in executors if active == 0), key=lambda e: (len(e), e), reverse=True)
+        busy_tasks = sum(active for _, active in executors)
+        starting = max(0, self._running_task_executors(excluding=None) - busy_tasks)  # stages not running yet
+        spare = idle[starting:] if count is None else idle[starting:][:count]
+        given = [eid for eid in spare if sc.killExecutor(eid)]
+        if given:
+            log.info("gave back idle Spark executors %s", given)
+        return given
 
     def _run_stage(self, stage: _Stage, payload: bytes) -> None:
         """Driver thread: run the barrier stage until its TaskExecutors return or Spark aborts it."""

@@ -36,6 +36,12 @@ Scenarios:
         with ``placement``; ``finished`` then also tells where the lost region
         was redeployed and when the replacement registered. ``restart_delay``
         overrides the fixed-delay restart's 1 s.
+    rescale: an unbounded keyed job under the adaptive scheduler at parallelism 1, with
+        ``slotmanager.number-of-slots.max`` 2 (the cluster gives back the executors that host no
+        TaskExecutor: ``trimmed`` reports the executors left); it is rescaled to 2 (a TaskExecutor
+        starts, Spark is asked for an executor: ``rescaled-up``), then back to 1 (the idle executor is
+        given back: ``rescaled-down``), then cancelled (``finished``). Each event lists the
+        application's executor ids.
 """
 
 from __future__ import annotations
@@ -326,8 +332,58 @@ def regions(spark, args: dict, kill=None) -> dict:
     return finished
 
 
+def executor_ids(spark) -> list[str]:
+    """The application's live executors (not the driver)."""
+    sc = spark.sparkContext
+    summaries = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc._jsc.sc().statusStore().executorList(True))
+    return sorted((s.id() for s in summaries if s.id() != "driver"), key=int)
+
+
+def _wait_for_executors(spark, count: int, timeout: float = 120.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while len(ids := executor_ids(spark)) != count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the application has executors {ids}, expected {count} within {timeout:.0f} s")
+        time.sleep(0.5)
+    return ids
+
+
+def rescale(spark, args: dict) -> None:
+    config = spark_config(args) | {
+        "jobmanager.scheduler": "adaptive", "parallelism.default": 1, "slotmanager.number-of-slots.max": 2,
+        "restart-strategy.type": "none",
+    }  # fmt: skip
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    (
+        env.from_source(SequenceSource(num_keys=NUM_KEYS, records_per_key=None, rows_per_second=400), name="seq")
+        .uid("seq").key_by("key").process(SlowPassThrough(0.0002)).uid("slow")
+        .sink_to(DeltaSink(args["table"])).uid("delta")
+    )  # fmt: skip
+    client = env.execute_async("rescaled on spark")
+    wait_for_checkpoints(client, args["checkpoints"], 2)
+    report("trimmed", executors=_wait_for_executors(spark, 1))
+
+    def bounds(upper: int) -> dict:
+        return {v: {"parallelism": {"lowerBound": 1, "upperBound": upper}} for v in client.get_resource_requirements()}
+
+    up = client.update_resource_requirements(bounds(2))
+    report("rescaled-up", rescale=up, executors=executor_ids(spark), task_executors=task_executor_ids(client))
+    wait_for_checkpoints(client, args["checkpoints"], up["checkpoint"] + 2)
+    down = client.update_resource_requirements(bounds(1))
+    report("rescaled-down", rescale=down, executors=_wait_for_executors(spark, 1),
+           task_executors=task_executor_ids(client))  # fmt: skip
+    wait_for_checkpoints(client, args["checkpoints"], down["checkpoint"] + 2)
+    client.cancel()
+    try:
+        client.wait(120)
+    except Exception as exc:  # noqa: BLE001 - cancelled: the expected end
+        report("finished", ended=type(exc).__name__)
+    else:
+        report("finished", ended="without an error")
+
+
 SCENARIOS = {"keyed-delta": keyed_delta, "missing-package": missing_package, "cancel-then-orphan": cancel_then_orphan,
-             "regions": regions}  # fmt: skip
+             "regions": regions, "rescale": rescale}  # fmt: skip
 
 
 def serve(spark) -> None:

@@ -200,3 +200,34 @@ def test_a_killed_executors_region_redeploys_at_once_onto_the_spare_task_executo
     assert finished["redeployed_at"] < registered, f"the region waited for the replacement: {finished}"
     driver.expect("done", timeout=30)
     assert_exactly_once_in_order(Path(args["table"]), records_per_key)
+
+
+@pytest.mark.timeout(600)
+def test_a_rescale_asks_spark_for_an_executor_and_gives_the_idle_one_back(
+    spark_cluster, project_zip, start_driver, tmp_path
+):
+    """Issue 44 item 3: ``slotmanager.number-of-slots.max`` on Spark. The application starts with 3 one-core
+    executors; the cluster gives back the 2 that host no TaskExecutor. A rescale 1 -> 2 starts a TaskExecutor,
+    for which Spark is asked for an executor: a new one (an id the application did not have) hosts it. The
+    rescale back to 1 stops that TaskExecutor and gives its executor back. Exactly once per key, in order."""
+    conf = spark_cluster.spark_conf() | {"spark.cores.max": "3", "spark.submit.pyFiles": str(project_zip)}
+    driver = start_driver([sys.executable, JOBS, "serve", json.dumps({"spark_conf": conf})])
+    driver.expect("session", timeout=240)
+    driver.run("rescale", job_args(tmp_path))
+    [first] = driver.expect("trimmed", timeout=300)["executors"]
+    up = driver.expect("rescaled-up", timeout=300)
+    assert max(up["rescale"]["parallelismAfter"].values()) == 2, up
+    assert len(up["executors"]) == 2 and first in up["executors"], up
+    [new] = set(up["executors"]) - {first}
+    assert int(new) > 2, f"executor {new} is one of the three the application started with: {up}"
+    assert len(up["task_executors"]) == 2, up
+    down = driver.expect("rescaled-down", timeout=300)
+    assert max(down["rescale"]["parallelismAfter"].values()) == 1, down
+    assert len(down["executors"]) == 1 and len(down["task_executors"]) == 1, down
+    driver.expect("finished", timeout=180)
+    per_key: dict[int, list[int]] = {}
+    for row in rows_in_commit_order(tmp_path / "out"):
+        per_key.setdefault(row["key"], []).append(row["seq"])
+    assert sorted(per_key) == list(range(NUM_KEYS))
+    for key, seqs in per_key.items():  # the job was cancelled: every key's seqs are a prefix, once, in order
+        assert seqs == list(range(len(seqs))), f"key {key}: {len(seqs)} rows, not 0..n-1 in order"

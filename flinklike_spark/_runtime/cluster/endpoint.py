@@ -150,6 +150,8 @@ class ClusterEndpoint:
             self.resource_manager.add_job_listener(self)  # kills what it declares lost
             self.resource_manager.start_heartbeat_checks()
             self._wait_for_registrations(count)
+            if self.config.cluster.max_slots is not None:  # elastic: hold only what hosts TaskExecutors
+                self._give_back_idle(None)
         except BaseException:
             self.close()
             raise
@@ -455,7 +457,26 @@ class ClusterEndpoint:
                 with self._launch_lock:
                     if resource_id in self._on_demand and resource_id not in self._launched:
                         self._launched.append(resource_id)
+        if released:
+            self._give_back_idle(len(released))
         return released
+
+    def _give_back_idle(self, count: int | None) -> None:
+        """Give back ``count`` (None: every) idle host of TaskExecutors (a Spark executor), in the background:
+        a released TaskExecutor's host turns idle once its task returned, within seconds."""
+
+        def give_back() -> None:
+            wanted, deadline = count, time.monotonic() + 30.0
+            while not self._closed.is_set():
+                given = self.launcher.give_back_idle(wanted)
+                if wanted is None:
+                    return
+                wanted -= len(given)
+                if wanted <= 0 or time.monotonic() > deadline:
+                    return
+                time.sleep(0.5)
+
+        threading.Thread(target=give_back, name="give-back-idle", daemon=True).start()
 
     def _placement(self, job: JobMaster) -> dict[str, dict]:
         pids = self.resource_manager.task_executor_pids()

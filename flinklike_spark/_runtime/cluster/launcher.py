@@ -117,6 +117,16 @@ class TaskExecutorLauncher(Protocol):
     def kill(self, resource_id: str, reason: str) -> None:
         """Make sure a TaskExecutor the ResourceManager declared lost stops (it may be frozen)."""
 
+    def give_back_idle(self, count: int | None) -> list[str]:
+        """Return up to ``count`` (None: all) idle hosts of TaskExecutors to their resource provider.
+
+        Called after TaskExecutors were released (a rescale down) and, with
+        ``slotmanager.number-of-slots.max``, once the cluster started: a Spark
+        executor that hosts no TaskExecutor is given back, as Spark's dynamic
+        allocation gives back an idle executor; local processes exit by themselves
+        (nothing to do). Returns what was given back (e.g. Spark executor ids).
+        """
+
     def close(self, acknowledged: Iterable[str], timeout: float) -> None:
         """Stop every TaskExecutor; those in ``acknowledged`` were already told to shut down over RPC.
         Idempotent; returns when nothing the launcher started runs any more (at most about ``timeout``)."""

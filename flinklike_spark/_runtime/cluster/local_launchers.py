@@ -114,6 +114,9 @@ class ProcessLauncher:
             log.warning("killing unresponsive TaskExecutor %s (pid %d): %s", resource_id, process.pid, reason)
             process.kill()
 
+    def give_back_idle(self, count: int | None) -> list[str]:
+        return []  # a released TaskExecutor's process exits: nothing else holds resources
+
     def forget(self, resource_id: str) -> None:
         """Drop an exited child (after a replacement was started), closing its stdin pipe."""
         with self._lock:
@@ -173,6 +176,9 @@ class ThreadLauncher:
         if executor is not None:
             log.warning("closing unresponsive TaskExecutor %s: %s", resource_id, reason)
             threading.Thread(target=executor.close, name="tm-kill", daemon=True).start()
+
+    def give_back_idle(self, count: int | None) -> list[str]:
+        return []  # threads of the client: nothing to give back
 
     def forget(self, resource_id: str) -> None:
         with self._lock:
