@@ -200,7 +200,9 @@ class SourceReader(abc.ABC):
         Flink's ``pendingRecords`` source metric (FLIP-33): a Kafka reader's lag,
         a generator's rows that arrived but were not read. The autoscaler adds a
         backlog's growth to the input rate and plans to work it off within
-        ``job.autoscaler.catch-up.duration``. Called by the task thread.
+        ``job.autoscaler.catch-up.duration``. Called by the TaskExecutor's metrics
+        reporting, not the task thread: it must not block, and may read the
+        reader's positions racily.
         """
         return None
 

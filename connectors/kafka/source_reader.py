@@ -321,6 +321,28 @@ class KafkaSourceReader(SourceReader):
             self._assign(new)
             self._refresh_active()
 
+    def pending_records(self) -> int | None:
+        """The lag of this reader's partitions: each one's high watermark (librdkafka's cached value, updated
+        by every fetch) minus the next offset to return (rows fetched and not returned yet are lag too). None
+        until a fetch told a high watermark."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        consumer = self._consumer
+        if consumer is None:
+            return None
+        lag, known = 0, False
+        for split in list(self._splits.values()):
+            if split.finished or split.next_offset < 0:
+                continue
+            try:
+                _, high = consumer.get_watermark_offsets(TopicPartition(split.topic, split.partition), cached=True)
+            except (KafkaException, RuntimeError):  # closed meanwhile, or not fetched from yet
+                continue
+            if high >= 0:
+                end = high if split.stopping_offset == NO_STOPPING_OFFSET else min(high, split.stopping_offset)
+                lag, known = lag + max(0, end - split.next_offset), True
+        return lag if known else None
+
     # -- checkpoints -----------------------------------------------------------------------------------
 
     def snapshot_state(self, checkpoint_id: int) -> list[KafkaPartitionSplit]:

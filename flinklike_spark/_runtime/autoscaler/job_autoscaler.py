@@ -233,14 +233,21 @@ class JobAutoscaler:
             decision_id=len(self.decisions) + 1, timestamp=time.time(), summaries=summaries,
             applied=self._options.scaling_enabled, reason=reason,
         )  # fmt: skip
-        self.decisions.append(decision)
         log.info("autoscaler of job %s: %s", self._job.job_id, reason)
+        rescale = self._apply(decision) if decision.applied else None
+        if decision.applied and rescale is None:
+            decision = dataclasses.replace(decision, applied=False)
+        self.decisions.append(decision)
         self._record(decision)
-        if decision.applied:
-            self._apply(decision)
+        if rescale is not None:
+            try:
+                rescale.result()  # the next tick sees the new JobMaster (or the old one, if the rescale failed)
+            except Exception as exc:  # noqa: BLE001 - a failed rescale is in the job's /rescales; scaling goes on
+                log.warning("autoscaler of job %s: the rescale of %s failed: %s", self._job.job_id, reason, exc)
         return decision
 
-    def _apply(self, decision: ScalingDecision) -> None:
+    def _apply(self, decision: ScalingDecision) -> Any:
+        """Start the rescale of ``decision``: its future, or None if the job refused it now (reason logged)."""
         old = self._job.requirements.bounds
         requirements = JobResourceRequirements(
             {v: ParallelismBounds(min(old[v].lower, p), p) for v, p in decision.parallelism.items()}
@@ -248,10 +255,10 @@ class JobAutoscaler:
         self._window.clear()
         self._scale_down_since = None
         try:
-            rescale = self._job.update_requirements(requirements, cause=f"autoscaler: {decision.reason}")
-            rescale.result()  # the next tick sees the new JobMaster (or the old one, if the rescale failed)
-        except Exception as exc:  # noqa: BLE001 - recorded with the job's rescale failures; scaling goes on
-            log.warning("autoscaler of job %s: applying %s failed: %s", self._job.job_id, decision.reason, exc)
+            return self._job.update_requirements(requirements, cause=f"autoscaler: {decision.reason}")
+        except Exception as exc:  # noqa: BLE001 - e.g. the job is restarting: the next full window decides again
+            log.warning("autoscaler of job %s: %s not applied: %s", self._job.job_id, decision.reason, exc)
+            return None
 
     def _record(self, decision: ScalingDecision) -> None:
         if self._table is None:
