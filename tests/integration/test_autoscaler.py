@@ -9,8 +9,11 @@ at parallelism 1 on one TaskExecutor with ``slotmanager.number-of-slots.max: 4``
 - 100 records/s: one subtask keeps up (utilization about 0.35, but 1 is the lowest parallelism);
 - 300 records/s: it cannot keep up, its backlog grows; the autoscaler scales the keyed stage up
   (TaskExecutors start for the new slots) and the job works the backlog off;
-- 60 records/s: after ``job.autoscaler.scale-down.interval`` it scales back down and the TaskExecutors
-  it no longer needs stop.
+- 20 records/s: after ``job.autoscaler.scale-down.interval`` it scales back down and the TaskExecutors
+  it no longer needs stop; then the job is cancelled.
+
+How far it scales up depends on the machine's load (a busy machine makes each record dearer); the test
+waits for a scale-down after the scale-ups, however many there were.
 
 Every key's ``seq`` must reach the keyed state and the Delta table exactly once and in order; the
 decisions are in the REST API and in the Delta table ``<checkpoint dir>/scaling_decisions``.
@@ -25,17 +28,15 @@ from deltalake import DeltaTable
 
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
-from flinklike_spark.errors import ConfigurationError
-from tests.support.delta_sink_job import assert_exactly_once_in_order
-from tests.support.rest_helpers import get
+from flinklike_spark.errors import ConfigurationError, JobCancelledError
+from tests.support.delta_sink_job import assert_prefix_exactly_once_in_order
+from tests.support.rest_helpers import get, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
 
 NUM_KEYS = 20
 #: (seconds after the start, records per second): quiet, triple, low.
-ARRIVALS = [(0, 100), (12, 300), (40, 60)]
-RECORDS = 100 * 12 + 300 * 28 + 60 * 25
-RECORDS_PER_KEY = RECORDS // NUM_KEYS
+ARRIVALS = [(0, 100), (12, 300), (40, 20)]
 
 
 class SlowInOrderPerKey(KeyedProcessFunction):
@@ -65,7 +66,7 @@ def _environment(tmp_path, *, unaligned: bool, **extra) -> StreamExecutionEnviro
         "job.autoscaler.catch-up.duration": "20s", "job.autoscaler.restart.time": "2s",
         "job.autoscaler.scale-down.interval": "4s", **extra,
     })  # fmt: skip
-    source = SequenceSource(num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY, arrival_rates=ARRIVALS)
+    source = SequenceSource(num_keys=NUM_KEYS, records_per_key=None, arrival_rates=ARRIVALS)
     (
         env.from_source(source, name="topic").uid("topic")
         .key_by("key").process(SlowInOrderPerKey()).uid("check")
@@ -78,26 +79,23 @@ def _environment(tmp_path, *, unaligned: bool, **extra) -> StreamExecutionEnviro
 def test_a_job_whose_input_triples_scales_up_catches_up_and_scales_down_exactly_once(tmp_path, unaligned):
     client = _environment(tmp_path, unaligned=unaligned).execute_async("autoscaled")
     base, job_id = client.web_interface_url, client.job_id
-    result = client.get_job_execution_result()
-    autoscaler = rescales = None
-    deadline = time.monotonic() + 240
-    while not result.done() and time.monotonic() < deadline:  # the cluster closes with the job: read as it runs
-        try:
-            autoscaler, rescales = get(f"{base}/jobs/{job_id}/autoscaler"), get(f"{base}/jobs/{job_id}/rescales")
-        except OSError:
-            pass
-        time.sleep(0.5)
-    result.result(timeout=5)  # the input ended: the job finished
 
-    assert_exactly_once_in_order(tmp_path / "out", num_keys=NUM_KEYS, records_per_key=RECORDS_PER_KEY)
+    def scaled_down():
+        scaled = [r["cause"].split(":")[1].strip() for r in get(f"{base}/jobs/{job_id}/rescales")["rescales"]]
+        return "scale up" in scaled and scaled[-1] == "scale down"
+
+    wait_for("a scale-up and then a scale-down", scaled_down, timeout=200, interval=0.5)
+    autoscaler, rescales = get(f"{base}/jobs/{job_id}/autoscaler"), get(f"{base}/jobs/{job_id}/rescales")
+    client.cancel()
+    with pytest.raises(JobCancelledError):
+        client.wait(60)
+
+    assert_prefix_exactly_once_in_order(tmp_path / "out", num_keys=NUM_KEYS)
     decisions = autoscaler["decisions"]
-    reasons = [d["reason"] for d in decisions]
-    assert reasons and reasons[0].startswith("scale up"), reasons
-    assert any(r.startswith("scale down") for r in reasons), reasons
-    assert all(d["applied"] for d in decisions)
+    assert decisions[0]["reason"].startswith("scale up") and all(d["applied"] for d in decisions), decisions
     assert rescales["numFailures"] == 0, rescales["lastFailure"]
     causes = [r["cause"] for r in rescales["rescales"]]
-    assert len(causes) == len(decisions) and all(c.startswith("autoscaler: ") for c in causes), causes
+    assert all(c.startswith("autoscaler: ") for c in causes), causes
     widest = max(max(r["parallelismAfter"].values()) for r in rescales["rescales"])
     assert widest >= 2
     assert max(rescales["rescales"][-1]["parallelismAfter"].values()) < widest  # scaled back down

@@ -23,6 +23,7 @@ __all__ = [
     "RECORDS_PER_KEY",
     "SlowPassThrough",
     "assert_exactly_once_in_order",
+    "assert_prefix_exactly_once_in_order",
     "build",
     "rows_in_commit_order",
 ]
@@ -78,6 +79,22 @@ def assert_exactly_once_in_order(
         if seqs != list(range(records_per_key)):
             duplicated = len(seqs) - len(set(seqs))
             missing = sorted(set(range(records_per_key)) - set(seqs))[:5]
+            raise AssertionError(
+                f"key {key}: {len(seqs)} rows, {duplicated} duplicated, first missing {missing}, "
+                f"in order: {seqs == sorted(seqs)}"
+            )
+
+
+def assert_prefix_exactly_once_in_order(table: Path, *, num_keys: int) -> None:
+    """Of a cancelled unbounded job: every key's ``seq`` values are ``0 .. n - 1`` for some n, in commit order."""
+    per_key: dict[int, list[int]] = {}
+    for row in rows_in_commit_order(table):
+        per_key.setdefault(row["key"], []).append(row["seq"])
+    assert sorted(per_key) == list(range(num_keys))
+    for key, seqs in sorted(per_key.items()):
+        if seqs != list(range(len(seqs))):
+            duplicated = len(seqs) - len(set(seqs))
+            missing = sorted(set(range(max(seqs) + 1)) - set(seqs))[:5]
             raise AssertionError(
                 f"key {key}: {len(seqs)} rows, {duplicated} duplicated, first missing {missing}, "
                 f"in order: {seqs == sorted(seqs)}"
