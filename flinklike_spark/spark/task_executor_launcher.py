@@ -33,8 +33,8 @@ cancelled.
 Elastic resources (``slotmanager.number-of-slots.max``, docs/elastic.md): a
 barrier stage cannot run under Spark's dynamic allocation (SPARK-24942), so
 the launcher asks Spark itself. A TaskExecutor launched while no executor has a
-free task slot asks for one more executor (``SparkContext.requestExecutors``,
-within ``spark.cores.max``); :meth:`give_back_idle` kills executors that run
+free task slot raises the application's executor target to one task slot per
+TaskExecutor (``SparkContext.requestTotalExecutors``, within ``spark.cores.max``); :meth:`give_back_idle` kills executors that run
 no task (``SparkContext.killExecutor``, which also lowers the application's
 executor target, so the master does not start them again).
 
@@ -187,10 +187,24 @@ class SparkTaskExecutorLauncher:
                 return
             if not asked:
                 asked = True
-                granted = self._sc._jsc.sc().requestExecutors(1)
-                log.info("no free Spark task slot for TaskExecutor %s: asked Spark for an executor (%s)",
-                         stage.resource_id, "accepted" if granted else "refused")  # fmt: skip
+                self._request_executors(stage)
             time.sleep(0.2)
+
+    def _request_executors(self, stage: _Stage) -> None:
+        """Set the application's executor target to what its TaskExecutors need: one task slot each.
+
+        ``requestTotalExecutors`` rather than ``requestExecutors(1)``: under static allocation the
+        target starts at 0 and ``killExecutor`` lowers it (floored at 0), so a relative request would
+        not exceed the executors the application still has."""
+        conf = self._sc.getConf()
+        per_executor = max(
+            1, int(conf.get("spark.executor.cores", "1")) // max(1, int(conf.get("spark.task.cpus", "1")))
+        )
+        wanted = -(-(self._running_task_executors(excluding=None)) // per_executor)
+        no_locality = getattr(getattr(self._sc._jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+        granted = self._sc._jsc.sc().requestTotalExecutors(wanted, 0, no_locality)
+        log.info("no free Spark task slot for TaskExecutor %s: asked Spark for %d executors in all (%s)",
+                 stage.resource_id, wanted, "accepted" if granted else "refused")  # fmt: skip
 
     def give_back_idle(self, count: int | None) -> list[str]:
         """Kill up to ``count`` (None: all) executors that run no task and that no TaskExecutor still starting
