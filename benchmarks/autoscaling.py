@@ -20,12 +20,21 @@ The Delta output is checked before any figure counts: every row's count is its
 seq + 1 (keyed state moved intact) and no (key, seq) repeats.
 
     python benchmarks/autoscaling.py [--rate R] [--step F] [--cost-ms C]
+
+``--spark`` runs the same on a Spark standalone cluster on 127.0.0.1 (master and worker from pyspark's
+package, 4 one-core executors allowed by ``spark.cores.max``, this checkout shipped as
+``spark.submit.pyFiles``): the TaskExecutors run on Spark executors, the executors that host none are
+given back when the cluster starts, and a scale-up asks Spark for executors (docs/elastic.md, "On Spark
+executors"). It also prints the application's executors at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import sys
 import tempfile
 import time
 import urllib.request
@@ -81,10 +90,44 @@ def main() -> None:
     parser.add_argument("--observe", type=float, default=60.0, help="seconds the job runs after the step")
     parser.add_argument("--caught-up", type=float, default=2.5, help="lag (s) of a commit that has caught up")
     parser.add_argument("--keys", type=int, default=100)
+    parser.add_argument("--spark", action="store_true", help="TaskExecutors on a local Spark standalone cluster")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="autoscaling-bench-"))
+    if not args.spark:
+        run(args, work, {}, spark=None)
+        return
+    here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here.parent))  # tests.support.spark_standalone
+    from flinklike_spark.spark import session
+    from tests.support.spark_standalone import StandaloneCluster, write_project_zip
+
+    cluster = StandaloneCluster(work / "spark", cores=4).start()
+    try:
+        conf = cluster.spark_conf() | {"spark.cores.max": "4",
+                                       "spark.submit.pyFiles": str(write_project_zip(work / "flinklike.zip"))}  # fmt: skip
+        os.chdir(work)  # spark-warehouse
+        spark = session("bench-autoscaling", master=None, config=conf)
+        spark.sparkContext.setLogLevel("ERROR")
+        settle = time.monotonic() + 300
+        while os.getloadavg()[0] >= 0.5 and time.monotonic() < settle:  # the cluster's start is not the run's
+            time.sleep(5)
+        run(args, work, {"execution.target": "spark"}, spark=spark)
+        spark.stop()
+    finally:
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _executors(spark) -> list[str]:
+    sc = spark.sparkContext
+    summaries = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc._jsc.sc().statusStore().executorList(True))
+    return sorted(s.id() for s in summaries if s.id() != "driver")
+
+
+def run(args, work: Path, extra: dict, *, spark) -> None:
+    """One run: the job, the step, the figures (``extra``: configuration for the Spark target)."""
     env = StreamExecutionEnvironment.get_execution_environment({
-        "jobmanager.scheduler": "adaptive", "parallelism.default": 1, "rest.port": 0,
+        **extra, "jobmanager.scheduler": "adaptive", "parallelism.default": 1, "rest.port": 0,
         "local.number-taskmanager": 1, "taskmanager.numberOfTaskSlots": 1, "slotmanager.number-of-slots.max": 4,
         "execution.checkpointing.interval": "1s", "execution.checkpointing.dir": str(work / "checkpoints"),
         "job.autoscaler.enabled": True, "autoscaler.standalone.control-loop.interval": "1s",
@@ -108,6 +151,7 @@ def main() -> None:
             autoscaler, rescales = _get(f"{base}/autoscaler"), _get(f"{base}/rescales")["rescales"]
             time.sleep(0.5)
         slots = len(_get(f"{client.web_interface_url}/taskmanagers")["taskmanagers"])
+        executors = _executors(spark) if spark is not None else None
         client.cancel()
         try:
             client.wait(120)
@@ -119,7 +163,8 @@ def main() -> None:
     assert len({(r["key"], r["seq"]) for r in rows}) == len(rows), "a (key, seq) was written twice"
     rate, after_rate = args.rate, args.rate * args.step
     print(f"{len(rows):,} rows checked exactly once; {rate:.0f} -> {after_rate:.0f} records/s at {args.step_at:.0f} s; "
-          f"{args.cost_ms} ms per record, {args.keys} keys")  # fmt: skip
+          f"{args.cost_ms} ms per record, {args.keys} keys; TaskExecutors on "
+          f"{'Spark executors' if spark is not None else 'local processes'}")  # fmt: skip
 
     def arrived_at(seq: int) -> float:  # when every key's row ``seq`` had arrived
         needed = (seq + 1) * args.keys
@@ -151,6 +196,8 @@ def main() -> None:
               f"{gone - step_time:6.1f} s (a commit's newest row arrived < {args.caught_up} s before it)"))  # fmt: skip
         print(f"slots used: {max(ups[0]['parallelismBefore'].values())} -> "
               f"{max(ups[-1]['parallelismAfter'].values())} (TaskExecutors of 1 slot at the end: {slots})")  # fmt: skip
+    if executors is not None:
+        print(f"Spark executors at the end: {executors}")
     watch.report()
 
 

@@ -30,7 +30,7 @@ replacements, each again a stage of its own, once the cluster has task slots
 for them. A TaskExecutor declared lost by heartbeat timeout has its stage
 cancelled.
 
-Elastic resources (``slotmanager.number-of-slots.max``, docs/elastic.md): a
+Elastic resources (with ``slotmanager.number-of-slots.max``, docs/elastic.md): a
 barrier stage cannot run under Spark's dynamic allocation (SPARK-24942), so
 the launcher asks Spark itself. A TaskExecutor launched while no executor has a
 free task slot raises the application's executor target to one task slot per
@@ -138,12 +138,15 @@ class SparkTaskExecutorLauncher:
         spark: the driver's SparkSession.
         slot_wait: seconds a launch waits for enough free task slots before submitting anyway
             (Spark itself re-checks a barrier stage's slots only every 15 s).
+        elastic: ask Spark for executors when a launch finds no free task slot
+            (``slotmanager.number-of-slots.max`` is set); else the application's executors are Spark's affair.
     """
 
     description = "Spark executors"
 
-    def __init__(self, spark, *, slot_wait: float = _SLOT_WAIT) -> None:
+    def __init__(self, spark, *, slot_wait: float = _SLOT_WAIT, elastic: bool = False) -> None:
         self._sc = spark.sparkContext
+        self._elastic = elastic
         self._slot_wait = slot_wait
         self._lock = threading.Lock()
         self._stages: dict[str, _Stage] = {}  # resource id -> its stage
@@ -185,7 +188,7 @@ class SparkTaskExecutorLauncher:
             slots = self._task_slots()
             if slots is None or slots - self._running_task_executors(stage) >= 1:
                 return
-            if not asked:
+            if self._elastic and not asked:
                 asked = True
                 self._request_executors(stage)
             time.sleep(0.2)
@@ -333,6 +336,5 @@ def spark_cluster(config: Configuration, spark=None) -> ClusterEndpoint:
                 "execution.target: local"
             )
     host = config.cluster.jobmanager_address or spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
-    return ClusterEndpoint(
-        config, SparkTaskExecutorLauncher(spark), rpc_host=host, resource_id_prefix="spark-taskmanager"
-    )
+    launcher = SparkTaskExecutorLauncher(spark, elastic=config.cluster.max_slots is not None)
+    return ClusterEndpoint(config, launcher, rpc_host=host, resource_id_prefix="spark-taskmanager")

@@ -462,19 +462,19 @@ class ClusterEndpoint:
         return released
 
     def _give_back_idle(self, count: int | None) -> None:
-        """Give back ``count`` (None: every) idle host of TaskExecutors (a Spark executor), in the background:
-        a released TaskExecutor's host turns idle once its task returned, within seconds."""
+        """Give back ``count`` idle hosts of TaskExecutors (Spark executors) in the background, within 30 s: a
+        released TaskExecutor's host turns idle once its task returned. None: every idle host for 30 s (at the
+        start, the resource provider's hosts may register after the TaskExecutors the cluster waited for)."""
 
         def give_back() -> None:
             wanted, deadline = count, time.monotonic() + 30.0
-            while not self._closed.is_set():
+            while not self._closed.is_set() and time.monotonic() < deadline:
                 given = self.launcher.give_back_idle(wanted)
-                if wanted is None:
-                    return
-                wanted -= len(given)
-                if wanted <= 0 or time.monotonic() > deadline:
-                    return
-                time.sleep(0.5)
+                if wanted is not None:
+                    wanted -= len(given)
+                    if wanted <= 0:
+                        return
+                time.sleep(0.5 if wanted is not None else 1.0)
 
         threading.Thread(target=give_back, name="give-back-idle", daemon=True).start()
 
