@@ -14,29 +14,15 @@ import pytest
 
 from checkpointing import list_completed_checkpoints
 from connectors import DeltaSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import RescaleRefusedError
-from tests.support.delta_sink_job import assert_exactly_once_in_order
+from tests.support.delta_sink_job import InOrderPerKey, assert_exactly_once_in_order
 from tests.support.rest_helpers import get, request, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 NUM_KEYS = 12
 RECORDS_PER_KEY = 3_000
-
-
-class InOrderPerKey(KeyedProcessFunction):
-    """Passes records on; raises on a lost, duplicated or reordered ``seq`` (keyed state must survive a rescale)."""
-
-    def open(self, runtime_context):
-        self.next_seq = runtime_context.get_state(ValueStateDescriptor("next_seq"))
-
-    def process_element(self, value, ctx):
-        expected = self.next_seq.value() or 0
-        if value["seq"] != expected:
-            raise AssertionError(f"key {value['key']}: got seq {value['seq']}, expected {expected}")
-        self.next_seq.update(expected + 1)
-        yield value
 
 
 def _environment(tmp_path, *, unaligned: bool, scheduler: str = "adaptive", **extra) -> StreamExecutionEnvironment:

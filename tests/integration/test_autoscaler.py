@@ -21,15 +21,13 @@ decisions are in the REST API and in the Delta table ``<checkpoint dir>/scaling_
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from deltalake import DeltaTable
 
 from connectors import DeltaSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError, JobCancelledError
-from tests.support.delta_sink_job import assert_prefix_exactly_once_in_order
+from tests.support.delta_sink_job import InOrderPerKey, assert_prefix_exactly_once_in_order
 from tests.support.rest_helpers import get, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
@@ -37,21 +35,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
 NUM_KEYS = 20
 #: (seconds after the start, records per second): quiet, triple, low.
 ARRIVALS = [(0, 100), (12, 300), (40, 20)]
-
-
-class SlowInOrderPerKey(KeyedProcessFunction):
-    """3 ms per record; raises on a lost, duplicated or reordered ``seq`` (keyed state must survive rescales)."""
-
-    def open(self, runtime_context):
-        self.next_seq = runtime_context.get_state(ValueStateDescriptor("next_seq"))
-
-    def process_element(self, value, ctx):
-        expected = self.next_seq.value() or 0
-        if value["seq"] != expected:
-            raise AssertionError(f"key {value['key']}: got seq {value['seq']}, expected {expected}")
-        self.next_seq.update(expected + 1)
-        time.sleep(0.003)
-        yield value
 
 
 def _environment(tmp_path, *, unaligned: bool, **extra) -> StreamExecutionEnvironment:
@@ -69,7 +52,7 @@ def _environment(tmp_path, *, unaligned: bool, **extra) -> StreamExecutionEnviro
     source = SequenceSource(num_keys=NUM_KEYS, records_per_key=None, arrival_rates=ARRIVALS)
     (
         env.from_source(source, name="topic").uid("topic")
-        .key_by("key").process(SlowInOrderPerKey()).uid("check")
+        .key_by("key").process(InOrderPerKey(seconds_per_record=0.003)).uid("check")
         .sink_to(DeltaSink(tmp_path / "out")).uid("delta")
     )  # fmt: skip
     return env

@@ -26,8 +26,8 @@ from connectors import DeltaSink, SequenceSource
 from flinklike_spark import Configuration, StreamExecutionEnvironment
 from flinklike_spark._runtime.minicluster import MiniCluster
 from flinklike_spark.errors import NoResourceAvailableError
-from tests.integration.test_adaptive_scheduler import NUM_KEYS, RECORDS_PER_KEY, InOrderPerKey
-from tests.support.delta_sink_job import assert_exactly_once_in_order
+from tests.integration.test_adaptive_scheduler import NUM_KEYS, RECORDS_PER_KEY
+from tests.support.delta_sink_job import InOrderPerKey, assert_exactly_once_in_order
 from tests.support.rest_helpers import get, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -16,11 +16,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from connectors import DeltaSink, SequenceSource
-from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment
+from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 
 __all__ = [
     "NUM_KEYS",
     "RECORDS_PER_KEY",
+    "InOrderPerKey",
     "SlowPassThrough",
     "assert_exactly_once_in_order",
     "assert_prefix_exactly_once_in_order",
@@ -38,6 +39,26 @@ class SlowPassThrough(KeyedProcessFunction):
 
     def process_element(self, value, ctx):
         time.sleep(self.seconds_per_record)
+        yield value
+
+
+class InOrderPerKey(KeyedProcessFunction):
+    """Passes records on, ``seconds_per_record`` each; raises on a lost, duplicated or reordered ``seq`` (keyed
+    state must survive every restore and rescale)."""
+
+    def __init__(self, seconds_per_record: float = 0.0) -> None:
+        self.seconds_per_record = seconds_per_record
+
+    def open(self, runtime_context):
+        self.next_seq = runtime_context.get_state(ValueStateDescriptor("next_seq"))
+
+    def process_element(self, value, ctx):
+        expected = self.next_seq.value() or 0
+        if value["seq"] != expected:
+            raise AssertionError(f"key {value['key']}: got seq {value['seq']}, expected {expected}")
+        self.next_seq.update(expected + 1)
+        if self.seconds_per_record:
+            time.sleep(self.seconds_per_record)
         yield value
 
 
