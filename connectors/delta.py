@@ -36,8 +36,10 @@ import copy
 import dataclasses
 import logging
 import os
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -336,24 +338,84 @@ class DeltaSinkWriter(PrecommittingSinkWriter):
 
 
 class DeltaCommitter(Committer):
-    """Adds committed files to the table; skips committables whose app transaction is already there."""
+    """Adds committed files to the table; skips committables whose app transaction is already there.
+
+    Every commit carries the lineage fence's app transaction, so two commits
+    to one table never both land at once: Delta rejects the later one and it
+    is retried on the newer version. The sink subtasks of one process
+    therefore commit through one :class:`_GroupCommit` per table and epoch:
+    the first subtask to get there commits what every subtask of the process
+    handed in meanwhile, in one Delta transaction, instead of each losing
+    races to the others (parallelism ``p`` in one TaskExecutor would take up
+    to ``p * (p + 1) / 2`` attempts per checkpoint). Subtasks in other
+    processes still race and retry.
+    """
 
     def __init__(self, table: _Table, *, fence_epoch: int = 0) -> None:
+        self._group = _GroupCommit.of(table, fence_epoch)
+
+    def commit(self, committables: list[DeltaCommittable]) -> None:
+        if committables:
+            self._group.commit(committables)
+
+
+@dataclasses.dataclass
+class _Handed:
+    """Committables a subtask handed to a :class:`_GroupCommit`, and what became of them."""
+
+    committables: tuple[DeltaCommittable, ...]
+    done: bool = False
+    error: BaseException | None = None
+
+
+class _GroupCommit:
+    """The commits of one table and fence epoch in this process, batched; see :class:`DeltaCommitter`.
+
+    :meth:`commit` returns once ``committables`` are in the table, committed by
+    this thread or by another one whose batch took them; if that batch failed,
+    it raises the batch's error.
+    """
+
+    _groups: weakref.WeakValueDictionary[tuple[Any, ...], _GroupCommit] = weakref.WeakValueDictionary()
+    _groups_lock = threading.Lock()
+
+    @classmethod
+    def of(cls, table: _Table, fence_epoch: int) -> _GroupCommit:
+        key = (table.uri, tuple(sorted((table.storage_options or {}).items())), fence_epoch)
+        with cls._groups_lock:
+            group = cls._groups.get(key)
+            if group is None:
+                group = cls._groups[key] = cls(table, fence_epoch)
+            return group
+
+    def __init__(self, table: _Table, fence_epoch: int) -> None:
         self._table = table
         self._fence_epoch = fence_epoch
         self._loaded: DeltaTable | None = None  # kept between commits, brought up to date incrementally
+        self._commit_lock = threading.Lock()  # held by the thread committing a batch
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Handed] = []
 
-    def _latest(self, schema: pa.Schema) -> DeltaTable:
-        """The table at its latest version: loaded once, then only the commits since are read."""
-        if self._loaded is None:
-            self._loaded = self._table.open_or_create(schema)
-        else:
-            self._loaded.update_incremental()
-        return self._loaded
+    def commit(self, committables: Sequence[DeltaCommittable]) -> None:
+        handed = _Handed(tuple(committables))
+        with self._queue_lock:
+            self._queue.append(handed)
+        with self._commit_lock:
+            if not handed.done:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                try:
+                    self._commit_batch([c for h in batch for c in h.committables])
+                except BaseException as exc:
+                    for h in batch:
+                        h.done, h.error = True, exc
+                else:
+                    for h in batch:
+                        h.done = True
+        if handed.error is not None:
+            raise handed.error
 
-    def commit(self, committables: list[DeltaCommittable]) -> None:
-        if not committables:
-            return
+    def _commit_batch(self, committables: list[DeltaCommittable]) -> None:
         try:
             retry_lost_races(lambda: self._commit(committables), attempts=_ATTEMPTS, table_uri=self._table.uri)
         except SinkFencedError:
@@ -363,6 +425,14 @@ class DeltaCommitter(Committer):
                 f"cannot commit {sum(len(c.files) for c in committables)} files to Delta table "
                 f"{self._table.uri!r}: {type(exc).__name__}: {exc}"
             ) from exc
+
+    def _latest(self, schema: pa.Schema) -> DeltaTable:
+        """The table at its latest version: loaded once, then only the commits since are read."""
+        if self._loaded is None:
+            self._loaded = self._table.open_or_create(schema)
+        else:
+            self._loaded.update_incremental()
+        return self._loaded
 
     def _commit(self, committables: Sequence[DeltaCommittable]) -> None:
         """One attempt: load the latest version, skip what it already has, add the rest."""

@@ -273,7 +273,7 @@ OPTIONS: dict[str, ConfigOption[Any]] = {
         _opt("job.autoscaler.catch-up.duration", timedelta(minutes=30), _duration,
              "Time in which a scaled job should have worked off its sources' backlog.", _MS),
         _opt("job.autoscaler.scale-down.interval", timedelta(hours=1), _duration,
-             "A scale-down is applied only once it was wanted for this long (0: at once).", _ZERO),
+             "A scale-down waits this long after the first evaluation that recommended it (0: at once).", _ZERO),
         _opt("job.autoscaler.scale-down.max-factor", 0.6, parse_float,
              "Largest share of a vertex's parallelism one scale-down removes.", 0.0, 1.0),
         _opt("job.autoscaler.scale-up.max-factor", 100_000.0, parse_float,

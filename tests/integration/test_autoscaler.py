@@ -41,7 +41,7 @@ def _environment(tmp_path, *, unaligned: bool, **extra) -> StreamExecutionEnviro
     env = StreamExecutionEnvironment.get_execution_environment({
         "jobmanager.scheduler": "adaptive", "parallelism.default": 1, "local.number-taskmanager": 1,
         "taskmanager.numberOfTaskSlots": 1, "slotmanager.number-of-slots.max": 4, "restart-strategy.type": "none",
-        "rest.port": 0, "execution.checkpointing.interval": "500ms",
+        "rest.port": 0, "execution.checkpointing.interval": "1s",
         "execution.checkpointing.dir": str(tmp_path / "chk"),
         "execution.checkpointing.unaligned.enabled": unaligned,
         "job.autoscaler.enabled": True, "autoscaler.standalone.control-loop.interval": "1s",
@@ -67,7 +67,10 @@ def test_a_job_whose_input_triples_scales_up_catches_up_and_scales_down_exactly_
         scaled = [r["cause"].split(":")[1].strip() for r in get(f"{base}/jobs/{job_id}/rescales")["rescales"]]
         return "scale up" in scaled and scaled[-1] == "scale down"
 
-    wait_for("a scale-up and then a scale-down", scaled_down, timeout=200, interval=0.5)
+    try:
+        wait_for("a scale-up and then a scale-down", scaled_down, timeout=200, interval=0.5)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the autoscaler: {get(f'{base}/jobs/{job_id}/autoscaler')}") from None
     autoscaler, rescales = get(f"{base}/jobs/{job_id}/autoscaler"), get(f"{base}/jobs/{job_id}/rescales")
     client.cancel()
     with pytest.raises(JobCancelledError):

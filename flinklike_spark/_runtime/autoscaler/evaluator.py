@@ -79,11 +79,18 @@ class VertexRates:
 
 @dataclasses.dataclass(frozen=True)
 class ScalingSummary:
-    """One vertex's evaluation: its rates, the capacity thresholds, and the parallelism it should get."""
+    """One vertex's evaluation: its rates, the capacity thresholds, and the parallelism it should get.
+
+    ``recommended_parallelism`` is the parallelism at the target utilization;
+    ``new_parallelism`` is that only if the vertex is outside its thresholds,
+    else the current one (a scale-down waits on recommendations; see
+    :class:`~flinklike_spark._runtime.autoscaler.job_autoscaler.JobAutoscaler`).
+    """
 
     vertex_id: str
     current_parallelism: int
     new_parallelism: int
+    recommended_parallelism: int
     true_processing_rate: float
     target_rate: float
     catch_up_rate: float
@@ -102,7 +109,8 @@ class ScalingSummary:
 
         return {
             "vertexId": self.vertex_id, "currentParallelism": self.current_parallelism,
-            "newParallelism": self.new_parallelism, "trueProcessingRate": finite(self.true_processing_rate),
+            "newParallelism": self.new_parallelism, "recommendedParallelism": self.recommended_parallelism,
+            "trueProcessingRate": finite(self.true_processing_rate),
             "targetRate": finite(self.target_rate), "catchUpRate": finite(self.catch_up_rate),
             "scaleUpThreshold": finite(self.scale_up_threshold),
             "scaleDownThreshold": finite(self.scale_down_threshold), "busyRatio": finite(self.busy),
@@ -161,20 +169,21 @@ def evaluate(
         t, c, true_rate = target[vertex.vertex_id], catch_up[vertex.vertex_id], r.true_processing_rate
         up = _capacity(t, c, up_utilization, options, restart=False)
         down = _capacity(t, c, down_utilization, options, restart=True) if down_utilization > 0 else math.inf
-        new = vertex.parallelism
-        if true_rate < up or true_rate > down:
-            wanted = _capacity(t, c, options.target_utilization, options, restart=True)
-            factor = 0.0 if math.isinf(true_rate) else wanted / true_rate
-            new = _new_parallelism(vertex, factor, options)
+        wanted = _capacity(t, c, options.target_utilization, options, restart=True)
+        recommended = _new_parallelism(vertex, 0.0 if math.isinf(true_rate) else wanted / true_rate, options)
+        new = recommended if true_rate < up or true_rate > down else vertex.parallelism
         summaries[vertex.vertex_id] = ScalingSummary(
             vertex_id=vertex.vertex_id, current_parallelism=vertex.parallelism, new_parallelism=new,
-            true_processing_rate=true_rate, target_rate=t, catch_up_rate=c, scale_up_threshold=up,
-            scale_down_threshold=down, busy=r.busy, backlog=r.backlog,
+            recommended_parallelism=recommended, true_processing_rate=true_rate, target_rate=t, catch_up_rate=c,
+            scale_up_threshold=up, scale_down_threshold=down, busy=r.busy, backlog=r.backlog,
         )  # fmt: skip
     for vertex in topology:  # forward-joined vertices keep one parallelism
         group = [v for v in (vertex.vertex_id, *vertex.forward_peers) if v in summaries]
         top = max((summaries[v].new_parallelism for v in group), default=0)
+        recommended = max((summaries[v].recommended_parallelism for v in group), default=0)
         for v in group:
-            if summaries[v].new_parallelism < top:
-                summaries[v] = dataclasses.replace(summaries[v], new_parallelism=top)
+            summaries[v] = dataclasses.replace(
+                summaries[v], new_parallelism=max(top, summaries[v].new_parallelism),
+                recommended_parallelism=max(recommended, summaries[v].recommended_parallelism),
+            )  # fmt: skip
     return summaries

@@ -8,9 +8,15 @@ Every ``autoscaler.standalone.control-loop.interval`` a thread of its own:
    collected (start-up and catch-up rates are not the job's steady rates);
 2. samples every vertex's metrics into a :class:`MetricWindow`;
 3. once the window is full, evaluates it (:func:`evaluate`). A scale-up of
-   any vertex is decided at once; a scale-down only once it was wanted
-   without a break for ``job.autoscaler.scale-down.interval`` (a vertex that
-   would scale down keeps its parallelism in a scale-up decision until then);
+   any vertex is decided at once. A scale-down is delayed as Flink's
+   ``DelayedScaleDown`` does: it is decided once
+   ``job.autoscaler.scale-down.interval`` passed since an evaluation first
+   recommended a lower parallelism, unless one recommended the current (or a
+   higher) parallelism meanwhile, and it goes to the highest parallelism
+   recommended within the last interval (a vertex that would scale down keeps
+   its parallelism in a scale-up decision until then). Evaluations between
+   the thresholds do not restart the interval: on a busy machine the
+   utilization of an over-provisioned vertex wanders across the lower one;
 4. records a decision (:attr:`JobAutoscaler.decisions`, ``GET
    /jobs/:jobid/autoscaler`` and, with a checkpoint directory, one row per
    vertex in the Delta table ``<execution.checkpointing.dir>/scaling_decisions``)
@@ -154,7 +160,8 @@ class JobAutoscaler:
         self._window = MetricWindow(options.metrics_window.total_seconds(), clock=clock)
         self._master: object | None = None  # the JobMaster whose metrics the window holds
         self._running_since = 0.0
-        self._scale_down_since: float | None = None
+        # vertex -> (first recommendation below its parallelism, [(time, parallelism) within the interval])
+        self._scale_down_wishes: dict[str, tuple[float, list[tuple[float, int]]]] = {}
         self.decisions: list[ScalingDecision] = []
         self.last_evaluation: dict[str, ScalingSummary] = {}
         self.status = "waiting for the job to run"
@@ -195,7 +202,8 @@ class JobAutoscaler:
             self._master = None
             return None
         if master is not self._master:  # started, restored or rescaled: stabilise, then a fresh window
-            self._master, self._running_since, self._scale_down_since = master, now, None
+            self._master, self._running_since = master, now
+            self._scale_down_wishes.clear()
             self._window.clear()
         if now - self._running_since < self._options.stabilization_interval.total_seconds():
             self.status = "stabilizing"
@@ -210,22 +218,28 @@ class JobAutoscaler:
         return self._decide(summaries, now)
 
     def _decide(self, summaries: dict[str, ScalingSummary], now: float) -> ScalingDecision | None:
+        interval = self._options.scale_down_interval.total_seconds()
+        wishes = self._scale_down_wishes
+        for v, s in summaries.items():
+            if s.recommended_parallelism >= s.current_parallelism:
+                wishes.pop(v, None)
+            else:
+                first, recent = wishes.get(v, (now, []))
+                recent = [(at, p) for at, p in recent if at >= now - interval] + [(now, s.recommended_parallelism)]
+                wishes[v] = (first, recent)
         ups = {v for v, s in summaries.items() if s.change > 0}
         downs = {v for v, s in summaries.items() if s.change < 0}
-        if not downs:
-            self._scale_down_since = None
-        elif self._scale_down_since is None:
-            self._scale_down_since = now
-        down_due = downs and now - self._scale_down_since >= self._options.scale_down_interval.total_seconds()
-        if not ups and not down_due:
+        due = {v for v in downs if v in wishes and now - wishes[v][0] >= interval}
+        if not ups and not due:
             if downs:
                 self.status = "scale-down postponed (job.autoscaler.scale-down.interval)"
             return None
-        if not down_due:  # a scale-up now; the vertices that would go down wait for their interval
-            summaries = {
-                v: dataclasses.replace(s, new_parallelism=s.current_parallelism) if v in downs else s
-                for v, s in summaries.items()
-            }
+        summaries = {
+            v: dataclasses.replace(s, new_parallelism=max(p for _, p in wishes[v][1])) if v in due
+            else dataclasses.replace(s, new_parallelism=s.current_parallelism) if v in downs
+            else s
+            for v, s in summaries.items()
+        }  # fmt: skip
         changed = {v: (s.current_parallelism, s.new_parallelism) for v, s in summaries.items() if s.change}
         reason = "scale up" if ups else "scale down"
         reason = f"{reason}: " + ", ".join(f"{v} {a}->{b}" for v, (a, b) in sorted(changed.items()))
@@ -253,7 +267,7 @@ class JobAutoscaler:
             {v: ParallelismBounds(min(old[v].lower, p), p) for v, p in decision.parallelism.items()}
         )
         self._window.clear()
-        self._scale_down_since = None
+        self._scale_down_wishes.clear()
         try:
             return self._job.update_requirements(requirements, cause=f"autoscaler: {decision.reason}")
         except Exception as exc:  # noqa: BLE001 - e.g. the job is restarting: the next full window decides again

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.timeout(60)
 class Job:
     """The part of an AdaptiveJob the autoscaler uses; a rescale changes the graph and the JobMaster at once."""
 
-    def __init__(self, parallelism: int = 2) -> None:
+    def __init__(self, parallelism: int = 2, max_parallelism: int = 128) -> None:
         graph = JobGraph(job_id="job-1", name="scaled")
         graph.add_vertex(JobVertex(id="src", name="Source", parallelism=1, operators=["s"], is_source=True))
-        graph.add_vertex(JobVertex(id="work", name="Work", parallelism=parallelism, operators=["w"]))
+        graph.add_vertex(
+            JobVertex(id="work", name="Work", parallelism=parallelism, operators=["w"], max_parallelism=max_parallelism)
+        )
         graph.connect("src", "work", PartitionerSpec(kind=PartitionerKind.HASH, key_field="key"))
         self.job_id, self.graph, self.master = "job-1", graph, object()
         self.requirements = JobResourceRequirements.of(graph)
@@ -50,12 +52,15 @@ class Load:
 
     def __init__(self, clock) -> None:
         self.clock, self.rate, self.busy, self.backlog = clock, 100.0, 0.5, 0.0
+        self._busy_seconds, self._sampled_at = 0.0, 0.0  # ``busy`` may change between samples
 
     def sample(self, master) -> dict:
         t = self.clock[0]
+        self._busy_seconds += self.busy * (t - self._sampled_at)
+        self._sampled_at = t
         return {
             "src": {"s0": SubtaskCounters(t, self.rate * t, self.rate * t, 0.01 * t, self.backlog)},
-            "work": {f"w{id(master)}": SubtaskCounters(t, self.rate * t, self.rate * t, self.busy * t, 0.0)},
+            "work": {f"w{id(master)}": SubtaskCounters(t, self.rate * t, self.rate * t, self._busy_seconds, 0.0)},
         }
 
 
@@ -113,6 +118,30 @@ def test_a_scale_down_waits_for_the_interval_and_metrics_only_mode_applies_nothi
     [(at, decision)] = run(scaler, clock, 18.0)
     assert at >= 2 + 4 + 10 and decision.reason.startswith("scale down: work 8->")
     assert not decision.applied and job.updates == []  # scaling.enabled false: decided and recorded only
+
+
+def test_a_utilization_wandering_between_the_thresholds_delays_no_scale_down_beyond_its_interval(tmp_path):
+    """As Flink's DelayedScaleDown: only a recommendation of the current parallelism restarts the interval, and
+    the scale-down goes to the highest parallelism recommended within the last interval."""
+    clock, job = [0.0], Job(parallelism=8, max_parallelism=720)  # key-group aligned: 4 and 6 divide 720
+    load = Load(clock)
+    load.busy = 0.1  # 8 subtasks for 100/s: below the lower threshold (0.4), recommends 4 (at most 0.6 down)
+    scaler = autoscaler(tmp_path, job, load, clock)
+    assert run(scaler, clock, 8.0) == [] and scaler.status.startswith("scale-down postponed")
+    load.busy = 0.45  # between the thresholds: nothing to do now, but 6 would be enough
+    assert run(scaler, clock, 13.0) == [] and scaler.last_evaluation["work"].recommended_parallelism == 6
+    load.busy = 0.1
+    [(at, decision)] = run(scaler, clock, 20.0)
+    assert at < 2 + 4 + 10 + 4, at  # the interval ran from the first recommendation below 8
+    assert decision.reason == "scale down: work 8->6" and job.updates[0][0]["work"] == 6
+
+    clock[0] += 10.0  # a new JobMaster (6 subtasks): stabilize, fill a window, wish again
+    load.busy = 0.1
+    assert run(scaler, clock, clock[0] + 9.0) == [] and scaler.status.startswith("scale-down postponed")
+    load.busy = 0.9  # the recommendation reaches the current parallelism: the interval starts again
+    assert run(scaler, clock, clock[0] + 5.0) == []
+    load.busy = 0.1
+    assert run(scaler, clock, clock[0] + 8.0) == [] and scaler.status.startswith("scale-down postponed")
 
 
 def test_a_decision_the_job_refuses_is_recorded_as_not_applied(tmp_path):

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import time
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
 from checkpointing.layout import scan_table
-from connectors.delta import DeltaCommittable, DeltaSink
+from connectors.delta import DeltaCommittable, DeltaSink, _GroupCommit
 from flinklike_spark.connector_api import END_OF_INPUT, SinkWriterContext
 from flinklike_spark.errors import ConfigurationError, SchemaMismatchError, SinkCommitError
 
@@ -88,7 +89,8 @@ def test_later_checkpoints_and_end_of_input_append_only_new_rows(tmp_path):
 
 @pytest.mark.parametrize("round_", range(10))
 def test_concurrent_subtasks_racing_to_create_the_table_all_commit(tmp_path, round_):
-    """Six subtasks commit their first checkpoint at once to a table none of them created."""
+    """Six subtasks in six processes (one group commit each) commit their first checkpoint at once to a table
+    none of them created: they race, and the losers retry on the newer version."""
     sink = DeltaSink(tmp_path / "t")
     prepared = []
     for subtask in range(6):
@@ -101,7 +103,7 @@ def test_concurrent_subtasks_racing_to_create_the_table_all_commit(tmp_path, rou
     def commit(committables):
         start.wait(10)
         try:
-            sink.create_committer().commit(committables)
+            _GroupCommit(sink._table(), fence_epoch=0).commit(committables)  # as in a process of its own
         except Exception as exc:  # noqa: BLE001 - asserted below
             errors.append(exc)
 
@@ -114,6 +116,62 @@ def test_concurrent_subtasks_racing_to_create_the_table_all_commit(tmp_path, rou
     got = read(tmp_path / "t")
     for key in range(6):
         assert [r["seq"] for r in got if r["key"] == key] == list(range(10))
+
+
+def _commit_while_the_group_is_busy(sink: DeltaSink, prepared: list) -> list:
+    """Every subtask's commit in a thread of its own, all handed in while another commit holds the group;
+    the errors they raised."""
+    committer = sink.create_committer()
+    group = committer._group
+    errors = []
+
+    def commit(committables):
+        try:
+            sink.create_committer().commit(committables)
+        except Exception as exc:  # noqa: BLE001 - asserted by the callers
+            errors.append(exc)
+
+    with group._commit_lock:
+        threads = [threading.Thread(target=commit, args=(c,)) for c in prepared]
+        for thread in threads:
+            thread.start()
+        while len(group._queue) < len(prepared):
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join(30)
+    return errors
+
+
+def test_subtasks_of_one_process_commit_a_checkpoint_in_one_delta_transaction(tmp_path):
+    sink = committed_table(tmp_path / "t")
+    prepared = []
+    for subtask in range(4):
+        writer = writer_for(sink, subtask, job_id="job-b")
+        writer.write(rows(0, 5, key=10 + subtask))
+        prepared.append(writer.prepare_commit(1))
+        writer.close()
+    before = DeltaTable(str(tmp_path / "t")).version()
+    assert _commit_while_the_group_is_busy(sink, prepared) == []
+    table = DeltaTable(str(tmp_path / "t"))
+    assert table.version() == before + 1  # one transaction, no lost races
+    for subtask in range(4):
+        assert table.transaction_version(prepared[subtask][0].app_id) == 1
+        assert [r["seq"] for r in read(tmp_path / "t") if r["key"] == 10 + subtask] == list(range(5))
+
+
+def test_every_subtask_whose_committables_a_failed_group_commit_held_sees_its_error(tmp_path):
+    sink = committed_table(tmp_path / "t")
+    prepared = []
+    for subtask in range(3):
+        writer = writer_for(sink, subtask, job_id="job-b")
+        writer.write(rows(0, 5, key=10 + subtask))
+        prepared.append(writer.prepare_commit(1))
+        writer.close()
+    lost = prepared[1][0].files[0].path
+    os.remove(tmp_path / "t" / lost)
+    errors = _commit_while_the_group_is_busy(sink, prepared)
+    assert len(errors) == 3 and all(isinstance(e, SinkCommitError) and lost in str(e) for e in errors), errors
+    assert len(read(tmp_path / "t")) == 2  # nothing of the failed batch landed
 
 
 def test_rolls_files_at_target_size(tmp_path):
