@@ -22,9 +22,8 @@ decisions are in the REST API and in the Delta table ``<checkpoint dir>/scaling_
 from __future__ import annotations
 
 import pytest
-from deltalake import DeltaTable
 
-from connectors import DeltaSink, SequenceSource
+from connectors import DeltaSink, SequenceSource, read_delta_table
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.errors import ConfigurationError, JobCancelledError
 from tests.support.delta_sink_job import InOrderPerKey, assert_prefix_exactly_once_in_order
@@ -85,7 +84,7 @@ def test_a_job_whose_input_triples_scales_up_catches_up_and_scales_down_exactly_
     widest = max(max(r["parallelismAfter"].values()) for r in rescales["rescales"])
     assert widest >= 2
     assert max(rescales["rescales"][-1]["parallelismAfter"].values()) < widest  # scaled back down
-    table = DeltaTable(str(tmp_path / "chk" / "scaling_decisions")).to_pyarrow_table().to_pylist()
+    table = read_delta_table(tmp_path / "chk" / "scaling_decisions").to_pylist()
     assert {r["decision_id"] for r in table} == {d["id"] for d in decisions}
     assert {r["job_id"] for r in table} == {job_id}
     up = [r for r in table if r["decision_id"] == 1 and r["new_parallelism"] > r["current_parallelism"]]

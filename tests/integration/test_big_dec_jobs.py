@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import deltalake
 import pyarrow as pa
 import pytest
 
-from connectors import CollectSink
+from connectors import CollectSink, read_delta_table
 from connectors.delta import DeltaSink
 from flinklike_spark import KeyedProcessFunction, Row, StreamExecutionEnvironment, Types, ValueStateDescriptor
 
@@ -62,6 +61,6 @@ def test_big_dec_fields_keep_their_scale_through_aggregations_keyed_state_and_a_
     assert sorted(c for k, c in counts if k in ("1.50", "1.5")) == [1, 2]
     assert sorted(k for k, _ in counts if k not in ("1.50", "1.5")) == ["-0.125", "0.10", "1000", "2.5"]
 
-    table = deltalake.DeltaTable(str(tmp_path / "prices")).to_pyarrow_table()
+    table = read_delta_table(tmp_path / "prices")
     assert table.schema.field("price").type == pa.string()
     assert sorted(table.column("price").to_pylist()) == sorted(prices)

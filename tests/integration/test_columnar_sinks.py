@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 
-import deltalake
 import pyarrow.parquet as pq
 import pytest
 
-from connectors import DeltaSink, FileSink, SequenceSource
+from connectors import DeltaSink, FileSink, SequenceSource, read_delta_table
 from flinklike_spark import StreamExecutionEnvironment
 from flinklike_spark.common.types import Row
 
@@ -33,7 +32,7 @@ EXPECTED = sorted((k, s) for k in range(NUM_KEYS) for s in range(PER_KEY))
 
 def test_named_rows_reach_a_delta_table_as_its_columns(tmp_path):
     run(DeltaSink(str(tmp_path / "t")), lambda r: Row(key=r["key"], seq=r["seq"]))
-    table = deltalake.DeltaTable(str(tmp_path / "t")).to_pyarrow_table()
+    table = read_delta_table(tmp_path / "t")
     assert table.schema.names == ["key", "seq"]
     assert sorted(zip(table.column("key").to_pylist(), table.column("seq").to_pylist())) == EXPECTED
 

@@ -205,3 +205,15 @@ def test_code_cites_only_docs_that_exist():
             if design in text:
                 bad.append(f"{source.relative_to(ROOT)} cites {design}, which is not in the repository")
     assert not bad, "\n".join(bad)
+
+
+def test_no_example_reads_a_delta_table_through_the_python_filesystem_handler():
+    """Docs blocks and examples end right after reading their results: deltalake's ``to_pyarrow_table()`` and
+    ``to_pyarrow_dataset()`` read through a Python filesystem handler, and an Arrow I/O thread still releasing
+    a buffer of it when the interpreter finalizes aborts the process ("terminate called without an active
+    exception"); ``connectors.read_delta_table`` (or ``checkpointing.layout.scan_table``) reads natively."""
+    risky = re.compile(r"\.to_pyarrow_(table|dataset)\(")
+    sources = [(b.where, b.code) for page in PAGES for b in parse_blocks(page) if b.language == PYTHON]
+    sources += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "examples").rglob("*.py"))]
+    bad = [where for where, code in sources if risky.search(code)]
+    assert not bad, f"read Delta tables with connectors.read_delta_table instead: {bad}"

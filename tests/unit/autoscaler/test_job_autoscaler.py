@@ -6,9 +6,9 @@ from __future__ import annotations
 import concurrent.futures
 
 import pytest
-from deltalake import DeltaTable
 
 from checkpointing.layout import CheckpointLayout
+from connectors import read_delta_table
 from flinklike_spark._runtime.autoscaler.job_autoscaler import JobAutoscaler
 from flinklike_spark._runtime.autoscaler.metric_window import SubtaskCounters
 from flinklike_spark._runtime.graph.job_graph import JobGraph, JobVertex, PartitionerKind, PartitionerSpec
@@ -102,7 +102,7 @@ def test_it_stabilizes_fills_a_window_then_scales_up_at_once_and_records_the_dec
     [(at, decision)] = run(scaler, clock, 14.0)
     assert decision.reason.startswith("scale up: work 2->") and decision.applied
     assert job.updates and job.updates[0][1] == f"autoscaler: {decision.reason}"
-    rows = DeltaTable(str(tmp_path / "chk" / "scaling_decisions")).to_pyarrow_table().to_pylist()
+    rows = read_delta_table(tmp_path / "chk" / "scaling_decisions").to_pylist()
     assert {(r["vertex_id"], r["current_parallelism"], r["new_parallelism"]) for r in rows} == {
         ("src", 1, 1), ("work", 2, decision.parallelism["work"])}  # fmt: skip
     assert scaler.to_json()["decisions"][0]["reason"] == decision.reason
