@@ -118,6 +118,17 @@ def test_concurrent_subtasks_racing_to_create_the_table_all_commit(tmp_path, rou
         assert [r["seq"] for r in got if r["key"] == key] == list(range(10))
 
 
+def _first_checkpoint_of_job_b(sink: DeltaSink, *, subtasks: int) -> list:
+    """Each subtask's committables of checkpoint 1: rows 0..4 of key ``10 + subtask``."""
+    prepared = []
+    for subtask in range(subtasks):
+        writer = writer_for(sink, subtask, job_id="job-b")
+        writer.write(rows(0, 5, key=10 + subtask))
+        prepared.append(writer.prepare_commit(1))
+        writer.close()
+    return prepared
+
+
 def _commit_while_the_group_is_busy(sink: DeltaSink, prepared: list) -> list:
     """Every subtask's commit in a thread of its own, all handed in while another commit holds the group;
     the errors they raised."""
@@ -144,12 +155,7 @@ def _commit_while_the_group_is_busy(sink: DeltaSink, prepared: list) -> list:
 
 def test_subtasks_of_one_process_commit_a_checkpoint_in_one_delta_transaction(tmp_path):
     sink = committed_table(tmp_path / "t")
-    prepared = []
-    for subtask in range(4):
-        writer = writer_for(sink, subtask, job_id="job-b")
-        writer.write(rows(0, 5, key=10 + subtask))
-        prepared.append(writer.prepare_commit(1))
-        writer.close()
+    prepared = _first_checkpoint_of_job_b(sink, subtasks=4)
     before = DeltaTable(str(tmp_path / "t")).version()
     assert _commit_while_the_group_is_busy(sink, prepared) == []
     table = DeltaTable(str(tmp_path / "t"))
@@ -161,12 +167,7 @@ def test_subtasks_of_one_process_commit_a_checkpoint_in_one_delta_transaction(tm
 
 def test_every_subtask_whose_committables_a_failed_group_commit_held_sees_its_error(tmp_path):
     sink = committed_table(tmp_path / "t")
-    prepared = []
-    for subtask in range(3):
-        writer = writer_for(sink, subtask, job_id="job-b")
-        writer.write(rows(0, 5, key=10 + subtask))
-        prepared.append(writer.prepare_commit(1))
-        writer.close()
+    prepared = _first_checkpoint_of_job_b(sink, subtasks=3)
     lost = prepared[1][0].files[0].path
     os.remove(tmp_path / "t" / lost)
     errors = _commit_while_the_group_is_busy(sink, prepared)
