@@ -119,6 +119,15 @@ class StateHandle:
     chain: tuple[int, ...] | None = None
 
 
+#: Columns Parquet dictionary-encodes: not the keys, which are unique within a file, so a
+#: dictionary of them only costs hashing before Arrow falls back to plain (it took a third of
+#: a 50,000-key file's write, and the file came out larger).
+_DICTIONARY = {
+    OPERATOR_STATE: [name for name in OPERATOR_STATE_FILE_SCHEMA.names if name not in ("key", "key_repr")],
+    CHANNEL_STATE: True,
+}
+
+
 def serialize_batch(batch: pa.RecordBatch) -> bytes:
     """Arrow IPC stream bytes holding exactly ``batch`` (the ``payload`` column format)."""
     sink = io.BytesIO()
@@ -616,7 +625,7 @@ class SnapshotWriter:
         try:
             fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
             with fs.open(path, "wb") as out:
-                pq.write_table(data, out, row_group_size=16_384, compression="zstd")
+                pq.write_table(data, out, row_group_size=16_384, compression="zstd", use_dictionary=_DICTIONARY[table])
             size = int(fs.size(path))
         except (OSError, ValueError) as exc:
             raise CheckpointStorageError(

@@ -80,15 +80,16 @@ def detach_values(values: list) -> list:
 def current_entries(table: Mapping[Any, Any], keys: list) -> tuple[list, list, list]:
     """``(keys with an entry, their values, keys without one)`` of ``keys`` in ``table``.
 
-    The lookups run at C speed (``map``); only when some key has no entry is the
-    list split in Python.
+    The lookups and, when some key has no entry, the split run at C speed
+    (``map`` and ``itertools.compress``, no Python loop per key).
     """
     values = list(map(table.get, keys, itertools.repeat(_MISSING, len(keys))))
-    if True not in map(operator.is_, values, itertools.repeat(_MISSING, len(values))):
+    missing = list(map(operator.is_, values, itertools.repeat(_MISSING, len(values))))
+    if True not in missing:
         return keys, values, []
-    found = [(key, value) for key, value in zip(keys, values) if value is not _MISSING]
-    deleted = [key for key, value in zip(keys, values) if value is _MISSING]
-    return [key for key, _ in found], [value for _, value in found], deleted
+    present = list(map(operator.not_, missing))
+    compress = itertools.compress
+    return list(compress(keys, present)), list(compress(values, present)), list(compress(keys, missing))
 
 
 def key_groups_of(keys: list, max_parallelism: int) -> np.ndarray:

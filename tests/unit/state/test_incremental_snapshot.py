@@ -12,7 +12,7 @@ from flinklike_spark._runtime.state.incremental_snapshot import (
     IncrementalKeyedSnapshots,
 )
 from flinklike_spark._runtime.state.key_groups import key_group_for
-from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend
+from flinklike_spark._runtime.state.keyed_state import HeapKeyedStateBackend, current_entries
 from flinklike_spark.datastream.state import (
     ListState,
     ListStateDescriptor,
@@ -196,3 +196,10 @@ def test_a_restored_chain_is_the_base_of_the_next_snapshot():
     s.restored(12, (12,))  # a base restored from a full snapshot
     clock.now = 59
     assert _kind(s.snapshot(13)) == "chain(12, 13)"  # materialization counts from the restore
+
+
+def test_current_entries_splits_keys_with_and_without_an_entry_keeping_their_order():
+    table = {1: "a", 3: None, 4: [4]}
+    assert current_entries(table, [1, 3, 4]) == ([1, 3, 4], ["a", None, [4]], [])  # None is a value
+    assert current_entries(table, [5, 4, 2, 1]) == ([4, 1], [[4], "a"], [5, 2])
+    assert current_entries(table, []) == ([], [], [])
