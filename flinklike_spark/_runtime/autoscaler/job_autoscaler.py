@@ -109,6 +109,9 @@ class ScaledJob(Protocol):
 
     def update_requirements(self, requirements: JobResourceRequirements, *, cause: str) -> Any: ...
 
+    def slots_possible(self) -> int:
+        """The slots the job could hold, TaskExecutors that may still start included."""
+
 
 def topology_of(graph: JobGraph) -> list[VertexTopology]:
     """The evaluator's view of ``graph``: inputs, forward-joined groups, bounds (topological order)."""
@@ -227,11 +230,19 @@ class JobAutoscaler:
                 first, recent = wishes.get(v, (now, []))
                 recent = [(at, p) for at, p in recent if at >= now - interval] + [(now, s.recommended_parallelism)]
                 wishes[v] = (first, recent)
+        most = self._job.slots_possible()  # a subtask of each vertex shares a slot: no vertex wider than this
+        limited = {v for v, s in summaries.items() if s.new_parallelism > max(most, s.current_parallelism)}
+        for v in limited:
+            summaries[v] = dataclasses.replace(
+                summaries[v], new_parallelism=max(most, summaries[v].current_parallelism)
+            )
         ups = {v for v, s in summaries.items() if s.change > 0}
         downs = {v for v, s in summaries.items() if s.change < 0}
         due = {v for v in downs if v in wishes and now - wishes[v][0] >= interval}
         if not ups and not due:
-            if downs:
+            if limited:
+                self.status = f"scale-up limited by the cluster's {most} slots (slotmanager.number-of-slots.max)"
+            elif downs:
                 self.status = "scale-down postponed (job.autoscaler.scale-down.interval)"
             return None
         summaries = {

@@ -268,6 +268,10 @@ class AdaptiveJob:
             return master if master.graph.every_task_running() else None
         return None
 
+    def slots_possible(self) -> int:
+        """The slots the job could hold once TaskExecutors up to ``slotmanager.number-of-slots.max`` started."""
+        return self._resources.slots_possible(self.job_id)
+
     def cancel(self, *, by: str = "the program (JobClient.cancel)") -> None:
         """Cancel the job; a rescale in progress then starts no new JobMaster."""
         self._cancelled_by = self._cancelled_by or by

@@ -32,6 +32,10 @@ class Job:
         self.requirements = JobResourceRequirements.of(graph)
         self.updates: list[tuple[dict, str]] = []
         self.refuse = False
+        self.slots = 1000  # what the cluster could give the job
+
+    def slots_possible(self):
+        return self.slots
 
     def running_master(self):
         return self.master
@@ -142,6 +146,27 @@ def test_a_utilization_wandering_between_the_thresholds_delays_no_scale_down_bey
     assert run(scaler, clock, clock[0] + 5.0) == []
     load.busy = 0.1
     assert run(scaler, clock, clock[0] + 8.0) == [] and scaler.status.startswith("scale-down postponed")
+
+
+def test_a_scale_up_goes_no_wider_than_the_slots_the_cluster_can_give(tmp_path):
+    clock, job = [0.0], Job(parallelism=2)
+    job.slots = 3
+    load = Load(clock)
+    load.busy = 1.0
+    load.backlog = 0.0
+    scaler = autoscaler(tmp_path, job, load, clock)
+
+    def growing(master):  # 400/s arrive, 100/s are processed: it wants far more than 3 subtasks
+        sample = Load.sample(load, master)
+        sample["src"]["s0"] = SubtaskCounters(clock[0], 100 * clock[0], 100 * clock[0], 0.01, 300 * clock[0])
+        return sample
+
+    scaler._sample = growing
+    [(_, decision)] = run(scaler, clock, 10.0)
+    assert decision.reason == "scale up: work 2->3" and job.updates[0][0]["work"] == 3
+    assert run(scaler, clock, clock[0] + 10.0) == []  # at 3 of 3 slots: no decision to repeat
+    assert scaler.status.startswith("scale-up limited by the cluster's 3 slots")
+    assert scaler.last_evaluation["work"].recommended_parallelism > 3
 
 
 def test_a_decision_the_job_refuses_is_recorded_as_not_applied(tmp_path):
