@@ -209,10 +209,15 @@ class SparkTaskExecutorLauncher:
         log.info("no free Spark task slot for TaskExecutor %s: asked Spark for %d executors in all (%s)",
                  stage.resource_id, wanted, "accepted" if granted else "refused")  # fmt: skip
 
+    @property
+    def returns_hosts(self) -> bool:
+        """Executors of a cluster manager can be given back; local mode's one JVM cannot."""
+        return not self._sc.master.startswith("local")
+
     def give_back_idle(self, count: int | None) -> list[str]:
         """Kill up to ``count`` (None: all) executors that run no task and that no TaskExecutor still starting
         will need; their ids."""
-        if self._sc.master.startswith("local"):
+        if not self.returns_hosts:
             return []
         jvm, sc = self._sc._jvm, self._sc._jsc.sc()
         summaries = jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc.statusStore().executorList(True))

@@ -465,6 +465,8 @@ class ClusterEndpoint:
         """Give back ``count`` idle hosts of TaskExecutors (Spark executors) in the background, within 30 s: a
         released TaskExecutor's host turns idle once its task returned. None: every idle host for 30 s (at the
         start, the resource provider's hosts may register after the TaskExecutors the cluster waited for)."""
+        if not self.launcher.returns_hosts:
+            return
 
         def give_back() -> None:
             wanted, deadline = count, time.monotonic() + 30.0

@@ -117,6 +117,10 @@ class TaskExecutorLauncher(Protocol):
     def kill(self, resource_id: str, reason: str) -> None:
         """Make sure a TaskExecutor the ResourceManager declared lost stops (it may be frozen)."""
 
+    @property
+    def returns_hosts(self) -> bool:
+        """Whether :meth:`give_back_idle` can ever give something back (Spark executors); local processes: no."""
+
     def give_back_idle(self, count: int | None) -> list[str]:
         """Return up to ``count`` (None: all) idle hosts of TaskExecutors to their resource provider.
 

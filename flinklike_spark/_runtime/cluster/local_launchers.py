@@ -114,8 +114,10 @@ class ProcessLauncher:
             log.warning("killing unresponsive TaskExecutor %s (pid %d): %s", resource_id, process.pid, reason)
             process.kill()
 
+    returns_hosts = False  # a released TaskExecutor's process exits: nothing else holds resources
+
     def give_back_idle(self, count: int | None) -> list[str]:
-        return []  # a released TaskExecutor's process exits: nothing else holds resources
+        return []
 
     def forget(self, resource_id: str) -> None:
         """Drop an exited child (after a replacement was started), closing its stdin pipe."""
@@ -177,8 +179,10 @@ class ThreadLauncher:
             log.warning("closing unresponsive TaskExecutor %s: %s", resource_id, reason)
             threading.Thread(target=executor.close, name="tm-kill", daemon=True).start()
 
+    returns_hosts = False  # threads of the client: nothing to give back
+
     def give_back_idle(self, count: int | None) -> list[str]:
-        return []  # threads of the client: nothing to give back
+        return []
 
     def forget(self, resource_id: str) -> None:
         with self._lock:
