@@ -119,9 +119,9 @@ def main() -> None:
 
 
 def _executors(spark) -> list[str]:
-    sc = spark.sparkContext
-    summaries = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc._jsc.sc().statusStore().executorList(True))
-    return sorted(s.id() for s in summaries if s.id() != "driver")
+    from flinklike_spark.spark.task_executor_launcher import live_executors
+
+    return sorted((eid for eid, _ in live_executors(spark.sparkContext)), key=int)
 
 
 def run(args, work: Path, extra: dict, *, spark) -> None:

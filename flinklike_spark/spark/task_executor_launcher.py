@@ -62,13 +62,14 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from flinklike_spark._runtime.cluster.endpoint import ClusterEndpoint
 from flinklike_spark._runtime.cluster.launcher import TaskExecutorBootstrap
 from flinklike_spark.config import Configuration
 from flinklike_spark.errors import ConfigurationError, FlinklikeError
 
-__all__ = ["SparkTaskExecutorLauncher", "TaskExecutorLaunchError", "spark_cluster"]
+__all__ = ["SparkTaskExecutorLauncher", "TaskExecutorLaunchError", "live_executors", "spark_cluster"]
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,13 @@ class _Stage:
     thread: threading.Thread | None = None
     ended: str | None = None  # why the stage is over (None while it runs)
     lost: str | None = None  # declared lost by the ResourceManager: why
+
+
+def live_executors(sc: Any) -> list[tuple[str, int]]:
+    """The application's live executors (not the driver): ``(executor id, tasks running on it)``, from Spark's
+    status store."""
+    summaries = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc._jsc.sc().statusStore().executorList(True))
+    return [(s.id(), s.activeTasks()) for s in summaries if s.id() != "driver"]
 
 
 class SparkTaskExecutorLauncher:
@@ -219,14 +227,12 @@ class SparkTaskExecutorLauncher:
         will need; their ids."""
         if not self.returns_hosts:
             return []
-        jvm, sc = self._sc._jvm, self._sc._jsc.sc()
-        summaries = jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc.statusStore().executorList(True))
-        executors = [(s.id(), s.activeTasks()) for s in summaries if s.id() != "driver"]
+        executors = live_executors(self._sc)
         idle = sorted((eid for eid, active in executors if active == 0), key=lambda e: (len(e), e), reverse=True)
         busy_tasks = sum(active for _, active in executors)
         starting = max(0, self._running_task_executors(excluding=None) - busy_tasks)  # stages not running yet
         spare = idle[starting:] if count is None else idle[starting:][:count]
-        given = [eid for eid in spare if sc.killExecutor(eid)]
+        given = [eid for eid in spare if self._sc._jsc.sc().killExecutor(eid)]
         if given:
             log.info("gave back idle Spark executors %s", given)
         return given

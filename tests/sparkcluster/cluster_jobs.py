@@ -56,6 +56,7 @@ import urllib.request
 from checkpointing import latest_completed
 from connectors import DeltaSink, SequenceSource
 from flinklike_spark import KeyedProcessFunction, MapFunction, StreamExecutionEnvironment
+from flinklike_spark.spark.task_executor_launcher import live_executors
 
 NUM_KEYS = 8
 STARTED = time.monotonic()
@@ -334,9 +335,7 @@ def regions(spark, args: dict, kill=None) -> dict:
 
 def executor_ids(spark) -> list[str]:
     """The application's live executors (not the driver)."""
-    sc = spark.sparkContext
-    summaries = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc._jsc.sc().statusStore().executorList(True))
-    return sorted((s.id() for s in summaries if s.id() != "driver"), key=int)
+    return sorted((eid for eid, _ in live_executors(spark.sparkContext)), key=int)
 
 
 def _wait_for_executors(spark, count: int, timeout: float = 120.0) -> list[str]:
