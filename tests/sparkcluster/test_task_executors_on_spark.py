@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import psutil
-import pyarrow.parquet as pq
 import pytest
 
 from flinklike_spark._runtime.cluster.endpoint import REGISTRATION_TIMEOUT
 from flinklike_spark.spark import DELTA_SPARK_PACKAGE
+from tests.support.delta_sink_job import assert_exactly_once_in_order, assert_prefix_exactly_once_in_order
 from tests.support.spark_standalone import SPARK_HOME, still_serving, task_executor_workers, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -30,33 +30,6 @@ NUM_KEYS = 8  # cluster_jobs.NUM_KEYS
 
 def job_args(tmp_path: Path, **extra) -> dict:
     return {"checkpoints": str(tmp_path / "checkpoints"), "table": str(tmp_path / "out"), **extra}
-
-
-def rows_in_commit_order(table: Path) -> list[dict]:
-    rows = []
-    for log in sorted((table / "_delta_log").glob("*.json")):
-        for line in log.read_text().splitlines():
-            action = json.loads(line)
-            assert "remove" not in action, f"an append-only sink removed a file: {action}"
-            if "add" in action:
-                rows += pq.read_table(table / action["add"]["path"]).to_pylist()
-    return rows
-
-
-def assert_exactly_once_in_order(table: Path, records_per_key: int) -> None:
-    """Per key: every seq 0..records_per_key-1, none lost, none duplicated, in order."""
-    per_key: dict[int, list[int]] = {}
-    for row in rows_in_commit_order(table):
-        per_key.setdefault(row["key"], []).append(row["seq"])
-    assert sorted(per_key) == list(range(NUM_KEYS))
-    for key, seqs in sorted(per_key.items()):
-        if seqs != list(range(records_per_key)):
-            duplicated = len(seqs) - len(set(seqs))
-            missing = sorted(set(range(records_per_key)) - set(seqs))[:5]
-            raise AssertionError(
-                f"key {key}: {len(seqs)} rows, {duplicated} duplicated, first missing {missing}, "
-                f"in order: {seqs == sorted(seqs)}"
-            )
 
 
 def assert_one_task_executor_per_executor(cluster) -> dict[int, set[int]]:
@@ -104,7 +77,7 @@ def test_a_keyed_job_on_spark_executors_survives_a_killed_executor_exactly_once(
     finished = session_driver.expect("finished", timeout=300)
     assert finished["restarts"] >= 1, "the job did not notice the lost executor"
     session_driver.expect("done", timeout=30)
-    assert_exactly_once_in_order(Path(args["table"]), records_per_key)
+    assert_exactly_once_in_order(Path(args["table"]), num_keys=NUM_KEYS, records_per_key=records_per_key)
 
 
 def executor_of(cluster, pid: int):
@@ -151,7 +124,7 @@ def test_the_same_job_submitted_with_spark_submit(spark_cluster, project_zip, st
     assert session["master"] == spark_cluster.master_url
     driver.expect("finished", timeout=240)
     assert driver.wait(60) == 0
-    assert_exactly_once_in_order(Path(args["table"]), records_per_key)
+    assert_exactly_once_in_order(Path(args["table"]), num_keys=NUM_KEYS, records_per_key=records_per_key)
 
 
 @pytest.mark.timeout(600)
@@ -199,7 +172,7 @@ def test_a_killed_executors_region_redeploys_at_once_onto_the_spare_task_executo
     assert replacement not in before
     assert finished["redeployed_at"] < registered, f"the region waited for the replacement: {finished}"
     driver.expect("done", timeout=30)
-    assert_exactly_once_in_order(Path(args["table"]), records_per_key)
+    assert_exactly_once_in_order(Path(args["table"]), num_keys=NUM_KEYS, records_per_key=records_per_key)
 
 
 @pytest.mark.timeout(600)
@@ -225,9 +198,4 @@ def test_a_rescale_asks_spark_for_an_executor_and_gives_the_idle_one_back(
     assert max(down["rescale"]["parallelismAfter"].values()) == 1, down
     assert len(down["executors"]) == 1 and len(down["task_executors"]) == 1, down
     driver.expect("finished", timeout=180)
-    per_key: dict[int, list[int]] = {}
-    for row in rows_in_commit_order(tmp_path / "out"):
-        per_key.setdefault(row["key"], []).append(row["seq"])
-    assert sorted(per_key) == list(range(NUM_KEYS))
-    for key, seqs in per_key.items():  # the job was cancelled: every key's seqs are a prefix, once, in order
-        assert seqs == list(range(len(seqs))), f"key {key}: {len(seqs)} rows, not 0..n-1 in order"
+    assert_prefix_exactly_once_in_order(tmp_path / "out", num_keys=NUM_KEYS)  # cancelled: a prefix per key
