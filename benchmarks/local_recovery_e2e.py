@@ -15,7 +15,11 @@ With ``--redundant N`` the cluster keeps N spare TaskExecutors
 (``slotmanager.redundant-taskmanager-num``); the kill then hits the TaskExecutor
 of subtask 0 (never the spare), and the restarted tasks take the spare's slot.
 
-    python benchmarks/local_recovery_e2e.py [--keys N] [--rate R] [--redundant N]
+With ``--profile DIR`` py-spy samples, from just before the kill for 6 s, every
+TaskExecutor but the killed one (the restarted subtasks restore there) and this
+process (the JobMaster), and the run prints where their time went.
+
+    python benchmarks/local_recovery_e2e.py [--keys N] [--rate R] [--redundant N] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from profiling import SampledProfile
 from quiet import QuietWatch
 
 from checkpointing import list_completed_checkpoints
@@ -84,7 +89,15 @@ class _FirstRow(SinkWriter):
         pass
 
 
-def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0, incremental: bool = False) -> dict:
+def run(
+    keys: int,
+    rate: int,
+    local: bool,
+    failure: str,
+    redundant: int = 0,
+    incremental: bool = False,
+    profile: Path | None = None,
+) -> dict:
     wait_for(lambda: not task_executor_processes(), "the previous run's TaskExecutors to exit", 60)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
@@ -125,6 +138,10 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0, inc
             rss = sum(p.memory_info().rss for p in processes)
             last = done[-1].checkpoint_id
             [victim] = {p["pid"] for task, p in client.get_task_placement().items() if task.endswith("-0")}
+            profiled = [os.getpid(), *(p.pid for p in processes if p.pid != victim)]
+            sampler = None
+            if profile is not None:
+                sampler = SampledProfile(profiled, seconds=6, out=profile / f"from-local-{str(local).lower()}").start()
             killed = time.time()
             if failure == "sigkill":
                 os.kill(victim, signal.SIGKILL)
@@ -151,6 +168,10 @@ def run(keys: int, rate: int, local: bool, failure: str, redundant: int = 0, inc
             placement = client.get_task_placement()
             restarted_on = {p["resource_id"] for p in placement.values()}
             deployed = max(p["deployed_at"] for p in placement.values())
+            if sampler is not None:
+                sampler.wait()  # the samples cover the restore and the next checkpoint
+                print(f"profile, from-local={str(local).lower()} (pid {os.getpid()} is the JobMaster's):")
+                print(sampler.summary())
         finally:
             if not client.done():
                 client.cancel()
@@ -187,11 +208,12 @@ def main() -> None:
     parser.add_argument(
         "--redundant", type=int, default=0, help="spare TaskExecutors (slotmanager.redundant-taskmanager-num)"
     )
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy the restore into this directory")
     args = parser.parse_args()
     settings = {"both": (False, True), "true": (True,), "false": (False,)}[args.local]
     with QuietWatch() as quiet:
         results = {
-            local: run(args.keys, args.rate, local, args.failure, args.redundant, args.incremental)
+            local: run(args.keys, args.rate, local, args.failure, args.redundant, args.incremental, args.profile)
             for local in settings
         }
     print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()}")

@@ -4,8 +4,8 @@
 The input is the shared Parquet files of ``inputs.py`` in ``--input`` (the first
 ``N / rows_per_file`` files, hard-linked into a directory of their own), read as a
 stream with ``maxFilesPerTrigger`` = files / B (B micro-batches; B = 1: the whole
-input in one micro-batch) and ``Trigger.AvailableNow``, on ``local[P]`` with P
-shuffle partitions and Arrow batches of 65,536 rows to the Python workers
+input in one micro-batch) and ``Trigger.AvailableNow``, on ``local[P]`` with
+``--shuffle-partitions`` (default P) shuffle partitions and Arrow batches of 65,536 rows to the Python workers
 (``spark.sql.execution.arrow.maxRecordsPerBatch``; Spark's default is 10,000).
 Without ``--input`` the files are written to a temporary directory first. W1:
 ``mapInArrow``; W2: ``groupBy(key).applyInPandasWithState`` (per-key count in
@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="W4, W5: the rate source's rows per second")
     parser.add_argument("--input", default=None, help="W1, W2, W2v: the shared Parquet files' directory (inputs.py)")
     parser.add_argument("--batches", type=int, default=1, help="W1, W2, W2v: micro-batches the input is read in")
+    parser.add_argument("--shuffle-partitions", type=int, default=None, help="spark.sql.shuffle.partitions (default P)")
     args = parser.parse_args()
     if args.workload in ("W4", "W5"):
         import scenarios_spark
@@ -66,7 +67,7 @@ def main() -> None:
 
     spark = (
         SparkSession.builder.master(f"local[{args.parallelism}]")
-        .config("spark.sql.shuffle.partitions", str(args.parallelism))
+        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions or args.parallelism))
         .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -28,6 +28,13 @@ RECORDS = {
     "W4": {"flinklike": (40_000, 8_000), "pyflink": (40_000, 8_000), "spark": (40_000, 8_000)},
     "W5": {"flinklike": (30_000, 6_000), "spark": (30_000, 6_000)},
 }  # fmt: skip
+#: records of each peer's standalone run (its best setting once more, after the rounds, with twice the
+#: input where the files allow: start-up a smaller share), the reference of the report's sanity column
+STANDALONE_RECORDS = {
+    "W1": {"bytewax": 50_000_000, "spark": 50_000_000},
+    "W2": {"bytewax": 10_000_000, "pyflink": 400_000, "spark": 4_000_000},
+    "W2v": {"bytewax": 4_000_000, "pyflink": 10_000_000, "spark": 20_000_000},
+}
 #: rows per shared Parquet file (full, quick): every size read from the files is a multiple of it
 FILE_ROWS = (1_000_000, 50_000)
 #: engines that read the shared Parquet files
@@ -63,18 +70,22 @@ SCENARIO_ENGINES = ("flinklike", "pyflink", "spark")
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One setting of an engine: parallelism, PyFlink's execution mode, Spark's micro-batches per input."""
+    """One setting of an engine: parallelism, PyFlink's execution mode, Spark's micro-batches per input and
+    ``spark.sql.shuffle.partitions`` (None: the parallelism)."""
 
     engine: str
     parallelism: int
     mode: str | None = None
     batches: int | None = None
+    shuffle_partitions: int | None = None
 
     @property
     def label(self) -> str:
         text = f"p={self.parallelism}" + (f", {self.mode}" if self.mode else "")
         if self.batches is not None:
             text += ", whole input in 1 micro-batch" if self.batches == 1 else f", {self.batches} micro-batches"
+        if self.shuffle_partitions is not None:
+            text += f", {self.shuffle_partitions} shuffle partitions"
         return text
 
 
@@ -89,11 +100,18 @@ class Outcome:
     metrics: dict | None = None  # scenario workloads: what the runner measured (once its result checked out)
     extra: dict = dataclasses.field(default_factory=dict)  # what else the runner reported (Spark's micro-batches)
     load: float | None = None  # 1-minute load average when the run started
+    wall_seconds: float | None = None  # from submission to the end (``seconds`` is the busy time)
+    standalone: bool = False  # the peer's best setting run once more after the rounds (sanity reference)
+
+    @property
+    def wall_rate(self) -> float | None:
+        return self.records / self.wall_seconds if self.rate is not None and self.wall_seconds else None
 
 
-#: Spark's sweep: (parallelism, micro-batches per input); 1 = the whole input in one micro-batch
-#: (maxFilesPerTrigger = every file), 4 = a quarter of the files per micro-batch
-SPARK_SWEEP = ((1, 1), (2, 1), (2, 4))
+#: Spark's sweep: (parallelism, micro-batches per input, shuffle partitions); 1 micro-batch = the whole
+#: input at once (maxFilesPerTrigger = every file), 4 = a quarter of the files per micro-batch; shuffle
+#: partitions at the parallelism (each core one reducer) or 4x it (smaller reducers)
+SPARK_SWEEP = ((1, 1, 1), (1, 1, 4), (2, 1, 2), (2, 1, 8), (2, 4, 2))
 
 
 def variants(engine: str, workload: str, parallelisms: list[int], modes: list[str], quick: bool) -> list[Variant]:
@@ -102,6 +120,6 @@ def variants(engine: str, workload: str, parallelisms: list[int], modes: list[st
         # W2v is Flink SQL in the JVM: no Python UDF, so the execution mode does not apply
         return [Variant(engine, p, m) for p in parallelisms for m in (modes[:1] if workload == "W2v" else modes)]
     if engine == "spark":
-        sweep = [(p, b) for p, b in SPARK_SWEEP if p in parallelisms] or [(parallelisms[0], 1)]
-        return [Variant(engine, p, batches=b) for p, b in (sweep[:1] if quick else sweep)]
+        sweep = [(p, b, s) for p, b, s in SPARK_SWEEP if p in parallelisms] or [(parallelisms[0], 1, parallelisms[0])]
+        return [Variant(engine, p, batches=b, shuffle_partitions=s) for p, b, s in (sweep[:1] if quick else sweep)]
     return [Variant(engine, p) for p in parallelisms]

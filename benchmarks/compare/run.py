@@ -11,13 +11,18 @@ and PyFlink from an in-process generator, Spark from Parquet files written once
 per run, and flinklike-spark a second time from those same files (the engine
 ``flinklike-parquet``), so that each source is compared with its like.
 
+Each engine reports two times per run: its *busy* time (processing, start-up
+excluded) and its *wall* time from submission; rates and the targets' ratios
+are busy against busy, and the report gives wall against wall beside them.
 Each engine is measured in its best configuration (``plan.py``): round 1 sweeps
 its settings (parallelism 1 and 2; PyFlink's thread and process mode; Spark's
-micro-batch size: the whole input in one micro-batch, or a quarter of the files
-per micro-batch), the later rounds rerun the setting that was best, interleaved
-across engines so that a shared machine's drift hits all alike; the published
-figure is that setting's median, and the report's sanity column sets it
-against the best single run of the sweep (flagged when far below). The results
+micro-batch size, the whole input in one micro-batch or a quarter of the files
+per micro-batch, and ``spark.sql.shuffle.partitions``), the later rounds rerun
+the setting that was best, interleaved across engines so that a shared
+machine's drift hits all alike; the published figure is that setting's median.
+After the rounds each peer's best setting runs once more on its own, on a
+larger input (``STANDALONE_RECORDS``): the report's sanity column sets the
+published figure against that run (flagged when far below). The results
 go to ``<out>/benchmarks-compare.md`` (Markdown tables with machine, date, the
 load on the machine per figure, the ratios of the issue's targets, and every
 setting tried) and ``<out>/benchmarks-compare.png`` (a matplotlib chart).
@@ -65,6 +70,7 @@ from plan import (  # noqa: E402
     SCENARIO_ARGS,
     SCENARIO_MODES,
     SCENARIO_PARALLELISM,
+    STANDALONE_RECORDS,
     Outcome,
     Variant,
     variants,
@@ -88,6 +94,8 @@ def command(
         args += ["--mode", variant.mode]
     if variant.batches is not None:
         args += ["--batches", str(variant.batches)]
+    if variant.shuffle_partitions is not None:
+        args += ["--shuffle-partitions", str(variant.shuffle_partitions)]
     if variant.engine in FILE_ENGINES and workload not in SCENARIOS:
         args += ["--input", str(input_dir)]
     if workload in SCENARIO_ARGS:
@@ -147,7 +155,8 @@ def run_one(
         outcome.error = f"wrong result {result['summary']} (expected {want}): its time does not count"
         return outcome
     outcome.seconds = result["seconds"]
-    outcome.extra = {k: v for k, v in result.items() if k not in ("seconds", "summary", "metrics")}
+    outcome.wall_seconds = result.get("wall_seconds", result["seconds"])
+    outcome.extra = {k: v for k, v in result.items() if k not in ("seconds", "wall_seconds", "summary", "metrics")}
     if workload in SCENARIOS:
         outcome.metrics = result.get("metrics") or {}
         return outcome
@@ -241,7 +250,12 @@ def run_throughput(args, pythons: dict[str, Path], timeout: float, clock: float)
         if engine in pythons and (engine, workload) not in NOT_RUN and engine in RECORDS[workload]
         for variant in variants(engine, workload, args.parallelism, args.modes, args.quick)
     ]
-    file_records = [RECORDS[w][v.engine][quick] for v, w in sweep if v.engine in ("flinklike-parquet", "spark")]
+    standalone = {} if args.quick else {
+        (w, e): n for w, per_engine in STANDALONE_RECORDS.items() if w in throughput
+        for e, n in per_engine.items() if e in pythons
+    }  # fmt: skip
+    file_records = [RECORDS[w][v.engine][quick] for v, w in sweep if v.engine in FILE_ENGINES]
+    file_records += [n for (_w, e), n in standalone.items() if e in FILE_ENGINES]
     if file_records:
         seconds = ensure_input(str(args.input_dir), max(file_records), KEYS, FILE_ROWS[quick])
         print(
@@ -256,7 +270,7 @@ def run_throughput(args, pythons: dict[str, Path], timeout: float, clock: float)
     sweep.sort(key=lambda item: (order[item] - first[(item[0].engine, item[1])], order[item]))
     if args.quick:  # one round: this project's runs first, so the budget never cuts them
         sweep.sort(key=lambda item: not item[0].engine.startswith("flinklike"))
-    budget = args.budget if args.budget is not None else (100.0 if args.quick else 1200.0)
+    budget = args.budget if args.budget is not None else (100.0 if args.quick else 1800.0)
     outcomes: list[Outcome] = []
     for round_number in range(1, args.rounds + 1):
         plan = sweep if round_number == 1 else [(v, w) for (w, _e), v in best_variants(outcomes).items()]
@@ -271,6 +285,20 @@ def run_throughput(args, pythons: dict[str, Path], timeout: float, clock: float)
             shown = f"{o.rate:,.0f} rec/s" if o.rate else f"FAILED: {o.error}"
             load = f" (load {o.load:.1f})" if o.load is not None else ""
             print(f"  round {round_number} {workload} {variant.engine} ({variant.label}): {shown}{load}", flush=True)
+    # The sanity reference: each peer's best setting once more, alone, on a larger input.
+    for (workload, engine), variant in best_variants(outcomes).items():
+        if (workload, engine) not in standalone:
+            continue
+        records = standalone[(workload, engine)]
+        remaining = budget - (time.monotonic() - clock)
+        if remaining < 10:
+            o = Outcome(variant, workload, records, error=f"not run: the time budget of {budget:.0f} s was spent")
+        else:
+            o = run_one(variant, workload, records, pythons, min(timeout, remaining), input_dir=args.input_dir)
+        o.standalone = True
+        outcomes.append(o)
+        shown = f"{o.rate:,.0f} rec/s" if o.rate else f"FAILED: {o.error}"
+        print(f"  standalone {workload} {engine} ({variant.label}, {records:,} rec): {shown}", flush=True)
     return outcomes
 
 
@@ -293,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600; quick: 120)")
     parser.add_argument(
         "--budget", type=float, default=None,
-        help="seconds for the throughput workloads' runs, installs included (default 1200; quick: 100); runs "
+        help="seconds for the throughput workloads' runs, installs included (default 1800; quick: 100); runs "
              "beyond it are reported as not run, and medians use the rounds completed",
     )  # fmt: skip
     parser.add_argument(

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from flinklike_parts import CountUntil, SummarySink
-from workloads import exactly_once, latency_metrics, per_key
+from workloads import exactly_once, latency_metrics, micro_batch_phases, per_key
 
 from checkpointing import latest_completed, list_completed_checkpoints
 from connectors import DeltaSink, SequenceSource
@@ -426,10 +426,11 @@ def run_w5_read_stream(records: int, keys: int, parallelism: int, *, rate: float
         while counts["rows"] < records and time.monotonic() < deadline and query.exception() is None:
             time.sleep(0.1)
         error = query.exception()
+        phases = micro_batch_phases(query.recentProgress)
         query.stop()
         elapsed = time.perf_counter() - started
     spark.stop()
     if error is not None:
         raise SystemExit(f"W5 readStream: the query failed: {str(error)[:300]}")
     summary = {"rows": counts["rows"], "distinct": len(pairs)}
-    return elapsed, summary, latency_metrics(samples, rate)
+    return elapsed, summary, {**latency_metrics(samples, rate), "micro_batch_ms": phases}

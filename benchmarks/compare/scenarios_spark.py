@@ -31,7 +31,7 @@ import tempfile
 import time
 
 import pyarrow.parquet as pq
-from workloads import exactly_once, latency_metrics, per_key
+from workloads import exactly_once, latency_metrics, micro_batch_phases, per_key
 
 __all__ = ["run_w4", "run_w5", "w4_child"]
 
@@ -94,12 +94,14 @@ def run_w5(records: int, keys: int, parallelism: int, *, rate: float) -> tuple[f
         while len(seen) < records and time.monotonic() < deadline and query.exception() is None:
             time.sleep(0.1)
         error = query.exception()
+        phases = micro_batch_phases(query.recentProgress)
         query.stop()
         elapsed = time.perf_counter() - started
     spark.stop()
     if error is not None:
         raise SystemExit(f"W5 spark: the query failed: {str(error)[:300]}")
-    return elapsed, {"rows": counts["rows"], "distinct": len(seen)}, latency_metrics(samples, rate)
+    metrics = {**latency_metrics(samples, rate), "micro_batch_ms": phases}
+    return elapsed, {"rows": counts["rows"], "distinct": len(seen)}, metrics
 
 
 def w4_child(out: str, checkpoint: str, records: int, keys: int, parallelism: int, rate: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 __all__ = [
     "LATENCY_WARMUP_S",
@@ -121,6 +122,15 @@ def latency_metrics(samples: list[tuple[float, float]], rate: float) -> dict:
     first_output = min(c + lat for c, lat in samples)
     kept = [lat for c, lat in samples if c >= first_output + LATENCY_WARMUP_S]
     return {**percentiles(kept), "rate": rate, "measured": len(kept)}
+
+
+def micro_batch_phases(progress: list[dict]) -> dict:
+    """Median milliseconds of each phase of a query's micro-batches that read rows (``durationMs`` of Spark's
+    progress reports: ``latestOffset``, ``queryPlanning``, ``addBatch``, ``commitOffsets``, ...), and their count."""
+    batches = [p["durationMs"] for p in progress if p.get("numInputRows")]
+    phases = sorted({phase for batch in batches for phase in batch})
+    medians = {phase: statistics.median(batch.get(phase, 0) for batch in batches) for phase in phases}
+    return {"micro_batches": len(batches), **medians}
 
 
 def print_result(seconds: float, summary: dict, **extra) -> None:

@@ -51,16 +51,20 @@ def test_quick_mode_writes_a_checked_report(tmp_path):
         cells = [c.strip() for c in line.strip("|").split("|")][1:]
         assert len(cells) == 5, line
         for cell in cells[:2]:  # flinklike-spark from its generator and from the shared Parquet files
-            assert re.match(r"[\d,]+ \(p=1; [\d,]+ rec, 1/1 ok, load [\d.]+\)", cell), f"{workload}: {cell!r}"
+            m = re.match(r"([\d,]+) busy, ([\d,]+) wall \(p=1; [\d,]+ rec, 1/1 ok, load [\d.]+\)", cell)
+            assert m, f"{workload}: {cell!r}"
+            busy, wall = (int(v.replace(",", "")) for v in m.groups())
+            assert busy >= wall, f"{workload}: busy time is part of the wall time: {cell!r}"
         for cell in cells[2:]:  # the peers: a reason
             assert re.match(r"not run: \w|skipped: not installed", cell), f"{workload}: {cell!r}"
     assert "W2 >= 5x Bytewax" in report and "W2v >= Spark's native JVM count" in report
     assert "both reading the same Parquet files" in report
+    assert "The same ratios wall against wall" in report
     # The sanity column: every run of this project has its sweep, published figure and share of its best
     sanity = report.split("## Every setting tried", 1)[1].split("## Scenarios", 1)[0]
     for workload in ("W1", "W2", "W2v"):
         for engine in ("flinklike", "flinklike \\(Parquet\\)"):
-            assert re.search(rf"\| {workload} \| {engine} \| p=1: [\d,]+ \(1, [\d.]+\) \| [\d,]+ \| [\d,]+ \| 100% \|",
+            assert re.search(rf"\| {workload} \| {engine} \| p=1: [\d,]+ \(1, [\d.]+\) \| [\d,]+ \| [\d,]+ \| — \| 100% \|",
                              sanity), (workload, engine, sanity)  # fmt: skip
     assert (tmp_path / "benchmarks-compare-scenarios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ours = {

@@ -53,6 +53,31 @@ def test_summary_takes_each_engines_best_variant_by_median_and_ignores_runs_the_
     assert math.isclose(run.summarize(outcomes[:1])[("W2", "spark")]["rate"], 10.0)
 
 
+def test_a_peers_sanity_is_its_published_busy_rate_over_its_standalone_run_which_is_no_round():
+    best_setting = run.Variant("spark", 2, batches=1, shuffle_partitions=8)
+    rounds = [run.Outcome(best_setting, "W2v", 1000, rate=r, seconds=1000 / r, wall_seconds=1000 / r * 2)
+              for r in (100.0, 120.0, 110.0)]  # fmt: skip
+    standalone = run.Outcome(best_setting, "W2v", 2000, rate=200.0, seconds=10.0, wall_seconds=12.0, standalone=True)
+    entry = run.summarize([*rounds, standalone])[("W2v", "spark")]
+    assert entry["rate"] == 110.0 and entry["ok"] == 3  # the standalone run is not a round
+    assert math.isclose(entry["wall_rate"], 55.0)  # the wall rate of the same runs, by their wall time
+    assert entry["standalone"] is standalone and math.isclose(entry["sanity"], 110.0 / 200.0)
+    assert entry["variant"] == "p=2, whole input in 1 micro-batch, 8 shuffle partitions"
+    assert report.best_variants([standalone]) == {}
+    # this engine has no standalone run: its sanity is against its best single run
+    ours = run.Variant("flinklike", 2)
+    mine = run.summarize([run.Outcome(ours, "W2", 10, rate=r, seconds=10 / r, wall_seconds=1.0) for r in (8.0, 10.0)])
+    assert math.isclose(mine[("W2", "flinklike")]["sanity"], 9.0 / 10.0)
+
+
+def test_spark_is_swept_over_micro_batch_sizes_and_shuffle_partitions():
+    swept = run.variants("spark", "W2v", [1, 2], ["thread"], quick=False)
+    assert {v.batches for v in swept} == {1, 4} and {v.parallelism for v in swept} == {1, 2}
+    assert {v.shuffle_partitions for v in swept if v.parallelism == 2} == {2, 8}
+    argv, _env = run.command(swept[-1], "W2v", 1000, {"spark": Path(sys.executable)}, input_dir=Path("/in"))
+    assert argv[argv.index("--shuffle-partitions") + 1] == str(swept[-1].shuffle_partitions)
+
+
 def test_unknown_engine_or_workload_is_refused_naming_the_valid_ones(capsys):
     with pytest.raises(SystemExit):
         run.main(["--engines", "flink"])
