@@ -28,12 +28,15 @@ __all__ = ["SampledProfile"]
 class SampledProfile:
     """py-spy on ``pids`` for ``seconds`` from :meth:`start`; :meth:`wait` waits for the samplers to finish."""
 
-    def __init__(self, pids: Iterable[int], *, seconds: float, out: Path, rate: int = 100) -> None:
+    def __init__(
+        self, pids: Iterable[int], *, seconds: float, out: Path, rate: int = 100, subprocesses: bool = False
+    ) -> None:
         if shutil.which("py-spy") is None:
             raise SystemExit("profiling needs py-spy: pip install -e '.[bench]'")
         self.pids = sorted(set(pids))
         self.seconds = seconds
         self.rate = rate
+        self.subprocesses = subprocesses  # each pid's descendants too (one profile per pid, stacks merged)
         self.out = out
         self._samplers: list[subprocess.Popen] = []
 
@@ -45,7 +48,8 @@ class SampledProfile:
         for pid in self.pids:
             self._samplers.append(subprocess.Popen(
                 ["py-spy", "record", "--pid", str(pid), "--rate", str(self.rate), "--duration",
-                 str(max(1, round(self.seconds))), "--format", "raw", "--output", str(self.path(pid)), "--nonblocking"],
+                 str(max(1, round(self.seconds))), "--format", "raw", "--output", str(self.path(pid)), "--nonblocking",
+                 *(["--subprocesses"] if self.subprocesses else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             ))  # fmt: skip
         time.sleep(0.3)  # py-spy attaches before the profiled event starts

@@ -19,22 +19,15 @@ RECORDS = {
     "W1": {"flinklike": (50_000_000, 2_000_000), "flinklike-parquet": (50_000_000, 2_000_000),
            "bytewax": (50_000_000, 2_000_000), "spark": (50_000_000, 200_000)},
     "W2": {"flinklike": (5_000_000, 500_000), "flinklike-parquet": (5_000_000, 500_000),
-           "bytewax": (5_000_000, 200_000), "pyflink": (200_000, 50_000), "spark": (2_000_000, 100_000)},
-    "W2v": {"flinklike": (10_000_000, 2_000_000), "flinklike-parquet": (10_000_000, 2_000_000),
-            "bytewax": (2_000_000, 200_000), "pyflink": (5_000_000, 1_000_000), "spark": (10_000_000, 200_000)},
+           "bytewax": (5_000_000, 200_000), "pyflink": (200_000, 50_000), "spark": (4_000_000, 100_000)},
+    "W2v": {"flinklike": (20_000_000, 2_000_000), "flinklike-parquet": (20_000_000, 2_000_000),
+            "bytewax": (2_000_000, 200_000), "pyflink": (5_000_000, 1_000_000), "spark": (20_000_000, 200_000)},
     # W3: the keyed count run with and without checkpoints (long enough for several 1 s checkpoints)
     "W3": {"flinklike": (8_000_000, 2_000_000)},
     # W4, W5: records at the fixed --rate, so the run lasts records / rate seconds
     "W4": {"flinklike": (40_000, 8_000), "pyflink": (40_000, 8_000), "spark": (40_000, 8_000)},
     "W5": {"flinklike": (30_000, 6_000), "spark": (30_000, 6_000)},
 }  # fmt: skip
-#: records of each peer's standalone run (its best setting once more, after the rounds, with twice the
-#: input where the files allow: start-up a smaller share), the reference of the report's sanity column
-STANDALONE_RECORDS = {
-    "W1": {"bytewax": 50_000_000, "spark": 50_000_000},
-    "W2": {"bytewax": 10_000_000, "pyflink": 400_000, "spark": 4_000_000},
-    "W2v": {"bytewax": 4_000_000, "pyflink": 10_000_000, "spark": 20_000_000},
-}
 #: rows per shared Parquet file (full, quick): every size read from the files is a multiple of it
 FILE_ROWS = (1_000_000, 50_000)
 #: engines that read the shared Parquet files

@@ -113,7 +113,7 @@ def sanity_table(best: dict, engines: list[str], workloads: list[str]) -> list[s
         "## Every setting tried, and the sanity column",
         "",
         "Round 1 runs every setting of every engine (the sweep); later rounds rerun each engine's best. "
-        "After the rounds each peer's best setting runs once more on its own, on a larger input (*standalone*). "
+        "After the rounds each peer's best setting runs once more on its own, on the same input (*standalone*). "
         "*Sanity* is the published figure (the best setting's median busy rate) over that standalone run "
         "(for flinklike-spark, which has none, over the best single run of any setting); below "
         f"{SANITY_FLAG:.0%} it is flagged: that engine was measured far below its own best.",

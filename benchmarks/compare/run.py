@@ -20,9 +20,9 @@ micro-batch size, the whole input in one micro-batch or a quarter of the files
 per micro-batch, and ``spark.sql.shuffle.partitions``), the later rounds rerun
 the setting that was best, interleaved across engines so that a shared
 machine's drift hits all alike; the published figure is that setting's median.
-After the rounds each peer's best setting runs once more on its own, on a
-larger input (``STANDALONE_RECORDS``): the report's sanity column sets the
-published figure against that run (flagged when far below). The results
+After the rounds each peer's best setting runs once more on its own (a
+standalone run in the same sitting, same input): the report's sanity column
+sets the published figure against that run (flagged when far below). The results
 go to ``<out>/benchmarks-compare.md`` (Markdown tables with machine, date, the
 load on the machine per figure, the ratios of the issue's targets, and every
 setting tried) and ``<out>/benchmarks-compare.png`` (a matplotlib chart).
@@ -70,7 +70,6 @@ from plan import (  # noqa: E402
     SCENARIO_ARGS,
     SCENARIO_MODES,
     SCENARIO_PARALLELISM,
-    STANDALONE_RECORDS,
     Outcome,
     Variant,
     variants,
@@ -125,9 +124,10 @@ def run_one(
 ) -> Outcome:
     outcome = Outcome(variant, workload, records, load=os.getloadavg()[0])
     argv, env = command(variant, workload, records, pythons, quick, input_dir)
-    # Its own session: on a timeout the whole group goes, with the JVMs a peer started.
+    # Its own session: on a timeout the whole group goes, with the JVMs a peer started. Run from the temporary
+    # directory: a crashing JVM writes its hs_err file into the working directory, not into the repository.
     proc = subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(HERE),
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir(),
         start_new_session=True,
     )  # fmt: skip
     try:
@@ -250,12 +250,7 @@ def run_throughput(args, pythons: dict[str, Path], timeout: float, clock: float)
         if engine in pythons and (engine, workload) not in NOT_RUN and engine in RECORDS[workload]
         for variant in variants(engine, workload, args.parallelism, args.modes, args.quick)
     ]
-    standalone = {} if args.quick else {
-        (w, e): n for w, per_engine in STANDALONE_RECORDS.items() if w in throughput
-        for e, n in per_engine.items() if e in pythons
-    }  # fmt: skip
     file_records = [RECORDS[w][v.engine][quick] for v, w in sweep if v.engine in FILE_ENGINES]
-    file_records += [n for (_w, e), n in standalone.items() if e in FILE_ENGINES]
     if file_records:
         seconds = ensure_input(str(args.input_dir), max(file_records), KEYS, FILE_ROWS[quick])
         print(
@@ -285,11 +280,11 @@ def run_throughput(args, pythons: dict[str, Path], timeout: float, clock: float)
             shown = f"{o.rate:,.0f} rec/s" if o.rate else f"FAILED: {o.error}"
             load = f" (load {o.load:.1f})" if o.load is not None else ""
             print(f"  round {round_number} {workload} {variant.engine} ({variant.label}): {shown}{load}", flush=True)
-    # The sanity reference: each peer's best setting once more, alone, on a larger input.
+    # The sanity reference: each peer's best setting once more, on its own after the rounds (not in --quick).
     for (workload, engine), variant in best_variants(outcomes).items():
-        if (workload, engine) not in standalone:
+        if args.quick or engine.startswith("flinklike"):
             continue
-        records = standalone[(workload, engine)]
+        records = RECORDS[workload][engine][quick]
         remaining = budget - (time.monotonic() - clock)
         if remaining < 10:
             o = Outcome(variant, workload, records, error=f"not run: the time budget of {budget:.0f} s was spent")
