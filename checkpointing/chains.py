@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -96,37 +97,41 @@ def resolve_chain_rows(parts: list[tuple[int, pa.Table]]) -> pa.Table:
     Returns:
         The rows of the resolved state (``change`` kept; ``"delete"`` rows removed).
 
-    Newest first, each part keeps the rows of keys no newer part holds (one hash
-    lookup per row, ``is_in``), so the large base costs one pass and no sort or join.
+    The entries of all parts are concatenated newest first and each (state name,
+    key) keeps its first row there: one dictionary encoding of the keys and one
+    integer sort, whatever the chain's length (an ``is_in`` per part against the
+    keys of every newer part rebuilt a growing hash set per part: 0.9 s of a
+    1M-key restore with 20 links, measured).
     """
     if not parts:
         raise ValueError("resolve_chain_rows needs at least the resolved checkpoint's rows")
     last_position = parts[-1][0]
     pieces: list[pa.Table] = []
-    newer: dict[str, list[pa.Array]] = {}  # state name -> keys of newer parts
+    entries: list[pa.Table] = []  # newest first
     # Filters copy the binary columns: each is skipped when it would keep every row.
     for position, table in reversed(parts):
         is_entry = pc.and_(pc.greater_equal(table["key_group"], 0), pc.not_equal(table["state_kind"], _TIMER_KIND))
         all_entries = pc.all(is_entry).as_py() is not False
         if position == last_position and not all_entries:
             pieces.append(table.filter(pc.invert(is_entry)))  # timers and operator state: only the newest
-        entries = table if all_entries else table.filter(is_entry)
-        if entries.num_rows == 0:
-            continue
-        names = entries["state_name"].unique().to_pylist()
-        for name in names:
-            rows = entries if len(names) == 1 else entries.filter(pc.equal(entries["state_name"], name))
-            seen = newer.setdefault(name, [])
-            keys = rows["key"].combine_chunks()
-            if seen:
-                value_set = seen[0] if len(seen) == 1 else pa.concat_arrays(seen)
-                superseded = pc.is_in(keys, value_set=value_set)
-                if pc.any(superseded).as_py():
-                    keep = pc.invert(superseded)
-                    rows, keys = rows.filter(keep), keys.filter(keep)
-            seen.append(keys)
-            deleted = pc.equal(rows["change"], CHANGE_DELETE)
-            if pc.any(deleted).as_py():  # deletes were needed above, to hide older rows
-                rows = rows.filter(pc.invert(pc.fill_null(deleted, False)))
-            pieces.append(rows)
+        rows = table if all_entries else table.filter(is_entry)
+        if rows.num_rows:
+            entries.append(rows)
+    if entries:
+        pieces.append(_newest_per_key(pa.concat_tables(entries)))
     return pa.concat_tables(pieces) if pieces else parts[-1][1].slice(0, 0)
+
+
+def _newest_per_key(rows: pa.Table) -> pa.Table:
+    """Of ``rows`` (newest part first), the first row of each (state name, key), without ``"delete"`` rows."""
+    names = pc.dictionary_encode(rows["state_name"].combine_chunks(), null_encoding="encode")
+    keys = pc.dictionary_encode(rows["key"].combine_chunks(), null_encoding="encode")
+    combined = keys.indices.to_numpy(zero_copy_only=False).astype(np.int64) * len(names.dictionary)
+    combined += names.indices.to_numpy(zero_copy_only=False)
+    _, first = np.unique(combined, return_index=True)  # the first occurrence of each (name, key)
+    first.sort()  # keep the rows in their order: newest part first
+    newest = rows.take(first) if len(first) < rows.num_rows else rows
+    deleted = pc.equal(newest["change"], CHANGE_DELETE)
+    if pc.any(deleted).as_py():  # deletes were needed above, to hide older rows
+        newest = newest.filter(pc.invert(pc.fill_null(deleted, False)))
+    return newest

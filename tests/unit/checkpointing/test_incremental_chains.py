@@ -8,6 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from checkpointing import (
     CheckpointCommitter,
@@ -246,3 +248,43 @@ def test_tables_written_without_the_change_column_stay_readable(base):
     # The committer evolved the table: an incremental checkpoint on top of it works.
     _commit(base, 2, [_write(base, 2, 0, chain=(1, 2), puts={1: 5})])
     assert _state(base, 2) == {("count", 0): 1, ("count", 1): 5}
+
+
+_CHAIN_PART_SCHEMA = pa.schema([
+    ("state_name", pa.string()), ("state_kind", pa.string()), ("key_group", pa.int32()), ("key", pa.binary()),
+    ("change", pa.string()), ("value", pa.binary()),
+])  # fmt: skip
+
+
+def _chain_part(rows: list[tuple[str, int, str | None, int]]) -> pa.Table:
+    """A part's keyed rows: (state name, key, change, value); key group = key."""
+    return pa.table({
+        "state_name": [r[0] for r in rows], "state_kind": ["value"] * len(rows), "key_group": [r[1] for r in rows],
+        "key": [str(r[1]).encode() for r in rows], "change": [r[2] for r in rows],
+        "value": [str(r[3]).encode() for r in rows],
+    }, schema=_CHAIN_PART_SCHEMA)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(
+        st.dictionaries(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 12)),
+                        st.tuples(st.sampled_from(["put", "delete", None]), st.integers(0, 99))),
+        min_size=1, max_size=6,
+    )
+)  # fmt: skip
+def test_chain_resolution_keeps_each_keys_newest_row_and_drops_deletes(parts):
+    from checkpointing.chains import resolve_chain_rows
+
+    tables = [_chain_part([(name, key, change, value) for (name, key), (change, value) in part.items()])
+              for part in parts]  # fmt: skip
+    expected: dict = {}
+    for part in parts:  # oldest first: a newer row replaces, a delete removes
+        for (name, key), (change, value) in part.items():
+            if change == "delete":
+                expected.pop((name, key), None)
+            else:
+                expected[(name, key)] = value
+    resolved = resolve_chain_rows(list(enumerate(tables))).to_pylist()
+    got = {(r["state_name"], int(r["key"])): int(r["value"]) for r in resolved}
+    assert got == expected and len(resolved) == len(expected)
