@@ -41,6 +41,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -170,13 +171,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_STACK_DIR_CREATED, ignore_errors=True)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """A phase that timed out (pytest-timeout) reports the stacks of the test's TaskExecutors."""
-    outcome = yield
-    report = outcome.get_result()
-    if not report.failed or call.excinfo is None or not str(call.excinfo.value).startswith("Timeout"):
-        return
+def _task_executor_stacks() -> list[tuple[int, str]]:
+    """The threads of every TaskExecutor under this process (SIGUSR1: each writes them to its dump file)."""
     import signal
     import time
 
@@ -187,11 +183,56 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         with contextlib.suppress(OSError):
             os.kill(process.pid, signal.SIGUSR1)
     time.sleep(1.0)  # faulthandler writes from the signal handler at once; give each a moment
+    stacks = []
     for process in executors:
-        path = Path(stack_dump_path(os.environ[STACK_DUMP_DIR_ENV], process.pid))
         with contextlib.suppress(OSError):
-            if stacks := path.read_text():
-                report.sections.append((f"TaskExecutor {process.pid}: its threads when the test timed out", stacks))
+            if text := Path(stack_dump_path(os.environ[STACK_DUMP_DIR_ENV], process.pid)).read_text():
+                stacks.append((process.pid, text))
+    return stacks
+
+
+#: seconds before a test's timeout when its TaskExecutors' stacks are taken: once pytest-timeout fails the
+#: test, its ``with`` blocks unwind and stop the cluster before a report hook could ask them
+_STACKS_BEFORE_TIMEOUT_S = 3.0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings) -> None:
+    """Beside pytest-timeout's timer (this returns None, so it still sets its own): one that takes the stacks of
+    the test's TaskExecutors just before the timeout, for the report of a test that hangs."""
+    timeout = getattr(settings, "timeout", None)
+    if not timeout or timeout <= 2 * _STACKS_BEFORE_TIMEOUT_S:
+        return None
+
+    def take() -> None:
+        item._flinklike_stacks = _task_executor_stacks()
+
+    timer = threading.Timer(timeout - _STACKS_BEFORE_TIMEOUT_S, take)
+    timer.daemon = True
+    timer.start()
+    item._flinklike_stack_timer = timer
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
+    timer = getattr(item, "_flinklike_stack_timer", None)
+    if timer is not None:
+        timer.cancel()
+    return None  # pytest-timeout cancels its own
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A phase that timed out (pytest-timeout) reports the stacks of the test's TaskExecutors, taken just
+    before the timeout (or now, if none were taken then)."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or call.excinfo is None or not str(call.excinfo.value).startswith("Timeout"):
+        return
+    stacks = getattr(item, "_flinklike_stacks", None) or _task_executor_stacks()
+    for pid, text in stacks:
+        report.sections.append((f"TaskExecutor {pid}: its threads just before the test timed out", text))
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
