@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
 import threading
 import time
@@ -31,13 +30,8 @@ import urllib.request
 from benchmarks.throughput import NUM_KEYS, keyed_count
 from flinklike_spark import Configuration, StreamExecutionEnvironment
 from flinklike_spark._runtime.minicluster import MiniCluster
+from flinklike_spark._runtime.network.ports import free_port
 from flinklike_spark.config import PROMETHEUS_REPORTER_FACTORY
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _poll(url: str, prometheus: str, job_id: str, stop: threading.Event, counter: list[int], every: float) -> None:
@@ -56,7 +50,7 @@ def _poll(url: str, prometheus: str, job_id: str, stop: threading.Event, counter
 def run(records: int, task_managers: int, *, reporting: bool, every: float = 1.0) -> tuple[float, int]:
     """(records per second from submission to the end, polls made while it ran)."""
     values = {"parallelism.default": task_managers, "local.number-taskmanager": task_managers, "rest.port": 0}
-    port = _free_port()
+    port = free_port()
     if reporting:
         values.update({"metrics.reporter.prom.factory.class": PROMETHEUS_REPORTER_FACTORY,
                        "metrics.reporter.prom.port": str(port),

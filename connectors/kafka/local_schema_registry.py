@@ -41,7 +41,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from connectors.kafka.testing import _die_with_parent, _free_port, default_cache_dir, fetch_once, run_maven
+from connectors.kafka.testing import _die_with_parent, default_cache_dir, fetch_once, run_maven
+from flinklike_spark._runtime.network.ports import free_port
 from flinklike_spark.errors import ConfigurationError, FlinklikeError
 
 __all__ = [
@@ -141,7 +142,7 @@ class LocalSchemaRegistry:
         if overrides:
             config = dataclasses.replace(config, **overrides)
         self.config = config
-        self.port = config.port or _free_port()
+        self.port = config.port or free_port()
         self._owns_log_dir = config.log_dir is None
         self.log_dir = Path(config.log_dir) if config.log_dir else Path(tempfile.mkdtemp(prefix="flinklike-registry-"))
         self._process: subprocess.Popen[bytes] | None = None

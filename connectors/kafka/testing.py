@@ -47,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from connectors.kafka.clients import admin_client
+from flinklike_spark._runtime.network.ports import free_port
 from flinklike_spark.errors import ConfigurationError, FlinklikeError
 
 __all__ = [
@@ -179,12 +180,6 @@ def run_maven(args: list[str], *, what: str, timeout_s: float, error: type[Excep
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _random_cluster_id() -> str:
     """Kafka's ``Uuid.randomUuid().toString()``: 16 random bytes, URL-safe base64 without padding.
 
@@ -299,11 +294,11 @@ class LocalKafkaBroker:
         self.data_dir = (
             Path(config.data_dir) if config.data_dir is not None else Path(tempfile.mkdtemp(prefix="flinklike-kafka-"))
         )
-        self.port = config.port or _free_port()
-        self.controller_port = config.controller_port or _free_port()
+        self.port = config.port or free_port()
+        self.controller_port = config.controller_port or free_port()
         secured = [("SASL_PLAINTEXT", bool(config.sasl_users)), ("SSL", config.tls_keystore is not None),
                    ("SASL_SSL", bool(config.sasl_users) and config.tls_keystore is not None)]  # fmt: skip
-        self._secured_ports = {protocol: _free_port() for protocol, wanted in secured if wanted}
+        self._secured_ports = {protocol: free_port() for protocol, wanted in secured if wanted}
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file = None
 
@@ -620,7 +615,7 @@ class LocalKafkaCluster:
     def __init__(self, size: int = 3, *, data_dir: Path, **overrides: object) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigurationError(f"LocalKafkaCluster: size must be an int >= 1, got {size!r}")
-        ports = [(_free_port(), _free_port()) for _ in range(size)]
+        ports = [(free_port(), free_port()) for _ in range(size)]
         quorum = tuple((node, controller) for node, (_, controller) in enumerate(ports, start=1))
         cluster_id = _random_cluster_id()
         self.nodes = [

@@ -13,9 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connectors import CollectSink, SequenceSource
 from flinklike_spark import MapFunction, StreamExecutionEnvironment, WatermarkStrategy
+from flinklike_spark._runtime.network.ports import free_port
 from flinklike_spark.config import PROMETHEUS_REPORTER_FACTORY
 from flinklike_spark.errors import JobCancelledError
-from tests.support.rest_helpers import free_port, wait_for
+from tests.support.rest_helpers import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

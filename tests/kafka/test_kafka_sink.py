@@ -20,6 +20,7 @@ import pytest
 from connectors import SequenceSource
 from connectors.kafka.transaction_admin import TransactionAdmin
 from flinklike_spark import StreamExecutionEnvironment
+from flinklike_spark._runtime.network.ports import free_port
 from flinklike_spark.common.serialization import SimpleStringSchema
 from flinklike_spark.datastream.connectors.kafka import (
     DeliveryGuarantee,
@@ -135,18 +136,10 @@ def test_a_transaction_timeout_above_the_brokers_maximum_fails_at_submission(kaf
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_unreachable_brokers_fail_at_submission():
-    closed_port = _closed_port()
+    closed_port = free_port()
     sink = kafka_sink(f"127.0.0.1:{closed_port}", "t", DeliveryGuarantee.EXACTLY_ONCE)
     with pytest.raises(ConfigurationError, match=f"cannot reach the Kafka brokers '127.0.0.1:{closed_port}'"):
         build({"parallelism.default": 1}, sink).execute("no broker")
-
-
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

@@ -32,7 +32,8 @@ def test_a_reader_reports_the_lag_of_its_partitions_as_pending_records(kafka_bro
     reader.add_splits(kafka.create_splits(1))
     reader.open()
     try:
-        assert reader.pending_records() is None  # no fetch has told a high watermark yet
+        # None until a fetch told a high watermark; librdkafka may have fetched in the background since open()
+        assert reader.pending_records() in (None, total)
         read = _read(reader, 300)
         assert read == 300
         assert reader.pending_records() == total - read  # rows fetched and not returned are lag too

@@ -18,6 +18,7 @@ pytest.importorskip("confluent_kafka")
 
 from connectors.kafka.clients import RateLimitedLibrdkafkaLog  # noqa: E402
 from flinklike_spark import StreamExecutionEnvironment  # noqa: E402
+from flinklike_spark._runtime.network.ports import free_port  # noqa: E402
 from flinklike_spark.common.serialization import SimpleStringSchema  # noqa: E402
 from flinklike_spark.common.watermark_strategy import WatermarkStrategy  # noqa: E402
 from flinklike_spark.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource  # noqa: E402
@@ -25,14 +26,6 @@ from flinklike_spark.errors import ConfigurationError  # noqa: E402
 from tests.kafka.kafka_jobs import CheckedSequence, produce_sequences, source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- librdkafka's log lines ----------------------------------------------------------------------------------
@@ -94,7 +87,7 @@ env.execute("no broker")
 @pytest.mark.timeout(120)
 def test_a_source_on_unreachable_brokers_fails_at_submission_naming_them_and_quietly():
     """Was: 580 raw librdkafka lines on stderr, then after 30 s a KafkaError without the servers."""
-    servers = f"127.0.0.1:{_closed_port()}"
+    servers = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(_UNREACHABLE_JOB), servers], cwd=ROOT,
                           env=os.environ | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True,

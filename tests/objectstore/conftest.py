@@ -26,7 +26,8 @@ import subprocess
 
 import pytest
 
-from tests.support.moto_s3 import free_port, running_s3_server, wait_listening
+from flinklike_spark._runtime.network.ports import free_port
+from tests.support.moto_s3 import running_s3_server, wait_listening
 from tests.support.object_stores import (
     AZURITE_ACCOUNT,
     AZURITE_DIR,

@@ -19,18 +19,13 @@ import pytest
 
 from connectors import CollectSink, DeltaSink, SequenceSource
 from flinklike_spark import StreamExecutionEnvironment
+from flinklike_spark._runtime.network.ports import free_port
 from flinklike_spark.errors import StorageUnavailableError
 from tests.support.object_stores import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY
 
 pytestmark = pytest.mark.timeout(120)
 
 FAIL_FAST_SECONDS = 30
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens once it is closed
 
 
 def job(config: dict, sink=None) -> StreamExecutionEnvironment:
@@ -55,7 +50,7 @@ def s3_client(store):
 
 
 def test_an_unreachable_endpoint_fails_execute_within_seconds(s3_server):
-    endpoint = f"http://127.0.0.1:{closed_port()}"
+    endpoint = f"http://127.0.0.1:{free_port()}"
     config = s3_server.config | {"s3.endpoint": endpoint, "execution.checkpointing.interval": "200ms",
                                  "execution.checkpointing.dir": s3_server.url("checkpoints")}  # fmt: skip
     error = fails_fast(job(config))
@@ -65,7 +60,7 @@ def test_an_unreachable_endpoint_fails_execute_within_seconds(s3_server):
 
 
 def test_an_unreachable_restore_path_fails_execute_within_seconds(s3_server):
-    config = s3_server.config | {"s3.endpoint": f"http://127.0.0.1:{closed_port()}",
+    config = s3_server.config | {"s3.endpoint": f"http://127.0.0.1:{free_port()}",
                                  "execution.state-recovery.path": s3_server.url("checkpoints")}  # fmt: skip
     error = fails_fast(job(config))
     assert "execution.state-recovery.path" in str(error) and "cannot be read" in str(error)

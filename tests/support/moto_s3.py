@@ -16,15 +16,10 @@ import threading
 import time
 from collections.abc import Iterator
 
+from flinklike_spark._runtime.network.ports import free_port
 from tests.support.object_stores import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY, Store
 
-__all__ = ["free_port", "running_s3_server", "wait_listening"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["running_s3_server", "wait_listening"]
 
 
 def wait_listening(port: int, what: str, process=None, timeout: float = 60.0) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -37,7 +36,6 @@ __all__ = [
     "TASKMANAGER_FIELDS",
     "TASK_STATES",
     "VERTEX_DETAILS_FIELDS",
-    "free_port",
     "get",
     "has_fields",
     "request",
@@ -123,9 +121,3 @@ def has_fields(value: dict, fields: set[str], what: str) -> None:
     """``value`` carries every one of Flink's ``fields`` (the engine may add more)."""
     missing = fields - set(value)
     assert not missing, f"{what} lacks Flink's fields {sorted(missing)}: {sorted(value)}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import zipfile
@@ -22,11 +21,12 @@ from pathlib import Path
 import psutil
 import pyspark
 
+from flinklike_spark._runtime.network.ports import free_port
+
 __all__ = [
     "ROOT",
     "SPARK_HOME",
     "StandaloneCluster",
-    "free_port",
     "still_serving",
     "task_executor_workers",
     "wait_until",
@@ -48,12 +48,6 @@ def write_project_zip(path: Path) -> Path:
             for source in sorted((ROOT / package).rglob("*.py")):
                 archive.write(source, source.relative_to(ROOT))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class StandaloneCluster:

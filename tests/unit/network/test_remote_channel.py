@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import socket
 import threading
 import time
 
@@ -22,6 +21,7 @@ from flinklike_spark._runtime.network.events import (
 )
 from flinklike_spark._runtime.network.partition_manager import ResultPartitionManager
 from flinklike_spark._runtime.network.partition_server import PartitionRequestServer
+from flinklike_spark._runtime.network.ports import free_port
 from flinklike_spark._runtime.network.remote_input_channel import RemoteInputChannel
 from flinklike_spark._runtime.network.result_partition import ResultPartition
 from flinklike_spark._runtime.rpc import FlightNode, generate_secret
@@ -329,9 +329,7 @@ def test_partition_that_never_appears_raises_partition_not_found(open_channel):
 
 
 def test_consumer_retries_until_the_producer_node_is_up(secret, open_channel):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     manager = ResultPartitionManager()
     partition = ResultPartition("p", 1)
     partition.emit(0, batch(5))

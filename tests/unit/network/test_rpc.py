@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pathlib
 import pickle
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from typing import Any
 import pyarrow.flight as flight
 import pytest
 
+from flinklike_spark._runtime.network.ports import free_port
 from flinklike_spark._runtime.rpc import FlightNode, RpcClient, auth_token, call_options, generate_secret, rpc_name
 from flinklike_spark.errors import (
     BrokenChannelError,
@@ -106,12 +106,6 @@ def client(node, secret):
     client = RpcClient(node.address, secret)
     yield client
     client.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_round_trip_of_payloads_and_results(node, client):
