@@ -25,8 +25,23 @@ checkpoint 10; at the end every retained checkpoint and the savepoint are
 verified (``verify_checkpoint``). Then the same on moto's ``ThreadedMotoServer``
 (``--s3-marks``).
 
-    python benchmarks/checkpoint_aging.py [--marks 100 1000 10000 20000] [--s3-marks 100 1000 10000 20000]
-        [--window 50] [--num-retained 1] [--channel-state] [--stores local s3]
+Checkpoints are triggered every ``--interval-ms`` (100 ms: a job with 100 ms
+checkpoints; a checkpoint whose storage work takes longer starts the next one
+at once, as Flink's coordinator does with no minimum pause), so a table's
+commit rate, and with it the size of its maintained log, is a real job's.
+
+On moto a checkpoint's storage work takes about 300 ms (every request goes
+through moto's Python server), so 20,000 checkpoints there take about two
+hours. ``--s3-seed`` ages the S3 directory the fast way instead: the local
+directory at its last mark is uploaded as it is (tables, logs, Delta
+checkpoints, retained files) and the job goes on there for ``--window``
+checkpoints past that mark. That is the state an S3 directory has after the
+same checkpoints, but for the files' modification times (the upload's:
+the uploaded log is expired ``LOG_RETENTION`` after it, as a log written there
+would be over the last seconds).
+
+    python benchmarks/checkpoint_aging.py [--marks 100 1000 10000 20000] [--s3-marks 100 1000 2000]
+        [--s3-seed] [--interval-ms 100] [--window 50] [--num-retained 1] [--channel-state] [--stores local s3]
 """
 
 from __future__ import annotations
@@ -119,8 +134,17 @@ def table_versions(layout: CheckpointLayout) -> dict[str, int]:
     return versions
 
 
-def age(layout: CheckpointLayout, marks: list[int], *, window: int, num_retained: int, channel_state: bool) -> dict:
-    """Run checkpoints 1..max(marks); return the figures at each mark."""
+def age(
+    layout: CheckpointLayout,
+    marks: list[int],
+    *,
+    window: int,
+    num_retained: int,
+    channel_state: bool,
+    interval: float,
+    first: int = 1,
+) -> dict:
+    """Run checkpoints ``first``..max(marks), one every ``interval`` seconds; return the figures at each mark."""
     committer = CheckpointCommitter(layout)
     maintenance = MaintenanceSchedule()  # the coordinator's cadence
     commits: dict[int, float] = {}
@@ -129,7 +153,11 @@ def age(layout: CheckpointLayout, marks: list[int], *, window: int, num_retained
     samples: collections.deque[tuple[float, dict[str, int]]] = collections.deque()
     span = (LOG_RETENTION + MAINTENANCE_INTERVAL).total_seconds()
     figures = {}
-    for checkpoint_id in range(1, max(marks) + 1):
+    next_trigger = time.monotonic()
+    for checkpoint_id in range(first, max(marks) + 1):
+        if (pause := next_trigger - time.monotonic()) > 0:
+            time.sleep(pause)
+        next_trigger = max(next_trigger + interval, time.monotonic())
         if not samples or time.monotonic() - samples[-1][0] >= 1.0:
             samples.append((time.monotonic(), table_versions(layout)))
             while len(samples) > 2 and samples[1][0] <= time.monotonic() - span:
@@ -201,11 +229,22 @@ def local_layout() -> Iterator[CheckpointLayout]:
 
 
 @contextlib.contextmanager
-def s3_layout() -> Iterator[CheckpointLayout]:
+def s3_store() -> Iterator:
     from tests.support.moto_s3 import running_s3_server
 
     with running_s3_server() as store:
-        yield store.layout(store.url("aging"))
+        yield store
+
+
+def upload(local: CheckpointLayout, s3: CheckpointLayout) -> int:
+    """Copy every file of the local checkpoint directory to the S3 one; returns how many."""
+    fs, root = s3.filesystem()
+    source = local.base_url.rstrip("/")
+    files = [os.path.join(d, f) for d, _, names in os.walk(source) for f in names]
+    for path in files:
+        fs.put_file(path, f"{root}/{os.path.relpath(path, source)}")
+    fs.invalidate_cache()
+    return len(files)
 
 
 def main() -> None:
@@ -216,26 +255,44 @@ def main() -> None:
     parser.add_argument("--num-retained", type=int, default=1)
     parser.add_argument("--channel-state", action="store_true", help="every checkpoint also writes channel state")
     parser.add_argument("--stores", nargs="+", default=["local", "s3"], choices=["local", "s3"])
+    parser.add_argument("--interval-ms", type=float, default=100.0, help="checkpoint interval (default 100 ms)")
+    parser.add_argument(
+        "--s3-seed", action="store_true",
+        help="on moto, also the local directory at its last mark uploaded and --window checkpoints past it",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.s3_seed and args.stores != ["local", "s3"]:
+        parser.error("--s3-seed ages the local directory first: use it with --stores local s3")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"machine: {platform.machine()} cores={os.cpu_count()} python={platform.python_version()} "
           f"load={os.getloadavg()[0]:.1f}; commit {commit}; num-retained {args.num_retained}, "
-          f"channel state {'on' if args.channel_state else 'off'}, medians of the {args.window} checkpoints "
-          f"up to each mark", flush=True)  # fmt: skip
+          f"channel state {'on' if args.channel_state else 'off'}, a checkpoint every {args.interval_ms:g} ms, "
+          f"medians of the {args.window} checkpoints up to each mark", flush=True)  # fmt: skip
     print(f"log file bound per table (checkpointing.maintenance.log_file_bound): ceil(n * (1 + 1/{CHECKPOINT_INTERVAL}))"
           f" + 2 with n = r * ({LOG_RETENTION.total_seconds():g} s + {MAINTENANCE_INTERVAL.total_seconds():g} s)"
           f" + 2 * {CHECKPOINT_INTERVAL}, r = the table's commits per second", flush=True)  # fmt: skip
     results = {}
-    with QuietWatch() as quiet:
+    options = {
+        "window": args.window, "num_retained": args.num_retained, "channel_state": args.channel_state,
+        "interval": args.interval_ms / 1000,
+    }  # fmt: skip
+    with QuietWatch() as quiet, contextlib.ExitStack() as stack:
+        local = stack.enter_context(local_layout()) if "local" in args.stores else None
+        s3 = stack.enter_context(s3_store()) if "s3" in args.stores else None
         for store in args.stores:
             marks = sorted(args.marks if store == "local" or args.s3_marks is None else args.s3_marks)
-            with local_layout() if store == "local" else s3_layout() as layout:
-                figures = age(
-                    layout, marks, window=args.window, num_retained=args.num_retained,
-                    channel_state=args.channel_state,
-                )  # fmt: skip
+            figures = age(local if store == "local" else s3.layout(s3.url("aging")), marks, **options)
             results[store] = (marks, figures)
             print(f"  {store}: verified restorable at the end: {figures['verified']}", flush=True)
+        if args.s3_seed:
+            seeded, last = s3.layout(s3.url("aging-seeded")), max(args.marks)
+            copied = upload(local, seeded)
+            print(f"  s3: the local directory at checkpoint {last:,} uploaded ({copied} files)", flush=True)
+            mark = last + args.window
+            figures = age(seeded, [mark], first=last + 1, **options)
+            marks, earlier = results["s3"]
+            results["s3"] = ([*marks, mark], earlier | figures)
+            print(f"  s3 (seeded): verified restorable at the end: {figures['verified']}", flush=True)
         for store, (marks, figures) in results.items():
             first, last = figures[marks[0]], figures[marks[-1]]
             ratio = last["storage"] / first["storage"]
