@@ -21,7 +21,8 @@ committables in new subtask ``s % parallelism``).
 Files of checkpoints that never complete stay uncommitted in the directory
 until ``VACUUM`` removes them. The table is created on the first commit with
 the stream's schema (or appended to, if it exists with a schema the rows can
-be cast to).
+be cast to) and with Delta Lake's default ``delta.checkpointInterval`` of 10
+(:data:`CREATED_TABLE_CONFIGURATION`).
 
 Example::
 
@@ -41,7 +42,8 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -68,6 +70,11 @@ _DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
 # Table creation and commits that lose a race: every subtask's commit after a checkpoint
 # carries the lineage fence's app transaction, so they race each other too.
 _ATTEMPTS = 20
+
+#: Table properties of a table the sink creates. A Delta checkpoint every 10 commits is Delta Lake's (Spark's)
+#: default; deltalake writes one every 100 when the property is absent, and a reader then loads up to 99 commit
+#: files, each on its own thread of deltalake's I/O pool, a pool that never shrinks while commits keep coming.
+CREATED_TABLE_CONFIGURATION: Final[Mapping[str, str]] = MappingProxyType({"delta.checkpointInterval": "10"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -137,7 +144,10 @@ class _Table:
         if table is None:
             self.fs.makedirs(self.root, exist_ok=True)
             try:
-                DeltaTable.create(self.uri, schema, mode="ignore", storage_options=self.storage_options)
+                DeltaTable.create(
+                    self.uri, schema, mode="ignore", configuration=dict(CREATED_TABLE_CONFIGURATION),
+                    storage_options=self.storage_options,
+                )  # fmt: skip
             except DeltaError:
                 pass  # another subtask created it first; the reload below sees its version 0
             # Reload: the object ``create`` returns to the loser of a race describes its own,

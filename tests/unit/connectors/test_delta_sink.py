@@ -240,3 +240,21 @@ def test_bad_arguments_name_the_value(bad):
 def test_committable_pickles():
     committable = DeltaCommittable(app_id="a", version=1, files=(), schema=pa.schema([("x", pa.int64())]))
     assert pickle.loads(pickle.dumps(committable)) == committable
+
+
+def test_a_created_table_is_checkpointed_every_10_commits_as_delta_lake_does(tmp_path):
+    """A reader of the table loads at most 9 commit files after the newest Delta checkpoint, not 99."""
+    sink = DeltaSink(tmp_path / "t")
+    writer, committer = writer_for(sink), sink.create_committer()
+    for checkpoint in range(1, 25):
+        writer.write(rows(checkpoint, checkpoint + 1))
+        committer.commit(writer.prepare_commit(checkpoint))
+    writer.close()
+    table = DeltaTable(str(tmp_path / "t"))
+    assert table.metadata().configuration["delta.checkpointInterval"] == "10"
+    checkpoints = sorted(
+        int(p.name.split(".")[0]) for p in (tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet")
+    )
+    assert len(checkpoints) == 2 and checkpoints[1] - checkpoints[0] == 10, checkpoints  # 24 commits
+    assert table.version() - checkpoints[-1] < 10
+    assert [r["seq"] for r in read(tmp_path / "t")] == list(range(1, 25))
