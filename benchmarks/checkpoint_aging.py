@@ -37,8 +37,8 @@ directory at its last mark is uploaded as it is (tables, logs, Delta
 checkpoints, retained files) and the job goes on there for ``--window``
 checkpoints past that mark. That is the state an S3 directory has after the
 same checkpoints, but for the files' modification times (the upload's:
-the uploaded log is expired ``LOG_RETENTION`` after it, as a log written there
-would be over the last seconds).
+the job goes on ``LOG_RETENTION`` after it, when the uploaded log has expired, as
+a log written there would have).
 
     python benchmarks/checkpoint_aging.py [--marks 100 1000 10000 20000] [--s3-marks 100 1000 2000]
         [--s3-seed] [--interval-ms 100] [--window 50] [--num-retained 1] [--channel-state] [--stores local s3]
@@ -236,14 +236,21 @@ def s3_store() -> Iterator:
         yield store
 
 
-def upload(local: CheckpointLayout, s3: CheckpointLayout) -> int:
-    """Copy every file of the local checkpoint directory to the S3 one; returns how many."""
+def seed(local: CheckpointLayout, s3: CheckpointLayout) -> int:
+    """Copy every file of the local checkpoint directory to the S3 one and wait until the copied log expired.
+
+    The copies are as new as the upload, so their ``_delta_log`` files expire
+    ``LOG_RETENTION`` after it; a job that goes on from the directory deletes them
+    at its first maintenance, as a job on S3 would have deleted its older log.
+    Returns how many files were copied.
+    """
     fs, root = s3.filesystem()
     source = local.base_url.rstrip("/")
     files = [os.path.join(d, f) for d, _, names in os.walk(source) for f in names]
     for path in files:
         fs.put_file(path, f"{root}/{os.path.relpath(path, source)}")
     fs.invalidate_cache()
+    time.sleep(LOG_RETENTION.total_seconds())
     return len(files)
 
 
@@ -286,7 +293,7 @@ def main() -> None:
             print(f"  {store}: verified restorable at the end: {figures['verified']}", flush=True)
         if args.s3_seed:
             seeded, last = s3.layout(s3.url("aging-seeded")), max(args.marks)
-            copied = upload(local, seeded)
+            copied = seed(local, seeded)
             print(f"  s3: the local directory at checkpoint {last:,} uploaded ({copied} files)", flush=True)
             mark = last + args.window
             figures = age(seeded, [mark], first=last + 1, **options)
