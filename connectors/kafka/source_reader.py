@@ -6,6 +6,17 @@ positions live in checkpoints. Each ``poll_next`` returns the records of one
 partition (so the source operator can keep per-partition watermarks), with
 Kafka's record timestamps. Partition discovery runs on a daemon thread (metadata
 requests may block); the task thread only picks up its results.
+
+A consumer whose fetcher stalls is replaced. librdkafka's consumer with
+assigned partitions sometimes stops fetching after its broker restarts, while
+the broker has records for it (confluentinc/librdkafka#5153; a new consumer
+reads on): when a split has fetched nothing for ``_STALL_TIMEOUT_S`` and the
+broker's end offset of its partition is past both the split's position and the
+consumer's (which moves past transaction markers), the reader closes the
+consumer and assigns its splits to a new one at their positions. If the new one
+fetches nothing either (a transaction that stays open holds a ``read_committed``
+consumer before the end offset), the next replacement waits twice as long, up to
+``_MAX_STALL_TIMEOUT_S``; a fetch resets the wait.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ import collections
 import logging
 import queue
 import threading
+import time
 from collections.abc import Collection
 from typing import Any, Protocol
 
@@ -52,6 +64,11 @@ _EMPTY_POLL_MAX_WAIT_S = 0.02
 _MAX_MESSAGES_PER_FETCH = 10_000
 #: How long closing waits for the consumer (the Java client's default close timeout is 30 s).
 _CLOSE_TIMEOUT_SECONDS = 10.0
+#: A split that fetched nothing for this long while its partition has records past its position has stalled.
+_STALL_TIMEOUT_S = 20.0
+_MAX_STALL_TIMEOUT_S = 600.0
+#: How long asking the broker for a partition's end offset may take (the task thread waits for it).
+_END_OFFSET_TIMEOUT_S = 2.0
 
 
 class KafkaSourceError(FlinklikeError, RuntimeError):
@@ -97,6 +114,10 @@ class KafkaSourceReader(SourceReader):
         self._active_ids: frozenset[str] = frozenset()
         self._paused: set[str] = set()  # watermark alignment: splits not read until resumed
         self._empty_wait = _EMPTY_POLL_WAIT_S
+        self._last_fetch: dict[str, float] = {}  # split id -> when it last fetched (or was first checked)
+        self._next_stall_check = 0.0
+        self._stall_timeout = _STALL_TIMEOUT_S
+        self._stalled: set[str] = set()  # the splits the last replacement of the consumer was for
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -106,17 +127,8 @@ class KafkaSourceReader(SourceReader):
         self._refresh_active()
 
     def open(self) -> None:
-        from confluent_kafka import Consumer, KafkaException
-
         options = self._source.options
-        client_id = f"{options.client_id_prefix}-{self._context.subtask_index}" if options.client_id_prefix else ""
-        config = self._source.consumer_config(client_id)
-        config.setdefault("auto.offset.reset", _auto_offset_reset(options.starting_offsets))
-        config["on_commit"] = _log_commit_result
-        try:
-            self._consumer = Consumer(config)
-        except KafkaException as e:
-            raise ConfigurationError(f"KafkaSource: the consumer configuration was refused: {e}") from e
+        self._consumer = self._new_consumer()
         self._assign([s for s in self._splits.values() if not s.finished])
         if options.discovery_interval is not None:
             self._discovery_thread = threading.Thread(
@@ -125,24 +137,26 @@ class KafkaSourceReader(SourceReader):
             )  # fmt: skip
             self._discovery_thread.start()
 
+    def _new_consumer(self):
+        from confluent_kafka import Consumer, KafkaException
+
+        options = self._source.options
+        client_id = f"{options.client_id_prefix}-{self._context.subtask_index}" if options.client_id_prefix else ""
+        config = self._source.consumer_config(client_id)
+        config.setdefault("auto.offset.reset", _auto_offset_reset(options.starting_offsets))
+        config["on_commit"] = _log_commit_result
+        try:
+            return Consumer(config)
+        except KafkaException as e:
+            raise ConfigurationError(f"KafkaSource: the consumer configuration was refused: {e}") from e
+
     def close(self) -> None:
         self._stop.set()
         if self._discovery_thread is not None:
             self._discovery_thread.join(timeout=5)
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
-            # librdkafka's close waits for the offset commits still queued, and a group coordinator that
-            # stays unreachable (a stopped or restarted broker) would hold a cancel for ever. Bounded like
-            # the Java client's close(), which Flink's reader calls: then the consumer is left to itself.
-            closing = threading.Thread(target=consumer.close, name="kafka-consumer-close", daemon=True)
-            closing.start()
-            closing.join(_CLOSE_TIMEOUT_SECONDS)
-            if closing.is_alive():
-                _log.warning(
-                    "KafkaSource: the consumer did not close within %.0f s (offset commits to an "
-                    "unreachable group coordinator?); left behind",
-                    _CLOSE_TIMEOUT_SECONDS,
-                )
+            _close_bounded(consumer)
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -166,6 +180,9 @@ class KafkaSourceReader(SourceReader):
 
     def poll_next(self, max_rows: int) -> ReadResult:
         self._take_discovered()
+        if (now := time.monotonic()) >= self._next_stall_check:
+            self._next_stall_check = now + min(self._stall_timeout / 4, 5.0)
+            self._replace_a_stalled_consumer(now)
         if not self._readable_pending():
             self._fetch(max_rows)
         if (index := self._readable_pending()) is not None:
@@ -206,8 +223,13 @@ class KafkaSourceReader(SourceReader):
             if group is None:
                 by_partition[key] = group = []
             group.append(message)
+        now = time.monotonic()
         for (topic, partition), group in by_partition.items():
             split_id = f"{topic}-{partition}"
+            self._last_fetch[split_id] = now
+            if split_id in self._stalled:  # the replacement read on
+                self._stalled.clear()
+                self._stall_timeout = _STALL_TIMEOUT_S
             split = self._splits.get(split_id)
             if split is None or split.finished:
                 continue
@@ -272,6 +294,49 @@ class KafkaSourceReader(SourceReader):
         raise KafkaSourceError(f"KafkaSource: consumer error: {error}")
 
     # -- splits ----------------------------------------------------------------------------------------
+
+    def _replace_a_stalled_consumer(self, now: float) -> None:
+        """Replace the consumer if a split fetched nothing for ``_STALL_TIMEOUT_S`` though its partition has
+        records past its position (see the module docstring). Batches fetched and not returned yet would be
+        fetched again by the new consumer: with any, the check waits until they are returned."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        if self._pending or self._consumer is None:
+            return
+        quiet = [
+            s for s in self._splits.values()
+            if not s.finished and s.next_offset >= 0 and s.split_id not in self._paused
+            and now - self._last_fetch.setdefault(s.split_id, now) >= self._stall_timeout
+        ]  # fmt: skip
+        stalled = []
+        for split in quiet:
+            partition = TopicPartition(split.topic, split.partition)
+            try:
+                _, end = self._consumer.get_watermark_offsets(partition, timeout=_END_OFFSET_TIMEOUT_S, cached=False)
+                position = self._consumer.position([partition])[0].offset
+            except (KafkaException, RuntimeError):  # the broker is away: nothing a new consumer would read
+                continue
+            if split.stopping_offset != NO_STOPPING_OFFSET:
+                end = min(end, split.stopping_offset)
+            if end > max(split.next_offset, position):
+                stalled.append((split.split_id, f"{split.split_id} (at {split.next_offset}, end {end})"))
+            else:
+                self._last_fetch[split.split_id] = now  # caught up: looked at again after another timeout
+        if not stalled:
+            return
+        _log.warning(
+            "KafkaSource subtask %d: nothing fetched for %.0f s from %s although the broker has records there "
+            "(librdkafka's fetcher stalled, confluentinc/librdkafka#5153); replacing the consumer",
+            self._context.subtask_index, self._stall_timeout, ", ".join(text for _, text in stalled),
+        )  # fmt: skip
+        self._stalled = {split_id for split_id, _ in stalled}
+        self._stall_timeout = min(self._stall_timeout * 2, _MAX_STALL_TIMEOUT_S)
+        consumer, self._consumer = self._consumer, self._new_consumer()
+        _close_bounded(consumer)
+        self._assign([s for s in self._splits.values() if not s.finished])
+        if paused := [self._splits[i] for i in self._paused if i in self._splits and not self._splits[i].finished]:
+            self._consumer.pause([TopicPartition(s.topic, s.partition) for s in paused])
+        self._last_fetch.clear()
 
     def _assign(self, splits: list[_Split]) -> None:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -378,6 +443,25 @@ def _auto_offset_reset(starting) -> str:
             KafkaOffsetResetStrategy.NONE: "error",
         }[starting.reset_strategy]
     return "earliest"
+
+
+def _close_bounded(consumer) -> None:
+    """Close ``consumer``, waiting at most ``_CLOSE_TIMEOUT_SECONDS``.
+
+    librdkafka's close waits for the offset commits still queued, and a group
+    coordinator that stays unreachable (a stopped or restarted broker) would hold
+    a cancel for ever. Bounded like the Java client's close(), which Flink's reader
+    calls: then the consumer is left to itself.
+    """
+    closing = threading.Thread(target=consumer.close, name="kafka-consumer-close", daemon=True)
+    closing.start()
+    closing.join(_CLOSE_TIMEOUT_SECONDS)
+    if closing.is_alive():
+        _log.warning(
+            "KafkaSource: the consumer did not close within %.0f s (offset commits to an unreachable group "
+            "coordinator?); left behind",
+            _CLOSE_TIMEOUT_SECONDS,
+        )
 
 
 def _log_commit_result(error, partitions) -> None:

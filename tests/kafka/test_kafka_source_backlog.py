@@ -46,3 +46,50 @@ def test_a_reader_reports_the_lag_of_its_partitions_as_pending_records(kafka_bro
         assert reader.pending_records() == 40  # nothing returned meanwhile: the new records are all lag
     finally:
         reader.close()
+
+
+def _reader_that_read_everything(kafka_broker, topic: str):
+    """A reader of ``topic``'s 2 partitions that returned the 100 records produced to them."""
+    produced = produce_sequences(kafka_broker.bootstrap_servers, topic, num_keys=4, per_key=25, partitions=2)
+    kafka = source(kafka_broker.bootstrap_servers, topic, bounded=False)
+    reader = kafka.create_reader(SourceReaderContext(subtask_index=0, parallelism=1))
+    reader.add_splits(kafka.create_splits(1))
+    reader.open()
+    assert _read(reader, produced) == produced
+    return reader
+
+
+def test_a_reader_whose_consumer_stopped_fetching_replaces_it_and_reads_on(kafka_broker, kafka_topic, monkeypatch):
+    """librdkafka's fetcher can stall after a broker restart (confluentinc/librdkafka#5153): stand-in, the
+    partitions paused behind the reader's back; the reader sees nothing fetched while the broker has records."""
+    from confluent_kafka import TopicPartition
+
+    from connectors.kafka import source_reader
+
+    monkeypatch.setattr(source_reader, "_STALL_TIMEOUT_S", 1.0)
+    topic = kafka_topic(partitions=2)
+    reader = _reader_that_read_everything(kafka_broker, topic)
+    try:
+        stalled = reader._consumer
+        stalled.pause([TopicPartition(topic, p) for p in (0, 1)])
+        more = produce_sequences(kafka_broker.bootstrap_servers, topic, num_keys=4, per_key=10, partitions=2,
+                                 first_seq=25)  # fmt: skip
+        assert _read(reader, more, timeout=30) == more  # read by the replacement
+        assert reader._consumer is not stalled
+        assert reader.pending_records() == 0
+        assert _read(reader, 1, timeout=3) == 0  # nothing twice
+    finally:
+        reader.close()
+
+
+def test_a_reader_at_the_end_of_its_partitions_keeps_its_consumer(kafka_broker, kafka_topic, monkeypatch):
+    from connectors.kafka import source_reader
+
+    monkeypatch.setattr(source_reader, "_STALL_TIMEOUT_S", 0.5)
+    reader = _reader_that_read_everything(kafka_broker, kafka_topic(partitions=2))
+    try:
+        consumer = reader._consumer
+        assert _read(reader, 1, timeout=4) == 0  # idle for several stall timeouts, nothing to read
+        assert reader._consumer is consumer
+    finally:
+        reader.close()
