@@ -4,6 +4,9 @@ The job: ``SequenceSource`` (``--keys`` keys at ``--rate`` rows/s, bounded so
 that it ends near the planned duration) -> ``key_by`` -> a keyed function that
 checks each key's chain (RocksDB state, incremental checkpoints every 200 ms)
 -> a ``DeltaSink`` and an exactly-once ``KafkaSink`` (a local KRaft broker).
+The sink's table is created first with ``--sink-log-retention`` as its
+``delta.logRetentionDuration``, as docs/checkpoints.md tells a user whose sink
+commits several times a second ("" keeps Delta's default of 30 days).
 Every ``--kill-every`` minutes a TaskExecutor is SIGKILLed; every
 ``--savepoint-every`` minutes the job is stopped with a savepoint and resumed
 from it. Every ``--sample-every`` seconds the RSS, threads and open files of
@@ -37,9 +40,11 @@ from pathlib import Path
 
 import psutil
 import pyarrow as pa
+from deltalake import DeltaTable
 from quiet import QuietWatch
 
 from connectors import DeltaSink, SequenceSource, read_delta_table
+from connectors.delta import CREATED_TABLE_CONFIGURATION
 from connectors.kafka.testing import LocalKafkaBroker
 from flinklike_spark import KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
 from flinklike_spark.common.serialization import SimpleStringSchema
@@ -148,13 +153,16 @@ def sample(started: float, client, since_id: int) -> tuple[Sample, int]:
 
 def run_soak(
     *, minutes: float, kill_every: float, savepoint_every: float, sample_every: float, keys: int, rate: float,
-    work: Path, log=print,
+    work: Path, sink_log_retention: str = "", log=print,
 ) -> SoakResult:  # fmt: skip
     """Run the soak; raise AssertionError if an output lost, duplicated or reordered a record."""
     per_key = max(1, int(rate * minutes * 60 / keys))
     with LocalKafkaBroker(data_dir=work / "broker") as broker:
         topic = broker.create_topic("soak", partitions=4)
         delta, checkpoints = str(work / "delta"), str(work / "checkpoints")
+        if sink_log_retention:
+            retention = {"delta.logRetentionDuration": sink_log_retention}
+            DeltaTable.create(delta, OUTPUT, configuration=dict(CREATED_TABLE_CONFIGURATION) | retention)
         config = {
             "parallelism.default": 2,
             "local.number-taskmanager": 2,
@@ -286,6 +294,10 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=2_000, help="rows per second")
     parser.add_argument("--plot", help="write the samples as a PNG here")
     parser.add_argument(
+        "--sink-log-retention", default="interval 2 minutes",
+        help="the DeltaSink table's delta.logRetentionDuration ('' for Delta's default, 30 days)",
+    )  # fmt: skip
+    parser.add_argument(
         "--work", help="the run's directory (broker, checkpoints, outputs), kept; default: a temporary one, "
         "deleted after a run that passed and kept (its path printed) after one that failed",
     )  # fmt: skip
@@ -297,6 +309,7 @@ def main() -> None:
             result = run_soak(
                 minutes=args.minutes, kill_every=args.kill_every, savepoint_every=args.savepoint_every,
                 sample_every=args.sample_every, keys=args.keys, rate=args.rate, work=work,
+                sink_log_retention=args.sink_log_retention,
             )  # fmt: skip
         except BaseException:
             print(f"the soak failed; its directory is kept: {work}", flush=True)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("rocksdict")
@@ -26,8 +27,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 def test_a_short_soak_is_exactly_once_through_kills_and_a_stop_with_savepoint(kafka_cache_dir, tmp_path):
     result = run_soak(
         minutes=1.25, kill_every=1 / 3, savepoint_every=0.6, sample_every=10, keys=50, rate=500, work=tmp_path,
-        log=lambda line: None,
+        sink_log_retention="interval 20 seconds", log=lambda line: None,
     )  # fmt: skip
+    configuration = DeltaTable(str(tmp_path / "delta")).metadata().configuration
+    assert configuration["delta.logRetentionDuration"] == "interval 20 seconds", configuration
     assert result.kills >= 2 and result.savepoints >= 1, result
     assert len(result.samples) >= 5
     assert all(s.te_threads > 0 and s.jm_fds > 0 for s in result.samples)
