@@ -142,18 +142,28 @@ def check_fence(table: DeltaTable, transactional_id_prefix: str, epoch: int, *, 
 
 
 def retry_lost_races(attempt: Callable[[], T], *, attempts: int, table_uri: str) -> T:
-    """``attempt()``, called again (after a short, growing pause) while it loses a commit race.
+    """``attempt()``, called again (after a short, growing pause) while it loses a race with another writer.
 
-    ``attempt`` must re-read the table each time, so that a retry sees what the
-    winner committed (with :func:`is_committed`, a unit the winner committed is
-    then skipped). The last ``CommitFailedError`` propagates after ``attempts`` tries.
+    Two races are retried: a commit conflict (``CommitFailedError``), and a file of
+    the table's ``_delta_log`` that vanished while the attempt read the log
+    (another writer's expired-log cleanup, ``delta.logRetentionDuration``, deleted
+    it; a fresh load of the table no longer needs it). ``attempt`` must re-read the
+    table each time, so that a retry sees what the winner committed (with
+    :func:`is_committed`, a unit already committed, by the winner or by an attempt
+    that failed after its commit, is then skipped). The last error propagates after
+    ``attempts`` tries.
     """
     for number in range(1, attempts + 1):
         try:
             return attempt()
-        except CommitFailedError:
-            if number == attempts:
+        except (CommitFailedError, FileNotFoundError) as exc:
+            if number == attempts or not (isinstance(exc, CommitFailedError) or _log_file_vanished(exc)):
                 raise
-            _log.info("commit to %s lost a race; retrying on the latest version", table_uri)
+            _log.info("commit to %s lost a race (%s); retrying on the latest version", table_uri, exc)
             time.sleep(random.uniform(0.01, 0.05 * number))  # jitter: racing subtasks do not retry in lockstep
     raise AssertionError("unreachable")
+
+
+def _log_file_vanished(exc: FileNotFoundError) -> bool:
+    """Whether ``exc`` is deltalake's "not found" of a file of a table's log (not of a data or staged file)."""
+    return "_delta_log/" in str(exc)

@@ -207,13 +207,20 @@ def test_ctrl_c_cancels_the_job_and_raises_keyboard_interrupt(tmp_path, where):
         time.sleep(0.1)
 
 
+#: ``python -m flinklike_spark.cli`` that writes every thread's stack to stderr on SIGUSR1 (a hang's diagnosis)
+CLI_WITH_STACKS_ON_SIGUSR1 = (
+    "import faulthandler, runpy, signal; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+    "runpy.run_module('flinklike_spark.cli', run_name='__main__', alter_sys=True)"
+)
+
+
 def test_ctrl_c_under_flinklike_run_prints_one_line(tmp_path):
     """``flinklike run``: Ctrl-C cancels the job, stops the cluster and says so in one line, no traceback."""
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C_JOB)
     with _sigint_as_in_a_terminal():
         client = subprocess.Popen(
-            [sys.executable, "-m", "flinklike_spark.cli", "run", "--no-progress", str(script), str(tmp_path / "ck"),
+            [sys.executable, "-c", CLI_WITH_STACKS_ON_SIGUSR1, "run", "--no-progress", str(script), str(tmp_path / "ck"),
              "in-wait"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )  # fmt: skip
@@ -221,7 +228,13 @@ def test_ctrl_c_under_flinklike_run_prints_one_line(tmp_path):
         assert client.stdout.readline().strip() == "running"
         time.sleep(0.5)
         os.killpg(client.pid, signal.SIGINT)
-        _, stderr = client.communicate(timeout=60)
+        try:
+            _, stderr = client.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            client.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            os.killpg(client.pid, signal.SIGKILL)
+            pytest.fail(f"flinklike run did not end 60 s after Ctrl-C; its threads:\n{client.communicate()[1]}")
     finally:
         if client.poll() is None:
             os.killpg(client.pid, signal.SIGKILL)

@@ -11,10 +11,10 @@ from typing import Any
 import pyarrow as pa
 
 from flinklike_spark.common.typeinfo import TypeInformation, to_arrow_schema
-from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind, Row
+from flinklike_spark.common.types import RECORD_KIND_KEY, RecordKind, Row, declared_kind
 from flinklike_spark.errors import ConfigurationError
 
-__all__ = ["from_text", "row_schema", "row_values", "to_json_value", "to_text"]
+__all__ = ["batch_columns", "from_text", "row_schema", "row_values", "to_json_value", "to_text"]
 
 
 def row_schema(where: str, type_info: Any) -> pa.Schema:
@@ -48,6 +48,27 @@ def row_values(where: str, element: Any, names: list[str]) -> list[Any]:
             )
         return values
     raise ConfigurationError(f"{where}: expects Row, tuple or dict records, got {type(element).__name__}")
+
+
+def batch_columns(batch: pa.RecordBatch, names: list[str]) -> list[pa.Array] | None:
+    """The columns :func:`row_values` reads from each record of ``batch``, in the order of ``names``: by name for
+    dict and named-Row records that hold every field, by position for tuples of exactly ``len(names)`` fields.
+
+    None where a batch path cannot follow :func:`row_values` (another record kind, a missing or repeated
+    field, a column whose metadata converts its values to another Python type, e.g. ``BIG_DEC``)."""
+    schema = batch.schema
+    kind = declared_kind(schema)
+    if kind in (None, RecordKind.DICT, RecordKind.NAMED_ROW):
+        if len(set(schema.names)) != len(schema.names) or not set(names) <= set(schema.names):
+            return None
+        indices = [schema.get_field_index(name) for name in names]
+    elif kind == RecordKind.TUPLE and len(schema.names) == len(names):
+        indices = list(range(len(names)))
+    else:
+        return None
+    if any(schema.field(index).metadata for index in indices):
+        return None
+    return [batch.column(index) for index in indices]
 
 
 def _timestamp(value: Any) -> dt.datetime:

@@ -10,6 +10,9 @@ batch, no comments, escapes or null literal); otherwise, and whenever Arrow
 refuses the batch, line by line, which names the bad message.
 ``CsvRowSerializationSchema.Builder(type_info).build()`` writes a record
 (``Row``, tuple or dict) as one line ending in the line delimiter (``\\n``).
+A batch of records is written by Arrow kernels at once when that cannot differ
+from writing each record (string and integer fields, no nulls, no value that
+would need quoting or escaping); otherwise record by record.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import io
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from flinklike_spark.common.serialization import DeserializationSchema, SerializationSchema
-from flinklike_spark.datastream.formats._rows import from_text, row_schema, row_values, to_text
+from flinklike_spark.datastream.formats._rows import batch_columns, from_text, row_schema, row_values, to_text
 from flinklike_spark.errors import ConfigurationError, MalformedRecordError
 
 __all__ = ["CsvRowDeserializationSchema", "CsvRowSerializationSchema"]
@@ -234,3 +238,36 @@ class CsvRowSerializationSchema(SerializationSchema):
         texts = [to_text(value, self.array_element_delimiter) for value in values]
         writer.writerow([self.null_literal if text is None else text for text in texts])
         return out.getvalue().encode()
+
+    def serialize_batch(self, batch: pa.RecordBatch) -> list[bytes]:
+        columns = self._plain_columns(batch)
+        if columns is None:
+            return super().serialize_batch(batch)
+        texts = [c if pa.types.is_string(c.type) else c.cast(pa.string()) for c in columns]
+        lines = pc.binary_join_element_wise(*texts, self.field_delimiter)
+        if self.line_delimiter:
+            lines = pc.binary_join_element_wise(lines, self.line_delimiter, "")
+        return lines.cast(pa.binary()).to_pylist()
+
+    def _plain_columns(self, batch: pa.RecordBatch) -> list[pa.Array] | None:
+        """The batch's columns (:func:`batch_columns`) when writing them with Arrow kernels gives :meth:`serialize`'s
+        bytes for every record, else None: string or integer fields without nulls, and no string that the ``csv``
+        module would quote or escape (it holds the delimiter, a quote or escape character, a line break, or is
+        the single empty field of a one-field type)."""
+        columns = batch_columns(batch, self._names)
+        if columns is None:
+            return None
+        special = {self.field_delimiter, "\r", "\n", *self.line_delimiter}
+        special |= {self.quote_character or '"'} | ({self.escape_character} if self.escape_character else set())
+        needs_quoting = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(special)) + "]"  # RE2's escapes
+        for column in columns:
+            if column.null_count:
+                return None
+            if pa.types.is_string(column.type):
+                if pc.any(pc.match_substring_regex(column, needs_quoting)).as_py():
+                    return None
+                if len(columns) == 1 and pc.any(pc.equal(column, "")).as_py():
+                    return None
+            elif not pa.types.is_integer(column.type):
+                return None
+        return columns

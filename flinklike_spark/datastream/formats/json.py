@@ -7,6 +7,9 @@ fields of ``Types.ROW([...])`` are named ``f0``, ``f1``, ... as in Flink).
 ``JsonRowSerializationSchema.builder().with_type_info(...).build()`` writes a
 record (``Row``, tuple or dict) as a compact JSON object of the type's fields.
 Timestamps are RFC 3339 strings in UTC, bytes base64, as Flink's JSON format.
+A batch of records is written by Arrow kernels at once when that cannot differ
+from writing each record (string, integer and boolean fields, no string that
+needs an escape); otherwise record by record.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flinklike_spark.common.serialization import DeserializationSchema, SerializationSchema
-from flinklike_spark.datastream.formats._rows import from_text, row_schema, row_values, to_json_value
+from flinklike_spark.datastream.formats._rows import batch_columns, from_text, row_schema, row_values, to_json_value
 from flinklike_spark.errors import ConfigurationError, MalformedRecordError
 
 __all__ = ["JsonRowDeserializationSchema", "JsonRowSerializationSchema"]
+
+#: the characters ``json.dumps(..., ensure_ascii=False)`` escapes in a string (RE2 syntax)
+_ESCAPED = r'["\\\x00-\x1f]'
 
 
 class JsonRowDeserializationSchema(DeserializationSchema):
@@ -130,3 +137,27 @@ class JsonRowSerializationSchema(SerializationSchema):
         values = row_values("JsonRowSerializationSchema", element, self._names)
         document = {name: to_json_value(value) for name, value in zip(self._names, values, strict=True)}
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def serialize_batch(self, batch: pa.RecordBatch) -> list[bytes]:
+        columns = batch_columns(batch, self._names) if self._names else None
+        texts = None if columns is None else [_json_texts(column) for column in columns]
+        if texts is None or any(text is None for text in texts):
+            return super().serialize_batch(batch)
+        pieces: list = []
+        for i, (name, text) in enumerate(zip(self._names, texts, strict=True)):
+            pieces += [("{" if i == 0 else ",") + json.dumps(name, ensure_ascii=False) + ":", text]
+        return pc.binary_join_element_wise(*pieces, "}", "").cast(pa.binary()).to_pylist()
+
+
+def _json_texts(column: pa.Array) -> pa.Array | None:
+    """Each value of ``column`` as ``json.dumps`` writes it (null as ``null``), or None if Arrow cannot match it:
+    a type other than string, integer or boolean, or a string that needs an escape."""
+    if pa.types.is_string(column.type):
+        if pc.any(pc.match_substring_regex(column, _ESCAPED)).as_py():
+            return None
+        texts = pc.binary_join_element_wise('"', column, '"', "")
+    elif pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+        texts = column.cast(pa.string())
+    else:
+        return None
+    return texts.fill_null("null") if column.null_count else texts

@@ -147,6 +147,92 @@ def test_a_plain_csv_batch_is_read_by_arrow_at_once():
         assert read._read_at_once(line_by_line) is None
 
 
+_CSV_TEXT = st.text(alphabet="ab ,;|\"'\\\r\nxé", max_size=5)
+_CSV_OPTIONS = st.fixed_dictionaries({
+    "field_delimiter": st.sampled_from([",", ";", "|"]),
+    "line_delimiter": st.sampled_from(["\n", "\r\n", ""]),
+    "quote_character": st.sampled_from(['"', "'", None]),
+    "escape_character": st.sampled_from([None, "\\"]),
+})  # fmt: skip
+
+
+def _bytes_or_error(make):
+    try:
+        return make()
+    except Exception as e:  # noqa: BLE001 - the error itself is compared
+        return type(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_CSV_TEXT, st.integers(-(2**63), 2**63 - 1), _CSV_TEXT), min_size=1, max_size=6),
+    _CSV_OPTIONS,
+    st.sampled_from([None, RecordKind.DICT, RecordKind.NAMED_ROW, RecordKind.TUPLE]),
+    st.booleans(),
+)
+def test_a_csv_batch_is_written_as_its_records_are_one_by_one(rows, options, kind, one_field):
+    """Arrow's kernels write a batch as ``serialize`` writes its records (or both fail alike)."""
+    names, types = (["key"], [Types.STRING()]) if one_field else (["key", "n", "v"], [Types.STRING(), Types.LONG(),
+                                                                                      Types.STRING()])  # fmt: skip
+    write = CsvRowSerializationSchema(type_info=Types.ROW_NAMED(names, types), **options)
+    arrays = [pa.array([r[i] for r in rows]) for i in range(len(names))]
+    metadata = None if kind is None else {RECORD_KIND_KEY: kind}
+    batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(
+        [(name, array.type) for name, array in zip(names, arrays)], metadata=metadata))  # fmt: skip
+    one_by_one = _bytes_or_error(lambda: [write.serialize(r) for r in records_of(batch)])
+    assert _bytes_or_error(lambda: write.serialize_batch(batch)) == one_by_one
+
+
+def test_a_plain_csv_batch_is_written_by_arrow_at_once():
+    write = CsvRowSerializationSchema.Builder(Types.ROW_NAMED(["key", "n"], [Types.STRING(), Types.LONG()])).build()
+    # a dict stream with more fields than the type: the type's fields, by name, in the type's order
+    batch = pa.RecordBatch.from_pydict({"n": [1, -2], "other": [0.5, 1.5], "key": ["a", "é"]})
+    assert write._plain_columns(batch) is not None
+    assert write.serialize_batch(batch) == [b"a,1\n", "é,-2\n".encode()]
+    quoted = pa.RecordBatch.from_pydict({"key": ["a,b"], "n": [1]})
+    nulls = pa.RecordBatch.from_pydict({"key": [None], "n": [1]})
+    floats = pa.RecordBatch.from_pydict({"key": ["a"], "n": [1.5]})
+    for record_by_record in (quoted, nulls, floats):
+        assert write._plain_columns(record_by_record) is None
+    assert write.serialize_batch(quoted) == [b'"a,b",1\n']
+    assert write.serialize_batch(nulls) == [b",1\n"]
+
+
+_JSON_TYPES = Types.ROW_NAMED(["k", "n", "b", "é"], [Types.STRING(), Types.LONG(), Types.BOOLEAN(), Types.STRING()])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.none() | st.text(alphabet='a "\\/\n\x01\x1fé\u2028\U0001f600', max_size=4),
+            st.none() | st.integers(-(2**63), 2**63 - 1),
+            st.none() | st.booleans(),
+            st.text(alphabet="xyz", max_size=2),
+        ),
+        min_size=1, max_size=6,
+    ),
+    st.sampled_from([None, RecordKind.DICT, RecordKind.NAMED_ROW, RecordKind.TUPLE]),
+)  # fmt: skip
+def test_a_json_batch_is_written_as_its_records_are_one_by_one(rows, kind):
+    write = JsonRowSerializationSchema.builder().with_type_info(_JSON_TYPES).build()
+    names = ["k", "n", "b", "é"]
+    arrays = [pa.array([r[i] for r in rows], type) for i, type in
+              enumerate([pa.string(), pa.int64(), pa.bool_(), pa.string()])]  # fmt: skip
+    metadata = None if kind is None else {RECORD_KIND_KEY: kind}
+    batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(
+        [(name, array.type) for name, array in zip(names, arrays)], metadata=metadata))  # fmt: skip
+    assert write.serialize_batch(batch) == [write.serialize(r) for r in records_of(batch)]
+
+
+def test_a_plain_json_batch_is_written_by_arrow_at_once():
+    write = JsonRowSerializationSchema.builder().with_type_info(_JSON_TYPES).build()
+    batch = pa.RecordBatch.from_pydict({"é": ["x"], "b": [True], "n": [None], "k": ["a/é"]})
+    assert write.serialize_batch(batch) == ['{"k":"a/é","n":null,"b":true,"é":"x"}'.encode()]
+    floats = pa.RecordBatch.from_pydict({"k": ["a"], "n": [1.5], "b": [True], "é": [""]})
+    assert write.serialize_batch(floats) == [b'{"k":"a","n":1.5,"b":true,"\xc3\xa9":""}']
+
+
 def test_add_jars_of_a_kafka_connector_is_accepted_and_logged(caplog):
     import logging
 
