@@ -671,30 +671,15 @@ def main(argv: list[str] | None = None) -> None:
             flush=True,
         )
         results["window"] = r = window_throughput(servers, source, args.records, args.keys, work)
-        print(
-            f"engine windowed count   : {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
-            f"{r['wall_s']:.1f} s wall; CSV rows, 1 s windows, built-in count, EXACTLY_ONCE)",
-            flush=True,
-        )
+        report("engine windowed count", r, "CSV rows, 1 s windows, built-in count, EXACTLY_ONCE")
         results["pipe"] = r = plain_pipe(servers, source, args.records)
-        print(
-            f"plain pipe              : {r['rate']:>10,.0f} rec/s ({r['busy_s']:.2f} s; one process copies the "
-            f"topic exactly once: consume(10000) -> produce_batch, a transaction a second)",
-            flush=True,
-        )
+        report("plain pipe", r, "one process copies the topic exactly once: consume(10000) -> produce_batch, "
+               "a transaction a second")  # fmt: skip
         results["builtin"] = r = builtin_throughput(servers, source, args.records, args.keys, work)
-        print(
-            f"engine built-in count   : {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
-            f"{r['wall_s']:.1f} s wall; CSV rows, map_batches, key_by().sum(), CSV lines, EXACTLY_ONCE)",
-            flush=True,
-        )
+        report("engine built-in count", r, "CSV rows, map_batches, key_by().sum(), CSV lines, EXACTLY_ONCE")
         for guarantee in (DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE):
             results[guarantee.name] = r = engine_throughput(servers, source, args.records, args.keys, guarantee, work)
-            print(
-                f"engine {guarantee.name:13}    : {r['rate']:>10,.0f} rec/s busy ({r['busy_s']:.2f} s busy, "
-                f"{r['wall_s']:.1f} s wall)",
-                flush=True,
-            )
+            report(f"engine {guarantee.name}", r)
         spark = spark_session()
         spark.sparkContext.setLogLevel("ERROR")
         results["spark"] = r = spark_throughput(spark, servers, source, args.records, args.keys, work)
@@ -724,6 +709,12 @@ def main(argv: list[str] | None = None) -> None:
             latency(args, servers, spark, work)
         spark.stop()
     quiet.report()
+
+
+def report(name: str, r: dict, detail: str = "") -> None:
+    """One result line: the rate, its busy (and wall) seconds, and what ran."""
+    times = f"{r['busy_s']:.2f} s busy" + (f", {r['wall_s']:.1f} s wall" if "wall_s" in r else "")
+    print(f"{name:24}: {r['rate']:>10,.0f} rec/s ({times}{'; ' + detail if detail else ''})", flush=True)
 
 
 def latency(args, servers: str, spark, work: Path) -> None:
