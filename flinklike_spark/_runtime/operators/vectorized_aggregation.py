@@ -409,6 +409,29 @@ def _sequential_float_cumsum(groups: np.ndarray, values: np.ndarray) -> np.ndarr
     return result
 
 
+def _first_and_int_cumsum(groups: np.ndarray, values: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per row: the position of its group's first row, and (``values`` given) its group's running sum in row
+    order, with int64's wrap-around as pandas' grouped ``cumsum`` has. Exact for integers in any order, so one
+    sort groups the rows: no per-call pandas overhead on the per-batch path."""
+    order = np.argsort(groups, kind="stable")
+    sorted_groups = groups[order]
+    starts_mask = np.empty(len(order), dtype=bool)
+    starts_mask[:1] = True
+    np.not_equal(sorted_groups[1:], sorted_groups[:-1], out=starts_mask[1:])
+    segment = np.cumsum(starts_mask) - 1  # per sorted row, its group's index among the batch's groups
+    starts = np.flatnonzero(starts_mask)
+    first = np.empty_like(order)
+    first[order] = order[starts][segment]
+    if values is None:
+        return first, None
+    sorted_values = values[order].astype(np.int64, copy=False)
+    running = np.cumsum(sorted_values)
+    running -= (running[starts] - sorted_values[starts])[segment]
+    cumulative = np.empty_like(running)
+    cumulative[order] = running
+    return first, cumulative
+
+
 class VectorizedRollingAggregateOperator(StreamOperator):
     """``KeyedStream.sum/min/max/min_by/max_by`` by field, one Arrow batch at a time.
 
@@ -482,19 +505,19 @@ class VectorizedRollingAggregateOperator(StreamOperator):
         (the group's first, or for min_by/max_by its best so far) and the result's field value (None: as is)."""
         import pandas as pd  # imported when a rolling aggregation first runs, not with every TaskExecutor
 
+        aggregation = self.aggregation
+        if aggregation == "sum" and values.dtype.kind != "f":
+            return _first_and_int_cumsum(groups, values)
+        if aggregation in ("sum", "min", "max"):
+            first, _ = _first_and_int_cumsum(groups, None)
+            if aggregation == "sum":
+                return first, _sequential_float_cumsum(groups, values.astype(np.float64))
+            grouped_values = pd.Series(values).groupby(groups, sort=False)
+            cumulative = grouped_values.cummin() if aggregation == "min" else grouped_values.cummax()
+            return first, cumulative.to_numpy()
         positions = np.arange(len(groups))
         grouped_values = pd.Series(values).groupby(groups, sort=False)
         grouped_positions = pd.Series(positions).groupby(groups, sort=False)
-        aggregation = self.aggregation
-        if aggregation in ("sum", "min", "max"):
-            first = grouped_positions.transform("first").to_numpy()
-            if aggregation == "sum" and values.dtype.kind == "f":
-                return first, _sequential_float_cumsum(groups, values.astype(np.float64))
-            if aggregation == "sum":
-                cumulative = pd.Series(values.astype(np.int64)).groupby(groups, sort=False).cumsum()
-            else:
-                cumulative = grouped_values.cummin() if aggregation == "min" else grouped_values.cummax()
-            return first, cumulative.to_numpy()
         best = grouped_values.cummin() if aggregation == "min_by" else grouped_values.cummax()
         previous = best.groupby(groups, sort=False).shift(1, fill_value=0)  # int stays int; firsts use is_first
         is_first = grouped_positions.cumcount().to_numpy() == 0

@@ -21,6 +21,7 @@ import csv
 import io
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -249,6 +250,23 @@ class CsvRowSerializationSchema(SerializationSchema):
             lines = pc.binary_join_element_wise(lines, self.line_delimiter, "")
         return lines.cast(pa.binary()).to_pylist()
 
+    def _holds_special(self, column: pa.StringArray) -> bool:
+        """Whether a string of ``column`` holds a special character. ASCII ones are looked up per byte of the
+        column's UTF-8 data (no byte of a multi-byte character is ASCII); any other one by a regex."""
+        special = {self.field_delimiter, "\r", "\n", *self.line_delimiter}  # what the csv module quotes or escapes
+        special |= {self.quote_character or '"'} | ({self.escape_character} if self.escape_character else set())
+        if any(ord(c) > 127 for c in special):
+            needs_quoting = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(special)) + "]"  # RE2's escapes
+            return pc.any(pc.match_substring_regex(column, needs_quoting)).as_py() or False
+        data_buffer = column.buffers()[2]
+        if len(column) == 0 or data_buffer is None:
+            return False
+        table = np.zeros(256, dtype=bool)
+        table[[ord(c) for c in special]] = True
+        offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=4 * column.offset)
+        data = np.frombuffer(data_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
+        return bool(table[data].any())
+
     def _plain_columns(self, batch: pa.RecordBatch) -> list[pa.Array] | None:
         """The batch's columns (:func:`batch_columns`) when writing them with Arrow kernels gives :meth:`serialize`'s
         bytes for every record, else None: string or integer fields without nulls, and no string that the ``csv``
@@ -257,14 +275,11 @@ class CsvRowSerializationSchema(SerializationSchema):
         columns = batch_columns(batch, self._names)
         if columns is None:
             return None
-        special = {self.field_delimiter, "\r", "\n", *self.line_delimiter}
-        special |= {self.quote_character or '"'} | ({self.escape_character} if self.escape_character else set())
-        needs_quoting = "[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(special)) + "]"  # RE2's escapes
         for column in columns:
             if column.null_count:
                 return None
             if pa.types.is_string(column.type):
-                if pc.any(pc.match_substring_regex(column, needs_quoting)).as_py():
+                if self._holds_special(column):
                     return None
                 if len(columns) == 1 and pc.any(pc.equal(column, "")).as_py():
                     return None

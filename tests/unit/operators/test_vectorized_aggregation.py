@@ -23,6 +23,7 @@ from flinklike_spark._runtime.operators.stream_operator import OperatorContext, 
 from flinklike_spark._runtime.operators.vectorized_aggregation import (
     VectorizedRollingAggregateOperator,
     VectorizedWindowAggregateOperator,
+    _first_and_int_cumsum,
 )
 from flinklike_spark._runtime.operators.window_descriptor import PaneKind, WindowOperatorDescriptor
 from flinklike_spark._runtime.operators.window_operator import WindowOperator
@@ -133,6 +134,22 @@ def test_rolling_matches_the_per_record_operator(aggregation, field):
     assert got.rows == expected.rows
     assert got.timestamps == expected.timestamps
     assert len(got.rows) == 700
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_grouped_first_and_int_cumsum_match_pandas_including_wrap_around(seed):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 5000))
+    groups = rng.integers(0, int(rng.integers(1, 300)), n)
+    values = rng.integers(-(2**62), 2**62, n)  # running sums overflow int64: both wrap around
+    first, cumulative = _first_and_int_cumsum(groups, values)
+    positions = pd.Series(np.arange(n)).groupby(groups, sort=False)
+    assert first.tolist() == positions.transform("first").tolist()
+    assert cumulative.tolist() == pd.Series(values).groupby(groups, sort=False).cumsum().tolist()
+    assert _first_and_int_cumsum(groups, None)[1] is None
 
 
 def test_rolling_float_sum_adds_in_record_order_exactly():
