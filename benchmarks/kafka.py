@@ -66,6 +66,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pyarrow as pa
 from confluent_kafka import Consumer, Producer, TopicPartition
 from quiet import QuietWatch
@@ -178,6 +179,42 @@ def create_topics(servers: str, *names: str) -> None:
     admin = AdminClient({"bootstrap.servers": servers})
     for future in admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names]).values():
         future.result(60)
+
+
+class CpuSampler:
+    """Busy CPU seconds of the whole machine and of the broker's JVM, sampled every 0.1 s while it runs.
+
+    A run's busy window is known only after it (from its output's timestamps),
+    so the samples are kept and :meth:`per_record` reads any window of them.
+    """
+
+    def __init__(self, broker_pid: int) -> None:
+        self._broker = psutil.Process(broker_pid)
+        self._samples: list[tuple[float, float, float]] = []  # (epoch s, machine busy s, broker s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            t, b = psutil.cpu_times(), self._broker.cpu_times()
+            busy = t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+            self._samples.append((time.time(), busy, b.user + b.system))
+            if self._stop.wait(0.1):
+                return
+
+    def per_record(self, window: tuple[float, float], records: int) -> dict:
+        """Microseconds of busy CPU per record over ``window`` (epoch seconds): the machine's and the broker's."""
+        times, machine, broker = (np.array(column) for column in zip(*self._samples, strict=True))
+        spent = [float(np.diff(np.interp(window, times, series))[0]) for series in (machine, broker)]
+        return {"machine_us": spent[0] / records * 1e6, "broker_us": spent[1] / records * 1e6}
 
 
 # -- this engine ------------------------------------------------------------------------------------------
@@ -367,7 +404,7 @@ def builtin_throughput(servers: str, source: str, records: int, keys: int, work:
     output, wall = run_into_new_topic(servers, lambda out: builtin_job(servers, source, out, work), committed=True)
     check_counts(output, records, keys, "engine built-in keyed count")
     busy = busy_seconds(output)
-    return {"busy_s": busy, "wall_s": wall, "rate": records / busy}
+    return {"busy_s": busy, "wall_s": wall, "rate": records / busy, "window": busy_window(output)}
 
 
 def run_into_new_topic(servers: str, job, *, committed: bool) -> tuple[list[tuple[bytes, int]], float]:
@@ -380,10 +417,16 @@ def run_into_new_topic(servers: str, job, *, committed: bool) -> tuple[list[tupl
     return read_output(servers, out, committed=committed), wall
 
 
+def busy_window(output: list[tuple[bytes, int]]) -> tuple[float, float]:
+    """The first and the last output record's Kafka timestamps, in seconds since the epoch."""
+    stamps = [ts for _, ts in output]
+    return min(stamps) / 1000, max(stamps) / 1000
+
+
 def busy_seconds(output: list[tuple[bytes, int]]) -> float:
     """From the first output record's Kafka timestamp to the last one's."""
-    stamps = [ts for _, ts in output]
-    return (max(stamps) - min(stamps)) / 1000
+    start, end = busy_window(output)
+    return end - start
 
 
 def plain_pipe(servers: str, source: str, records: int) -> dict:
@@ -409,7 +452,7 @@ def plain_pipe(servers: str, source: str, records: int) -> dict:
         while seen < records and time.monotonic() < deadline:
             messages = consumer.consume(10000, 1.0)
             if messages and first is None:
-                first = time.perf_counter()
+                first = time.time()
             batch = [{"key": m.key(), "value": m.value()} for m in messages if m.error() is None]
             if producer.produce_batch(out, batch) != len(batch):
                 raise AssertionError(
@@ -422,13 +465,13 @@ def plain_pipe(servers: str, source: str, records: int) -> dict:
                 producer.begin_transaction()
                 committed_at = time.monotonic()
         producer.commit_transaction(60)
-        last = time.perf_counter()
+        last = time.time()
     finally:
         consumer.close()
     copied = len(read_output(servers, out, committed=True))
     if seen != records or copied != records:
         raise AssertionError(f"plain pipe: read {seen}, copied {copied} of {records} records")
-    return {"busy_s": last - first, "rate": records / (last - first)}
+    return {"busy_s": last - first, "rate": records / (last - first), "window": (first, last)}
 
 
 def window_job(servers: str, source_topic: str, sink_topic: str, work: Path) -> StreamExecutionEnvironment:
@@ -656,7 +699,9 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
-    with QuietWatch() as quiet, LocalKafkaBroker(heap="1g") as broker:
+    # The broker keeps the test fixture's JVM flags (client JIT, serial collector): with the JVM's defaults it
+    # spent more CPU per record in runs this short (its JIT compiling), CPU that the two cores share with the jobs.
+    with QuietWatch() as quiet, LocalKafkaBroker(heap="1g") as broker, CpuSampler(broker.pid) as cpu:
         servers = broker.bootstrap_servers
         source = "input"
         create_topics(servers, source)
@@ -693,6 +738,17 @@ def main(argv: list[str] | None = None) -> None:
             print(f"ratio engine {name} (per record) / spark: {results[name]['rate'] / r['rate']:.2f}x")
         builtin, pipe = results["builtin"]["rate"], results["pipe"]["rate"]
         eo = builtin / r["rate"]
+        costs = {name: cpu.per_record(results[name]["window"], args.records) for name in ("pipe", "builtin")}
+        print(
+            "CPU per record over the busy window (all processes; of it, the broker's): "
+            + ", ".join(f"{name} {c['machine_us']:.2f} us ({c['broker_us']:.2f} us)" for name, c in costs.items())
+        )
+        ceiling = (os.cpu_count() or 1) / (costs["pipe"]["machine_us"] / 1e6)
+        print(
+            f"CPU ceiling: {os.cpu_count()} cores doing nothing but the plain pipe's work per record move at most "
+            f"{ceiling:,.0f} rec/s = {ceiling / r['rate']:.2f}x Spark (10x Spark is {10 * r['rate']:,.0f} rec/s)",
+            flush=True,
+        )
         quiet.target(
             f"keyed count EXACTLY_ONCE, built-ins: {eo:.2f}x Spark (target >= 10x; the plain pipe is "
             f"{pipe / r['rate']:.2f}x Spark, the built-in count {builtin / pipe:.0%} of the pipe)",
