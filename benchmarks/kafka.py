@@ -36,6 +36,11 @@ Measured, each on the same input topic of the same local KRaft broker:
    keyed count, a plain pipe (:func:`plain_pipe`): one process copies the topic
    exactly once with a consumer and a transactional producer, no work per
    record; what moving these records costs here without an engine.
+   CPU: the machine's and the broker's busy CPU time are sampled every 0.1 s
+   (:class:`CpuSampler`); over the busy windows of the plain pipe and of the
+   built-in count the CPU per record is printed, and the CPU ceiling: what all
+   cores move doing nothing but the pipe's work per record, which every job
+   that reads and writes each record through confluent-kafka does at least.
 2. Latency at a fixed input rate (``--rate`` records/s for ``--seconds``): each
    input record carries its send time; latency is the time from sending to a
    consumer receiving the result (``read_committed`` for exactly-once output).
