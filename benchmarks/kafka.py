@@ -74,7 +74,7 @@ import numpy as np
 import psutil
 import pyarrow as pa
 from confluent_kafka import Consumer, Producer, TopicPartition
-from quiet import QuietWatch
+from quiet import QuietWatch, system_busy
 
 from connectors.kafka.source import READER_PREFETCH
 from connectors.kafka.testing import LocalKafkaBroker
@@ -209,9 +209,8 @@ class CpuSampler:
 
     def _run(self) -> None:
         while True:
-            t, b = psutil.cpu_times(), self._broker.cpu_times()
-            busy = t.user + t.nice + t.system + t.irq + t.softirq + t.steal
-            self._samples.append((time.time(), busy, b.user + b.system))
+            b = self._broker.cpu_times()
+            self._samples.append((time.time(), system_busy(), b.user + b.system))
             if self._stop.wait(0.1):
                 return
 

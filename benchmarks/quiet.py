@@ -28,7 +28,7 @@ from typing import Final
 
 import psutil
 
-__all__ = ["MAX_FOREIGN_SHARE", "MAX_START_LOAD", "QuietWatch", "Quietness"]
+__all__ = ["MAX_FOREIGN_SHARE", "MAX_START_LOAD", "QuietWatch", "Quietness", "system_busy"]
 
 #: the highest 1-minute load average at which a run may start and count (the team's rule: under 0.5; the
 #: issue that asked for this module allowed 1.0, the stricter one applies)
@@ -99,7 +99,7 @@ class QuietWatch:
         self._started = datetime.now(UTC)
         self._load_start = os.getloadavg()
         self._t0 = time.monotonic()
-        self._busy0 = _system_busy()
+        self._busy0 = system_busy()
         self._own0 = self._own_cpu()
         self._peak = self._load_start[0]
         self._thread.start()
@@ -110,7 +110,7 @@ class QuietWatch:
         self._thread.join()
         seconds = max(time.monotonic() - self._t0, 1e-9)
         own = self._own_cpu() - self._own0
-        foreign = max(0.0, _system_busy() - self._busy0 - own)
+        foreign = max(0.0, system_busy() - self._busy0 - own)
         self.result = Quietness(
             started=self._started,
             load_start=self._load_start,
@@ -163,6 +163,7 @@ class QuietWatch:
         return sum(self._own.values())
 
 
-def _system_busy() -> float:
+def system_busy() -> float:
+    """Seconds of CPU time the whole machine has spent busy since boot (all cores, every state but idle and iowait)."""
     t = psutil.cpu_times()
     return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
